@@ -1,0 +1,16 @@
+# -DKOLO_SANITIZE=address,undefined | thread. Applied to everything built here
+# (kolo's code and its tests); Debian's libraries are not instrumented.
+if(KOLO_SANITIZE)
+  if(KOLO_SANITIZE MATCHES "thread" AND KOLO_SANITIZE MATCHES "address")
+    message(FATAL_ERROR "KOLO_SANITIZE: thread cannot be combined with address")
+  endif()
+  set(_kolo_san_flags -fsanitize=${KOLO_SANITIZE} -fno-omit-frame-pointer -g)
+  if(KOLO_SANITIZE MATCHES "undefined")
+    list(APPEND _kolo_san_flags -fno-sanitize-recover=undefined)
+  endif()
+  add_compile_options(${_kolo_san_flags})
+  add_link_options(-fsanitize=${KOLO_SANITIZE})
+  set(KOLO_SANITIZER_BUILD ON)
+else()
+  set(KOLO_SANITIZER_BUILD OFF)
+endif()

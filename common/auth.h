@@ -1,0 +1,85 @@
+// Job-secret authentication: HMAC-SHA256 challenge-response, used by the
+// Session (worker <-> coordinator) and later by data-plane handshakes.
+//
+// The secret never crosses the wire. Each side contributes a fresh 32-byte
+// nonce; each proof is an HMAC over a role label, the job id, the worker id and
+// both nonces (every field length-prefixed), so a proof is valid for one
+// handshake only (no replay) and a proof of one role never passes as the other.
+// The coordinator proves first, so a worker never answers an impostor.
+//
+// Thread-safety: free functions are thread-safe; a handshake object belongs to
+// one stream and is not shared between threads without external locking.
+#ifndef KOLO_COMMON_AUTH_H_
+#define KOLO_COMMON_AUTH_H_
+
+#include <cstddef>
+#include <initializer_list>
+#include <string>
+#include "absl/strings/string_view.h"
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace kolo::auth {
+
+inline constexpr size_t kNonceBytes = 32;
+inline constexpr size_t kMacBytes = 32;
+
+// Cryptographically random bytes (OpenSSL RAND_bytes). CHECK-fails if the
+// system has no entropy, which would be a broken host.
+std::string RandomBytes(size_t n);
+// `n` random bytes as 2n lowercase hex characters.
+std::string RandomHex(size_t n);
+
+// HMAC-SHA256(key, len(f1) f1 len(f2) f2 ...), lengths as 8-byte big endian.
+std::string Hmac(absl::string_view key, std::initializer_list<absl::string_view> fields);
+bool ConstantTimeEqual(absl::string_view a, absl::string_view b);
+
+// The two proofs of the Session handshake.
+std::string CoordinatorProof(absl::string_view secret, absl::string_view job_id,
+                             absl::string_view worker_id, absl::string_view client_nonce,
+                             absl::string_view server_nonce);
+std::string WorkerProof(absl::string_view secret, absl::string_view job_id,
+                        absl::string_view worker_id, absl::string_view client_nonce,
+                        absl::string_view server_nonce);
+
+// Coordinator side of one handshake. Issues a fresh server nonce on
+// construction and accepts at most one proof for it.
+class ServerHandshake {
+ public:
+  ServerHandshake(std::string secret, std::string job_id, std::string worker_id,
+                  std::string client_nonce);
+  const std::string& server_nonce() const { return server_nonce_; }
+  // What the coordinator sends to prove it knows the secret.
+  std::string server_proof() const;
+  // OK for the right mac, the first time. kUnauthenticated for a wrong mac or a
+  // client nonce of the wrong length; kFailedPrecondition once already used
+  // (a replayed or repeated proof).
+  absl::Status Verify(absl::string_view mac);
+
+ private:
+  std::string secret_, job_id_, worker_id_, client_nonce_, server_nonce_;
+  bool used_ = false;
+};
+
+// Worker side of one handshake.
+class ClientHandshake {
+ public:
+  ClientHandshake(std::string secret, std::string job_id, std::string worker_id);
+  const std::string& client_nonce() const { return client_nonce_; }
+  // Checks the coordinator's proof and returns the worker's mac.
+  // kUnauthenticated when the coordinator does not know the secret.
+  absl::StatusOr<std::string> Answer(absl::string_view server_nonce,
+                                     absl::string_view server_proof) const;
+
+ private:
+  std::string secret_, job_id_, worker_id_, client_nonce_;
+};
+
+// Reads a job secret from a file: the whole content, trailing whitespace
+// removed. Errors name the file and say what to do.
+absl::StatusOr<std::string> LoadSecretFile(const std::string& path);
+
+}  // namespace kolo::auth
+
+#endif  // KOLO_COMMON_AUTH_H_

@@ -1,0 +1,18 @@
+// kolo's wire protocol version and feature bits. A worker and a coordinator of
+// different protocol versions refuse each other at hello, naming both.
+#ifndef KOLO_COMMON_VERSION_H_
+#define KOLO_COMMON_VERSION_H_
+
+#include <cstdint>
+
+namespace kolo {
+
+inline constexpr uint32_t kProtocolVersion = 1;
+// Bit i set = proto::Feature value (1 << i) supported.
+inline constexpr uint64_t kFeatureExchange = 1ull << 1;
+inline constexpr uint64_t kFeatureBits = kFeatureExchange;
+inline constexpr const char* kVersionString = "0.1.0";
+
+}  // namespace kolo
+
+#endif  // KOLO_COMMON_VERSION_H_

@@ -1,0 +1,66 @@
+// CoordinatorServer: the kolo coordinator as an embeddable gRPC server.
+// Used by `kolo-coordinator` (standalone), by kolorun (embedded, the default),
+// and by rank 0 when workers start without kolorun (torchrun, Slurm, Open MPI).
+//
+// It hosts the Coordinator service (Session stream + Status) around a plain
+// CoordinatorCore (coordinator/core.h) that holds all membership state.
+//
+// Thread-safety: all methods may be called from any thread.
+// Lifetime: Shutdown() (or the destructor) ends every Session with a JobEnd,
+// stops the gRPC server within a bounded time, and joins kolo's own threads.
+#ifndef KOLO_COORDINATOR_SERVER_H_
+#define KOLO_COORDINATOR_SERVER_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "proto/kolo.pb.h"
+
+namespace kolo::coordinator {
+
+struct ServerOptions {
+  std::string bind_host = "127.0.0.1";  // "0.0.0.0" to accept other hosts
+  int port = 0;                         // 0: the kernel picks a free port
+  int expected_size = 1;                // workers that form epoch 1
+  std::string job_id;
+  std::string secret;                   // job secret (never logged)
+  absl::Duration heartbeat_interval = absl::Milliseconds(500);
+  // A worker silent this long (no heartbeat, stream still open) has failed.
+  absl::Duration heartbeat_timeout = absl::Seconds(5);
+};
+
+class CoordinatorServer {
+ public:
+  // Binds and starts serving. Fails with a clear message if the port is taken.
+  static absl::StatusOr<std::unique_ptr<CoordinatorServer>> Start(const ServerOptions& options);
+  virtual ~CoordinatorServer() = default;
+
+  // The bound port (the real one when options.port was 0).
+  virtual int port() const = 0;
+  // Random per start; every message carries it.
+  virtual uint64_t incarnation() const = 0;
+
+  virtual proto::StatusReply Status() const = 0;
+
+  // Blocks until epoch 1 has formed (OK), the job ended (kAborted, with the
+  // reason) or the deadline passed (kDeadlineExceeded, naming the workers
+  // that are not in yet).
+  virtual absl::Status WaitForEpoch(absl::Time deadline) = 0;
+
+  // Blocks until every member has left or the job ended (OK if every member
+  // left in order, kAborted with the reason if it ended in failure), or the
+  // deadline passed (kDeadlineExceeded naming who is still in).
+  virtual absl::Status WaitUntilEnded(absl::Time deadline) = 0;
+
+  // Ends the job: sends JobEnd{failure, reason} to every open Session, then
+  // stops the server (bounded: in-flight RPCs are cancelled after ~1 s).
+  // Idempotent.
+  virtual void Shutdown(bool failure, const std::string& reason) = 0;
+};
+
+}  // namespace kolo::coordinator
+
+#endif  // KOLO_COORDINATOR_SERVER_H_
