@@ -15,10 +15,10 @@
 #include <cstddef>
 #include <initializer_list>
 #include <string>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace kolo::auth {
 
@@ -32,15 +32,18 @@ std::string RandomBytes(size_t n);
 std::string RandomHex(size_t n);
 
 // HMAC-SHA256(key, len(f1) f1 len(f2) f2 ...), lengths as 8-byte big endian.
-std::string Hmac(absl::string_view key, std::initializer_list<absl::string_view> fields);
+std::string Hmac(absl::string_view key,
+                 std::initializer_list<absl::string_view> fields);
 bool ConstantTimeEqual(absl::string_view a, absl::string_view b);
 
 // The two proofs of the Session handshake.
 std::string CoordinatorProof(absl::string_view secret, absl::string_view job_id,
-                             absl::string_view worker_id, absl::string_view client_nonce,
+                             absl::string_view worker_id,
+                             absl::string_view client_nonce,
                              absl::string_view server_nonce);
 std::string WorkerProof(absl::string_view secret, absl::string_view job_id,
-                        absl::string_view worker_id, absl::string_view client_nonce,
+                        absl::string_view worker_id,
+                        absl::string_view client_nonce,
                         absl::string_view server_nonce);
 
 // Coordinator side of one handshake. Issues a fresh server nonce on
@@ -65,7 +68,8 @@ class ServerHandshake {
 // Worker side of one handshake.
 class ClientHandshake {
  public:
-  ClientHandshake(std::string secret, std::string job_id, std::string worker_id);
+  ClientHandshake(std::string secret, std::string job_id,
+                  std::string worker_id);
   const std::string& client_nonce() const { return client_nonce_; }
   // Checks the coordinator's proof and returns the worker's mac.
   // kUnauthenticated when the coordinator does not know the secret.

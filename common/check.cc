@@ -6,8 +6,8 @@
 namespace kolo::internal {
 
 CheckFailure::CheckFailure(const char* file, int line, const char* condition) {
-  stream_ << "kolo internal error (a bug; please report it): " << file << ":" << line
-          << ": check failed: " << condition << ": ";
+  stream_ << "kolo internal error (a bug; please report it): " << file << ":"
+          << line << ": check failed: " << condition << ": ";
 }
 
 CheckFailure::~CheckFailure() {

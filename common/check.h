@@ -25,9 +25,10 @@ struct Voidify {
 
 }  // namespace kolo::internal
 
-#define KOLO_CHECK(cond)                   \
-  (cond) ? (void)0                         \
-         : ::kolo::internal::Voidify() &   \
-               ::kolo::internal::CheckFailure(__FILE__, __LINE__, #cond).stream()
+#define KOLO_CHECK(cond)              \
+  (cond)                              \
+      ? (void)0                       \
+      : ::kolo::internal::Voidify() & \
+            ::kolo::internal::CheckFailure(__FILE__, __LINE__, #cond).stream()
 
 #endif  // KOLO_COMMON_CHECK_H_

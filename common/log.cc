@@ -79,7 +79,8 @@ absl::Status SetLogLevel(absl::string_view name) {
         "'; use trace, debug, info, warning, error, critical or off"));
   }
   level.store(l);
-  spdlog::apply_all([l](std::shared_ptr<spdlog::logger> lg) { lg->set_level(l); });
+  spdlog::apply_all(
+      [l](std::shared_ptr<spdlog::logger> lg) { lg->set_level(l); });
   return absl::OkStatus();
 }
 

@@ -3,7 +3,8 @@
 // state marked ABSL_GUARDED_BY at compile time.
 //
 // Why not absl::Mutex: Debian's Abseil is not built for ThreadSanitizer, which
-// then reports races on correctly locked data. std::mutex is intercepted by TSan.
+// then reports races on correctly locked data. std::mutex is intercepted by
+// TSan.
 //
 // Thread-safety: all members are safe to call from any thread.
 // Invariants: a Mutex is not recursive; CondVar waits require the mutex held.

@@ -7,9 +7,9 @@
 #define KOLO_COMMON_NET_H_
 
 #include <string>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace kolo::net {
 
@@ -20,11 +20,13 @@ struct HostPort {
 };
 
 // Parses "host:port" or "[v6addr]:port"; port in 1..65535 (0 if allow_zero).
-absl::StatusOr<HostPort> ParseHostPort(absl::string_view text, bool allow_zero = false);
+absl::StatusOr<HostPort> ParseHostPort(absl::string_view text,
+                                       bool allow_zero = false);
 
 // The local IP address the kernel would use as source toward host:port
 // (a connected UDP socket's name; nothing is sent). `host` may be a name.
-absl::StatusOr<std::string> LocalAddressToward(const std::string& host, int port);
+absl::StatusOr<std::string> LocalAddressToward(const std::string& host,
+                                               int port);
 
 // The first IPv4 address of interface `iface` (e.g. "eth0"). The error lists
 // the interfaces this host has.

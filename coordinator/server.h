@@ -26,7 +26,7 @@ struct ServerOptions {
   int port = 0;                         // 0: the kernel picks a free port
   int expected_size = 1;                // workers that form epoch 1
   std::string job_id;
-  std::string secret;                   // job secret (never logged)
+  std::string secret;  // job secret (never logged)
   absl::Duration heartbeat_interval = absl::Milliseconds(500);
   // A worker silent this long (no heartbeat, stream still open) has failed.
   absl::Duration heartbeat_timeout = absl::Seconds(5);
@@ -35,7 +35,8 @@ struct ServerOptions {
 class CoordinatorServer {
  public:
   // Binds and starts serving. Fails with a clear message if the port is taken.
-  static absl::StatusOr<std::unique_ptr<CoordinatorServer>> Start(const ServerOptions& options);
+  static absl::StatusOr<std::unique_ptr<CoordinatorServer>> Start(
+      const ServerOptions& options);
   virtual ~CoordinatorServer() = default;
 
   // The bound port (the real one when options.port was 0).

@@ -17,11 +17,11 @@
 #define KOLO_KOLO_H_
 
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
 namespace kolo {
@@ -40,12 +40,13 @@ bool is_initialized();
 // Topology of the current epoch; -1 when not initialised (as Horovod's C API).
 int rank();
 int size();
-int local_rank();   // among workers with the same launcher host name
+int local_rank();  // among workers with the same launcher host name
 int local_size();
-int cross_rank();   // among workers with the same local_rank
+int cross_rank();  // among workers with the same local_rank
 int cross_size();
 
-// This worker's stable identity (given by the launcher), "" when not initialised.
+// This worker's stable identity (given by the launcher), "" when not
+// initialised.
 std::string worker_id();
 // The address ("ip:port") this worker's data plane listens on.
 std::string data_address();
@@ -54,9 +55,8 @@ std::string data_address();
 // tensors): every rank calls it with the same key; returns every rank's value
 // in rank order. Fails with kDeadlineExceeded after `timeout`, and with
 // kAborted if the job ends meanwhile.
-absl::StatusOr<std::vector<std::string>> control_allgather(absl::string_view key,
-                                                           absl::string_view value,
-                                                           absl::Duration timeout);
+absl::StatusOr<std::vector<std::string>> control_allgather(
+    absl::string_view key, absl::string_view value, absl::Duration timeout);
 
 }  // namespace kolo
 

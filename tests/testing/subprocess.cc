@@ -19,7 +19,8 @@ namespace kolo::testing {
 
 std::string ExitInfo::ToString() const {
   if (exited) return absl::StrCat("exit code ", code);
-  return absl::StrCat("killed by signal ", signal, " (", strsignal(signal), ")");
+  return absl::StrCat("killed by signal ", signal, " (", strsignal(signal),
+                      ")");
 }
 
 Subprocess::Subprocess(std::vector<std::string> argv,
@@ -61,9 +62,11 @@ absl::Status Subprocess::Start() {
   argv.push_back(nullptr);
 
   int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) return absl::InternalError(std::strerror(errno));
+  if (::pipe2(fds, O_CLOEXEC) != 0)
+    return absl::InternalError(std::strerror(errno));
   pid_t pid = ::fork();
-  if (pid < 0) return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
+  if (pid < 0)
+    return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
   if (pid == 0) {
     ::setpgid(0, 0);
     ::dup2(fds[1], 1);
@@ -86,7 +89,8 @@ absl::Status Subprocess::Start() {
 
 void Subprocess::Drain(absl::Duration max_wait) {
   if (out_fd_ < 0) {
-    if (max_wait > absl::ZeroDuration()) absl::SleepFor(std::min(max_wait, absl::Milliseconds(10)));
+    if (max_wait > absl::ZeroDuration())
+      absl::SleepFor(std::min(max_wait, absl::Milliseconds(10)));
     return;
   }
   pollfd p{out_fd_, POLLIN, 0};
@@ -120,19 +124,21 @@ absl::Status Subprocess::Wait(absl::Duration timeout) {
       break;
     }
     if (absl::Now() >= deadline) {
-      return absl::DeadlineExceededError(
-          absl::StrCat("process ", argv_[0], " still running after ", absl::FormatDuration(timeout),
-                       "; output so far:\n", output_));
+      return absl::DeadlineExceededError(absl::StrCat(
+          "process ", argv_[0], " still running after ",
+          absl::FormatDuration(timeout), "; output so far:\n", output_));
     }
     Drain(absl::Milliseconds(20));
   }
   // Collect what is left in the pipe (grandchildren may still hold it open).
   absl::Time drain_deadline = absl::Now() + absl::Milliseconds(500);
-  while (out_fd_ >= 0 && absl::Now() < drain_deadline) Drain(absl::Milliseconds(50));
+  while (out_fd_ >= 0 && absl::Now() < drain_deadline)
+    Drain(absl::Milliseconds(50));
   return absl::OkStatus();
 }
 
-bool Subprocess::WaitForOutput(const std::string& needle, absl::Duration timeout) {
+bool Subprocess::WaitForOutput(const std::string& needle,
+                               absl::Duration timeout) {
   absl::Time deadline = absl::Now() + timeout;
   while (output_.find(needle) == std::string::npos) {
     if (absl::Now() >= deadline) return false;

@@ -20,7 +20,8 @@
 namespace kolo::testing {
 
 struct ExitInfo {
-  bool exited = false;  // true: normal exit with `code`; false: killed by `signal`
+  bool exited =
+      false;  // true: normal exit with `code`; false: killed by `signal`
   int code = -1;
   int signal = 0;
   std::string ToString() const;
