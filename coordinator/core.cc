@@ -1,0 +1,448 @@
+#include "coordinator/core.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/check.h"
+#include "common/log.h"
+#include "coordinator/membership.h"
+
+namespace kolo::coordinator {
+namespace {
+
+std::shared_ptr<spdlog::logger> Log() { return GetLogger("coordinator"); }
+
+// How a refused stream is finished (the Refusal message says the same).
+absl::Status RefusalStatus(proto::Refusal::Reason reason,
+                           const std::string& message) {
+  switch (reason) {
+    case proto::Refusal::AUTH_FAILED:
+      return absl::UnauthenticatedError(message);
+    case proto::Refusal::DUPLICATE_WORKER:
+      return absl::AlreadyExistsError(message);
+    case proto::Refusal::JOB_FULL:
+      return absl::ResourceExhaustedError(message);
+    case proto::Refusal::PROTOCOL_ERROR:
+      return absl::InvalidArgumentError(message);
+    default:
+      return absl::FailedPreconditionError(message);
+  }
+}
+
+const char* BodyName(const proto::WorkerMessage& m) {
+  switch (m.body_case()) {
+    case proto::WorkerMessage::kHello:
+      return "Hello";
+    case proto::WorkerMessage::kProof:
+      return "Proof";
+    case proto::WorkerMessage::kHeartbeat:
+      return "Heartbeat";
+    case proto::WorkerMessage::kExchange:
+      return "Exchange";
+    case proto::WorkerMessage::kLeave:
+      return "Leave";
+    default:
+      return "an empty message";
+  }
+}
+
+std::string Seconds(absl::Duration d) {
+  return absl::StrFormat("%.1f s", absl::ToDoubleSeconds(d));
+}
+
+}  // namespace
+
+CoordinatorCore::CoordinatorCore(CoreOptions options)
+    : options_(std::move(options)) {
+  KOLO_CHECK(options_.expected_size >= 1)
+      << "expected_size must be at least 1, got " << options_.expected_size;
+  KOLO_CHECK(options_.clock != nullptr);
+}
+
+void CoordinatorCore::Send(SessionId id, proto::CoordinatorMessage msg,
+                           Actions& out) {
+  out.sends.push_back(Actions::Send{id, std::move(msg)});
+}
+
+std::string CoordinatorCore::Describe(const Session& s) const {
+  const std::string& w =
+      s.hello.worker_id().empty() ? std::string("?") : s.hello.worker_id();
+  if (s.rank >= 0) {
+    return absl::StrCat("worker ", w, " (rank ", s.rank, ", host ",
+                        s.hello.host_name(), ")");
+  }
+  return absl::StrCat("worker ", w, " (host ", s.hello.host_name(), ", from ",
+                      s.peer, ")");
+}
+
+int CoordinatorCore::AuthenticatedCount() const {
+  int n = 0;
+  for (const auto& [id, s] : sessions_) {
+    if (s.state == State::kWaiting || s.state == State::kMember) ++n;
+  }
+  return n;
+}
+
+Actions CoordinatorCore::OnOpen(SessionId session, std::string peer) {
+  MutexLock lock(&mu_);
+  Session s;
+  s.peer = std::move(peer);
+  s.opened = s.last_heard = options_.clock();
+  bool inserted = sessions_.emplace(session, std::move(s)).second;
+  KOLO_CHECK(inserted) << "session id " << session << " opened twice";
+  return {};
+}
+
+Actions CoordinatorCore::OnMessage(SessionId id,
+                                   const proto::WorkerMessage& message) {
+  MutexLock lock(&mu_);
+  Actions out;
+  auto it = sessions_.find(id);
+  if (it == sessions_.end()) return out;  // already closed by us
+  Session& s = it->second;
+  s.last_heard = options_.clock();
+  if (s.rank >= 0) members_[s.rank].last_heard = s.last_heard;
+
+  if (s.state == State::kAwaitHello) {
+    if (message.body_case() != proto::WorkerMessage::kHello) {
+      Refuse(id, proto::Refusal::PROTOCOL_ERROR,
+             absl::StrCat("the first message of a Session must be Hello, got ",
+                          BodyName(message), " from ", s.peer),
+             out);
+      return out;
+    }
+    HandleHello(id, s, message.hello(), out);
+    return out;
+  }
+
+  // Fencing: after the Challenge, this incarnation; after the Membership,
+  // this epoch (epoch 0 is tolerated on Heartbeat/Leave in flight meanwhile).
+  const proto::Fence& f = message.fence();
+  bool late_ok = f.epoch() == 0 &&
+                 (message.body_case() == proto::WorkerMessage::kHeartbeat ||
+                  message.body_case() == proto::WorkerMessage::kLeave);
+  uint64_t want_epoch = s.rank >= 0 ? epoch_ : 0;
+  if (f.incarnation() != options_.incarnation ||
+      (f.epoch() != want_epoch && !(s.rank >= 0 && late_ok))) {
+    Refuse(id, proto::Refusal::FENCED,
+           absl::StrFormat(
+               "%s sent %s fenced (incarnation %016x, epoch %d), but this "
+               "coordinator is incarnation %016x, epoch %d for it; a message "
+               "from another coordinator start or epoch is refused (restart "
+               "the worker so it joins the current job)",
+               Describe(s), BodyName(message), f.incarnation(), f.epoch(),
+               options_.incarnation, want_epoch),
+           out);
+    return out;
+  }
+
+  switch (message.body_case()) {
+    case proto::WorkerMessage::kProof:
+      if (s.state != State::kAwaitProof) break;
+      HandleProof(id, s, message.proof(), out);
+      return out;
+    case proto::WorkerMessage::kHeartbeat:
+      if (s.state == State::kAwaitProof) break;
+      return out;  // last_heard is updated above
+    case proto::WorkerMessage::kExchange:
+      if (s.state != State::kMember) break;
+      HandleExchange(id, s, message.exchange(), out);
+      return out;
+    case proto::WorkerMessage::kLeave:
+      if (s.state != State::kMember && s.state != State::kWaiting) break;
+      HandleLeave(id, s, out);
+      return out;
+    default:
+      break;
+  }
+  const char* when = s.state == State::kAwaitProof ? "during the handshake"
+                     : s.state == State::kWaiting  ? "before its Membership"
+                     : s.state == State::kLeft     ? "after Leave"
+                                                   : "after the handshake";
+  Refuse(id, proto::Refusal::PROTOCOL_ERROR,
+         absl::StrCat(Describe(s), " sent ", BodyName(message), " ", when,
+                      ", which the Session protocol does not allow; run the "
+                      "same kolo build everywhere"),
+         out);
+  return out;
+}
+
+void CoordinatorCore::MaybeFormEpoch(Actions& out) {
+  if (phase_ != Phase::kForming ||
+      AuthenticatedCount() < options_.expected_size) {
+    return;
+  }
+  std::vector<std::pair<uint64_t, SessionId>> by_arrival;
+  for (const auto& [id, s] : sessions_) {
+    if (s.state == State::kWaiting) by_arrival.emplace_back(s.arrival, id);
+  }
+  std::sort(by_arrival.begin(), by_arrival.end());
+  std::vector<SessionId> ids;
+  for (const auto& [arrival, id] : by_arrival) ids.push_back(id);
+  std::vector<Arrival> arrivals;
+  for (SessionId id : ids) {
+    const proto::Hello& h = sessions_.at(id).hello;
+    arrivals.push_back(Arrival{h.worker_id(), h.host_name(), h.data_address(),
+                               h.requested_rank()});
+  }
+  Assignment a = AssignRanks(arrivals, options_.job_id);
+  epoch_ = 1;
+  phase_ = Phase::kRunning;
+  members_.assign(ids.size(), Member{});
+  for (size_t i = 0; i < ids.size(); ++i) {
+    Session& s = sessions_.at(ids[i]);
+    int rank = a.rank_of[i];
+    s.state = State::kMember;
+    s.rank = rank;
+    Member& m = members_[rank];
+    m.worker_id = s.hello.worker_id();
+    m.host_name = s.hello.host_name();
+    m.data_address = s.hello.data_address();
+    m.pid = s.hello.pid();
+    m.session = ids[i];
+    m.state = "member";
+    m.last_heard = s.last_heard;
+  }
+  std::vector<std::string> names;
+  for (size_t r = 0; r < members_.size(); ++r) {
+    names.push_back(absl::StrCat(r, "=", members_[r].worker_id, "@",
+                                 members_[r].host_name));
+    proto::CoordinatorMessage msg;
+    msg.mutable_fence()->set_incarnation(options_.incarnation);
+    msg.mutable_fence()->set_epoch(epoch_);
+    *msg.mutable_membership() = a.by_rank[r];
+    Send(members_[r].session, std::move(msg), out);
+  }
+  Log()->info("epoch {} formed with {} workers{}: {}", epoch_, members_.size(),
+              a.used_requested_ranks ? " (requested ranks)" : "",
+              absl::StrJoin(names, ", "));
+}
+
+void CoordinatorCore::HandleExchange(SessionId id, Session& s,
+                                     const proto::Exchange& ex, Actions& out) {
+  auto& values = exchanges_[ex.key()];
+  if (values.empty()) values.resize(members_.size());
+  if (values[s.rank].has_value()) {
+    Refuse(id, proto::Refusal::PROTOCOL_ERROR,
+           absl::StrCat(Describe(s), " sent Exchange '", ex.key(),
+                        "' twice before every member sent it; wait for the "
+                        "ExchangeResult before reusing a key"),
+           out);
+    return;
+  }
+  values[s.rank] = ex.value();
+  if (!std::all_of(values.begin(), values.end(),
+                   [](const auto& v) { return v.has_value(); })) {
+    return;
+  }
+  proto::CoordinatorMessage msg;
+  msg.mutable_fence()->set_incarnation(options_.incarnation);
+  msg.mutable_fence()->set_epoch(epoch_);
+  msg.mutable_exchange_result()->set_key(ex.key());
+  for (auto& v : values) msg.mutable_exchange_result()->add_values(*v);
+  exchanges_.erase(ex.key());
+  for (const Member& m : members_) {
+    if (m.open && m.state == "member") Send(m.session, msg, out);
+  }
+}
+
+void CoordinatorCore::HandleLeave(SessionId id, Session& s, Actions& out) {
+  proto::CoordinatorMessage ack;
+  ack.mutable_fence()->set_incarnation(options_.incarnation);
+  ack.mutable_fence()->set_epoch(s.rank >= 0 ? epoch_ : 0);
+  ack.mutable_leave_ack();
+  Send(id, std::move(ack), out);
+  s.state = State::kLeft;
+  if (s.rank < 0) {
+    Log()->info("{} left before the epoch formed", Describe(s));
+    return;
+  }
+  members_[s.rank].state = "left";
+  Log()->info("{} left", Describe(s));
+  bool all_left =
+      std::all_of(members_.begin(), members_.end(),
+                  [](const Member& m) { return m.state == "left"; });
+  if (all_left && phase_ == Phase::kRunning) {
+    phase_ = Phase::kEnded;
+    end_failure_ = false;
+    end_reason_ = absl::StrCat("all ", members_.size(), " workers left");
+    Log()->info("job '{}' ended: {}", options_.job_id, end_reason_);
+  }
+}
+
+void CoordinatorCore::Refuse(SessionId id, proto::Refusal::Reason reason,
+                             const std::string& message, Actions& out) {
+  Session& s = sessions_.at(id);
+  Log()->warn("refused {}: {}: {}", Describe(s),
+              proto::Refusal::Reason_Name(reason), message);
+  proto::CoordinatorMessage msg;
+  msg.mutable_fence()->set_incarnation(options_.incarnation);
+  msg.mutable_fence()->set_epoch(s.rank >= 0 ? epoch_ : 0);
+  msg.mutable_refusal()->set_reason(reason);
+  msg.mutable_refusal()->set_message(message);
+  Send(id, std::move(msg), out);
+  out.closes.push_back(Actions::Close{id, RefusalStatus(reason, message)});
+  int rank = s.rank;
+  bool member = s.state == State::kMember;
+  sessions_.erase(id);
+  if (rank >= 0) {
+    members_[rank].open = false;
+    if (member) FailMember(rank, absl::StrCat("refused: ", message), out);
+  }
+}
+
+void CoordinatorCore::FailMember(int rank, const std::string& cause,
+                                 Actions& out) {
+  Member& m = members_[rank];
+  m.state = "failed";
+  if (phase_ == Phase::kEnded) return;
+  EndJob(true,
+         absl::StrCat("worker ", m.worker_id, " (rank ", rank, ", host ",
+                      m.host_name, ") ", cause),
+         out);
+}
+
+void CoordinatorCore::EndJob(bool failure, const std::string& reason,
+                             Actions& out) {
+  if (phase_ != Phase::kEnded) {
+    phase_ = Phase::kEnded;
+    end_failure_ = failure;
+    end_reason_ = reason;
+    if (failure) {
+      Log()->error("job '{}' ended in failure: {}", options_.job_id, reason);
+    } else {
+      Log()->info("job '{}' ended: {}", options_.job_id, reason);
+    }
+  }
+  std::vector<SessionId> ids;
+  for (const auto& [id, s] : sessions_) ids.push_back(id);
+  std::sort(ids.begin(), ids.end());
+  for (SessionId id : ids) {
+    Session& s = sessions_.at(id);
+    proto::CoordinatorMessage msg;
+    msg.mutable_fence()->set_incarnation(options_.incarnation);
+    msg.mutable_fence()->set_epoch(s.rank >= 0 ? epoch_ : 0);
+    msg.mutable_job_end()->set_failure(failure);
+    msg.mutable_job_end()->set_reason(reason);
+    Send(id, std::move(msg), out);
+    out.closes.push_back(Actions::Close{
+        id, failure ? absl::AbortedError(reason) : absl::OkStatus()});
+    if (s.rank >= 0) members_[s.rank].open = false;
+  }
+  sessions_.clear();
+}
+
+Actions CoordinatorCore::OnClosed(SessionId id, absl::string_view cause) {
+  MutexLock lock(&mu_);
+  Actions out;
+  auto it = sessions_.find(id);
+  if (it == sessions_.end()) return out;
+  Session s = std::move(it->second);
+  sessions_.erase(it);
+  if (s.rank >= 0) members_[s.rank].open = false;
+  switch (s.state) {
+    case State::kAwaitHello:
+    case State::kAwaitProof:
+      Log()->debug("session from {} closed during the handshake ({})", s.peer,
+                   std::string(cause));
+      break;
+    case State::kWaiting:
+      Log()->info(
+          "{} disconnected before the epoch formed ({}); it may "
+          "reconnect",
+          Describe(s), std::string(cause));
+      break;
+    case State::kLeft:
+      break;
+    case State::kMember:
+      FailMember(s.rank,
+                 absl::StrCat("disconnected without leaving (",
+                              std::string(cause), ")"),
+                 out);
+      break;
+  }
+  return out;
+}
+
+Actions CoordinatorCore::OnTick(absl::Time now) {
+  MutexLock lock(&mu_);
+  Actions out;
+  if (phase_ == Phase::kEnded) return out;
+  if (now >= next_heartbeat_) {
+    next_heartbeat_ = now + options_.heartbeat_interval;
+    ++heartbeat_seq_;
+    std::vector<SessionId> ids;
+    for (const auto& [id, s] : sessions_) {
+      if (s.state == State::kWaiting || s.state == State::kMember ||
+          s.state == State::kLeft) {
+        ids.push_back(id);
+      }
+    }
+    std::sort(ids.begin(), ids.end());
+    for (SessionId id : ids) {
+      proto::CoordinatorMessage msg;
+      msg.mutable_fence()->set_incarnation(options_.incarnation);
+      msg.mutable_fence()->set_epoch(sessions_.at(id).rank >= 0 ? epoch_ : 0);
+      msg.mutable_heartbeat()->set_seq(heartbeat_seq_);
+      Send(id, std::move(msg), out);
+    }
+  }
+  // Silence. Collect first: refusing or failing changes sessions_.
+  std::vector<SessionId> silent;
+  for (const auto& [id, s] : sessions_) {
+    if (s.state != State::kLeft &&
+        now - s.last_heard > options_.heartbeat_timeout) {
+      silent.push_back(id);
+    }
+  }
+  std::sort(silent.begin(), silent.end());
+  for (SessionId id : silent) {
+    auto it = sessions_.find(id);
+    if (it == sessions_.end()) continue;  // closed by an earlier failure
+    Session& s = it->second;
+    std::string quiet = Seconds(now - s.last_heard);
+    switch (s.state) {
+      case State::kAwaitHello:
+      case State::kAwaitProof:
+        Refuse(id, proto::Refusal::PROTOCOL_ERROR,
+               absl::StrCat("the handshake from ", s.peer,
+                            " did not complete within ",
+                            Seconds(options_.heartbeat_timeout),
+                            "; check that the worker runs the same kolo build"),
+               out);
+        break;
+      case State::kWaiting: {
+        Log()->info("{} was silent for {} before the epoch formed; dropped",
+                    Describe(s), quiet);
+        std::string msg = absl::StrCat(Describe(s), " was silent for ", quiet,
+                                       "; reconnect to join the job");
+        out.closes.push_back(
+            Actions::Close{id, absl::DeadlineExceededError(msg)});
+        sessions_.erase(it);
+        break;
+      }
+      case State::kMember: {
+        int rank = s.rank;
+        members_[rank].open = false;
+        // The silent worker is told too, should it come back.
+        FailMember(rank, absl::StrCat("silent for ", quiet), out);
+        break;
+      }
+      case State::kLeft:
+        break;
+    }
+  }
+  return out;
+}
+
+Actions CoordinatorCore::Shutdown(bool failure, absl::string_view reason) {
+  MutexLock lock(&mu_);
+  Actions out;
+  EndJob(failure, std::string(reason), out);
+  return out;
+}
+
+}  // namespace kolo::coordinator

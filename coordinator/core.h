@@ -1,0 +1,191 @@
+// CoordinatorCore: the coordinator's whole state machine for one job, as a
+// plain class with no gRPC: events in (a Session opened, a message arrived, a
+// Session closed, the clock ticked), actions out (messages to send, Sessions
+// to close). The gRPC service (coordinator/service.h) is a thin adapter that
+// feeds it events and carries out its actions; tests drive it directly.
+//
+// What it does (see the header comment of proto/kolo.proto for the wire
+// sequence):
+// - Hello: refuses a wrong protocol version, job id or expected size, a
+//   duplicate worker id and a full job; otherwise answers with a Challenge.
+// - Proof: checks the HMAC (auth::ServerHandshake, one proof per challenge);
+//   a wrong one is refused (AUTH_FAILED) and logged; nobody else is disturbed.
+// - When expected_size workers are authenticated it forms epoch 1 at once
+//   (coordinator/membership.h) and sends every worker its Membership.
+// - Fencing: after the Challenge every message must carry this incarnation,
+//   and a member's messages the current epoch. (A Heartbeat or Leave stamped
+//   epoch 0 by a member is accepted: it was sent before the Membership
+//   reached the worker.) Anything else is refused (FENCED) and logged.
+// - Liveness: OnTick sends Heartbeats every heartbeat_interval; a member
+//   whose stream closes without Leave, or that is silent longer than
+//   heartbeat_timeout, has failed: the job ends and every other Session gets
+//   JobEnd{failure, reason naming worker id, rank and host}. Before the epoch
+//   forms, an authenticated worker that disconnects is only removed.
+// - Exchange: when every member sent a value under a key, all get the values
+//   in rank order. Leave: LeaveAck; when every member left, the job ended well.
+//
+// Thread-safety: every method may be called from any thread; one internal
+// kolo::Mutex serialises them. Callers that need the actions of successive
+// events delivered in order (the gRPC adapter does) must serialise "call +
+// deliver" themselves.
+// Invariants: a session id is opened once; after a Close action for it the
+// core forgets it, and later events for it are ignored.
+#ifndef KOLO_COORDINATOR_CORE_H_
+#define KOLO_COORDINATOR_CORE_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "common/auth.h"
+#include "common/mutex.h"
+#include "proto/kolo.pb.h"
+
+namespace kolo::coordinator {
+
+// Chosen by the adapter, unique per stream for the life of the core.
+using SessionId = uint64_t;
+
+struct CoreOptions {
+  int expected_size = 1;  // workers that form epoch 1
+  std::string job_id;
+  std::string secret;        // job secret (never logged)
+  uint64_t incarnation = 0;  // random per coordinator start
+  absl::Duration heartbeat_interval = absl::Milliseconds(500);
+  absl::Duration heartbeat_timeout = absl::Seconds(5);
+  // When a message arrives (for liveness). Tests inject a fake clock and pass
+  // the same clock's time to OnTick.
+  std::function<absl::Time()> clock = [] { return absl::Now(); };
+};
+
+// What the adapter must do after one event: first every send (in order),
+// then every close (finish the stream with `status` once its sends are out).
+struct Actions {
+  struct Send {
+    SessionId session;
+    proto::CoordinatorMessage message;
+  };
+  struct Close {
+    SessionId session;
+    absl::Status status;
+  };
+  std::vector<Send> sends;
+  std::vector<Close> closes;
+
+  bool empty() const { return sends.empty() && closes.empty(); }
+};
+
+class CoordinatorCore {
+ public:
+  // REQUIRES: options.expected_size >= 1.
+  explicit CoordinatorCore(CoreOptions options);
+  CoordinatorCore(const CoordinatorCore&) = delete;
+  CoordinatorCore& operator=(const CoordinatorCore&) = delete;
+
+  // A stream opened; `peer` is the transport's peer address (for messages).
+  Actions OnOpen(SessionId session, std::string peer);
+  Actions OnMessage(SessionId session, const proto::WorkerMessage& message);
+  // The stream ended from the worker's side or broke. `cause` is for logs.
+  Actions OnClosed(SessionId session, absl::string_view cause);
+  // Sends heartbeats when due and detects silent workers.
+  Actions OnTick(absl::Time now);
+  // Ends the job (if it has not ended): JobEnd{failure, reason} to every open
+  // Session, and closes them all. Idempotent.
+  Actions Shutdown(bool failure, absl::string_view reason);
+
+  proto::StatusReply Status() const;
+  uint64_t incarnation() const { return options_.incarnation; }
+  int expected_size() const { return options_.expected_size; }
+  // The current epoch: 0 while forming, then 1.
+  uint64_t epoch() const;
+  bool epoch_formed() const;
+  bool ended() const;
+  // Meaningful once ended().
+  bool ended_in_failure() const;
+  std::string end_reason() const;
+  // Who the epoch still waits for, e.g. "waiting for 2 of 3 workers; in: w0
+  // (host a); handshaking: w2 (host b)".
+  std::string DescribeMissing() const;
+  // Members that have not left, e.g. "w1 (rank 1, host b)".
+  std::string DescribeStillIn() const;
+
+ private:
+  enum class State { kAwaitHello, kAwaitProof, kWaiting, kMember, kLeft };
+  enum class Phase { kForming, kRunning, kEnded };
+
+  struct Session {
+    std::string peer;
+    State state = State::kAwaitHello;
+    proto::Hello hello;
+    std::unique_ptr<auth::ServerHandshake> handshake;
+    absl::Time opened;
+    absl::Time last_heard;
+    uint64_t arrival = 0;  // order of authentication
+    int rank = -1;
+  };
+  struct Member {
+    std::string worker_id, host_name, data_address;
+    int64_t pid = 0;
+    SessionId session = 0;
+    bool open = true;
+    std::string state;  // "member", "left", "failed"
+    absl::Time last_heard;
+  };
+
+  void HandleHello(SessionId id, Session& s, const proto::Hello& hello,
+                   Actions& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void HandleProof(SessionId id, Session& s, const proto::Proof& proof,
+                   Actions& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void HandleExchange(SessionId id, Session& s, const proto::Exchange& ex,
+                      Actions& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void HandleLeave(SessionId id, Session& s, Actions& out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void MaybeFormEpoch(Actions& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sends a Refusal, closes the stream and logs a warning. A refused member
+  // fails the job.
+  void Refuse(SessionId id, proto::Refusal::Reason reason,
+              const std::string& message, Actions& out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The member of `rank` failed: the job ends with JobEnd to every open
+  // Session.
+  void FailMember(int rank, const std::string& cause, Actions& out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EndJob(bool failure, const std::string& reason, Actions& out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Send(SessionId id, proto::CoordinatorMessage msg, Actions& out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int AuthenticatedCount() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // "worker w1 (host h, from <peer>)" / "worker w1 (rank 1, host h)".
+  std::string Describe(const Session& s) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const CoreOptions options_;
+
+  mutable Mutex mu_;
+  Phase phase_ ABSL_GUARDED_BY(mu_) = Phase::kForming;
+  uint64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
+  bool end_failure_ ABSL_GUARDED_BY(mu_) = false;
+  std::string end_reason_ ABSL_GUARDED_BY(mu_);
+  // Open sessions only.
+  absl::flat_hash_map<SessionId, Session> sessions_ ABSL_GUARDED_BY(mu_);
+  // The epoch's members, by rank (empty while forming).
+  std::vector<Member> members_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_arrival_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t heartbeat_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time next_heartbeat_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  // Pending exchanges: key -> value per rank.
+  absl::flat_hash_map<std::string, std::vector<std::optional<std::string>>>
+      exchanges_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace kolo::coordinator
+
+#endif  // KOLO_COORDINATOR_CORE_H_

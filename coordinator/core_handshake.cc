@@ -1,0 +1,139 @@
+// CoordinatorCore, the Session handshake: Hello (version, job, identity and
+// capacity checks, then a Challenge) and Proof (the job secret's HMAC).
+// See core.h for the class contract.
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "common/auth.h"
+#include "common/log.h"
+#include "common/version.h"
+#include "coordinator/core.h"
+
+namespace kolo::coordinator {
+
+void CoordinatorCore::HandleHello(SessionId id, Session& s,
+                                  const proto::Hello& hello, Actions& out) {
+  s.hello = hello;
+  const std::string& w = hello.worker_id();
+  if (hello.protocol_version() != kProtocolVersion) {
+    Refuse(
+        id, proto::Refusal::VERSION_MISMATCH,
+        absl::StrCat("protocol version mismatch: worker ", w, " speaks v",
+                     hello.protocol_version(), ", coordinator speaks v",
+                     kProtocolVersion, "; run the same kolo build everywhere"),
+        out);
+    return;
+  }
+  if (w.empty()) {
+    Refuse(id, proto::Refusal::PROTOCOL_ERROR,
+           absl::StrCat("a worker from ", s.peer,
+                        " sent a Hello without a worker id; start workers "
+                        "through kolorun or set KOLO_WORKER_ID"),
+           out);
+    return;
+  }
+  if (hello.job_id() != options_.job_id) {
+    Refuse(id, proto::Refusal::WRONG_JOB,
+           absl::StrCat("worker ", w, " (host ", hello.host_name(),
+                        ") belongs to job '", hello.job_id(),
+                        "', but this coordinator serves job '", options_.job_id,
+                        "'; point the worker at its own job's coordinator"),
+           out);
+    return;
+  }
+  if (hello.expected_size() != 0 &&
+      hello.expected_size() != options_.expected_size) {
+    Refuse(id, proto::Refusal::WRONG_JOB,
+           absl::StrCat("worker ", w, " (host ", hello.host_name(),
+                        ") was told the job has ", hello.expected_size(),
+                        " workers, but this coordinator expects ",
+                        options_.expected_size,
+                        "; start every worker with the same world size"),
+           out);
+    return;
+  }
+  for (const auto& [other_id, other] : sessions_) {
+    if (other_id != id && other.hello.worker_id() == w &&
+        (other.state == State::kWaiting || other.state == State::kMember ||
+         other.state == State::kLeft)) {
+      Refuse(id, proto::Refusal::DUPLICATE_WORKER,
+             absl::StrCat("worker id ", w, " is already connected (host ",
+                          other.hello.host_name(), ", from ", other.peer,
+                          "); give every worker a distinct worker id"),
+             out);
+      return;
+    }
+  }
+  if (phase_ == Phase::kEnded) {
+    Refuse(id, proto::Refusal::JOB_FULL,
+           absl::StrCat("job '", options_.job_id, "' has ended (", end_reason_,
+                        "); worker ", w, " cannot join it"),
+           out);
+    return;
+  }
+  if (phase_ == Phase::kRunning ||
+      AuthenticatedCount() >= options_.expected_size) {
+    Refuse(id, proto::Refusal::JOB_FULL,
+           absl::StrCat("job '", options_.job_id, "' already has its ",
+                        options_.expected_size, " workers; worker ", w,
+                        " (host ", hello.host_name(),
+                        ") cannot join (check -np and the worker ids)"),
+           out);
+    return;
+  }
+  s.handshake = std::make_unique<auth::ServerHandshake>(
+      options_.secret, options_.job_id, w, hello.client_nonce());
+  s.state = State::kAwaitProof;
+  proto::CoordinatorMessage msg;
+  msg.mutable_fence()->set_incarnation(options_.incarnation);
+  msg.mutable_fence()->set_epoch(0);
+  msg.mutable_challenge()->set_server_nonce(s.handshake->server_nonce());
+  msg.mutable_challenge()->set_server_proof(s.handshake->server_proof());
+  Send(id, std::move(msg), out);
+}
+
+void CoordinatorCore::HandleProof(SessionId id, Session& s,
+                                  const proto::Proof& proof, Actions& out) {
+  absl::Status st = s.handshake->Verify(proof.mac());
+  s.handshake.reset();  // one proof per challenge
+  if (!st.ok()) {
+    Refuse(id, proto::Refusal::AUTH_FAILED,
+           absl::StrCat("authentication failed for ", Describe(s),
+                        ": wrong job secret; give every worker the job's "
+                        "secret (KOLO_SECRET_FILE)"),
+           out);
+    return;
+  }
+  // Re-check what may have changed since the Hello.
+  for (const auto& [other_id, other] : sessions_) {
+    if (other_id != id && other.hello.worker_id() == s.hello.worker_id() &&
+        (other.state == State::kWaiting || other.state == State::kMember ||
+         other.state == State::kLeft)) {
+      Refuse(id, proto::Refusal::DUPLICATE_WORKER,
+             absl::StrCat("worker id ", s.hello.worker_id(),
+                          " is already connected (host ",
+                          other.hello.host_name(), ", from ", other.peer,
+                          "); give every worker a distinct worker id"),
+             out);
+      return;
+    }
+  }
+  if (phase_ != Phase::kForming ||
+      AuthenticatedCount() >= options_.expected_size) {
+    Refuse(id, proto::Refusal::JOB_FULL,
+           absl::StrCat("job '", options_.job_id, "' already has its ",
+                        options_.expected_size, " workers; ", Describe(s),
+                        " cannot join (check -np and the worker ids)"),
+           out);
+    return;
+  }
+  s.state = State::kWaiting;
+  s.arrival = next_arrival_++;
+  GetLogger("coordinator")
+      ->info("{} authenticated ({} of {})", Describe(s), AuthenticatedCount(),
+             options_.expected_size);
+  MaybeFormEpoch(out);
+}
+
+}  // namespace kolo::coordinator

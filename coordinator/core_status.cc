@@ -1,0 +1,121 @@
+// CoordinatorCore, the read-only side: Status() for the Status RPC and the
+// queries CoordinatorServer's waits use. See core.h for the class contract.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "coordinator/core.h"
+
+namespace kolo::coordinator {
+
+proto::StatusReply CoordinatorCore::Status() const {
+  MutexLock lock(&mu_);
+  absl::Time now = options_.clock();
+  proto::StatusReply r;
+  r.set_incarnation(options_.incarnation);
+  r.set_epoch(epoch_);
+  r.set_job_id(options_.job_id);
+  r.set_expected_size(options_.expected_size);
+  r.set_phase(phase_ == Phase::kForming   ? "forming"
+              : phase_ == Phase::kRunning ? "running"
+                                          : "ended");
+  r.set_end_reason(end_reason_);
+  for (size_t rank = 0; rank < members_.size(); ++rank) {
+    const Member& m = members_[rank];
+    proto::WorkerStatus* w = r.add_workers();
+    w->set_worker_id(m.worker_id);
+    w->set_rank(static_cast<int>(rank));
+    w->set_host_name(m.host_name);
+    w->set_data_address(m.data_address);
+    w->set_state(m.state);
+    w->set_millis_since_heard(absl::ToInt64Milliseconds(now - m.last_heard));
+    w->set_pid(m.pid);
+  }
+  std::vector<SessionId> ids;
+  for (const auto& [id, s] : sessions_) {
+    if (s.rank < 0) ids.push_back(id);
+  }
+  std::sort(ids.begin(), ids.end());
+  for (SessionId id : ids) {
+    const Session& s = sessions_.at(id);
+    proto::WorkerStatus* w = r.add_workers();
+    w->set_worker_id(s.hello.worker_id());
+    w->set_rank(-1);
+    w->set_host_name(s.hello.host_name());
+    w->set_data_address(s.hello.data_address());
+    w->set_state(s.state == State::kWaiting ? "waiting"
+                 : s.state == State::kLeft  ? "left"
+                                            : "authenticating");
+    w->set_millis_since_heard(absl::ToInt64Milliseconds(now - s.last_heard));
+    w->set_pid(s.hello.pid());
+  }
+  return r;
+}
+
+uint64_t CoordinatorCore::epoch() const {
+  MutexLock lock(&mu_);
+  return epoch_;
+}
+
+bool CoordinatorCore::epoch_formed() const {
+  MutexLock lock(&mu_);
+  return epoch_ > 0;
+}
+
+bool CoordinatorCore::ended() const {
+  MutexLock lock(&mu_);
+  return phase_ == Phase::kEnded;
+}
+
+bool CoordinatorCore::ended_in_failure() const {
+  MutexLock lock(&mu_);
+  return phase_ == Phase::kEnded && end_failure_;
+}
+
+std::string CoordinatorCore::end_reason() const {
+  MutexLock lock(&mu_);
+  return end_reason_;
+}
+
+std::string CoordinatorCore::DescribeMissing() const {
+  MutexLock lock(&mu_);
+  std::vector<SessionId> ids;
+  for (const auto& [id, s] : sessions_) ids.push_back(id);
+  std::sort(ids.begin(), ids.end());
+  std::vector<std::string> in, handshaking;
+  for (SessionId id : ids) {
+    const Session& s = sessions_.at(id);
+    std::string name = absl::StrCat(
+        s.hello.worker_id().empty() ? "?" : s.hello.worker_id(), " (host ",
+        s.hello.host_name().empty() ? "?" : s.hello.host_name(), ")");
+    if (s.state == State::kWaiting || s.state == State::kMember) {
+      in.push_back(name);
+    } else if (s.state != State::kLeft) {
+      handshaking.push_back(name);
+    }
+  }
+  int missing = options_.expected_size - static_cast<int>(in.size());
+  std::string out = absl::StrCat(
+      "waiting for ", std::max(missing, 0), " of ", options_.expected_size,
+      " workers; in: ", in.empty() ? "none" : absl::StrJoin(in, ", "));
+  if (!handshaking.empty()) {
+    absl::StrAppend(&out, "; handshaking: ", absl::StrJoin(handshaking, ", "));
+  }
+  return out;
+}
+
+std::string CoordinatorCore::DescribeStillIn() const {
+  MutexLock lock(&mu_);
+  std::vector<std::string> in;
+  for (size_t r = 0; r < members_.size(); ++r) {
+    if (members_[r].state == "member") {
+      in.push_back(absl::StrCat(members_[r].worker_id, " (rank ", r, ", host ",
+                                members_[r].host_name, ")"));
+    }
+  }
+  return in.empty() ? std::string("none") : absl::StrJoin(in, ", ");
+}
+
+}  // namespace kolo::coordinator

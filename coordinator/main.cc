@@ -1,0 +1,243 @@
+// kolo-coordinator: the coordinator as a standalone process.
+//
+//   kolo-coordinator --port P --np N [--bind HOST] [--secret-file F]
+//       [--job-id ID] [--port-file F] [--heartbeat-timeout-seconds S]
+//       [--heartbeat-interval-seconds S] [--log-level L]
+//
+// Prints "kolo-coordinator: listening on HOST:PORT (...)" once bound. Exits 0
+// when every member left in order, 1 when the job ended in failure or on
+// SIGINT/SIGTERM (which are taken synchronously with sigtimedwait, so no work
+// happens in a signal handler).
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "common/auth.h"
+#include "common/log.h"
+#include "coordinator/server.h"
+
+namespace {
+
+constexpr char kUsage[] =
+    "usage: kolo-coordinator --port P --np N [--bind HOST] [--secret-file F]\n"
+    "         [--job-id ID] [--port-file F] [--heartbeat-timeout-seconds S]\n"
+    "         [--heartbeat-interval-seconds S] [--log-level L]\n"
+    "  --port P         TCP port to listen on (0: the kernel picks one)\n"
+    "  --np N           number of workers that form the job\n"
+    "  --bind HOST      address to bind (default 0.0.0.0)\n"
+    "  --secret-file F  the job secret (default: $KOLO_SECRET_FILE)\n"
+    "  --job-id ID      job id every worker must present (default "
+    "\"default\")\n"
+    "  --port-file F    write the bound port to F\n"
+    "  --log-level L    trace, debug, info, warning, error (default: "
+    "$KOLO_LOG_LEVEL or warning)\n";
+
+struct Flags {
+  int port = -1;
+  int np = 0;
+  std::string bind = "0.0.0.0";
+  std::string secret_file;
+  std::string job_id = "default";
+  std::string port_file;
+  double heartbeat_timeout_s = 5;
+  double heartbeat_interval_s = 0.5;
+  std::string log_level;
+};
+
+int Fail(const std::string& message) {
+  std::cerr << "kolo-coordinator: " << message << "\n";
+  return 2;
+}
+
+// Returns an error message, or "" on success.
+std::string ParseFlags(int argc, char** argv, Flags& f) {
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    std::string value;
+    bool has_inline = false;
+    if (size_t eq = arg.find('=');
+        arg.rfind("--", 0) == 0 && eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+      arg = arg.substr(0, eq);
+      has_inline = true;
+    }
+    if (arg == "--help" || arg == "-h") return "help";
+    auto next = [&](std::string& out) -> bool {
+      if (has_inline) {
+        out = value;
+        return true;
+      }
+      if (i + 1 >= argc) return false;
+      out = argv[++i];
+      return true;
+    };
+    std::string v;
+    if (arg == "--port" || arg == "--np" || arg == "--bind" ||
+        arg == "--secret-file" || arg == "--job-id" || arg == "--port-file" ||
+        arg == "--heartbeat-timeout-seconds" ||
+        arg == "--heartbeat-interval-seconds" || arg == "--log-level") {
+      if (!next(v)) return absl::StrCat(arg, " needs a value");
+    } else {
+      return absl::StrCat("unknown argument '", arg, "'");
+    }
+    if (arg == "--port") {
+      if (!absl::SimpleAtoi(v, &f.port) || f.port < 0 || f.port > 65535) {
+        return absl::StrCat("--port must be 0..65535, got '", v, "'");
+      }
+    } else if (arg == "--np") {
+      if (!absl::SimpleAtoi(v, &f.np) || f.np < 1) {
+        return absl::StrCat("--np must be a positive integer, got '", v, "'");
+      }
+    } else if (arg == "--bind") {
+      f.bind = v;
+    } else if (arg == "--secret-file") {
+      f.secret_file = v;
+    } else if (arg == "--job-id") {
+      f.job_id = v;
+    } else if (arg == "--port-file") {
+      f.port_file = v;
+    } else if (arg == "--heartbeat-timeout-seconds") {
+      if (!absl::SimpleAtod(v, &f.heartbeat_timeout_s) ||
+          !(f.heartbeat_timeout_s > 0)) {
+        return absl::StrCat(
+            "--heartbeat-timeout-seconds must be a positive number, got '", v,
+            "'");
+      }
+    } else if (arg == "--heartbeat-interval-seconds") {
+      if (!absl::SimpleAtod(v, &f.heartbeat_interval_s) ||
+          !(f.heartbeat_interval_s > 0)) {
+        return absl::StrCat(
+            "--heartbeat-interval-seconds must be a positive number, got '", v,
+            "'");
+      }
+    } else if (arg == "--log-level") {
+      f.log_level = v;
+    }
+  }
+  if (f.port < 0) return "--port is required (0 lets the kernel pick one)";
+  if (f.np < 1) return "--np is required (the number of workers)";
+  return "";
+}
+
+// Writes the port to `path` atomically (tmp file + rename).
+absl::Status WritePortFile(const std::string& path, int port) {
+  std::string tmp = absl::StrCat(path, ".tmp.", getpid());
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << port << "\n";
+    if (!out.flush()) {
+      return absl::UnavailableError(absl::StrCat(
+          "cannot write the port file '", tmp, "': ", std::strerror(errno)));
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot rename '", tmp, "' to '", path, "': ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Block the signals before any thread starts, so every thread inherits the
+  // mask and the main thread alone takes them with sigtimedwait.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  kolo::SetLogIdentity("coordinator");
+  Flags flags;
+  std::string error = ParseFlags(argc, argv, flags);
+  if (error == "help") {
+    std::cout << kUsage;
+    return 0;
+  }
+  if (!error.empty()) return Fail(absl::StrCat(error, "\n", kUsage));
+
+  std::string level = flags.log_level;
+  if (level.empty()) {
+    const char* env = std::getenv("KOLO_LOG_LEVEL");
+    if (env == nullptr) env = std::getenv("HOROVOD_LOG_LEVEL");
+    level = env == nullptr ? "warning" : env;
+  }
+  if (absl::Status st = kolo::SetLogLevel(level); !st.ok()) {
+    return Fail(std::string(st.message()));
+  }
+
+  std::string secret_file = flags.secret_file;
+  if (secret_file.empty()) {
+    const char* env = std::getenv("KOLO_SECRET_FILE");
+    if (env != nullptr) secret_file = env;
+  }
+  if (secret_file.empty()) {
+    return Fail(
+        "no job secret: give one with --secret-file F or KOLO_SECRET_FILE=F, "
+        "e.g. `openssl rand -hex 32 > F` (give every worker the same file)");
+  }
+  absl::StatusOr<std::string> secret = kolo::auth::LoadSecretFile(secret_file);
+  if (!secret.ok()) return Fail(std::string(secret.status().message()));
+
+  kolo::coordinator::ServerOptions options;
+  options.bind_host = flags.bind;
+  options.port = flags.port;
+  options.expected_size = flags.np;
+  options.job_id = flags.job_id;
+  options.secret = *secret;
+  options.heartbeat_timeout = absl::Seconds(flags.heartbeat_timeout_s);
+  options.heartbeat_interval = absl::Seconds(flags.heartbeat_interval_s);
+  auto server = kolo::coordinator::CoordinatorServer::Start(options);
+  if (!server.ok()) return Fail(std::string(server.status().message()));
+
+  if (!flags.port_file.empty()) {
+    if (absl::Status st = WritePortFile(flags.port_file, (*server)->port());
+        !st.ok()) {
+      (*server)->Shutdown(true, "the coordinator could not start");
+      return Fail(std::string(st.message()));
+    }
+  }
+  std::cout << absl::StrFormat(
+                   "kolo-coordinator: listening on %s:%d (job %s, expecting "
+                   "%d workers, incarnation %016x)",
+                   flags.bind, (*server)->port(), flags.job_id, flags.np,
+                   (*server)->incarnation())
+            << std::endl;
+
+  const timespec poll = {0, 100 * 1000 * 1000};  // 100 ms
+  while (true) {
+    siginfo_t info;
+    int sig = sigtimedwait(&signals, &info, &poll);
+    if (sig == SIGINT || sig == SIGTERM) {
+      std::string reason =
+          absl::StrCat("kolo-coordinator received ",
+                       sig == SIGINT ? "SIGINT" : "SIGTERM", "; job cancelled");
+      kolo::GetLogger("coordinator")->warn("{}", reason);
+      (*server)->Shutdown(true, reason);
+      return 1;
+    }
+    absl::Status st = (*server)->WaitUntilEnded(absl::Now());
+    if (absl::IsDeadlineExceeded(st)) continue;
+    if (st.ok()) {
+      (*server)->Shutdown(false, "every worker left");
+      return 0;
+    }
+    std::cerr << "kolo-coordinator: the job failed: " << st.message() << "\n";
+    (*server)->Shutdown(true, std::string(st.message()));
+    return 1;
+  }
+}

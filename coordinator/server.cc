@@ -1,0 +1,185 @@
+// CoordinatorServer::Start: the gRPC server around CoordinatorService, a tick
+// thread for heartbeats and silence detection, and the waits of server.h.
+#include "coordinator/server.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/auth.h"
+#include "common/log.h"
+#include "common/mutex.h"
+#include "coordinator/service.h"
+
+namespace kolo::coordinator {
+namespace {
+
+uint64_t RandomIncarnation() {
+  uint64_t v = 0;
+  while (v == 0) {  // 0 means "no incarnation yet" on the wire
+    std::string bytes = auth::RandomBytes(sizeof(v));
+    std::memcpy(&v, bytes.data(), sizeof(v));
+  }
+  return v;
+}
+
+CoreOptions MakeCoreOptions(const ServerOptions& options,
+                            uint64_t incarnation) {
+  CoreOptions core;
+  core.expected_size = options.expected_size;
+  core.job_id = options.job_id;
+  core.secret = options.secret;
+  core.incarnation = incarnation;
+  core.heartbeat_interval = options.heartbeat_interval;
+  core.heartbeat_timeout = options.heartbeat_timeout;
+  return core;
+}
+
+class ServerImpl final : public CoordinatorServer {
+ public:
+  ServerImpl(const ServerOptions& options, uint64_t incarnation)
+      : options_(options),
+        incarnation_(incarnation),
+        service_(MakeCoreOptions(options, incarnation)) {}
+
+  ~ServerImpl() override { Shutdown(true, "the coordinator was destroyed"); }
+
+  absl::Status Listen() {
+    std::string address =
+        options_.bind_host.find(':') != std::string::npos
+            ? absl::StrCat("[", options_.bind_host, "]:", options_.port)
+            : absl::StrCat(options_.bind_host, ":", options_.port);
+    grpc::ServerBuilder builder;
+    // Without this, gRPC sets SO_REUSEPORT and a second coordinator would
+    // silently share the port instead of failing.
+    builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+    builder.AddListeningPort(address, grpc::InsecureServerCredentials(),
+                             &port_);
+    builder.RegisterService(&service_);
+    server_ = builder.BuildAndStart();
+    if (server_ == nullptr || port_ == 0) {
+      server_.reset();
+      return absl::UnavailableError(absl::StrCat(
+          "cannot listen on ", address,
+          ": address in use? (pick another port with --port, or 0 to let the "
+          "kernel choose)"));
+    }
+    tick_thread_ = std::thread([this] { TickLoop(); });
+    GetLogger("coordinator")
+        ->info("listening on {}:{} (job {}, expecting {} workers)",
+               options_.bind_host, port_, options_.job_id,
+               options_.expected_size);
+    return absl::OkStatus();
+  }
+
+  int port() const override { return port_; }
+  uint64_t incarnation() const override { return incarnation_; }
+  proto::StatusReply Status() const override {
+    return service_.core().Status();
+  }
+
+  absl::Status WaitForEpoch(absl::Time deadline) override {
+    service_.WaitFor(
+        [](const CoordinatorCore& c) { return c.epoch_formed() || c.ended(); },
+        deadline);
+    const CoordinatorCore& core = service_.core();
+    if (core.epoch_formed()) return absl::OkStatus();
+    if (core.ended()) {
+      return absl::AbortedError(absl::StrCat(
+          "the job ended before epoch 1 formed: ", core.end_reason()));
+    }
+    return absl::DeadlineExceededError(absl::StrCat(
+        "epoch 1 did not form in time: ", core.DescribeMissing(),
+        "; check that every worker was started and reaches this coordinator"));
+  }
+
+  absl::Status WaitUntilEnded(absl::Time deadline) override {
+    service_.WaitFor([](const CoordinatorCore& c) { return c.ended(); },
+                     deadline);
+    const CoordinatorCore& core = service_.core();
+    if (core.ended()) {
+      if (core.ended_in_failure()) return absl::AbortedError(core.end_reason());
+      return absl::OkStatus();
+    }
+    if (!core.epoch_formed()) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("the job has not ended: epoch 1 has not formed (",
+                       core.DescribeMissing(), ")"));
+    }
+    return absl::DeadlineExceededError(absl::StrCat(
+        "the job has not ended; still in: ", core.DescribeStillIn()));
+  }
+
+  void Shutdown(bool failure, const std::string& reason) override {
+    {
+      MutexLock lock(&mu_);
+      if (shut_down_) return;
+      shut_down_ = true;
+      tick_cv_.SignalAll();
+    }
+    if (tick_thread_.joinable()) tick_thread_.join();
+    if (server_ == nullptr) return;
+    // JobEnd to everyone, then give the streams a moment to drain before the
+    // server cancels what is left.
+    service_.EndJob(failure, reason);
+    service_.WaitForNoSessions(absl::Now() + absl::Milliseconds(500));
+    server_->Shutdown(std::chrono::system_clock::now() +
+                      std::chrono::seconds(1));
+    server_->Wait();
+    if (!service_.WaitForNoSessions(absl::Now() + absl::Seconds(2))) {
+      GetLogger("coordinator")
+          ->error("Session streams still open 3 s after shutdown");
+    }
+  }
+
+ private:
+  void TickLoop() {
+    absl::Duration period =
+        std::max(options_.heartbeat_interval / 2, absl::Milliseconds(10));
+    while (true) {
+      {
+        MutexLock lock(&mu_);
+        if (shut_down_) break;
+        tick_cv_.WaitWithTimeout(&mu_, period);
+        if (shut_down_) break;
+      }
+      service_.Tick(absl::Now());
+    }
+  }
+
+  const ServerOptions options_;
+  const uint64_t incarnation_;
+  int port_ = 0;  // set once in Listen()
+  CoordinatorService service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::thread tick_thread_;
+
+  Mutex mu_;
+  CondVar tick_cv_;
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
+    const ServerOptions& options) {
+  if (options.expected_size < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the coordinator needs at least 1 expected worker, got ",
+                     options.expected_size));
+  }
+  if (options.secret.empty()) {
+    return absl::InvalidArgumentError(
+        "the coordinator needs a job secret; give one with KOLO_SECRET_FILE");
+  }
+  auto server = std::make_unique<ServerImpl>(options, RandomIncarnation());
+  absl::Status st = server->Listen();
+  if (!st.ok()) return st;
+  return std::unique_ptr<CoordinatorServer>(std::move(server));
+}
+
+}  // namespace kolo::coordinator

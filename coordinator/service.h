@@ -1,0 +1,88 @@
+// CoordinatorService: the thin gRPC adapter (callback API) around
+// CoordinatorCore. One SessionReactor per Session stream turns reads into
+// core events and carries out the core's actions (queued writes, Finish);
+// Status is a unary callback that copies CoordinatorCore::Status().
+//
+// Concurrency: gRPC may run reactions of different streams in parallel. Every
+// core event and the delivery of its actions happen under one mutex (mu_), so
+// that the messages of successive events reach each stream in the order the
+// core produced them (a Membership is never overtaken by a Heartbeat of its
+// epoch). Delivery only enqueues; no reaction blocks.
+// Lock order: CoordinatorService::mu_, then a reactor's own mutex, then the
+// core's mutex. gRPC calls (StartWrite, StartRead, Finish) are made without a
+// reactor's own mutex held, but delivery may make them with mu_ held: this
+// relies on gRPC never running a user reactor's reactions inline inside those
+// calls (1.51 inlines OnDone only for its internal reactors).
+//
+// Lifetime: the service must outlive the grpc::Server that hosts it, and
+// WaitForNoSessions() should be used after the server shut down so that no
+// reactor outlives the service.
+#ifndef KOLO_COORDINATOR_SERVICE_H_
+#define KOLO_COORDINATOR_SERVICE_H_
+
+#include <functional>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "common/mutex.h"
+#include "coordinator/core.h"
+#include "proto/kolo.grpc.pb.h"
+
+namespace kolo::coordinator {
+
+class SessionReactor;
+
+class CoordinatorService final : public proto::Coordinator::CallbackService {
+ public:
+  explicit CoordinatorService(CoreOptions options);
+  ~CoordinatorService() override;
+
+  // gRPC entry points (the callback overloads; the synchronous ones the
+  // generated base declares stay unimplemented).
+  using proto::Coordinator::CallbackService::Session;
+  using proto::Coordinator::CallbackService::Status;
+  grpc::ServerBidiReactor<proto::WorkerMessage, proto::CoordinatorMessage>*
+  Session(grpc::CallbackServerContext* context) override;
+  grpc::ServerUnaryReactor* Status(grpc::CallbackServerContext* context,
+                                   const proto::StatusRequest* request,
+                                   proto::StatusReply* reply) override;
+
+  // Heartbeats and silence detection (from the server's tick thread).
+  void Tick(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
+  // Ends the job: JobEnd to every open Session, which is then finished.
+  void EndJob(bool failure, absl::string_view reason) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Blocks until `done(core)` holds (true) or the deadline passes (false).
+  // `done` is evaluated under the service mutex after every core event.
+  bool WaitFor(const std::function<bool(const CoordinatorCore&)>& done,
+               absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
+  // Blocks until every Session reactor is gone (true) or the deadline passes.
+  bool WaitForNoSessions(absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
+
+  const CoordinatorCore& core() const { return core_; }
+
+ private:
+  friend class SessionReactor;
+
+  // Called by reactors from their reactions (never with their mutex held).
+  void OnMessage(SessionId id, const proto::WorkerMessage& message)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void OnClosed(SessionId id, absl::string_view cause) ABSL_LOCKS_EXCLUDED(mu_);
+  // From OnDone: forget the reactor (it deletes itself right after).
+  void Unregister(SessionId id) ABSL_LOCKS_EXCLUDED(mu_);
+
+  void Deliver(Actions actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  CoordinatorCore core_;
+  Mutex mu_;
+  CondVar changed_;
+  SessionId next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  absl::flat_hash_map<SessionId, SessionReactor*> reactors_
+      ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace kolo::coordinator
+
+#endif  // KOLO_COORDINATOR_SERVICE_H_

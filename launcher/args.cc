@@ -1,0 +1,314 @@
+#include "launcher/args.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace kolo::launcher {
+namespace {
+
+constexpr const char* kUsage =
+    R"(Usage: kolorun -np N [options] [--] command [args...]
+
+Starts N workers of a kolo job, each running `command args...`, with an
+embedded coordinator, and supervises them until they end.
+
+Options:
+  -np, --np, --num-proc N      Number of workers (required).
+  -H, --hosts H1:S1,H2:S2,...  Hosts and their slots (slots default to 1).
+                               Ranks fill slots in host order: rank 0 takes
+                               the first slot of H1. Default: localhost:N.
+                               localhost, 127.0.0.1 and this machine's host
+                               name start local processes; other hosts are
+                               reached with --ssh-cmd.
+  --ssh-cmd CMD                How to reach a remote host (run by /bin/sh as
+                               `CMD host 'remote command'`).
+                               Default: ssh -o BatchMode=yes
+  --launcher-cmd TEMPLATE      Start EVERY worker through TEMPLATE, with
+                               {host} replaced by the worker's host name, e.g.
+                               'ip netns exec {host}'. The worker command is
+                               appended to the expanded template.
+  --start-timeout S            Seconds the workers have to form the job once
+                               the first of them has reached the coordinator;
+                               past it, kolorun ends the job naming the workers
+                               that have not joined. Commands that never reach
+                               the coordinator are not timed. Default: 30, or
+                               KOLO_START_TIMEOUT / HOROVOD_START_TIMEOUT.
+  --heartbeat-timeout-seconds S
+                               A worker silent this long is declared failed
+                               and the job ends. Default: 5, or
+                               KOLO_HEARTBEAT_TIMEOUT_SECONDS.
+  --log-level L                trace, debug, info, warn, error, critical, off;
+                               for kolorun and (as KOLO_LOG_LEVEL) the workers.
+  --coordinator-addr ADDR      Host or IP address workers dial to reach the
+                               embedded coordinator (its port is picked by
+                               the kernel). Default: 127.0.0.1 when every
+                               worker is local, else this machine's address
+                               toward the first remote host, or this
+                               machine's host name if that host does not
+                               resolve.
+  -h, --help                   Show this help.
+  --version                    Show kolorun's version.
+
+Each worker gets KOLO_LAUNCHER=kolorun, KOLO_COORDINATOR, KOLO_JOB_ID,
+KOLO_WORKER_ID (w<rank>), KOLO_HOSTNAME (its -H host name), KOLO_RANK,
+KOLO_SIZE, KOLO_LOCAL_RANK, KOLO_LOCAL_SIZE, KOLO_START_TIMEOUT and the job
+secret KOLO_SECRET. The secret is never put on a command line: local workers
+get it in their environment, remote and templated workers on stdin.
+
+Output lines are prefixed with the rank: [3]<stdout>:... and [3]<stderr>:...
+A worker that exits non-zero or dies ends the job: kolorun names it, stops the
+others and exits with its code (128+signal when killed). Ctrl-C / SIGTERM stop
+every worker (exit 130 / 143). Workers never outlive kolorun, even when it is
+killed with SIGKILL.
+)";
+
+absl::StatusOr<absl::Duration> ParseSeconds(absl::string_view flag,
+                                            absl::string_view text) {
+  double seconds = 0;
+  if (!absl::SimpleAtod(text, &seconds) || !(seconds > 0) || seconds > 1e7) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        flag, ": expected a positive number of seconds, got '", text, "'"));
+  }
+  return absl::Seconds(seconds);
+}
+
+bool ValidLogLevel(absl::string_view level) {
+  std::string l = absl::AsciiStrToLower(level);
+  for (const char* known : {"trace", "debug", "info", "warn", "warning",
+                            "error", "critical", "off"}) {
+    if (l == known) return true;
+  }
+  return false;
+}
+
+std::string EnvOr(const std::map<std::string, std::string>& env,
+                  const std::string& a, const std::string& b) {
+  if (auto it = env.find(a); it != env.end() && !it->second.empty())
+    return it->second;
+  if (auto it = env.find(b); it != env.end() && !it->second.empty())
+    return it->second;
+  return "";
+}
+
+}  // namespace
+
+std::string UsageText() { return kUsage; }
+
+absl::StatusOr<std::vector<HostSlots>> ParseHosts(absl::string_view text) {
+  std::vector<HostSlots> hosts;
+  for (absl::string_view item : absl::StrSplit(text, ',')) {
+    item = absl::StripAsciiWhitespace(item);
+    if (item.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "-H '", text, "': empty host entry; expected host:slots,host:slots"));
+    }
+    HostSlots h;
+    size_t colon = item.rfind(':');
+    if (colon == absl::string_view::npos) {
+      h.name = std::string(item);
+    } else {
+      h.name = std::string(item.substr(0, colon));
+      absl::string_view slots = item.substr(colon + 1);
+      if (!absl::SimpleAtoi(slots, &h.slots) || h.slots < 1) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "-H '", text, "': bad slot count '", slots, "' for host '", h.name,
+            "'; expected a positive integer (host:slots)"));
+      }
+    }
+    if (h.name.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("-H '", text, "': empty host name in '", item, "'"));
+    }
+    hosts.push_back(std::move(h));
+  }
+  return hosts;
+}
+
+absl::StatusOr<LaunchOptions> ParseArgs(
+    const std::vector<std::string>& args,
+    const std::map<std::string, std::string>& env) {
+  LaunchOptions o;
+  if (std::string s = EnvOr(env, "KOLO_START_TIMEOUT", "HOROVOD_START_TIMEOUT");
+      !s.empty()) {
+    auto d = ParseSeconds("KOLO_START_TIMEOUT", s);
+    if (!d.ok()) return d.status();
+    o.start_timeout = *d;
+  }
+  if (std::string s = EnvOr(env, "KOLO_HEARTBEAT_TIMEOUT_SECONDS", "");
+      !s.empty()) {
+    auto d = ParseSeconds("KOLO_HEARTBEAT_TIMEOUT_SECONDS", s);
+    if (!d.ok()) return d.status();
+    o.heartbeat_timeout = *d;
+  }
+  std::string hosts_text;
+  bool np_given = false;
+  size_t i = 0;
+  while (i < args.size()) {
+    const std::string& arg = args[i];
+    if (arg == "--") {
+      ++i;
+      break;
+    }
+    if (arg.empty() || arg[0] != '-') break;  // the command starts here
+    if (arg == "-h" || arg == "--help") {
+      o.help = true;
+      ++i;
+      continue;
+    }
+    if (arg == "--version") {
+      o.version = true;
+      ++i;
+      continue;
+    }
+    // Flags with a value: "--flag value" or "--flag=value".
+    std::string name = arg;
+    std::string value;
+    bool inline_value = false;
+    if (size_t eq = arg.find('=');
+        absl::StartsWith(arg, "--") && eq != std::string::npos) {
+      name = arg.substr(0, eq);
+      value = arg.substr(eq + 1);
+      inline_value = true;
+    }
+    static const char* const kValueFlags[] = {"-np",
+                                              "--np",
+                                              "--num-proc",
+                                              "-H",
+                                              "--hosts",
+                                              "--ssh-cmd",
+                                              "--launcher-cmd",
+                                              "--start-timeout",
+                                              "--heartbeat-timeout-seconds",
+                                              "--log-level",
+                                              "--coordinator-addr"};
+    bool known = false;
+    for (const char* f : kValueFlags) known = known || name == f;
+    if (!known) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown flag '", arg, "'"));
+    }
+    if (!inline_value) {
+      if (i + 1 >= args.size()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("flag '", name, "' needs a value"));
+      }
+      value = args[i + 1];
+      i += 2;
+    } else {
+      ++i;
+    }
+    if (name == "-np" || name == "--np" || name == "--num-proc") {
+      if (!absl::SimpleAtoi(value, &o.np) || o.np < 1) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(name, ": expected a positive number of workers, got '",
+                         value, "'"));
+      }
+      np_given = true;
+    } else if (name == "-H" || name == "--hosts") {
+      hosts_text = value;
+    } else if (name == "--ssh-cmd") {
+      if (absl::StripAsciiWhitespace(value).empty()) {
+        return absl::InvalidArgumentError("--ssh-cmd: empty command");
+      }
+      o.ssh_cmd = value;
+      o.ssh_cmd_given = true;
+    } else if (name == "--launcher-cmd") {
+      if (absl::StripAsciiWhitespace(value).empty()) {
+        return absl::InvalidArgumentError("--launcher-cmd: empty template");
+      }
+      o.launcher_cmd = value;
+    } else if (name == "--start-timeout") {
+      auto d = ParseSeconds(name, value);
+      if (!d.ok()) return d.status();
+      o.start_timeout = *d;
+    } else if (name == "--heartbeat-timeout-seconds") {
+      auto d = ParseSeconds(name, value);
+      if (!d.ok()) return d.status();
+      o.heartbeat_timeout = *d;
+    } else if (name == "--log-level") {
+      if (!ValidLogLevel(value)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--log-level: unknown level '", value,
+            "'; expected trace, debug, info, warn, error, critical or off"));
+      }
+      o.log_level = value;
+    } else if (name == "--coordinator-addr") {
+      if (value.empty())
+        return absl::InvalidArgumentError("--coordinator-addr: empty address");
+      o.coordinator_addr = value;
+    }
+  }
+  o.command.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
+  if (o.help || o.version) return o;
+  if (!np_given) {
+    return absl::InvalidArgumentError(
+        "missing -np N (the number of workers to start)");
+  }
+  if (o.command.empty()) {
+    return absl::InvalidArgumentError(
+        "no command given: kolorun -np N [options] [--] command");
+  }
+  if (hosts_text.empty()) {
+    o.hosts = {HostSlots{"localhost", o.np}};
+  } else {
+    auto hosts = ParseHosts(hosts_text);
+    if (!hosts.ok()) return hosts.status();
+    o.hosts = *std::move(hosts);
+    int total = 0;
+    for (const HostSlots& h : o.hosts) total += h.slots;
+    if (o.np > total) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "-np ", o.np, " is more than the ", total, " slots of -H '",
+          hosts_text, "'; add hosts or slots (host:slots), or lower -np"));
+    }
+  }
+  return o;
+}
+
+bool IsLocalHostName(absl::string_view host,
+                     absl::string_view kernel_hostname) {
+  return host == "localhost" || host == "127.0.0.1" ||
+         (!kernel_hostname.empty() && host == kernel_hostname);
+}
+
+std::vector<WorkerPlan> PlanWorkers(const LaunchOptions& options,
+                                    absl::string_view kernel_hostname) {
+  std::vector<WorkerPlan> plan;
+  std::map<std::string, int> per_host;
+  for (const HostSlots& h : options.hosts) {
+    for (int s = 0; s < h.slots && static_cast<int>(plan.size()) < options.np;
+         ++s) {
+      WorkerPlan w;
+      w.rank = static_cast<int>(plan.size());
+      w.worker_id = absl::StrCat("w", w.rank);
+      w.host = h.name;
+      w.local_rank = per_host[h.name]++;
+      if (!options.launcher_cmd.empty()) {
+        w.mode = SpawnMode::kTemplate;
+      } else if (IsLocalHostName(h.name, kernel_hostname)) {
+        w.mode = SpawnMode::kLocal;
+      } else {
+        w.mode = SpawnMode::kSsh;
+      }
+      plan.push_back(std::move(w));
+    }
+  }
+  for (WorkerPlan& w : plan) w.local_size = per_host[w.host];
+  return plan;
+}
+
+bool AllLocal(const std::vector<WorkerPlan>& plan) {
+  for (const WorkerPlan& w : plan) {
+    if (w.mode != SpawnMode::kLocal) return false;
+  }
+  return true;
+}
+
+}  // namespace kolo::launcher

@@ -1,0 +1,108 @@
+#include "launcher/command_line.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+
+namespace kolo::launcher {
+namespace {
+
+// Reads the secret from stdin and execs the worker command; $1 is the working
+// directory (a missing one is not fatal: remote hosts may lack it).
+constexpr const char* kRemoteScript =
+    "cd \"$1\" 2>/dev/null; shift; IFS= read -r KOLO_SECRET; export "
+    "KOLO_SECRET; exec \"$@\"";
+
+bool SafeShellChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+         (c >= '0' && c <= '9') || absl::StrContains("_@%+=:,./-", c);
+}
+
+}  // namespace
+
+EnvList WorkerEnv(const JobInfo& job, const WorkerPlan& worker) {
+  EnvList env = {
+      {"KOLO_LAUNCHER", "kolorun"},
+      {"KOLO_COORDINATOR", job.coordinator},
+      {"KOLO_JOB_ID", job.job_id},
+      {"KOLO_WORKER_ID", worker.worker_id},
+      {"KOLO_HOSTNAME", worker.host},
+      {"KOLO_RANK", absl::StrCat(worker.rank)},
+      {"KOLO_SIZE", absl::StrCat(job.size)},
+      {"KOLO_LOCAL_RANK", absl::StrCat(worker.local_rank)},
+      {"KOLO_LOCAL_SIZE", absl::StrCat(worker.local_size)},
+      {"KOLO_START_TIMEOUT",
+       absl::StrCat(absl::ToDoubleSeconds(job.start_timeout))},
+  };
+  if (!job.log_level.empty()) env.emplace_back("KOLO_LOG_LEVEL", job.log_level);
+  return env;
+}
+
+std::string ShellQuote(absl::string_view s) {
+  if (s.empty()) return "''";
+  bool safe = true;
+  for (char c : s) safe = safe && SafeShellChar(c);
+  if (safe) return std::string(s);
+  return absl::StrCat("'", absl::StrReplaceAll(s, {{"'", "'\\''"}}), "'");
+}
+
+std::string RemoteCommand(const EnvList& env, const std::string& cwd,
+                          const std::vector<std::string>& command) {
+  std::vector<std::string> words = {"env"};
+  for (const auto& [k, v] : env) {
+    if (k == "KOLO_SECRET") continue;
+    words.push_back(ShellQuote(absl::StrCat(k, "=", v)));
+  }
+  words.push_back("sh");
+  words.push_back("-c");
+  words.push_back(ShellQuote(kRemoteScript));
+  words.push_back("kolo-worker");
+  words.push_back(ShellQuote(cwd));
+  for (const std::string& c : command) words.push_back(ShellQuote(c));
+  return absl::StrJoin(words, " ");
+}
+
+std::string ExpandTemplate(absl::string_view tmpl, absl::string_view host) {
+  return absl::StrReplaceAll(tmpl, {{"{host}", ShellQuote(host)}});
+}
+
+std::vector<std::string> LaunchArgv(const LaunchOptions& options,
+                                    const WorkerPlan& worker,
+                                    const EnvList& remote_env,
+                                    const std::string& cwd) {
+  switch (worker.mode) {
+    case SpawnMode::kLocal:
+      return options.command;
+    case SpawnMode::kSsh:
+      return {"/bin/sh", "-c",
+              absl::StrCat(
+                  options.ssh_cmd, " ", ShellQuote(worker.host), " ",
+                  ShellQuote(RemoteCommand(remote_env, cwd, options.command)))};
+    case SpawnMode::kTemplate:
+      return {
+          "/bin/sh", "-c",
+          absl::StrCat(ExpandTemplate(options.launcher_cmd, worker.host), " ",
+                       RemoteCommand(remote_env, cwd, options.command))};
+  }
+  return options.command;
+}
+
+EnvList ForwardedEnv(const std::vector<std::string>& environ_strings) {
+  EnvList env;
+  for (const std::string& kv : environ_strings) {
+    size_t eq = kv.find('=');
+    if (eq == std::string::npos) continue;
+    std::string key = kv.substr(0, eq);
+    if (!absl::StartsWith(key, "KOLO_") && !absl::StartsWith(key, "HOROVOD_"))
+      continue;
+    if (key == "KOLO_SECRET") continue;
+    env.emplace_back(key, kv.substr(eq + 1));
+  }
+  return env;
+}
+
+}  // namespace kolo::launcher

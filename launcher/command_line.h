@@ -1,0 +1,67 @@
+// How kolorun turns a worker into something to exec: its environment, and
+// for ssh and --launcher-cmd workers the shell command that carries that
+// environment to the other side and reads the job secret from stdin.
+//
+// The secret is never part of anything built here: remote and templated
+// workers run
+//   env K=V... sh -c 'cd "$1"; shift; IFS= read -r KOLO_SECRET;
+//                     export KOLO_SECRET; exec "$@"' kolo-worker CWD command...
+// and kolorun writes the secret, one line, on their stdin.
+//
+// Pure functions; thread-safe.
+#ifndef KOLO_LAUNCHER_COMMAND_LINE_H_
+#define KOLO_LAUNCHER_COMMAND_LINE_H_
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "launcher/args.h"
+
+namespace kolo::launcher {
+
+using EnvList = std::vector<std::pair<std::string, std::string>>;
+
+// What every worker of the job is told (besides its own plan).
+struct JobInfo {
+  std::string job_id;
+  std::string coordinator;  // "addr:port" workers dial
+  int size = 0;
+  absl::Duration start_timeout = absl::Seconds(30);
+  std::string log_level;  // empty: not set
+};
+
+// The KOLO_* variables of one worker, in a fixed order, without the secret.
+EnvList WorkerEnv(const JobInfo& job, const WorkerPlan& worker);
+
+// `s` quoted for a POSIX shell: unchanged when it has only safe characters
+// ([A-Za-z0-9_@%+=:,./-]), else in single quotes ('\'' for a quote).
+std::string ShellQuote(absl::string_view s);
+
+// The command a remote (ssh) or templated worker runs; see the file comment.
+// `env` is carried with `env K=V`; entries named KOLO_SECRET are dropped.
+std::string RemoteCommand(const EnvList& env, const std::string& cwd,
+                          const std::vector<std::string>& command);
+
+// Replaces every "{host}" in `tmpl` with `host` (shell-quoted).
+std::string ExpandTemplate(absl::string_view tmpl, absl::string_view host);
+
+// The argv that starts `worker` (what its guard execs):
+//   kLocal:    command
+//   kSsh:      /bin/sh -c "<ssh_cmd> <host> '<remote command>'"
+//   kTemplate: /bin/sh -c "<template expanded> <remote command>"
+// `remote_env` is what RemoteCommand carries (ignored for kLocal).
+std::vector<std::string> LaunchArgv(const LaunchOptions& options,
+                                    const WorkerPlan& worker,
+                                    const EnvList& remote_env,
+                                    const std::string& cwd);
+
+// Environment variables of kolorun forwarded to remote workers (KOLO_* and
+// HOROVOD_*, except the secret), from `environ`-style "K=V" strings.
+EnvList ForwardedEnv(const std::vector<std::string>& environ_strings);
+
+}  // namespace kolo::launcher
+
+#endif  // KOLO_LAUNCHER_COMMAND_LINE_H_

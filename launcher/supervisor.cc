@@ -1,0 +1,349 @@
+#include "launcher/supervisor.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "common/log.h"
+#include "launcher/guard.h"
+#include "launcher/line_prefixer.h"
+
+namespace kolo::launcher {
+namespace {
+
+constexpr absl::Duration kProbeInterval = absl::Milliseconds(250);
+// After the guards' grace, kolorun's own SIGKILL; then it stops waiting.
+constexpr absl::Duration kKillMargin = absl::Seconds(2);
+constexpr absl::Duration kGiveUp = absl::Seconds(3);
+// How long kolorun prefers a worker's own exit status over the
+// coordinator's account of the same failure.
+constexpr absl::Duration kCoordinatorFailureDelay = absl::Seconds(1);
+// Output still buffered in pipes after the last guard ended.
+constexpr absl::Duration kDrain = absl::Seconds(1);
+
+void WriteAll(int fd, absl::string_view data) {
+  while (!data.empty()) {
+    ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) {
+      pollfd p{fd, POLLOUT, 0};
+      ::poll(&p, 1, 100);
+      continue;
+    }
+    if (n <= 0) return;  // the reader is gone: drop the output
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+}
+
+std::string SignalName(int sig) {
+  const char* abbrev = ::sigabbrev_np(sig);
+  return abbrev == nullptr ? absl::StrCat("signal ", sig)
+                           : absl::StrCat("SIG", abbrev);
+}
+
+}  // namespace
+
+struct Supervisor::Worker {
+  WorkerPlan plan;
+  GuardSpec spec;
+  pid_t guard = -1;
+  int fds[3] = {-1, -1, -1};  // stdout, stderr, status
+  std::unique_ptr<LinePrefixer> prefixers[2];
+  std::string status_text;
+  GuardReport report;
+  bool reaped = false;
+  bool ended = false;  // OnWorkerEnded ran
+  int guard_status = 0;
+};
+
+Supervisor::Supervisor(SupervisorOptions options,
+                       std::vector<WorkerLaunch> workers,
+                       CoordinatorProbe probe)
+    : options_(std::move(options)), probe_(std::move(probe)) {
+  for (WorkerLaunch& l : workers) {
+    auto w = std::make_unique<Worker>();
+    w->prefixers[0] = std::make_unique<LinePrefixer>(l.plan.rank, "stdout");
+    w->prefixers[1] = std::make_unique<LinePrefixer>(l.plan.rank, "stderr");
+    w->plan = std::move(l.plan);
+    w->spec = std::move(l.spec);
+    workers_.push_back(std::move(w));
+  }
+}
+
+Supervisor::~Supervisor() {
+  for (auto& w : workers_) {
+    for (int& fd : w->fds) {
+      if (fd >= 0) ::close(fd);
+      fd = -1;
+    }
+  }
+  if (signal_fd_ >= 0) ::close(signal_fd_);
+}
+
+std::string Supervisor::Describe(const Worker& w) const {
+  return absl::StrCat("worker ", w.plan.worker_id, " (rank ", w.plan.rank,
+                      ", host ", w.plan.host, ")");
+}
+
+int Supervisor::LiveGuards() const {
+  int n = 0;
+  for (const auto& w : workers_) n += (w->guard > 0 && !w->reaped) ? 1 : 0;
+  return n;
+}
+
+void Supervisor::SpawnAll() {
+  for (auto& w : workers_) {
+    if (terminating_) return;
+    absl::StatusOr<GuardProcess> g = SpawnGuard(w->spec, options_.self_exe);
+    if (!g.ok()) {
+      BeginTermination(1, absl::StrCat("kolorun: cannot start ", Describe(*w),
+                                       ": ", g.status().message()));
+      return;
+    }
+    w->guard = g->pid;
+    w->fds[0] = g->stdout_fd;
+    w->fds[1] = g->stderr_fd;
+    w->fds[2] = g->status_fd;
+  }
+}
+
+int Supervisor::Run() {
+  sigset_t handled;
+  sigemptyset(&handled);
+  for (int s : {SIGCHLD, SIGINT, SIGTERM, SIGHUP}) sigaddset(&handled, s);
+  signal_fd_ = ::signalfd(-1, &handled, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (signal_fd_ < 0) {
+    WriteAll(2,
+             absl::StrCat("kolorun: signalfd: ", std::strerror(errno), "\n"));
+    return 1;
+  }
+  start_ = absl::Now();
+  next_probe_ = start_;
+  SpawnAll();
+
+  absl::Time drain_until = absl::InfiniteFuture();
+  std::vector<pollfd> pfds;
+  std::vector<std::pair<Worker*, int>> owners;
+  while (true) {
+    absl::Time now = absl::Now();
+    if (LiveGuards() == 0) {
+      if (drain_until == absl::InfiniteFuture()) drain_until = now + kDrain;
+      bool open = false;
+      for (auto& w : workers_) open = open || w->fds[0] >= 0 || w->fds[1] >= 0;
+      if (!open || now >= drain_until) break;
+    }
+    if (now >= give_up_at_) {
+      WriteAll(2,
+               absl::StrCat(
+                   "kolorun: ", LiveGuards(),
+                   " worker guard(s) did not end after SIGKILL; giving up\n"));
+      break;
+    }
+    pfds.clear();
+    owners.clear();
+    pfds.push_back({signal_fd_, POLLIN, 0});
+    owners.emplace_back(nullptr, -1);
+    for (auto& w : workers_) {
+      for (int i = 0; i < 3; ++i) {
+        if (w->fds[i] < 0) continue;
+        pfds.push_back({w->fds[i], POLLIN, 0});
+        owners.emplace_back(w.get(), i);
+      }
+    }
+    ::poll(pfds.data(), pfds.size(),
+           static_cast<int>(absl::ToInt64Milliseconds(kProbeInterval)));
+    if (pfds[0].revents != 0) HandleSignals();
+    for (size_t i = 1; i < pfds.size(); ++i) {
+      if (pfds[i].revents != 0) ReadFd(*owners[i].first, owners[i].second);
+    }
+    ReapGuards();
+    Tick(absl::Now());
+  }
+  for (auto& w : workers_) {
+    for (int i = 0; i < 2; ++i) WriteAll(i + 1, w->prefixers[i]->Finish());
+  }
+  return exit_code_;
+}
+
+void Supervisor::HandleSignals() {
+  signalfd_siginfo info;
+  while (::read(signal_fd_, &info, sizeof(info)) == sizeof(info)) {
+    int sig = static_cast<int>(info.ssi_signo);
+    if (sig == SIGCHLD) continue;  // ReapGuards runs on every turn
+    if (terminating_) {
+      if (sig == SIGINT && !killed_) {
+        WriteAll(2, "kolorun: second interrupt: killing every worker now\n");
+        KillEverything();
+      }
+      continue;
+    }
+    BeginTermination(128 + sig,
+                     absl::StrCat("kolorun: received ", SignalName(sig),
+                                  "; stopping ", LiveGuards(), " worker(s)"));
+    failure_reason_ = absl::StrCat("kolorun received ", SignalName(sig));
+  }
+}
+
+void Supervisor::ReadFd(Worker& w, int which) {
+  char buf[65536];
+  while (w.fds[which] >= 0) {
+    ssize_t n = ::read(w.fds[which], buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) return;
+    if (n <= 0) {  // EOF or error
+      ::close(w.fds[which]);
+      w.fds[which] = -1;
+      if (which < 2) WriteAll(which + 1, w.prefixers[which]->Finish());
+      return;
+    }
+    absl::string_view data(buf, static_cast<size_t>(n));
+    if (which < 2) {
+      WriteAll(which + 1, w.prefixers[which]->Append(data));
+    } else {
+      w.status_text.append(data.data(), data.size());
+      size_t last_nl = w.status_text.rfind('\n');
+      if (last_nl != std::string::npos) {
+        ParseGuardRecords(w.status_text.substr(0, last_nl + 1), &w.report);
+        w.status_text.erase(0, last_nl + 1);
+        if (w.report.ended) OnWorkerEnded(w);
+      }
+    }
+  }
+}
+
+void Supervisor::ReapGuards() {
+  for (auto& w : workers_) {
+    if (w->guard <= 0 || w->reaped) continue;
+    int status = 0;
+    if (::waitpid(w->guard, &status, WNOHANG) != w->guard) continue;
+    w->reaped = true;
+    w->guard_status = status;
+    if (w->fds[2] >= 0) ReadFd(*w, 2);  // the guard's last records
+    // A guard killed before its worker ended left the worker's group alive
+    // (the worker's pid is still taken then: it cannot name another group).
+    if (!w->report.ended && w->report.worker_pid > 0)
+      ::kill(-w->report.worker_pid, SIGKILL);
+    OnWorkerEnded(*w);
+  }
+}
+
+void Supervisor::OnWorkerEnded(Worker& w) {
+  if (w.ended) return;
+  w.ended = true;
+  bool exited;
+  int code = 0, sig = 0;
+  if (w.report.ended) {
+    exited = w.report.exited;
+    code = w.report.code;
+    sig = w.report.signal;
+  } else if (WIFEXITED(w.guard_status)) {  // no record: the guard's own status
+    exited = true;
+    code = WEXITSTATUS(w.guard_status);
+  } else {
+    exited = false;
+    sig = WTERMSIG(w.guard_status);
+  }
+  auto log = GetLogger("kolorun");
+  if (exited && code == 0) {
+    log->info("{} exited with code 0", Describe(w));
+    return;
+  }
+  std::string what = exited ? absl::StrCat("exited with code ", code)
+                            : absl::StrCat("was killed by signal ", sig, " (",
+                                           SignalName(sig), ")");
+  if (terminating_) {
+    log->info("{} {} while the job was stopping", Describe(w), what);
+    return;
+  }
+  failure_reason_ = absl::StrCat(Describe(w), " ", what);
+  BeginTermination(exited ? code : 128 + sig,
+                   absl::StrCat("kolorun: ", failure_reason_));
+}
+
+void Supervisor::Tick(absl::Time now) {
+  if (terminating_) {
+    if (!killed_ && now >= kill_at_) {
+      WriteAll(2, absl::StrCat("kolorun: ", LiveGuards(),
+                               " worker(s) still running ",
+                               absl::FormatDuration(kGuardGrace + kKillMargin),
+                               " after SIGTERM; sending SIGKILL\n"));
+      KillEverything();
+    }
+    return;
+  }
+  if (probe_ && now >= next_probe_) {
+    next_probe_ = now + kProbeInterval;
+    CheckCoordinator(now);
+  }
+}
+
+void Supervisor::CheckCoordinator(absl::Time now) {
+  CoordinatorView view = probe_();
+  if (view.phase != CoordinatorView::Phase::kForming) epoch_formed_ = true;
+  if (view.phase == CoordinatorView::Phase::kEndedFailure) {
+    if (coordinator_failure_seen_ == absl::InfiniteFuture())
+      coordinator_failure_seen_ = now;
+    if (now - coordinator_failure_seen_ >= kCoordinatorFailureDelay) {
+      failure_reason_ = view.reason;
+      BeginTermination(1,
+                       absl::StrCat("kolorun: the coordinator ended the job: ",
+                                    view.reason));
+    }
+    return;
+  }
+  if (epoch_formed_ || view.connected == 0 ||
+      now - start_ < options_.start_timeout)
+    return;
+  std::vector<std::string> missing;
+  for (const auto& w : workers_) {
+    if (view.joined.count(w->plan.worker_id) == 0) {
+      missing.push_back(absl::StrCat(w->plan.worker_id, " (rank ", w->plan.rank,
+                                     ", host ", w->plan.host, ")"));
+    }
+  }
+  failure_reason_ = absl::StrCat(
+      "the job did not start within ",
+      absl::FormatDuration(options_.start_timeout), ": ", missing.size(),
+      " of ", workers_.size(), " workers have not joined the coordinator at ",
+      options_.coordinator_address, ": ", absl::StrJoin(missing, ", "));
+  BeginTermination(
+      1, absl::StrCat(
+             "kolorun: ", failure_reason_,
+             ". Check that they run a kolo program and can reach that address "
+             "(--coordinator-addr), or raise --start-timeout."));
+}
+
+void Supervisor::BeginTermination(int exit_code, const std::string& message) {
+  if (terminating_) return;
+  terminating_ = true;
+  exit_code_ = exit_code;
+  if (!message.empty()) WriteAll(2, message + "\n");
+  for (auto& w : workers_) {
+    if (w->guard > 0 && !w->reaped) ::kill(w->guard, SIGTERM);
+  }
+  kill_at_ = absl::Now() + kGuardGrace + kKillMargin;
+}
+
+void Supervisor::KillEverything() {
+  killed_ = true;
+  for (auto& w : workers_) {
+    if (w->guard <= 0 || w->reaped) continue;
+    if (!w->report.ended && w->report.worker_pid > 0)
+      ::kill(-w->report.worker_pid, SIGKILL);
+    ::kill(-w->guard, SIGKILL);
+  }
+  give_up_at_ = absl::Now() + kGiveUp;
+}
+
+}  // namespace kolo::launcher

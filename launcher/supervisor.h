@@ -1,0 +1,110 @@
+// Supervisor: kolorun's main loop. It spawns every worker under a guard,
+// relays their output line by line with the rank prefixed, and ends the job
+// when it must:
+//   - every worker exited 0                    -> exit 0;
+//   - a worker exited non-zero or was killed   -> names it (worker id, rank,
+//     host, code or signal), stops the others, exits with its code (128+sig);
+//   - SIGINT / SIGTERM / SIGHUP to kolorun     -> stops every worker, exits
+//     130 / 143 / 129 (a second SIGINT skips the grace);
+//   - the coordinator ended the job in failure -> prints its reason, exit 1;
+//   - start timeout: once a worker has reached the coordinator, the epoch
+//     must form within start_timeout of kolorun's start, else the workers
+//     that have not joined are named, exit 1. Commands that never reach the
+//     coordinator (not kolo programs) are not timed.
+// Stopping = SIGTERM to each guard (which stops its worker's process group),
+// SIGKILL to what is left after the guard's grace + 2 s.
+//
+// Everything runs on one thread — the main thread, which must also be the one
+// that spawns guards (see spawn.h) — over poll(): a signalfd and the
+// stdout/stderr/status pipes of every worker. The coordinator is seen only
+// through CoordinatorProbe, so this file does not depend on gRPC.
+//
+// Thread-safety: a Supervisor is used by the main thread only.
+// REQUIRES: BlockSupervisorSignals() ran before any thread was started.
+#ifndef KOLO_LAUNCHER_SUPERVISOR_H_
+#define KOLO_LAUNCHER_SUPERVISOR_H_
+
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "launcher/args.h"
+#include "launcher/spawn.h"
+
+namespace kolo::launcher {
+
+// What the supervisor learns from the coordinator (polled a few times a
+// second).
+struct CoordinatorView {
+  enum class Phase { kForming, kRunning, kEndedOk, kEndedFailure };
+  Phase phase = Phase::kForming;
+  int connected = 0;             // workers that opened a Session
+  std::set<std::string> joined;  // worker ids past authentication
+  std::string reason;            // why the job ended, for kEndedFailure
+};
+using CoordinatorProbe = std::function<CoordinatorView()>;
+
+struct WorkerLaunch {
+  WorkerPlan plan;
+  GuardSpec spec;
+};
+
+struct SupervisorOptions {
+  absl::Duration start_timeout = absl::Seconds(30);
+  std::string coordinator_address;  // for messages
+  std::string self_exe = "/proc/self/exe";
+};
+
+class Supervisor {
+ public:
+  // `probe` may be empty (no coordinator: no start timeout, no job end).
+  Supervisor(SupervisorOptions options, std::vector<WorkerLaunch> workers,
+             CoordinatorProbe probe);
+  ~Supervisor();
+  Supervisor(const Supervisor&) = delete;
+  Supervisor& operator=(const Supervisor&) = delete;
+
+  // Runs the job to its end; returns kolorun's exit code. Every guard has
+  // been reaped when it returns. Call once.
+  int Run();
+
+  // Why the job failed ("" when it did not): for the coordinator's JobEnd.
+  const std::string& failure_reason() const { return failure_reason_; }
+
+ private:
+  struct Worker;
+
+  void SpawnAll();
+  void HandleSignals();
+  void ReadFd(Worker& w, int which);
+  void ReapGuards();
+  void OnWorkerEnded(Worker& w);
+  void Tick(absl::Time now);
+  void CheckCoordinator(absl::Time now);
+  void BeginTermination(int exit_code, const std::string& message);
+  void KillEverything();
+  std::string Describe(const Worker& w) const;
+  int LiveGuards() const;
+
+  SupervisorOptions options_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+  CoordinatorProbe probe_;
+  int signal_fd_ = -1;
+  absl::Time start_;
+  bool terminating_ = false;
+  bool killed_ = false;
+  int exit_code_ = 0;
+  std::string failure_reason_;
+  absl::Time kill_at_ = absl::InfiniteFuture();
+  absl::Time give_up_at_ = absl::InfiniteFuture();
+  absl::Time next_probe_;
+  bool epoch_formed_ = false;
+  absl::Time coordinator_failure_seen_ = absl::InfiniteFuture();
+};
+
+}  // namespace kolo::launcher
+
+#endif  // KOLO_LAUNCHER_SUPERVISOR_H_

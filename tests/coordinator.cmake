@@ -1,0 +1,14 @@
+# Coordinator tests: membership and the core need no gRPC (TSan-safe); the
+# server test runs a real gRPC server on loopback.
+kolo_add_test(coordinator_membership_test
+  SOURCES coordinator_membership_test.cc
+  LIBS kolo_coordinator_core
+  LABELS unit tsan)
+kolo_add_test(coordinator_core_test
+  SOURCES coordinator_core_test.cc
+  LIBS kolo_coordinator_core
+  LABELS unit tsan)
+kolo_add_test(coordinator_server_test
+  SOURCES coordinator_server_test.cc
+  LIBS kolo_coordinator
+  LABELS unit)

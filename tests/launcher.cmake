@@ -1,0 +1,16 @@
+# Launcher tests. launcher_args_test covers the pure parts (no gRPC, no
+# processes: TSan-safe); the others run real processes — the kolorun binary,
+# or the supervisor with kolorun as its guard — and are RUN_SERIAL.
+kolo_add_test(launcher_args_test
+  SOURCES launcher_args_test.cc
+  LIBS kolo_launcher_core
+  LABELS unit tsan)
+kolo_add_test(launcher_supervisor_test
+  SOURCES launcher_supervisor_test.cc
+  LIBS kolo_launcher_core
+  LABELS multiprocess SERIAL)
+add_dependencies(launcher_supervisor_test kolorun)
+kolo_add_test(launcher_process_test
+  SOURCES launcher_process_test.cc
+  LABELS multiprocess SERIAL)
+add_dependencies(launcher_process_test kolorun)

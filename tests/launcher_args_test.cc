@@ -1,0 +1,291 @@
+// Unit tests of kolorun's pure parts: argument parsing, host/slot assignment,
+// local host detection, worker environment, shell quoting of the remote
+// command, template expansion, the line prefixer and the guard's records.
+#include <map>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "launcher/args.h"
+#include "launcher/command_line.h"
+#include "launcher/guard.h"
+#include "launcher/line_prefixer.h"
+
+namespace kolo::launcher {
+namespace {
+
+using Env = std::map<std::string, std::string>;
+
+absl::StatusOr<LaunchOptions> Parse(std::vector<std::string> args,
+                                    const Env& env = {}) {
+  return ParseArgs(args, env);
+}
+
+TEST(ParseArgsTest, MinimalCommandLine) {
+  auto o = Parse({"-np", "3", "python", "train.py", "--lr", "0.1"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->np, 3);
+  ASSERT_EQ(o->hosts.size(), 1u);
+  EXPECT_EQ(o->hosts[0].name, "localhost");
+  EXPECT_EQ(o->hosts[0].slots, 3);
+  EXPECT_EQ(o->command,
+            (std::vector<std::string>{"python", "train.py", "--lr", "0.1"}));
+  EXPECT_EQ(o->start_timeout, absl::Seconds(30));
+  EXPECT_EQ(o->heartbeat_timeout, absl::Seconds(5));
+  EXPECT_EQ(o->ssh_cmd, "ssh -o BatchMode=yes");
+  EXPECT_TRUE(o->launcher_cmd.empty());
+}
+
+TEST(ParseArgsTest, DoubleDashEndsFlags) {
+  auto o = Parse({"-np", "1", "--", "-weird-command", "-np", "7"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->np, 1);
+  EXPECT_EQ(o->command,
+            (std::vector<std::string>{"-weird-command", "-np", "7"}));
+}
+
+TEST(ParseArgsTest, AllFlags) {
+  auto o = Parse({"--np=4", "-H", "a:2,b:2", "--ssh-cmd", "ssh -p 2222",
+                  "--launcher-cmd", "ip netns exec {host}", "--start-timeout",
+                  "2.5", "--heartbeat-timeout-seconds=3", "--log-level",
+                  "debug", "--coordinator-addr", "10.0.0.1", "cmd"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->np, 4);
+  ASSERT_EQ(o->hosts.size(), 2u);
+  EXPECT_EQ(o->ssh_cmd, "ssh -p 2222");
+  EXPECT_TRUE(o->ssh_cmd_given);
+  EXPECT_EQ(o->launcher_cmd, "ip netns exec {host}");
+  EXPECT_EQ(o->start_timeout, absl::Milliseconds(2500));
+  EXPECT_EQ(o->heartbeat_timeout, absl::Seconds(3));
+  EXPECT_EQ(o->log_level, "debug");
+  EXPECT_EQ(o->coordinator_addr, "10.0.0.1");
+  EXPECT_EQ(o->command, std::vector<std::string>{"cmd"});
+}
+
+TEST(ParseArgsTest, HelpAndVersionNeedNothingElse) {
+  auto h = Parse({"-h"});
+  ASSERT_TRUE(h.ok());
+  EXPECT_TRUE(h->help);
+  auto v = Parse({"--version"});
+  ASSERT_TRUE(v.ok());
+  EXPECT_TRUE(v->version);
+  EXPECT_NE(UsageText().find("--launcher-cmd"), std::string::npos);
+  EXPECT_NE(UsageText().find("not timed"), std::string::npos);
+}
+
+TEST(ParseArgsTest, UsageErrorsNameTheProblem) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string needle;
+  } cases[] = {
+      {{"-np", "2", "--frobnicate", "x"}, "--frobnicate"},
+      {{"cmd"}, "-np"},
+      {{"-np", "2"}, "no command"},
+      {{"-np", "0", "cmd"}, "-np"},
+      {{"-np", "x", "cmd"}, "'x'"},
+      {{"-np"}, "needs a value"},
+      {{"-np", "5", "-H", "a:2,b:2", "cmd"}, "4 slots"},
+      {{"-np", "1", "-H", "a:0", "cmd"}, "bad slot count"},
+      {{"-np", "1", "-H", "a,,b", "cmd"}, "empty host"},
+      {{"-np", "1", "-H", ":3", "cmd"}, "empty host name"},
+      {{"-np", "1", "--start-timeout", "-1", "cmd"}, "--start-timeout"},
+      {{"-np", "1", "--log-level", "loud", "cmd"}, "loud"},
+  };
+  for (const Case& c : cases) {
+    auto o = Parse(c.args);
+    ASSERT_FALSE(o.ok()) << c.args[0];
+    EXPECT_EQ(o.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(o.status().message().find(c.needle), absl::string_view::npos)
+        << o.status().message() << " should mention " << c.needle;
+  }
+}
+
+TEST(ParseArgsTest, StartTimeoutFromEnvironment) {
+  auto a = Parse({"-np", "1", "cmd"}, {{"HOROVOD_START_TIMEOUT", "12"}});
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->start_timeout, absl::Seconds(12));
+  auto b = Parse({"-np", "1", "cmd"}, {{"HOROVOD_START_TIMEOUT", "12"},
+                                       {"KOLO_START_TIMEOUT", "7"}});
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->start_timeout, absl::Seconds(7));
+  auto c = Parse({"-np", "1", "--start-timeout", "3", "cmd"},
+                 {{"KOLO_START_TIMEOUT", "7"}});
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->start_timeout, absl::Seconds(3));
+  auto bad = Parse({"-np", "1", "cmd"}, {{"KOLO_START_TIMEOUT", "soon"}});
+  EXPECT_FALSE(bad.ok());
+}
+
+TEST(ParseHostsTest, SlotsDefaultToOne) {
+  auto h = ParseHosts("a:3,b,c:1");
+  ASSERT_TRUE(h.ok()) << h.status();
+  ASSERT_EQ(h->size(), 3u);
+  EXPECT_EQ((*h)[0].name, "a");
+  EXPECT_EQ((*h)[0].slots, 3);
+  EXPECT_EQ((*h)[1].name, "b");
+  EXPECT_EQ((*h)[1].slots, 1);
+  EXPECT_EQ((*h)[2].slots, 1);
+}
+
+TEST(PlanWorkersTest, RanksFillSlotsInHostOrder) {
+  auto o = Parse({"-np", "5", "-H", "a:2,b:1,c:3", "cmd"});
+  ASSERT_TRUE(o.ok());
+  std::vector<WorkerPlan> plan = PlanWorkers(*o, "vm");
+  ASSERT_EQ(plan.size(), 5u);
+  const char* hosts[] = {"a", "a", "b", "c", "c"};
+  int local_rank[] = {0, 1, 0, 0, 1};
+  int local_size[] = {2, 2, 1, 2, 2};
+  for (int r = 0; r < 5; ++r) {
+    EXPECT_EQ(plan[r].rank, r);
+    EXPECT_EQ(plan[r].worker_id, "w" + std::to_string(r));
+    EXPECT_EQ(plan[r].host, hosts[r]);
+    EXPECT_EQ(plan[r].local_rank, local_rank[r]);
+    EXPECT_EQ(plan[r].local_size, local_size[r]) << r;
+    EXPECT_EQ(plan[r].mode, SpawnMode::kSsh);
+  }
+  EXPECT_FALSE(AllLocal(plan));
+}
+
+TEST(PlanWorkersTest, LocalHostsAreLocalUnlessATemplateApplies) {
+  EXPECT_TRUE(IsLocalHostName("localhost", "vm"));
+  EXPECT_TRUE(IsLocalHostName("127.0.0.1", "vm"));
+  EXPECT_TRUE(IsLocalHostName("vm", "vm"));
+  EXPECT_FALSE(IsLocalHostName("other", "vm"));
+  EXPECT_FALSE(IsLocalHostName("", ""));
+
+  auto o = Parse({"-np", "3", "-H", "localhost:1,vm:1,127.0.0.1:1", "cmd"});
+  ASSERT_TRUE(o.ok());
+  std::vector<WorkerPlan> plan = PlanWorkers(*o, "vm");
+  EXPECT_TRUE(AllLocal(plan));
+
+  auto t = Parse({"-np", "2", "--launcher-cmd", "env X={host}", "cmd"});
+  ASSERT_TRUE(t.ok());
+  plan = PlanWorkers(*t, "vm");
+  ASSERT_EQ(plan.size(), 2u);
+  EXPECT_EQ(plan[0].mode, SpawnMode::kTemplate);
+  EXPECT_FALSE(AllLocal(plan));
+
+  // --ssh-cmd reaches remote hosts only; localhost stays a local process.
+  auto s =
+      Parse({"-np", "2", "-H", "localhost,far", "--ssh-cmd", "myssh", "cmd"});
+  ASSERT_TRUE(s.ok());
+  plan = PlanWorkers(*s, "vm");
+  EXPECT_EQ(plan[0].mode, SpawnMode::kLocal);
+  EXPECT_EQ(plan[1].mode, SpawnMode::kSsh);
+}
+
+TEST(CommandLineTest, WorkerEnvironment) {
+  JobInfo job{"kolo-1", "127.0.0.1:5000", 4, absl::Seconds(30), "info"};
+  WorkerPlan w{2, "w2", "hostB", 1, 2, SpawnMode::kLocal};
+  EnvList env = WorkerEnv(job, w);
+  std::map<std::string, std::string> m(env.begin(), env.end());
+  EXPECT_EQ(m["KOLO_LAUNCHER"], "kolorun");
+  EXPECT_EQ(m["KOLO_COORDINATOR"], "127.0.0.1:5000");
+  EXPECT_EQ(m["KOLO_JOB_ID"], "kolo-1");
+  EXPECT_EQ(m["KOLO_WORKER_ID"], "w2");
+  EXPECT_EQ(m["KOLO_HOSTNAME"], "hostB");
+  EXPECT_EQ(m["KOLO_RANK"], "2");
+  EXPECT_EQ(m["KOLO_SIZE"], "4");
+  EXPECT_EQ(m["KOLO_LOCAL_RANK"], "1");
+  EXPECT_EQ(m["KOLO_LOCAL_SIZE"], "2");
+  EXPECT_EQ(m["KOLO_START_TIMEOUT"], "30");
+  EXPECT_EQ(m["KOLO_LOG_LEVEL"], "info");
+  EXPECT_EQ(m.count("KOLO_SECRET"), 0u);
+}
+
+TEST(CommandLineTest, ShellQuote) {
+  EXPECT_EQ(ShellQuote("plain-word_1.2/x:y=z,@%+"), "plain-word_1.2/x:y=z,@%+");
+  EXPECT_EQ(ShellQuote(""), "''");
+  EXPECT_EQ(ShellQuote("a b"), "'a b'");
+  EXPECT_EQ(ShellQuote("it's"), "'it'\\''s'");
+  EXPECT_EQ(ShellQuote("$HOME;rm -rf /"), "'$HOME;rm -rf /'");
+}
+
+TEST(CommandLineTest, RemoteCommandCarriesEnvButNeverTheSecret) {
+  EnvList env = {{"KOLO_RANK", "1"}, {"KOLO_SECRET", "s3cr3t"}, {"X", "a b"}};
+  std::string cmd =
+      RemoteCommand(env, "/work dir", {"python", "-c", "print('hi')"});
+  EXPECT_EQ(cmd,
+            "env KOLO_RANK=1 'X=a b' sh -c 'cd \"$1\" 2>/dev/null; shift; IFS= "
+            "read -r "
+            "KOLO_SECRET; export KOLO_SECRET; exec \"$@\"' kolo-worker '/work "
+            "dir' python -c "
+            "'print('\\''hi'\\'')'");
+  EXPECT_EQ(cmd.find("s3cr3t"), std::string::npos);
+}
+
+TEST(CommandLineTest, TemplateExpansion) {
+  EXPECT_EQ(ExpandTemplate("ip netns exec {host}", "ns1"), "ip netns exec ns1");
+  EXPECT_EQ(ExpandTemplate("a={host} b={host}", "h"), "a=h b=h");
+  EXPECT_EQ(ExpandTemplate("x {host}", "odd host"), "x 'odd host'");
+  EXPECT_EQ(ExpandTemplate("no placeholder", "h"), "no placeholder");
+}
+
+TEST(CommandLineTest, LaunchArgvPerMode) {
+  auto o = Parse({"-np", "1", "--ssh-cmd", "myssh -q", "echo", "hi there"});
+  ASSERT_TRUE(o.ok());
+  WorkerPlan w{0, "w0", "far", 0, 1, SpawnMode::kLocal};
+  EXPECT_EQ(LaunchArgv(*o, w, {}, "/d"),
+            (std::vector<std::string>{"echo", "hi there"}));
+
+  w.mode = SpawnMode::kSsh;
+  std::vector<std::string> ssh = LaunchArgv(*o, w, {{"K", "v"}}, "/d");
+  ASSERT_EQ(ssh.size(), 3u);
+  EXPECT_EQ(ssh[0], "/bin/sh");
+  EXPECT_EQ(ssh[1], "-c");
+  EXPECT_EQ(ssh[2],
+            "myssh -q far " + ShellQuote(RemoteCommand({{"K", "v"}}, "/d",
+                                                       {"echo", "hi there"})));
+
+  o->launcher_cmd = "env FAKE={host}";
+  w.mode = SpawnMode::kTemplate;
+  std::vector<std::string> t = LaunchArgv(*o, w, {{"K", "v"}}, "/d");
+  ASSERT_EQ(t.size(), 3u);
+  EXPECT_EQ(t[2], "env FAKE=far " +
+                      RemoteCommand({{"K", "v"}}, "/d", {"echo", "hi there"}));
+}
+
+TEST(CommandLineTest, ForwardedEnvKeepsKoloAndHorovodButNotTheSecret) {
+  EnvList env =
+      ForwardedEnv({"PATH=/bin", "KOLO_TIMEOUT_SCALE=4",
+                    "HOROVOD_LOG_LEVEL=info", "KOLO_SECRET=x", "junk"});
+  EXPECT_EQ(env, (EnvList{{"KOLO_TIMEOUT_SCALE", "4"},
+                          {"HOROVOD_LOG_LEVEL", "info"}}));
+}
+
+TEST(LinePrefixerTest, CompleteLinesPartialLinesAndEof) {
+  LinePrefixer p(3, "stdout");
+  EXPECT_EQ(p.Append("hel"), "");
+  EXPECT_EQ(p.Append("lo\nwor"), "[3]<stdout>:hello\n");
+  EXPECT_EQ(p.Append("ld\n\nx"), "[3]<stdout>:world\n[3]<stdout>:\n");
+  EXPECT_EQ(p.Finish(), "[3]<stdout>:x\n");
+  EXPECT_EQ(p.Finish(), "");
+}
+
+TEST(LinePrefixerTest, VeryLongLinesArePrefixedInPieces) {
+  LinePrefixer p(0, "stderr");
+  std::string big(LinePrefixer::kMaxLine + 10, 'a');
+  std::string out = p.Append(big);
+  EXPECT_EQ(out,
+            "[0]<stderr>:" + std::string(LinePrefixer::kMaxLine, 'a') + "\n");
+  EXPECT_EQ(p.Finish(), "[0]<stderr>:" + std::string(10, 'a') + "\n");
+}
+
+TEST(GuardRecordsTest, Parse) {
+  GuardReport r;
+  ParseGuardRecords("pid 42\n", &r);
+  EXPECT_EQ(r.worker_pid, 42);
+  EXPECT_FALSE(r.ended);
+  ParseGuardRecords("garbage\nsignal 9\n", &r);
+  EXPECT_TRUE(r.ended);
+  EXPECT_FALSE(r.exited);
+  EXPECT_EQ(r.signal, 9);
+  GuardReport e;
+  ParseGuardRecords("pid 7\nexit 3\n", &e);
+  EXPECT_TRUE(e.ended);
+  EXPECT_TRUE(e.exited);
+  EXPECT_EQ(e.code, 3);
+}
+
+}  // namespace
+}  // namespace kolo::launcher

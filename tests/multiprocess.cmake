@@ -1,0 +1,17 @@
+# Multi-process tests: real workers through kolorun, or started the way
+# torchrun / Slurm / Open MPI start them, on loopback. RUN_SERIAL: they spawn
+# many processes on a 2-core machine.
+add_executable(kolo-mp-worker workers/mp_worker.cc)
+target_link_libraries(kolo-mp-worker PRIVATE kolo)
+kolo_target_warnings(kolo-mp-worker)
+
+add_library(kolo_mp_testing STATIC testing/topology.cc)
+target_link_libraries(kolo_mp_testing PUBLIC kolo_testing)
+kolo_target_warnings(kolo_mp_testing)
+
+kolo_add_test(multiprocess_kolorun_test SOURCES multiprocess_kolorun_test.cc
+  LIBS kolo_mp_testing LABELS multiprocess SERIAL TIMEOUT 600)
+kolo_add_test(multiprocess_env_test SOURCES multiprocess_env_test.cc
+  LIBS kolo_mp_testing LABELS multiprocess SERIAL TIMEOUT 600)
+add_dependencies(multiprocess_kolorun_test kolo-mp-worker kolorun kolo-hello)
+add_dependencies(multiprocess_env_test kolo-mp-worker kolo-coordinator)

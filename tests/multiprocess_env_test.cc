@@ -1,0 +1,294 @@
+// Multi-process tests without kolorun: workers started the way torchrun,
+// Slurm and Open MPI start them (rank 0 hosts the coordinator), and against a
+// standalone kolo-coordinator: a wrong secret disturbs nobody else; a killed
+// or silent coordinator makes the workers exit within their lease.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/net.h"
+#include "gtest/gtest.h"
+#include "tests/testing/subprocess.h"
+#include "tests/testing/timeouts.h"
+#include "tests/testing/topology.h"
+
+namespace kolo::testing {
+namespace {
+
+using Env = std::map<std::string, std::optional<std::string>>;
+
+std::string Bin(const std::string& name) { return BinDir() + "/" + name; }
+
+std::string WriteSecret(const std::string& name, const std::string& secret) {
+  std::string path =
+      absl::StrCat(::testing::TempDir(), "/", name, ".", getpid());
+  std::ofstream(path) << secret << "\n";
+  return path;
+}
+
+// Variables a surrounding launcher might have set; removed so each test
+// controls exactly how its workers start.
+Env CleanEnv() {
+  Env env;
+  for (const char* k : {"KOLO_LAUNCHER",
+                        "KOLO_COORDINATOR",
+                        "KOLO_SECRET",
+                        "KOLO_SECRET_FILE",
+                        "KOLO_RANK",
+                        "KOLO_SIZE",
+                        "KOLO_LOCAL_RANK",
+                        "KOLO_WORKER_ID",
+                        "KOLO_HOSTNAME",
+                        "KOLO_JOB_ID",
+                        "KOLO_HOST_COORDINATOR",
+                        "RANK",
+                        "WORLD_SIZE",
+                        "LOCAL_RANK",
+                        "MASTER_ADDR",
+                        "MASTER_PORT",
+                        "SLURM_PROCID",
+                        "SLURM_NTASKS",
+                        "SLURM_LOCALID",
+                        "SLURM_JOB_ID",
+                        "OMPI_COMM_WORLD_RANK",
+                        "OMPI_COMM_WORLD_SIZE",
+                        "OMPI_COMM_WORLD_LOCAL_RANK",
+                        "TORCHELASTIC_RUN_ID"}) {
+    env[k] = std::nullopt;
+  }
+  return env;
+}
+
+int FreePort() {
+  absl::StatusOr<int> port = net::PickFreePort();
+  EXPECT_TRUE(port.ok()) << port.status();
+  return port.ok() ? *port : 1;
+}
+
+// Starts `n` workers; env_for(rank) gives each its variables.
+std::vector<std::unique_ptr<Subprocess>> StartWorkers(
+    int n, const std::function<Env(int)>& env_for,
+    std::vector<std::string> args) {
+  std::vector<std::unique_ptr<Subprocess>> workers;
+  args.insert(args.begin(), Bin("kolo-mp-worker"));
+  for (int r = 0; r < n; ++r) {
+    Env env = CleanEnv();
+    for (auto& [k, v] : env_for(r)) env[k] = v;
+    workers.push_back(std::make_unique<Subprocess>(args, env));
+    absl::Status st = workers.back()->Start();
+    EXPECT_TRUE(st.ok()) << st;
+  }
+  return workers;
+}
+
+void ExpectTopology(std::vector<std::unique_ptr<Subprocess>>& workers) {
+  const int n = static_cast<int>(workers.size());
+  std::set<int> ranks;
+  for (int i = 0; i < n; ++i) {
+    ASSERT_TRUE(workers[i]->Wait(Scaled(absl::Seconds(60))).ok())
+        << workers[i]->output();
+    ASSERT_TRUE(workers[i]->exit_info().exited &&
+                workers[i]->exit_info().code == 0)
+        << "worker " << i << ": " << workers[i]->exit_info().ToString() << "\n"
+        << workers[i]->output();
+    std::vector<Fields> topo = ParseTagged(workers[i]->output(), "TOPO");
+    ASSERT_EQ(topo.size(), 1u) << workers[i]->output();
+    // The launcher's rank is kept.
+    EXPECT_EQ(IntField(topo[0], "rank"), i);
+    EXPECT_EQ(IntField(topo[0], "size"), n);
+    EXPECT_EQ(IntField(topo[0], "local_rank"), i);
+    EXPECT_EQ(IntField(topo[0], "local_size"), n);
+    EXPECT_EQ(IntField(topo[0], "cross_rank"), 0);
+    EXPECT_EQ(IntField(topo[0], "cross_size"), 1);
+    ranks.insert(IntField(topo[0], "rank"));
+  }
+  EXPECT_EQ(ranks.size(), static_cast<size_t>(n));
+}
+
+TEST(EnvStart, Torchrun) {
+  const int n = 3;
+  std::string secret = WriteSecret("torchrun_secret", "torchrun-secret-1");
+  std::string port = std::to_string(FreePort());
+  auto workers = StartWorkers(n,
+                              [&](int r) {
+                                return Env{{"RANK", std::to_string(r)},
+                                           {"WORLD_SIZE", std::to_string(n)},
+                                           {"LOCAL_RANK", std::to_string(r)},
+                                           {"MASTER_ADDR", "127.0.0.1"},
+                                           {"MASTER_PORT", port},
+                                           {"KOLO_SECRET_FILE", secret}};
+                              },
+                              {"topology"});
+  ExpectTopology(workers);
+}
+
+TEST(EnvStart, Slurm) {
+  const int n = 2;
+  std::string secret = WriteSecret("slurm_secret", "slurm-secret-1");
+  std::string coord = absl::StrCat("127.0.0.1:", FreePort());
+  auto workers = StartWorkers(n,
+                              [&](int r) {
+                                return Env{{"SLURM_PROCID", std::to_string(r)},
+                                           {"SLURM_NTASKS", std::to_string(n)},
+                                           {"SLURM_LOCALID", std::to_string(r)},
+                                           {"KOLO_COORDINATOR", coord},
+                                           {"KOLO_SECRET_FILE", secret}};
+                              },
+                              {"topology"});
+  ExpectTopology(workers);
+}
+
+TEST(EnvStart, OpenMpi) {
+  const int n = 4;
+  std::string secret = WriteSecret("ompi_secret", "ompi-secret-1");
+  std::string port = std::to_string(FreePort());
+  auto workers = StartWorkers(
+      n,
+      [&](int r) {
+        return Env{{"OMPI_COMM_WORLD_RANK", std::to_string(r)},
+                   {"OMPI_COMM_WORLD_SIZE", std::to_string(n)},
+                   {"OMPI_COMM_WORLD_LOCAL_RANK", std::to_string(r)},
+                   {"MASTER_ADDR", "127.0.0.1"},
+                   {"MASTER_PORT", port},
+                   {"KOLO_SECRET_FILE", secret}};
+      },
+      {"topology"});
+  ExpectTopology(workers);
+}
+
+TEST(EnvStart, NoSecretIsRefusedWithHowTo) {
+  auto workers =
+      StartWorkers(1,
+                   [&](int) {
+                     return Env{{"RANK", "0"},
+                                {"WORLD_SIZE", "1"},
+                                {"LOCAL_RANK", "0"},
+                                {"MASTER_ADDR", "127.0.0.1"},
+                                {"MASTER_PORT", std::to_string(FreePort())}};
+                   },
+                   {"init-only"});
+  ASSERT_TRUE(workers[0]->Wait(Scaled(absl::Seconds(30))).ok());
+  EXPECT_EQ(workers[0]->exit_info().code, 3) << workers[0]->output();
+  EXPECT_NE(workers[0]->output().find("KOLO_SECRET_FILE"), std::string::npos)
+      << workers[0]->output();
+}
+
+// A standalone kolo-coordinator for `n` workers; returns its port.
+int StartCoordinator(Subprocess& coord) {
+  absl::Status st = coord.Start();
+  EXPECT_TRUE(st.ok()) << st;
+  EXPECT_TRUE(coord.WaitForOutput("listening on", Scaled(absl::Seconds(30))))
+      << coord.output();
+  EXPECT_TRUE(coord.WaitForOutput("(job", Scaled(absl::Seconds(5))))
+      << coord.output();
+  size_t pos = coord.output().find("listening on ");
+  std::string rest = coord.output().substr(pos + 13);
+  std::string hostport = rest.substr(0, rest.find(' '));
+  int port = 0;
+  EXPECT_TRUE(absl::SimpleAtoi(hostport.substr(hostport.rfind(':') + 1), &port))
+      << hostport;
+  return port;
+}
+
+Env StandaloneWorkerEnv(int rank, int n, int port,
+                        const std::string& secret_file) {
+  return Env{{"RANK", std::to_string(rank)},
+             {"WORLD_SIZE", std::to_string(n)},
+             {"LOCAL_RANK", std::to_string(rank)},
+             {"KOLO_COORDINATOR", absl::StrCat("127.0.0.1:", port)},
+             {"KOLO_HOST_COORDINATOR", "0"},
+             {"KOLO_WORKER_ID", absl::StrCat("sw", rank)},
+             {"KOLO_SECRET_FILE", secret_file},
+             {"KOLO_LEASE_SECONDS", "3"}};
+}
+
+TEST(Standalone, WrongSecretDisturbsNobody) {
+  std::string good = WriteSecret("good_secret", "the-right-secret");
+  std::string bad = WriteSecret("bad_secret", "a-wrong-secret");
+  Subprocess coord({Bin("kolo-coordinator"), "--port", "0", "--np", "2",
+                    "--bind", "127.0.0.1", "--secret-file", good, "--log-level",
+                    "info"});
+  int port = StartCoordinator(coord);
+  ASSERT_GT(port, 0);
+  auto first = StartWorkers(
+      1, [&](int) { return StandaloneWorkerEnv(0, 2, port, good); },
+      {"topology"});
+  // An intruder with the wrong secret, claiming rank 1.
+  Env intruder_env = StandaloneWorkerEnv(1, 2, port, bad);
+  intruder_env["KOLO_WORKER_ID"] = "intruder";
+  auto intruder =
+      StartWorkers(1, [&](int) { return intruder_env; }, {"init-only"});
+  ASSERT_TRUE(intruder[0]->Wait(Scaled(absl::Seconds(30))).ok());
+  EXPECT_EQ(intruder[0]->exit_info().code, 3) << intruder[0]->output();
+  EXPECT_NE(intruder[0]->output().find("secret"), std::string::npos)
+      << intruder[0]->output();
+  // The coordinator logged the refusal, naming the worker.
+  EXPECT_TRUE(coord.WaitForOutput("intruder", Scaled(absl::Seconds(10))))
+      << coord.output();
+  // The real rank 1 joins; the job forms and ends well.
+  auto second = StartWorkers(
+      1, [&](int) { return StandaloneWorkerEnv(1, 2, port, good); },
+      {"topology"});
+  for (auto* w : {first[0].get(), second[0].get()}) {
+    ASSERT_TRUE(w->Wait(Scaled(absl::Seconds(60))).ok()) << w->output();
+    EXPECT_EQ(w->exit_info().code, 0) << w->output() << "\ncoordinator:\n"
+                                      << coord.output();
+    EXPECT_EQ(ParseTagged(w->output(), "TOPO").size(), 1u) << w->output();
+  }
+  ASSERT_TRUE(coord.Wait(Scaled(absl::Seconds(30))).ok()) << coord.output();
+  EXPECT_EQ(coord.exit_info().code, 0) << coord.output();
+}
+
+// Workers hold a 3 s lease on the coordinator; `stop_signal` ends or freezes
+// it.
+void LeaseTest(int stop_signal) {
+  std::string secret = WriteSecret("lease_secret", "lease-secret");
+  Subprocess coord({Bin("kolo-coordinator"), "--port", "0", "--np", "2",
+                    "--bind", "127.0.0.1", "--secret-file", secret});
+  int port = StartCoordinator(coord);
+  ASSERT_GT(port, 0);
+  auto workers = StartWorkers(
+      2, [&](int r) { return StandaloneWorkerEnv(r, 2, port, secret); },
+      {"hold", "120"});
+  for (auto& w : workers) {
+    ASSERT_TRUE(w->WaitForOutput("INITIALISED", Scaled(absl::Seconds(30))))
+        << w->output();
+  }
+  absl::Time stopped = absl::Now();
+  coord.Signal(stop_signal);
+  for (auto& w : workers) {
+    // Lease 3 s, plus generous slack for a loaded machine.
+    ASSERT_TRUE(w->Wait(Scaled(absl::Seconds(20))).ok()) << w->output();
+    EXPECT_TRUE(w->exit_info().exited) << w->exit_info().ToString();
+    EXPECT_EQ(w->exit_info().code, 75) << w->output();
+    EXPECT_NE(w->output().find("lost the coordinator"), std::string::npos)
+        << w->output();
+    EXPECT_EQ(w->output().find("SURVIVED"), std::string::npos);
+  }
+  if (stop_signal == SIGSTOP) {
+    // Silence is only noticed when the lease runs out, not before.
+    EXPECT_GE(absl::Now() - stopped, absl::Seconds(2.5));
+    coord.Signal(SIGKILL);
+    coord.Signal(SIGCONT);
+  }
+  EXPECT_TRUE(coord.Wait(Scaled(absl::Seconds(10))).ok());
+}
+
+TEST(Standalone, KilledCoordinatorEndsWorkersWithinLease) {
+  LeaseTest(SIGKILL);
+}
+TEST(Standalone, SilentCoordinatorEndsWorkersWithinLease) {
+  LeaseTest(SIGSTOP);
+}
+
+}  // namespace
+}  // namespace kolo::testing

@@ -1,0 +1,331 @@
+// WorkerConfig parsing: every launch mode, defaults, aliases, and the errors
+// users see for missing or bad values.
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "worker_lib/config.h"
+
+namespace kolo::worker {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kHost[] = "kernelhost";
+
+absl::StatusOr<WorkerConfig> Parse(const EnvMap& env) {
+  return ParseWorkerConfig(env, kHost);
+}
+
+TEST(WorkerConfig, Kolorun) {
+  auto c = Parse({{"KOLO_LAUNCHER", "kolorun"},
+                  {"KOLO_COORDINATOR", "10.0.0.1:4000"},
+                  {"KOLO_JOB_ID", "job7"},
+                  {"KOLO_WORKER_ID", "w3"},
+                  {"KOLO_HOSTNAME", "hostA"},
+                  {"KOLO_RANK", "3"},
+                  {"KOLO_SIZE", "4"},
+                  {"KOLO_LOCAL_RANK", "1"},
+                  {"KOLO_SECRET", "s3cret"},
+                  // Ignored under kolorun:
+                  {"RANK", "9"},
+                  {"WORLD_SIZE", "10"}});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->launch_mode, LaunchMode::kKolorun);
+  EXPECT_EQ(c->coordinator.host, "10.0.0.1");
+  EXPECT_EQ(c->coordinator.port, 4000);
+  EXPECT_EQ(c->job_id, "job7");
+  EXPECT_EQ(c->worker_id, "w3");
+  EXPECT_EQ(c->host_name, "hostA");
+  EXPECT_EQ(c->rank, 3);
+  EXPECT_EQ(c->size, 4);
+  EXPECT_EQ(c->local_rank, 1);
+  EXPECT_EQ(c->secret, "s3cret");
+  EXPECT_FALSE(c->host_coordinator);
+  EXPECT_EQ(c->worker_incarnation, 0u);
+  // Defaults.
+  EXPECT_EQ(c->start_timeout, absl::Seconds(30));
+  EXPECT_EQ(c->heartbeat_interval, absl::Milliseconds(500));
+  EXPECT_EQ(c->lease, absl::Seconds(10));
+  EXPECT_EQ(c->heartbeat_timeout, absl::Seconds(5));
+  EXPECT_EQ(c->log_level, "warn");
+  EXPECT_EQ(c->data_addr, "");
+  EXPECT_EQ(c->data_iface, "");
+}
+
+TEST(WorkerConfig, KolorunRank0DoesNotHost) {
+  EnvMap env = {{"KOLO_LAUNCHER", "kolorun"},
+                {"KOLO_COORDINATOR", "h:1"},
+                {"KOLO_RANK", "0"},
+                {"KOLO_SIZE", "2"},
+                {"KOLO_SECRET", "s"}};
+  auto c = Parse(env);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_FALSE(c->host_coordinator);
+  env.erase("KOLO_COORDINATOR");
+  c = Parse(env);
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(c.status().message(), HasSubstr("KOLO_COORDINATOR"));
+  env["KOLO_COORDINATOR"] = "h:1";
+  env.erase("KOLO_SIZE");
+  c = Parse(env);
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(c.status().message(), HasSubstr("KOLO_SIZE"));
+}
+
+TEST(WorkerConfig, Torchrun) {
+  EnvMap env = {{"RANK", "0"},
+                {"WORLD_SIZE", "2"},
+                {"LOCAL_RANK", "0"},
+                {"MASTER_ADDR", "node1"},
+                {"MASTER_PORT", "29500"},
+                {"TORCHELASTIC_RUN_ID", "tr-42"},
+                {"KOLO_SECRET", "x"}};
+  auto c = Parse(env);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->launch_mode, LaunchMode::kTorchrun);
+  EXPECT_EQ(c->coordinator.ToString(), "node1:29500");
+  EXPECT_EQ(c->coordinator_source, "MASTER_ADDR:MASTER_PORT");
+  EXPECT_TRUE(c->host_coordinator);
+  EXPECT_EQ(c->job_id, "tr-42");
+  EXPECT_EQ(c->host_name, kHost);
+  EXPECT_EQ(c->worker_id, "rank0@kernelhost");
+  EXPECT_EQ(c->local_rank, 0);
+
+  env["RANK"] = "1";
+  env["LOCAL_RANK"] = "1";
+  c = Parse(env);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_FALSE(c->host_coordinator) << "only rank 0 hosts";
+  EXPECT_EQ(c->worker_id, "rank1@kernelhost");
+
+  // KOLO_COORDINATOR wins over MASTER_ADDR/PORT (torchrun's store owns
+  // MASTER_PORT).
+  env["KOLO_COORDINATOR"] = "node1:29600";
+  c = Parse(env);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->coordinator.port, 29600);
+  EXPECT_EQ(c->coordinator_source, "KOLO_COORDINATOR");
+}
+
+TEST(WorkerConfig, HostingDecision) {
+  EnvMap env = {{"RANK", "0"},
+                {"WORLD_SIZE", "2"},
+                {"KOLO_COORDINATOR", "127.0.0.1:5000"},
+                {"KOLO_SECRET", "x"}};
+  auto c = Parse(env);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->host_coordinator);
+  env["KOLO_HOST_COORDINATOR"] = "0";  // a standalone kolo-coordinator runs
+  c = Parse(env);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_FALSE(c->host_coordinator);
+  env["KOLO_HOST_COORDINATOR"] = "maybe";
+  c = Parse(env);
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(c.status().message(), HasSubstr("KOLO_HOST_COORDINATOR='maybe'"));
+  // Port 0 only when the hosting worker is alone.
+  env["KOLO_HOST_COORDINATOR"] = "1";
+  env["KOLO_COORDINATOR"] = "127.0.0.1:0";
+  c = Parse(env);
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(c.status().message(), HasSubstr("KOLO_COORDINATOR"));
+}
+
+TEST(WorkerConfig, NoCoordinatorAddress) {
+  EnvMap env = {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"KOLO_SECRET", "x"}};
+  auto c = Parse(env);
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(c.status().message(), HasSubstr("KOLO_COORDINATOR=host:port"));
+  EXPECT_THAT(c.status().message(), HasSubstr("MASTER_ADDR/MASTER_PORT"));
+  env["MASTER_ADDR"] = "n";
+  c = Parse(env);
+  EXPECT_THAT(c.status().message(), HasSubstr("MASTER_PORT is not set"));
+}
+
+TEST(WorkerConfig, Slurm) {
+  auto c = Parse({{"SLURM_PROCID", "5"},
+                  {"SLURM_NTASKS", "8"},
+                  {"SLURM_LOCALID", "1"},
+                  {"SLURMD_NODENAME", "gpu-07"},
+                  {"SLURM_JOB_ID", "12345"},
+                  {"MASTER_ADDR", "gpu-01"},
+                  {"MASTER_PORT", "7000"},
+                  {"KOLO_SECRET", "x"}});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->launch_mode, LaunchMode::kSlurm);
+  EXPECT_EQ(c->rank, 5);
+  EXPECT_EQ(c->size, 8);
+  EXPECT_EQ(c->local_rank, 1);
+  EXPECT_EQ(c->host_name, "gpu-07");
+  EXPECT_EQ(c->job_id, "12345");
+  EXPECT_EQ(c->worker_id, "rank5@gpu-07");
+  EXPECT_FALSE(c->host_coordinator);
+}
+
+TEST(WorkerConfig, OpenMpiWinsOverSlurm) {
+  // mpirun inside a Slurm allocation: every process inherits SLURM_PROCID=0.
+  auto c = Parse({{"OMPI_COMM_WORLD_RANK", "2"},
+                  {"OMPI_COMM_WORLD_SIZE", "3"},
+                  {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
+                  {"SLURM_PROCID", "0"},
+                  {"SLURM_NTASKS", "1"},
+                  {"KOLO_COORDINATOR", "head:6000"},
+                  {"KOLO_SECRET", "x"}});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->launch_mode, LaunchMode::kOpenMpi);
+  EXPECT_EQ(c->rank, 2);
+  EXPECT_EQ(c->size, 3);
+  EXPECT_EQ(c->local_rank, 0);
+  EXPECT_EQ(c->job_id, "default");
+}
+
+TEST(WorkerConfig, SingleWorker) {
+  auto c = Parse({});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->launch_mode, LaunchMode::kSingle);
+  EXPECT_EQ(c->rank, 0);
+  EXPECT_EQ(c->size, 1);
+  EXPECT_TRUE(c->host_coordinator);
+  EXPECT_EQ(c->coordinator.ToString(), "127.0.0.1:0");
+  EXPECT_EQ(c->secret.size(), 64u) << "a random secret";
+}
+
+TEST(WorkerConfig, MissingSecretSaysHowToGiveOne) {
+  auto c = Parse({{"RANK", "0"},
+                  {"WORLD_SIZE", "2"},
+                  {"MASTER_ADDR", "127.0.0.1"},
+                  {"MASTER_PORT", "29500"}});
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(c.status().message(), HasSubstr("openssl rand -hex 32"));
+  EXPECT_THAT(c.status().message(), HasSubstr("KOLO_SECRET_FILE=/path/secret"));
+  EXPECT_THAT(c.status().message(), HasSubstr("rank0@kernelhost"));
+}
+
+TEST(WorkerConfig, SecretFile) {
+  char path[] = "/tmp/kolo_secret_XXXXXX";
+  int fd = ::mkstemp(path);
+  ASSERT_GE(fd, 0);
+  const std::string content = "abcdef0123\n";
+  ASSERT_EQ(::write(fd, content.data(), content.size()),
+            static_cast<ssize_t>(content.size()));
+  ::close(fd);
+  EnvMap env = {{"RANK", "0"},
+                {"WORLD_SIZE", "1"},
+                {"MASTER_ADDR", "127.0.0.1"},
+                {"MASTER_PORT", "29500"},
+                {"KOLO_SECRET_FILE", path}};
+  auto c = Parse(env);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->secret, "abcdef0123");
+  env["KOLO_SECRET"] = "direct";  // KOLO_SECRET wins
+  c = Parse(env);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->secret, "direct");
+  ::unlink(path);
+  env.erase("KOLO_SECRET");
+  c = Parse(env);
+  EXPECT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(), HasSubstr(path));
+}
+
+EnvMap Base() {
+  return {{"RANK", "0"},
+          {"WORLD_SIZE", "2"},
+          {"KOLO_COORDINATOR", "127.0.0.1:5000"},
+          {"KOLO_SECRET", "x"}};
+}
+
+TEST(WorkerConfig, BadNumbersNameTheVariable) {
+  struct Case {
+    const char* var;
+    const char* value;
+  };
+  for (const Case& k :
+       {Case{"KOLO_START_TIMEOUT", "soon"}, Case{"KOLO_START_TIMEOUT", "-3"},
+        Case{"KOLO_HEARTBEAT_INTERVAL_MS", "0"},
+        Case{"KOLO_HEARTBEAT_INTERVAL_MS", "1.5"},
+        Case{"KOLO_LEASE_SECONDS", "zero"},
+        Case{"KOLO_WORKER_INCARNATION", "-1"}, Case{"KOLO_LOG_LEVEL", "loud"},
+        Case{"KOLO_ADDR", "not-an-ip"}, Case{"RANK", "x"}, Case{"RANK", "2"},
+        Case{"WORLD_SIZE", "0"}, Case{"LOCAL_RANK", "-1"},
+        Case{"KOLO_COORDINATOR", "nocolon"},
+        Case{"KOLO_COORDINATOR", "h:70000"}, Case{"KOLO_LAUNCHER", "mpirun"}}) {
+    EnvMap env = Base();
+    env[k.var] = k.value;
+    auto c = Parse(env);
+    EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument)
+        << k.var << "=" << k.value << ": " << c.status();
+    EXPECT_THAT(c.status().message(), HasSubstr(k.var)) << c.status();
+  }
+}
+
+TEST(WorkerConfig, LeaseMustExceedHeartbeat) {
+  EnvMap env = Base();
+  env["KOLO_HEARTBEAT_INTERVAL_MS"] = "2000";
+  env["KOLO_LEASE_SECONDS"] = "1";
+  auto c = Parse(env);
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(c.status().message(), HasSubstr("KOLO_LEASE_SECONDS"));
+}
+
+TEST(WorkerConfig, TimingAndAliases) {
+  EnvMap env = Base();
+  env["HOROVOD_START_TIMEOUT"] = "7";
+  env["HOROVOD_LOG_LEVEL"] = "DEBUG";
+  env["KOLO_HEARTBEAT_INTERVAL_MS"] = "100";
+  env["KOLO_LEASE_SECONDS"] = "2.5";
+  env["KOLO_HEARTBEAT_TIMEOUT_SECONDS"] = "1.5";
+  env["KOLO_WORKER_INCARNATION"] = "3";
+  env["KOLO_IFACE"] = "eth1";
+  env["KOLO_ADDR"] = "10.1.2.3";
+  auto c = Parse(env);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->start_timeout, absl::Seconds(7));
+  EXPECT_EQ(c->log_level, "debug");
+  EXPECT_EQ(c->heartbeat_interval, absl::Milliseconds(100));
+  EXPECT_EQ(c->lease, absl::Milliseconds(2500));
+  EXPECT_EQ(c->heartbeat_timeout, absl::Milliseconds(1500));
+  EXPECT_EQ(c->worker_incarnation, 3u);
+  EXPECT_EQ(c->data_iface, "eth1");
+  EXPECT_EQ(c->data_addr, "10.1.2.3");
+  // KOLO_* wins over HOROVOD_*.
+  env["KOLO_START_TIMEOUT"] = "9";
+  env["KOLO_LOG_LEVEL"] = "error";
+  c = Parse(env);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->start_timeout, absl::Seconds(9));
+  EXPECT_EQ(c->log_level, "error");
+}
+
+TEST(WorkerConfig, EmptyValuesCountAsUnset) {
+  EnvMap env = Base();
+  env["KOLO_WORKER_ID"] = "";
+  env["KOLO_HOSTNAME"] = "";
+  env["KOLO_LOG_LEVEL"] = "";
+  auto c = Parse(env);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->worker_id, "rank0@kernelhost");
+  EXPECT_EQ(c->log_level, "warn");
+}
+
+TEST(WorkerConfig, ProcessEnvironmentScrubsSecret) {
+  ASSERT_EQ(::setenv("KOLO_SECRET", "from-env", 1), 0);
+  ASSERT_EQ(::setenv("KOLO_TEST_MARKER", "a=b", 1), 0);
+  EnvMap env = ReadProcessEnvironment();
+  EXPECT_EQ(env["KOLO_SECRET"], "from-env");
+  EXPECT_EQ(env["KOLO_TEST_MARKER"], "a=b");
+  ScrubSecretFromProcessEnvironment();
+  EXPECT_EQ(std::getenv("KOLO_SECRET"), nullptr) << "children must not see it";
+  // A later init() in this process still has it.
+  EXPECT_EQ(ReadProcessEnvironment()["KOLO_SECRET"], "from-env");
+  ::unsetenv("KOLO_TEST_MARKER");
+}
+
+}  // namespace
+}  // namespace kolo::worker

@@ -1,0 +1,247 @@
+// kolo's public API (include/kolo/kolo.h): one Runtime per initialised job,
+// owned here and referenced nowhere else.
+//
+// init() parses the WorkerConfig, starts the coordinator if this rank hosts
+// it, opens the data-plane listener, connects the Session and waits for the
+// Membership. shutdown() leaves in order; the hosting rank then waits
+// (bounded) for the others to leave before it stops the coordinator.
+//
+// Thread-safety: init/shutdown/control_allgather take api_mu only to find the
+// Runtime (a control_allgather in flight does not block shutdown, which fails
+// it). Topology getters read atomics, without locks.
+#include <atomic>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
+#include "common/mutex.h"
+#include "common/net.h"
+#include "coordinator/server.h"
+#include "kolo/kolo.h"
+#include "worker_lib/config.h"
+#include "worker_lib/data_listener.h"
+#include "worker_lib/session_client.h"
+
+namespace kolo {
+namespace {
+
+std::shared_ptr<spdlog::logger> Log() {
+  static const auto logger = GetLogger("api");
+  return logger;
+}
+
+// A job this process has joined.
+struct Runtime {
+  worker::WorkerConfig config;
+  std::unique_ptr<coordinator::CoordinatorServer> server;  // if hosting
+  std::unique_ptr<worker::DataListener> listener;
+  // Shared with control_allgather calls in flight.
+  std::shared_ptr<worker::SessionClient> client;
+};
+
+absl::Status WithMessage(const absl::Status& s, absl::string_view message) {
+  return absl::Status(s.code(), message);
+}
+
+absl::StatusOr<std::unique_ptr<coordinator::CoordinatorServer>> HostCoordinator(
+    const worker::WorkerConfig& c) {
+  coordinator::ServerOptions so;
+  so.bind_host =
+      net::IsIpLiteral(c.coordinator.host) ? c.coordinator.host : "0.0.0.0";
+  so.port = c.coordinator.port;
+  so.expected_size = c.size;
+  so.job_id = c.job_id;
+  so.secret = c.secret;
+  so.heartbeat_interval = c.heartbeat_interval;
+  so.heartbeat_timeout = c.heartbeat_timeout;
+  auto server = coordinator::CoordinatorServer::Start(so);
+  if (server.ok()) return server;
+  std::string hint =
+      c.coordinator_source == "MASTER_ADDR:MASTER_PORT"
+          ? "; under torchrun, MASTER_PORT is taken by torchrun's own "
+            "rendezvous store: set KOLO_COORDINATOR=<rank 0 host>:<free port> "
+            "on every worker"
+          : "; choose a free port in KOLO_COORDINATOR, or set "
+            "KOLO_HOST_COORDINATOR=0 if a kolo-coordinator already runs there";
+  return WithMessage(
+      server.status(),
+      absl::StrCat("rank 0 (worker ", c.worker_id,
+                   ") could not host the coordinator at ",
+                   c.coordinator.ToString(), " (from ", c.coordinator_source,
+                   "): ", server.status().message(), hint));
+}
+
+absl::StatusOr<std::unique_ptr<Runtime>> StartRuntime(
+    worker::WorkerConfig config) {
+  const absl::Time deadline = absl::Now() + config.start_timeout;
+  auto rt = std::make_unique<Runtime>();
+  rt->config = std::move(config);
+  const worker::WorkerConfig& c = rt->config;
+  auto ip = worker::ChooseDataIp(c);
+  if (!ip.ok()) return ip.status();
+  std::string source = !c.data_addr.empty()    ? "KOLO_ADDR"
+                       : !c.data_iface.empty() ? "KOLO_IFACE=" + c.data_iface
+                                               : "the route to the coordinator";
+  auto listener = worker::DataListener::Open(*ip, source);
+  if (!listener.ok()) return listener.status();
+  rt->listener = *std::move(listener);
+  std::string target = c.coordinator.ToString();
+  if (c.host_coordinator) {
+    auto server = HostCoordinator(c);
+    if (!server.ok()) return server.status();
+    rt->server = *std::move(server);
+    net::HostPort hp = c.coordinator;
+    if (hp.port == 0) hp.port = rt->server->port();
+    target = hp.ToString();
+  }
+
+  worker::SessionOptions so;
+  so.coordinator = target;
+  so.job_id = c.job_id;
+  so.worker_id = c.worker_id;
+  so.worker_incarnation = c.worker_incarnation;
+  so.host_name = c.host_name;
+  so.data_address = rt->listener->address();
+  so.requested_rank = c.rank;
+  so.expected_size = c.size;
+  so.secret = c.secret;
+  so.heartbeat_interval = c.heartbeat_interval;
+  so.lease = c.lease;
+  so.exit_on_lost_coordinator = true;
+  auto client = worker::SessionClient::Connect(so, deadline);
+  if (!client.ok()) {
+    if (rt->server != nullptr) {
+      rt->server->Shutdown(
+          true, absl::StrCat("rank 0 (worker ", c.worker_id,
+                             ", which hosts the coordinator) could not join: ",
+                             client.status().message()));
+    }
+    return client.status();
+  }
+  rt->client = *std::move(client);
+  return rt;
+}
+
+// Leaves the job; on the hosting rank, waits for the others, then stops the
+// coordinator.
+absl::Status StopRuntime(Runtime& rt) {
+  absl::Status result = rt.client->Shutdown();
+  if (rt.server != nullptr) {
+    absl::Status ended =
+        rt.server->WaitUntilEnded(absl::Now() + rt.config.start_timeout);
+    if (!ended.ok()) {
+      Log()->warn("the coordinator hosted by worker {} stops: {}",
+                  rt.config.worker_id, std::string(ended.message()));
+      if (result.ok()) result = ended;
+    }
+    rt.server->Shutdown(!ended.ok(), ended.ok() ? "every worker left"
+                                                : std::string(ended.message()));
+  }
+  return result;
+}
+
+// The topology of the current epoch; rank == -1 when not initialised. Rank
+// is written last on init and first on shutdown.
+struct Published {
+  std::atomic<int> rank{-1}, size{-1}, local_rank{-1}, local_size{-1},
+      cross_rank{-1}, cross_size{-1};
+  Mutex mu;  // the strings; never held for long
+  std::string worker_id ABSL_GUARDED_BY(mu);
+  std::string data_address ABSL_GUARDED_BY(mu);
+};
+Published published;
+
+void Publish(const proto::Membership* m, std::string worker_id,
+             std::string data_address) {
+  if (m == nullptr) published.rank.store(-1);
+  {
+    MutexLock lock(&published.mu);
+    published.worker_id = std::move(worker_id);
+    published.data_address = std::move(data_address);
+  }
+  published.size.store(m ? m->size() : -1);
+  published.local_rank.store(m ? m->local_rank() : -1);
+  published.local_size.store(m ? m->local_size() : -1);
+  published.cross_rank.store(m ? m->cross_rank() : -1);
+  published.cross_size.store(m ? m->cross_size() : -1);
+  published.rank.store(m ? m->rank() : -1);
+}
+
+Mutex api_mu;
+std::unique_ptr<Runtime> runtime ABSL_GUARDED_BY(api_mu);
+
+}  // namespace
+
+absl::Status init() {
+  MutexLock lock(&api_mu);
+  if (runtime != nullptr) return absl::OkStatus();
+  worker::EnvMap env = worker::ReadProcessEnvironment();
+  worker::ScrubSecretFromProcessEnvironment();
+  auto config = worker::ParseWorkerConfig(env, net::KernelHostName());
+  if (!config.ok()) return config.status();
+  if (absl::Status s = SetLogLevel(config->log_level); !s.ok()) return s;
+  Log()->info("worker {} ({} launch, rank {} of {}) joins job '{}' at {}",
+              config->worker_id,
+              std::string(worker::LaunchModeName(config->launch_mode)),
+              config->rank, config->size, config->job_id,
+              config->coordinator.ToString());
+  auto rt = StartRuntime(*std::move(config));
+  if (!rt.ok()) return rt.status();
+  runtime = *std::move(rt);
+  const proto::Membership& m = runtime->client->membership();
+  SetLogRank(m.rank());
+  Publish(&m, runtime->config.worker_id, runtime->listener->address());
+  Log()->info(
+      "initialised: rank {} of {}, local {} of {}, cross {} of {}, "
+      "data at {}",
+      m.rank(), m.size(), m.local_rank(), m.local_size(), m.cross_rank(),
+      m.cross_size(), runtime->listener->address());
+  return absl::OkStatus();
+}
+
+absl::Status shutdown() {
+  MutexLock lock(&api_mu);
+  if (runtime == nullptr) return absl::OkStatus();
+  Publish(nullptr, "", "");
+  absl::Status s = StopRuntime(*runtime);
+  runtime.reset();
+  SetLogIdentity("rank ?");
+  return s;
+}
+
+bool is_initialized() { return published.rank.load() >= 0; }
+int rank() { return published.rank.load(); }
+int size() { return published.size.load(); }
+int local_rank() { return published.local_rank.load(); }
+int local_size() { return published.local_size.load(); }
+int cross_rank() { return published.cross_rank.load(); }
+int cross_size() { return published.cross_size.load(); }
+
+std::string worker_id() {
+  MutexLock lock(&published.mu);
+  return published.worker_id;
+}
+
+std::string data_address() {
+  MutexLock lock(&published.mu);
+  return published.data_address;
+}
+
+absl::StatusOr<std::vector<std::string>> control_allgather(
+    absl::string_view key, absl::string_view value, absl::Duration timeout) {
+  std::shared_ptr<worker::SessionClient> client;
+  {
+    MutexLock lock(&api_mu);
+    if (runtime == nullptr) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "control_allgather('", key, "') called before kolo::init()"));
+    }
+    client = runtime->client;
+  }
+  return client->Exchange(key, value, timeout);
+}
+
+}  // namespace kolo

@@ -1,0 +1,329 @@
+#include "worker_lib/config.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <initializer_list>
+#include <optional>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/auth.h"
+#include "common/mutex.h"
+
+extern char** environ;
+
+namespace kolo::worker {
+namespace {
+
+constexpr char kSecretHowTo[] =
+    "write a secret with `openssl rand -hex 32 > /path/secret` and set "
+    "KOLO_SECRET_FILE=/path/secret on every worker";
+
+// The value of `name`; an empty value counts as unset.
+std::optional<std::string> Get(const EnvMap& env, const std::string& name) {
+  auto it = env.find(name);
+  if (it == env.end() || it->second.empty()) return std::nullopt;
+  return it->second;
+}
+
+// The first of `names` that is set, with its name.
+struct Found {
+  std::string name, value;
+};
+std::optional<Found> First(const EnvMap& env,
+                           std::initializer_list<const char*> names) {
+  for (const char* n : names) {
+    if (auto v = Get(env, n)) return Found{n, *v};
+  }
+  return std::nullopt;
+}
+
+absl::Status Bad(absl::string_view name, absl::string_view value,
+                 absl::string_view want) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("bad value ", name, "='", value, "': expected ", want));
+}
+
+absl::StatusOr<int> ParseInt(const std::string& name, const std::string& value,
+                             int min, int max) {
+  int v = 0;
+  if (!absl::SimpleAtoi(value, &v) || v < min || v > max) {
+    return Bad(name, value, absl::StrCat("an integer in ", min, "..", max));
+  }
+  return v;
+}
+
+// A required integer variable of launch mode `mode`.
+absl::StatusOr<int> RequiredInt(const EnvMap& env, const std::string& name,
+                                int min, LaunchMode mode) {
+  auto v = Get(env, name);
+  if (!v) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, " is not set, but the environment looks like a ",
+                     LaunchModeName(mode), " launch, which sets it"));
+  }
+  return ParseInt(name, *v, min, 1 << 24);
+}
+
+absl::StatusOr<absl::Duration> ParseSeconds(const Found& f) {
+  double s = 0;
+  if (!absl::SimpleAtod(f.value, &s) || !(s > 0) || s > 1e7) {
+    return Bad(f.name, f.value, "a positive number of seconds");
+  }
+  return absl::Seconds(s);
+}
+
+absl::StatusOr<bool> ParseBool(const Found& f) {
+  std::string v = absl::AsciiStrToLower(f.value);
+  if (v == "1" || v == "true" || v == "yes" || v == "on") return true;
+  if (v == "0" || v == "false" || v == "no" || v == "off") return false;
+  return Bad(f.name, f.value, "0 or 1");
+}
+
+// Launch mode, rank, size and local rank.
+absl::Status ParseTopology(const EnvMap& env, WorkerConfig& c) {
+  const char* rank_var = nullptr;
+  const char* size_var = nullptr;
+  const char* local_var = nullptr;
+  if (auto l = Get(env, "KOLO_LAUNCHER")) {
+    if (*l != "kolorun") {
+      return Bad("KOLO_LAUNCHER", *l, "'kolorun' (or unset)");
+    }
+    c.launch_mode = LaunchMode::kKolorun;
+    rank_var = "KOLO_RANK", size_var = "KOLO_SIZE";
+    local_var = "KOLO_LOCAL_RANK";
+  } else if (Get(env, "RANK") && Get(env, "WORLD_SIZE")) {
+    c.launch_mode = LaunchMode::kTorchrun;
+    rank_var = "RANK", size_var = "WORLD_SIZE", local_var = "LOCAL_RANK";
+  } else if (Get(env, "OMPI_COMM_WORLD_RANK")) {
+    c.launch_mode = LaunchMode::kOpenMpi;
+    rank_var = "OMPI_COMM_WORLD_RANK", size_var = "OMPI_COMM_WORLD_SIZE";
+    local_var = "OMPI_COMM_WORLD_LOCAL_RANK";
+  } else if (Get(env, "SLURM_PROCID")) {
+    c.launch_mode = LaunchMode::kSlurm;
+    rank_var = "SLURM_PROCID", size_var = "SLURM_NTASKS";
+    local_var = "SLURM_LOCALID";
+  } else {
+    c.launch_mode = LaunchMode::kSingle;
+    c.rank = 0, c.size = 1, c.local_rank = 0;
+    return absl::OkStatus();
+  }
+  auto size = RequiredInt(env, size_var, 1, c.launch_mode);
+  if (!size.ok()) return size.status();
+  auto rank = RequiredInt(env, rank_var, 0, c.launch_mode);
+  if (!rank.ok()) return rank.status();
+  if (*rank >= *size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(rank_var, "=", *rank, " is not below ", size_var, "=",
+                     *size, ": ranks run from 0 to size-1"));
+  }
+  c.rank = *rank, c.size = *size;
+  if (auto lr = Get(env, local_var)) {
+    auto v = ParseInt(local_var, *lr, 0, *size - 1);
+    if (!v.ok()) return v.status();
+    c.local_rank = *v;
+  }
+  return absl::OkStatus();
+}
+
+// Where the coordinator is, and whether this process starts it.
+absl::Status ParseCoordinator(const EnvMap& env, WorkerConfig& c) {
+  const bool single = c.launch_mode == LaunchMode::kSingle;
+  const bool kolorun = c.launch_mode == LaunchMode::kKolorun;
+  c.host_coordinator = c.rank == 0 && !kolorun;
+  if (auto h = First(env, {"KOLO_HOST_COORDINATOR"})) {
+    auto v = ParseBool(*h);
+    if (!v.ok()) return v.status();
+    c.host_coordinator = c.rank == 0 && *v;
+  }
+  std::string address;
+  if (auto k = Get(env, "KOLO_COORDINATOR")) {
+    address = *k;
+    c.coordinator_source = "KOLO_COORDINATOR";
+  } else if (kolorun) {
+    return absl::InvalidArgumentError(
+        "KOLO_LAUNCHER=kolorun but KOLO_COORDINATOR is not set: kolorun sets "
+        "it for every worker; start workers through kolorun, or set "
+        "KOLO_COORDINATOR=host:port");
+  } else {
+    auto addr = Get(env, "MASTER_ADDR");
+    auto port = Get(env, "MASTER_PORT");
+    if (addr && port) {
+      address = absl::StrCat(*addr, ":", *port);
+      c.coordinator_source = "MASTER_ADDR:MASTER_PORT";
+    } else if (single && !addr && !port && c.host_coordinator) {
+      address = "127.0.0.1:0";
+      c.coordinator_source = "the single-worker default";
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "no coordinator address for this ", LaunchModeName(c.launch_mode),
+          " launch", addr ? " (MASTER_PORT is not set)" : "",
+          port ? " (MASTER_ADDR is not set)" : "",
+          ": set KOLO_COORDINATOR=host:port (rank 0's host and a free port) or "
+          "MASTER_ADDR/MASTER_PORT on every worker"));
+    }
+  }
+  // Port 0 (the kernel picks) only works when nobody else must find it.
+  const bool lone_host = c.host_coordinator && c.size == 1;
+  auto hp = net::ParseHostPort(address, /*allow_zero=*/lone_host);
+  if (!hp.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("bad coordinator address from ", c.coordinator_source,
+                     ": ", hp.status().message()));
+  }
+  c.coordinator = *hp;
+  return absl::OkStatus();
+}
+
+absl::Status ParseSecret(const EnvMap& env, WorkerConfig& c) {
+  if (auto s = Get(env, "KOLO_SECRET")) {
+    c.secret = *s;
+  } else if (auto f = Get(env, "KOLO_SECRET_FILE")) {
+    auto loaded = auth::LoadSecretFile(*f);
+    if (!loaded.ok()) return loaded.status();
+    c.secret = *loaded;
+  } else if (c.launch_mode == LaunchMode::kSingle && c.host_coordinator) {
+    c.secret = auth::RandomHex(32);  // nobody else needs to know it
+  } else {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "no job secret for worker ", c.worker_id, " (",
+        LaunchModeName(c.launch_mode),
+        " launch): the coordinator only admits "
+        "workers that prove they know the job's secret; ",
+        kSecretHowTo, " (or pass the secret itself in KOLO_SECRET)"));
+  }
+  if (c.secret.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the job secret is empty; ", kSecretHowTo));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseTiming(const EnvMap& env, WorkerConfig& c) {
+  if (auto f = First(env, {"KOLO_START_TIMEOUT", "HOROVOD_START_TIMEOUT"})) {
+    auto d = ParseSeconds(*f);
+    if (!d.ok()) return d.status();
+    c.start_timeout = *d;
+  }
+  if (auto f = First(env, {"KOLO_HEARTBEAT_INTERVAL_MS"})) {
+    auto ms = ParseInt(f->name, f->value, 1, 600000);
+    if (!ms.ok()) return ms.status();
+    c.heartbeat_interval = absl::Milliseconds(*ms);
+  }
+  if (auto f = First(env, {"KOLO_LEASE_SECONDS"})) {
+    auto d = ParseSeconds(*f);
+    if (!d.ok()) return d.status();
+    c.lease = *d;
+  }
+  if (auto f = First(env, {"KOLO_HEARTBEAT_TIMEOUT_SECONDS"})) {
+    auto d = ParseSeconds(*f);
+    if (!d.ok()) return d.status();
+    c.heartbeat_timeout = *d;
+  }
+  if (c.lease <= c.heartbeat_interval) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "KOLO_LEASE_SECONDS (", absl::FormatDuration(c.lease),
+        ") must be longer than KOLO_HEARTBEAT_INTERVAL_MS (",
+        absl::FormatDuration(c.heartbeat_interval),
+        "), or every worker would lose the coordinator between heartbeats"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseMisc(const EnvMap& env, WorkerConfig& c) {
+  if (auto a = Get(env, "KOLO_ADDR")) {
+    if (!net::IsIpLiteral(*a)) {
+      return Bad("KOLO_ADDR", *a, "an IP address of this host");
+    }
+    c.data_addr = *a;
+  }
+  if (auto i = Get(env, "KOLO_IFACE")) c.data_iface = *i;
+  if (auto f = First(env, {"KOLO_LOG_LEVEL", "HOROVOD_LOG_LEVEL"})) {
+    std::string l = absl::AsciiStrToLower(f->value);
+    for (const char* ok : {"trace", "debug", "info", "warn", "warning", "error",
+                           "critical", "fatal", "off"}) {
+      if (l == ok) c.log_level = l;
+    }
+    if (c.log_level != l) {
+      return Bad(f->name, f->value,
+                 "trace, debug, info, warning, error, critical or off");
+    }
+  }
+  if (auto f = First(env, {"KOLO_WORKER_INCARNATION"})) {
+    auto v = ParseInt(f->name, f->value, 0, 1 << 30);
+    if (!v.ok()) return v.status();
+    c.worker_incarnation = static_cast<uint32_t>(*v);
+  }
+  return absl::OkStatus();
+}
+
+// The KOLO_SECRET that ScrubSecretFromProcessEnvironment removed.
+Mutex scrubbed_mu;
+std::optional<std::string> scrubbed_secret ABSL_GUARDED_BY(scrubbed_mu);
+
+}  // namespace
+
+absl::string_view LaunchModeName(LaunchMode mode) {
+  switch (mode) {
+    case LaunchMode::kKolorun:
+      return "kolorun";
+    case LaunchMode::kTorchrun:
+      return "torchrun";
+    case LaunchMode::kOpenMpi:
+      return "Open MPI";
+    case LaunchMode::kSlurm:
+      return "Slurm";
+    case LaunchMode::kSingle:
+      return "single-worker";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<WorkerConfig> ParseWorkerConfig(
+    const EnvMap& env, absl::string_view kernel_host_name) {
+  WorkerConfig c;
+  if (absl::Status s = ParseTopology(env, c); !s.ok()) return s;
+  c.host_name = std::string(kernel_host_name);
+  if (auto h = First(env, {"KOLO_HOSTNAME", "SLURMD_NODENAME"})) {
+    c.host_name = h->value;
+  }
+  c.job_id = "default";
+  if (auto j =
+          First(env, {"KOLO_JOB_ID", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID"})) {
+    c.job_id = j->value;
+  }
+  c.worker_id = absl::StrCat("rank", c.rank, "@", c.host_name);
+  if (auto w = Get(env, "KOLO_WORKER_ID")) c.worker_id = *w;
+  if (absl::Status s = ParseCoordinator(env, c); !s.ok()) return s;
+  if (absl::Status s = ParseSecret(env, c); !s.ok()) return s;
+  if (absl::Status s = ParseTiming(env, c); !s.ok()) return s;
+  if (absl::Status s = ParseMisc(env, c); !s.ok()) return s;
+  return c;
+}
+
+EnvMap ReadProcessEnvironment() {
+  EnvMap env;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    absl::string_view kv(*e);
+    size_t eq = kv.find('=');
+    if (eq == absl::string_view::npos) continue;
+    env.emplace(std::string(kv.substr(0, eq)), std::string(kv.substr(eq + 1)));
+  }
+  MutexLock lock(&scrubbed_mu);
+  if (scrubbed_secret.has_value() && !env.contains("KOLO_SECRET")) {
+    env["KOLO_SECRET"] = *scrubbed_secret;
+  }
+  return env;
+}
+
+void ScrubSecretFromProcessEnvironment() {
+  const char* s = std::getenv("KOLO_SECRET");
+  if (s == nullptr) return;
+  MutexLock lock(&scrubbed_mu);
+  scrubbed_secret = std::string(s);  // a later init() may need it
+  ::unsetenv("KOLO_SECRET");
+}
+
+}  // namespace kolo::worker

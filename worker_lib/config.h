@@ -1,0 +1,117 @@
+// WorkerConfig: everything a worker reads from its environment, parsed once
+// at init() into one struct and passed down. No other part of the worker
+// library reads the environment.
+//
+// How the worker was launched decides where its rank, size and coordinator
+// come from (first match wins):
+//   kolorun   KOLO_LAUNCHER=kolorun: KOLO_COORDINATOR, KOLO_JOB_ID,
+//             KOLO_WORKER_ID, KOLO_HOSTNAME, KOLO_RANK, KOLO_SIZE,
+//             KOLO_LOCAL_RANK, KOLO_SECRET. kolorun hosts the coordinator.
+//   torchrun  RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT.
+//   Open MPI  OMPI_COMM_WORLD_RANK / _SIZE / _LOCAL_RANK. (Before Slurm:
+//             mpirun inside an allocation inherits SLURM_PROCID.)
+//   Slurm     SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURMD_NODENAME.
+//   single    none of the above: one worker (rank 0 of 1) hosting its own
+//             coordinator on 127.0.0.1 with a random secret, as Horovod does
+//             when a script runs without horovodrun.
+// Outside kolorun, rank 0 hosts the coordinator at KOLO_COORDINATOR, else at
+// MASTER_ADDR:MASTER_PORT, unless KOLO_HOST_COORDINATOR=0 says one (a
+// standalone kolo-coordinator) already runs there.
+//
+// Every knob is declared once below, with its default and why (README.md
+// lists them for users).
+// Bad values are kInvalidArgument naming the variable and the value.
+//
+// Thread-safety: ParseWorkerConfig is a pure function. ReadProcessEnvironment
+// and ScrubSecretFromProcessEnvironment touch the process environment (not
+// thread-safe against concurrent getenv/setenv by other code); call them from
+// init() only.
+#ifndef KOLO_WORKER_LIB_CONFIG_H_
+#define KOLO_WORKER_LIB_CONFIG_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "common/net.h"
+
+namespace kolo::worker {
+
+using EnvMap = absl::flat_hash_map<std::string, std::string>;
+
+enum class LaunchMode { kKolorun, kTorchrun, kOpenMpi, kSlurm, kSingle };
+absl::string_view LaunchModeName(LaunchMode mode);
+
+struct WorkerConfig {
+  LaunchMode launch_mode = LaunchMode::kSingle;
+
+  // --- Identity -------------------------------------------------------------
+  std::string job_id;     // KOLO_JOB_ID, TORCHELASTIC_RUN_ID, SLURM_JOB_ID
+  std::string worker_id;  // KOLO_WORKER_ID, else "rank<R>@<host>"
+  uint32_t worker_incarnation = 0;  // KOLO_WORKER_INCARNATION
+  std::string host_name;            // KOLO_HOSTNAME, SLURMD_NODENAME, kernel's
+  int rank = 0;         // the launcher's rank (a hint to the coordinator)
+  int size = 1;         // the world size the launcher promised
+  int local_rank = -1;  // the launcher's local rank, -1 if not given
+
+  // --- Coordinator ----------------------------------------------------------
+  net::HostPort coordinator;       // where to connect
+  std::string coordinator_source;  // which variables gave it, for messages
+  // KOLO_HOST_COORDINATOR (0/1): whether rank 0 starts the coordinator.
+  // Default: yes unless launched by kolorun (which runs it itself). Only
+  // rank 0 ever hosts.
+  bool host_coordinator = false;
+  // KOLO_SECRET, else the content of KOLO_SECRET_FILE. Required (a random one
+  // in single mode). Never logged.
+  std::string secret;
+
+  // --- Timing ---------------------------------------------------------------
+  // KOLO_START_TIMEOUT (alias HOROVOD_START_TIMEOUT), seconds: how long init()
+  // waits for every worker to arrive. 30 s covers slow container starts and
+  // imports; beyond it a missing worker is a mistake worth reporting.
+  absl::Duration start_timeout = absl::Seconds(30);
+  // KOLO_HEARTBEAT_INTERVAL_MS: how often this worker tells the coordinator it
+  // is alive. 500 ms is cheap and finds a silent worker within seconds.
+  absl::Duration heartbeat_interval = absl::Milliseconds(500);
+  // KOLO_LEASE_SECONDS: a coordinator silent this long (it heartbeats every
+  // interval) is lost: pending calls fail and the worker exits. 10 s rides
+  // out GC pauses and loaded hosts; must exceed the heartbeat interval.
+  absl::Duration lease = absl::Seconds(10);
+  // KOLO_HEARTBEAT_TIMEOUT_SECONDS, used when this process hosts the
+  // coordinator: a worker silent this long has failed. 5 s = 10 missed
+  // heartbeats; shorter than the lease so the coordinator judges first.
+  absl::Duration heartbeat_timeout = absl::Seconds(5);
+
+  // --- Data plane -----------------------------------------------------------
+  // The data address defaults to the local address of the route to the
+  // coordinator (a wrong interface is Horovod's most common hang); these
+  // override it. KOLO_ADDR wins over KOLO_IFACE.
+  std::string data_addr;   // KOLO_ADDR: advertise exactly this IP
+  std::string data_iface;  // KOLO_IFACE: advertise this interface's IPv4
+
+  // --- Logging --------------------------------------------------------------
+  // KOLO_LOG_LEVEL (alias HOROVOD_LOG_LEVEL): warn by default so a healthy
+  // job prints nothing from kolo.
+  std::string log_level = "warn";
+};
+
+// Parses `env` (variable -> value). `kernel_host_name` is the fallback host
+// name (tests pass a fixed one).
+absl::StatusOr<WorkerConfig> ParseWorkerConfig(
+    const EnvMap& env, absl::string_view kernel_host_name);
+
+// The real environment as an EnvMap. A KOLO_SECRET scrubbed earlier by
+// ScrubSecretFromProcessEnvironment is put back in the map (not in environ),
+// so a later init() in the same process still finds it.
+EnvMap ReadProcessEnvironment();
+
+// Removes KOLO_SECRET from environ (remembering it for ReadProcessEnvironment)
+// so that processes this worker starts do not inherit the secret.
+void ScrubSecretFromProcessEnvironment();
+
+}  // namespace kolo::worker
+
+#endif  // KOLO_WORKER_LIB_CONFIG_H_

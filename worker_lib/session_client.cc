@@ -1,0 +1,216 @@
+#include "worker_lib/session_client.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "worker_lib/session_reactor.h"
+
+namespace kolo::worker {
+
+// ---- Reactor: the blocking calls --------------------------------------------
+
+absl::Status SessionClient::Reactor::WaitForMembership(absl::Time start,
+                                                       absl::Time deadline,
+                                                       SessionClient& client) {
+  MutexLock lock(&mu_);
+  while (!membership_.has_value() && terminal_.ok()) {
+    if (cv_.WaitWithDeadline(&mu_, deadline)) break;
+  }
+  if (!terminal_.ok()) return terminal_;
+  if (membership_.has_value()) {
+    client.membership_ = *membership_;
+    client.incarnation_ = incarnation_;
+    client.epoch_ = epoch_;
+    return absl::OkStatus();
+  }
+  std::string waited = Secs(deadline - start);
+  absl::Status s =
+      challenged_
+          ? absl::DeadlineExceededError(absl::StrCat(
+                "no membership from ", Who(), " within ", waited,
+                " for worker ", options_.worker_id,
+                ": waiting for the other workers; raise KOLO_START_TIMEOUT "
+                "or check that every worker started"))
+          : absl::DeadlineExceededError(absl::StrCat(
+                "could not reach ", Who(), " within ", waited, " (worker ",
+                options_.worker_id,
+                "): check that it runs (kolorun, rank 0 or kolo-coordinator) "
+                "and that KOLO_COORDINATOR or MASTER_ADDR/MASTER_PORT point at "
+                "it from this host; raise KOLO_START_TIMEOUT if it starts "
+                "slowly"));
+  Fail(s, /*lost=*/false);
+  return s;
+}
+
+absl::StatusOr<std::vector<std::string>> SessionClient::Reactor::Exchange(
+    absl::string_view key, absl::string_view value, absl::Duration timeout) {
+  const std::string k(key);
+  const absl::Time deadline = absl::Now() + timeout;
+  {
+    MutexLock lock(&mu_);
+    if (!terminal_.ok()) return terminal_;
+    if (phase_ != Phase::kMember) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "control_allgather('", k, "') on worker ", options_.worker_id,
+          ": the session is not running (call it after init() and before "
+          "shutdown())"));
+    }
+    if (exchanges_.contains(k)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "control_allgather('", k, "') is already pending on worker ",
+          options_.worker_id, "; use a distinct key per concurrent call"));
+    }
+    exchanges_[k] = std::nullopt;
+    proto::WorkerMessage msg;
+    msg.mutable_exchange()->set_key(k);
+    msg.mutable_exchange()->set_value(std::string(value));
+    Enqueue(std::move(msg));
+  }
+  MaybeStartWrite();
+  MutexLock lock(&mu_);
+  while (!exchanges_[k].has_value() && terminal_.ok()) {
+    if (cv_.WaitWithDeadline(&mu_, deadline)) break;
+  }
+  auto it = exchanges_.find(k);
+  if (it->second.has_value()) {
+    std::vector<std::string> values = std::move(*it->second);
+    exchanges_.erase(it);
+    return values;
+  }
+  exchanges_.erase(it);
+  if (!terminal_.ok()) return terminal_;
+  return absl::DeadlineExceededError(absl::StrCat(
+      "control_allgather('", k, "') on worker ", options_.worker_id, " (rank ",
+      membership_->rank(), "): no result from ", Who(), " within ",
+      Secs(timeout), ": some rank has not called it with this key"));
+}
+
+absl::Status SessionClient::Reactor::Leave(absl::Duration timeout) {
+  absl::Status result;
+  {
+    MutexLock lock(&mu_);
+    if (phase_ == Phase::kLeaving || phase_ == Phase::kClosing) {
+      return absl::OkStatus();
+    }
+    if (!terminal_.ok() || done_ || writes_broken_) {
+      // Nothing to leave: the job ended or the coordinator is gone, which
+      // the caller has been told.
+      phase_ = Phase::kClosing;
+      return absl::OkStatus();
+    }
+    phase_ = Phase::kLeaving;
+    proto::WorkerMessage msg;
+    msg.mutable_leave()->set_reason("shutdown");
+    Enqueue(std::move(msg));
+  }
+  MaybeStartWrite();
+  {
+    MutexLock lock(&mu_);
+    const absl::Time deadline = absl::Now() + timeout;
+    while (!leave_acked_ && !done_ && terminal_.ok()) {
+      if (cv_.WaitWithDeadline(&mu_, deadline)) break;
+    }
+    if (!leave_acked_ && terminal_.ok()) {
+      result = absl::DeadlineExceededError(
+          absl::StrCat(Who(), " did not acknowledge the Leave of worker ",
+                       options_.worker_id, " within ", Secs(timeout),
+                       (done_ ? " (the stream closed)" : "")));
+      SessionLog()->warn("{}", std::string(result.message()));
+    }
+    writes_done_requested_ = true;
+  }
+  MaybeStartWrite();
+  return result;
+}
+
+void SessionClient::Reactor::Abort() {
+  {
+    MutexLock lock(&mu_);
+    if (phase_ != Phase::kLeaving) phase_ = Phase::kClosing;
+    if (done_) return;
+  }
+  context_.TryCancel();
+}
+
+bool SessionClient::Reactor::Close(absl::Duration timeout) {
+  bool done = false;
+  for (int attempt = 0; attempt < 2 && !done; ++attempt) {
+    {
+      MutexLock lock(&mu_);
+      if (phase_ != Phase::kLeaving) phase_ = Phase::kClosing;
+      const absl::Time deadline = absl::Now() + timeout;
+      while (!done_) {
+        if (cv_.WaitWithDeadline(&mu_, deadline)) break;
+      }
+      done = done_;
+    }
+    if (!done && attempt == 0) {
+      SessionLog()->warn(
+          "{} did not end the Session of worker {} within {}; cancelling it",
+          Who(), options_.worker_id, Secs(timeout));
+      context_.TryCancel();
+    }
+  }
+  {
+    MutexLock lock(&mu_);
+    phase_ = Phase::kClosing;  // from here on, losing the coordinator is fine
+    Fail(absl::CancelledError(absl::StrCat("worker ", options_.worker_id,
+                                           " has shut down its session")),
+         /*lost=*/false);
+    stop_thread_ = true;
+    cv_.SignalAll();
+  }
+  if (thread_.joinable()) thread_.join();
+  return done;
+}
+
+// ---- SessionClient
+// ------------------------------------------------------------
+
+SessionClient::SessionClient(std::unique_ptr<Reactor> reactor)
+    : reactor_(std::move(reactor)) {}
+
+absl::StatusOr<std::unique_ptr<SessionClient>> SessionClient::Connect(
+    const SessionOptions& options, absl::Time deadline) {
+  const absl::Time start = absl::Now();
+  auto client =
+      std::make_unique<SessionClient>(std::make_unique<Reactor>(options));
+  client->reactor_->Start();
+  absl::Status s =
+      client->reactor_->WaitForMembership(start, deadline, *client);
+  if (!s.ok()) return s;  // ~SessionClient cancels the stream
+  return client;
+}
+
+SessionClient::~SessionClient() {
+  if (reactor_ == nullptr) return;
+  if (!shut_down_) reactor_->Abort();
+  if (!reactor_->Close(absl::Seconds(5))) {
+    // gRPC still holds the reactor: destroying it would be a use after free.
+    SessionLog()->error(
+        "the Session stream did not end after cancellation; leaking "
+        "its reactor");
+    (void)reactor_.release();
+  }
+}
+
+absl::StatusOr<std::vector<std::string>> SessionClient::Exchange(
+    absl::string_view key, absl::string_view value, absl::Duration timeout) {
+  if (shut_down_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("control_allgather('", key, "') after shutdown()"));
+  }
+  return reactor_->Exchange(key, value, timeout);
+}
+
+absl::Status SessionClient::Shutdown(absl::Duration timeout) {
+  if (shut_down_.exchange(true)) return absl::OkStatus();
+  absl::Status s = reactor_->Leave(timeout);
+  // If gRPC does not let go of the stream, the destructor tries once more.
+  (void)reactor_->Close(timeout);
+  return s;
+}
+
+absl::Status SessionClient::health() const { return reactor_->health(); }
+
+}  // namespace kolo::worker

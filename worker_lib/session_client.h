@@ -1,0 +1,124 @@
+// SessionClient: the worker's side of the Session stream to the coordinator
+// (see the header comment of proto/kolo.proto for the wire sequence).
+//
+// Connect() opens the stream (waiting for the coordinator to come up until the
+// start deadline: workers may start before it), says Hello, checks the
+// coordinator's proof of the job secret, sends its own, and waits for the
+// Membership of epoch 1. Then:
+//   - a small kolo thread sends a Heartbeat every heartbeat_interval and
+//     watches the lease: no message from the coordinator for `lease`, or the
+//     stream breaking, means the coordinator is lost — every pending and later
+//     call fails with kUnavailable, the loss is logged at error level, and
+//     (if exit_on_lost_coordinator) the process exits with
+//     kLostCoordinatorExitCode after a short grace: a worker without a
+//     coordinator must not linger. Once Shutdown() began, a loss is expected.
+//   - JobEnd from the coordinator fails pending and later calls with
+//     kAborted carrying its reason.
+//   - Exchange() is the control-plane allgather.
+// Fencing: every message sent carries (coordinator incarnation, epoch) as
+// learned from the Challenge and the Membership; a coordinator message with
+// another fence is logged and dropped.
+//
+// The stream is a grpc::ClientBidiReactor (so no write blocks without a
+// deadline): at most one read and one write in flight, outgoing messages wait
+// in a queue. The reactor is owned here and destroyed only after gRPC called
+// its OnDone.
+//
+// Thread-safety: every method may be called from any thread; Exchange may run
+// concurrently for different keys, and with Shutdown (which fails it). The
+// destructor must not race with other calls.
+#ifndef KOLO_WORKER_LIB_SESSION_CLIENT_H_
+#define KOLO_WORKER_LIB_SESSION_CLIENT_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "common/version.h"
+#include "proto/kolo.pb.h"
+
+namespace kolo::worker {
+
+// Exit status of a worker that lost its coordinator (EX_TEMPFAIL).
+inline constexpr int kLostCoordinatorExitCode = 75;
+
+struct SessionOptions {
+  std::string coordinator;  // "host:port"
+  std::string job_id;
+  std::string worker_id;
+  uint32_t worker_incarnation = 0;
+  std::string host_name;     // launcher host name
+  std::string data_address;  // "ip:port"
+  int requested_rank = -1;
+  int expected_size = 0;
+  std::string secret;
+  absl::Duration heartbeat_interval = absl::Milliseconds(500);
+  absl::Duration lease = absl::Seconds(10);
+  // Exit the process when the coordinator is lost after the Membership
+  // arrived (the API turns this on; tests observe the failure instead).
+  bool exit_on_lost_coordinator = false;
+  absl::Duration exit_grace = absl::Milliseconds(200);
+  // What the Hello claims; tests inject a mismatch.
+  uint32_t protocol_version = kProtocolVersion;
+  uint64_t feature_bits = kFeatureBits;
+};
+
+class SessionClient {
+ public:
+  // Connects, authenticates and waits for the Membership until `deadline`.
+  // Errors: kUnauthenticated / kFailedPrecondition / ... when the coordinator
+  // refuses this worker (naming its reason), kUnauthenticated when the
+  // coordinator cannot prove the secret, kDeadlineExceeded when the
+  // coordinator is unreachable or the epoch did not form in time,
+  // kUnavailable when the stream broke, kAborted when the job ended.
+  static absl::StatusOr<std::unique_ptr<SessionClient>> Connect(
+      const SessionOptions& options, absl::Time deadline);
+
+  class Reactor;  // the gRPC reactor (session_client.cc)
+  // Use Connect().
+  explicit SessionClient(std::unique_ptr<Reactor> reactor);
+  // Abrupt end if Shutdown() was not called: cancels the stream (bounded).
+  ~SessionClient();
+  SessionClient(const SessionClient&) = delete;
+  SessionClient& operator=(const SessionClient&) = delete;
+
+  // This worker's place in the epoch.
+  const proto::Membership& membership() const { return membership_; }
+  uint64_t incarnation() const { return incarnation_; }
+  uint64_t epoch() const { return epoch_; }
+
+  // Sends `value` under `key`; returns every member's value in rank order.
+  // kDeadlineExceeded after `timeout`, kAborted if the job ends, kUnavailable
+  // if the coordinator is lost, kFailedPrecondition if this key is already
+  // pending on this worker or after Shutdown.
+  absl::StatusOr<std::vector<std::string>> Exchange(absl::string_view key,
+                                                    absl::string_view value,
+                                                    absl::Duration timeout);
+
+  // Orderly leave: Leave, wait for LeaveAck (at most `timeout`), half-close,
+  // wait for the stream to end (bounded), join the kolo thread. After it, a
+  // lost coordinator is no longer an error. Idempotent. Returns an error if
+  // the coordinator did not acknowledge the Leave.
+  absl::Status Shutdown(absl::Duration timeout = absl::Seconds(5));
+
+  // The terminal error, OK while the session is healthy (for tests/logs).
+  absl::Status health() const;
+
+ private:
+  // Never null; destroyed only after gRPC's OnDone (else leaked, logged).
+  std::unique_ptr<Reactor> reactor_;
+  proto::Membership membership_;
+  uint64_t incarnation_ = 0;
+  uint64_t epoch_ = 0;
+  std::atomic<bool> shut_down_{false};
+};
+
+}  // namespace kolo::worker
+
+#endif  // KOLO_WORKER_LIB_SESSION_CLIENT_H_

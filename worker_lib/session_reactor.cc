@@ -1,0 +1,340 @@
+#include "worker_lib/session_reactor.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/log.h"
+
+namespace kolo::worker {
+namespace {
+
+// How long a worker that distrusts the coordinator waits for its refusal.
+constexpr absl::Duration kDistrustGrace = absl::Seconds(2);
+
+// The status a Refusal turns into on the worker.
+absl::Status RefusalStatus(const proto::Refusal& r, const std::string& prefix) {
+  std::string msg = absl::StrCat(prefix, r.message());
+  switch (r.reason()) {
+    case proto::Refusal::AUTH_FAILED:
+      return absl::UnauthenticatedError(msg);
+    case proto::Refusal::DUPLICATE_WORKER:
+      return absl::AlreadyExistsError(msg);
+    case proto::Refusal::JOB_FULL:
+      return absl::ResourceExhaustedError(msg);
+    case proto::Refusal::FENCED:
+      return absl::AbortedError(msg);
+    case proto::Refusal::PROTOCOL_ERROR:
+      return absl::InvalidArgumentError(msg);
+    default:  // VERSION_MISMATCH, WRONG_JOB
+      return absl::FailedPreconditionError(msg);
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<spdlog::logger> SessionLog() {
+  static const auto logger = GetLogger("session");
+  return logger;
+}
+
+std::string Secs(absl::Duration d) {
+  return absl::StrFormat("%.1f s", absl::ToDoubleSeconds(d));
+}
+
+void SessionClient::Reactor::Start() {
+  grpc::ChannelArguments args;
+  // Workers may start before the coordinator: retry the connection quickly
+  // (gRPC's default backoff grows to 2 minutes).
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  args.SetInt(GRPC_ARG_ENABLE_HTTP_PROXY, 0);  // the coordinator is direct
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // one connection each
+  channel_ = grpc::CreateCustomChannel(
+      options_.coordinator, grpc::InsecureChannelCredentials(), args);
+  stub_ = proto::Coordinator::NewStub(channel_);
+  // The stream lives as long as the job, so it has no gRPC deadline; the
+  // start deadline is enforced by WaitForMembership, which cancels.
+  context_.set_wait_for_ready(true);
+  stub_->async()->Session(&context_, this);
+
+  proto::WorkerMessage hello_msg;
+  proto::Hello* h = hello_msg.mutable_hello();
+  h->set_protocol_version(options_.protocol_version);
+  h->set_feature_bits(options_.feature_bits);
+  h->set_job_id(options_.job_id);
+  h->set_worker_id(options_.worker_id);
+  h->set_worker_incarnation(options_.worker_incarnation);
+  h->set_host_name(options_.host_name);
+  h->set_data_address(options_.data_address);
+  h->set_requested_rank(options_.requested_rank);
+  h->set_expected_size(options_.expected_size);
+  h->set_client_nonce(handshake_.client_nonce());
+  h->set_pid(::getpid());
+  {
+    MutexLock lock(&mu_);
+    last_heard_ = absl::Now();
+    Enqueue(std::move(hello_msg));
+  }
+  StartRead(&read_msg_);
+  StartCall();
+  MaybeStartWrite();
+  thread_ = std::thread([this] { ThreadMain(); });
+}
+
+void SessionClient::Reactor::Enqueue(proto::WorkerMessage msg) {
+  if (writes_broken_ || writes_done_requested_) return;
+  proto::Fence* f = msg.mutable_fence();
+  f->set_incarnation(incarnation_);
+  f->set_epoch(epoch_);
+  queue_.push_back(std::move(msg));
+}
+
+void SessionClient::Reactor::MaybeStartWrite() {
+  const proto::WorkerMessage* next = nullptr;
+  bool writes_done = false;
+  {
+    MutexLock lock(&mu_);
+    if (write_in_flight_ || writes_broken_ || writes_done_started_) return;
+    if (!queue_.empty()) {
+      // A deque keeps references valid across push_back; the front is only
+      // popped by OnWriteDone, after this write completed.
+      next = &queue_.front();
+      write_in_flight_ = true;
+    } else if (writes_done_requested_) {
+      writes_done_started_ = true;
+      writes_done = true;
+    }
+  }
+  if (next != nullptr) StartWrite(next);
+  if (writes_done) StartWritesDone();
+}
+
+void SessionClient::Reactor::OnWriteDone(bool ok) {
+  {
+    MutexLock lock(&mu_);
+    write_in_flight_ = false;
+    if (ok) {
+      queue_.pop_front();
+    } else {
+      writes_broken_ = true;  // the stream is over; OnDone follows
+      queue_.clear();
+    }
+  }
+  if (ok) MaybeStartWrite();
+}
+
+void SessionClient::Reactor::OnWritesDoneDone(bool /*ok*/) {}
+
+void SessionClient::Reactor::OnReadDone(bool ok) {
+  if (!ok) return;  // the coordinator ended the stream; OnDone follows
+  {
+    MutexLock lock(&mu_);
+    Handle(read_msg_);
+  }
+  MaybeStartWrite();
+  StartRead(&read_msg_);
+}
+
+void SessionClient::Reactor::OnDone(const grpc::Status& status) {
+  MutexLock lock(&mu_);
+  if (!distrust_.ok()) Fail(distrust_, /*lost=*/false);
+  if (phase_ != Phase::kLeaving && phase_ != Phase::kClosing) {
+    Fail(absl::UnavailableError(absl::StrCat(
+             "lost ", Who(), " (stream closed: ", status.error_message(),
+             ", gRPC code ", static_cast<int>(status.error_code()), ")")),
+         /*lost=*/true);
+  }
+  done_ = true;
+  cv_.SignalAll();
+}
+
+void SessionClient::Reactor::Fail(absl::Status status, bool lost) {
+  if (!terminal_.ok()) return;
+  terminal_ = std::move(status);
+  lost_ = lost;
+  cv_.SignalAll();
+}
+
+void SessionClient::Reactor::Handle(const proto::CoordinatorMessage& msg) {
+  const proto::Fence& f = msg.fence();
+  if (!distrust_.ok() && !msg.has_refusal()) return;  // an impostor's words
+  if (msg.has_refusal()) {
+    SessionLog()->error("{}", msg.refusal().message());
+    Fail(RefusalStatus(msg.refusal(), absl::StrCat(Who(), " refused worker ",
+                                                   options_.worker_id, ": ")),
+         /*lost=*/false);
+    return;
+  }
+  if (msg.has_challenge()) {
+    if (challenged_) {
+      SessionLog()->warn("{} sent a second Challenge; ignored", Who());
+      return;
+    }
+    challenged_ = true;
+    incarnation_ = f.incarnation();
+    last_heard_ = absl::Now();
+    auto mac = handshake_.Answer(msg.challenge().server_nonce(),
+                                 msg.challenge().server_proof());
+    if (!mac.ok()) {
+      // The secrets differ. Never answer a coordinator that cannot prove the
+      // secret; send an empty proof instead, which it refuses (and logs), and
+      // report its refusal — or this, if it does not refuse in time.
+      distrust_ = absl::UnauthenticatedError(absl::StrCat(
+          Who(), " could not prove that it knows the secret of job '",
+          options_.job_id, "' that worker ", options_.worker_id, " has (",
+          mac.status().message(),
+          "): authentication failed; give the coordinator and every worker "
+          "the same secret (KOLO_SECRET_FILE)"));
+      distrust_deadline_ = absl::Now() + kDistrustGrace;
+      proto::WorkerMessage empty;
+      empty.mutable_proof();
+      Enqueue(std::move(empty));
+      cv_.SignalAll();
+      return;
+    }
+    proto::WorkerMessage proof;
+    proof.mutable_proof()->set_mac(*mac);
+    Enqueue(std::move(proof));
+    phase_ = Phase::kAwaitMembership;
+    cv_.SignalAll();  // the kolo thread starts heartbeats
+    return;
+  }
+  // Fencing: this incarnation, and this epoch (a Membership opens a later one).
+  const bool new_epoch = msg.has_membership() && f.epoch() > epoch_;
+  if (!challenged_ || f.incarnation() != incarnation_ ||
+      (f.epoch() != epoch_ && !new_epoch)) {
+    SessionLog()->warn(
+        "dropped a message from {} fenced (incarnation {:016x}, epoch {}); "
+        "worker {} is at incarnation {:016x}, epoch {}",
+        Who(), f.incarnation(), f.epoch(), options_.worker_id, incarnation_,
+        epoch_);
+    return;
+  }
+  last_heard_ = absl::Now();  // only a message of our coordinator renews
+  switch (msg.body_case()) {
+    case proto::CoordinatorMessage::kMembership:
+      if (phase_ != Phase::kAwaitMembership || !new_epoch) {
+        SessionLog()->warn(
+            "{} sent an unexpected Membership (epoch {}); ignored", Who(),
+            f.epoch());
+        return;
+      }
+      epoch_ = f.epoch();
+      membership_ = msg.membership();
+      phase_ = Phase::kMember;
+      cv_.SignalAll();
+      return;
+    case proto::CoordinatorMessage::kHeartbeat:
+      return;  // last_heard_ is updated
+    case proto::CoordinatorMessage::kExchangeResult: {
+      auto it = exchanges_.find(msg.exchange_result().key());
+      if (it == exchanges_.end()) return;  // timed out meanwhile
+      it->second.emplace(msg.exchange_result().values().begin(),
+                         msg.exchange_result().values().end());
+      cv_.SignalAll();
+      return;
+    }
+    case proto::CoordinatorMessage::kLeaveAck:
+      leave_acked_ = true;
+      cv_.SignalAll();
+      return;
+    case proto::CoordinatorMessage::kJobEnd: {
+      const proto::JobEnd& end = msg.job_end();
+      if (end.failure()) {
+        SessionLog()->error("the job ended in failure: {}", end.reason());
+      } else if (phase_ != Phase::kLeaving) {
+        SessionLog()->warn("{} ended the job before worker {} left: {}", Who(),
+                           options_.worker_id, end.reason());
+      }
+      Fail(absl::AbortedError(absl::StrCat(
+               end.failure() ? "the job ended in failure: " : "the job ended: ",
+               end.reason())),
+           /*lost=*/false);
+      return;
+    }
+    default:
+      SessionLog()->warn("{} sent an unexpected message (body {}); ignored",
+                         Who(), static_cast<int>(msg.body_case()));
+  }
+}
+
+void SessionClient::Reactor::ThreadMain() {
+  absl::Time next_heartbeat = absl::Now();
+  bool loss_reported = false;
+  mu_.Lock();
+  while (!stop_thread_) {
+    const absl::Time now = absl::Now();
+    // Heartbeats and the lease run from the Proof (the coordinator then
+    // heartbeats and watches this worker too) until Leave.
+    const bool live =
+        phase_ == Phase::kAwaitMembership || phase_ == Phase::kMember;
+    if (live && terminal_.ok() && now - last_heard_ > options_.lease) {
+      Fail(absl::UnavailableError(absl::StrCat(
+               "lost ", Who(), " (no message for ", Secs(now - last_heard_),
+               "; KOLO_LEASE_SECONDS is ", Secs(options_.lease), ")")),
+           /*lost=*/true);
+      mu_.Unlock();
+      context_.TryCancel();
+      mu_.Lock();
+      continue;
+    }
+    if (!distrust_.ok() && terminal_.ok() && now >= distrust_deadline_) {
+      Fail(distrust_, /*lost=*/false);
+      mu_.Unlock();
+      context_.TryCancel();
+      mu_.Lock();
+      continue;
+    }
+    if (lost_ && !loss_reported) {
+      loss_reported = true;
+      SessionLog()->error("worker {}: {}", options_.worker_id,
+                          std::string(terminal_.message()));
+      if (options_.exit_on_lost_coordinator && phase_ == Phase::kMember) {
+        // Let pending calls return and report first; then go: a worker
+        // without a coordinator must not linger (DESIGN: no orphans).
+        mu_.Unlock();
+        absl::SleepFor(options_.exit_grace);
+        mu_.Lock();
+        if (phase_ == Phase::kMember) {
+          SessionLog()->error("worker {} exits with status {}: it lost {}",
+                              options_.worker_id, kLostCoordinatorExitCode,
+                              Who());
+          spdlog::apply_all(
+              [](const std::shared_ptr<spdlog::logger>& l) { l->flush(); });
+          std::fflush(nullptr);
+          std::_Exit(kLostCoordinatorExitCode);
+        }
+      }
+      continue;
+    }
+    absl::Time wake = now + absl::Seconds(1);  // woken by any change anyway
+    if (!distrust_.ok() && terminal_.ok()) {
+      wake = std::min(wake, distrust_deadline_);
+    }
+    if (live && terminal_.ok()) {
+      if (now >= next_heartbeat) {
+        next_heartbeat = now + options_.heartbeat_interval;
+        proto::WorkerMessage hb;
+        hb.mutable_heartbeat()->set_seq(++heartbeat_seq_);
+        Enqueue(std::move(hb));
+        mu_.Unlock();
+        MaybeStartWrite();
+        mu_.Lock();
+        continue;
+      }
+      wake = std::min(next_heartbeat,
+                      last_heard_ + options_.lease + absl::Milliseconds(1));
+    }
+    cv_.WaitWithDeadline(&mu_, wake);
+  }
+  mu_.Unlock();
+}
+
+}  // namespace kolo::worker
