@@ -66,7 +66,7 @@ absl::StatusOr<std::vector<std::string>> SessionClient::Reactor::Exchange(
     msg.mutable_exchange()->set_value(std::string(value));
     Enqueue(std::move(msg));
   }
-  MaybeStartWrite();
+  MaybeStartWrite(/*from_reaction=*/false);
   MutexLock lock(&mu_);
   while (!exchanges_[k].has_value() && terminal_.ok()) {
     if (cv_.WaitWithDeadline(&mu_, deadline)) break;
@@ -103,7 +103,7 @@ absl::Status SessionClient::Reactor::Leave(absl::Duration timeout) {
     msg.mutable_leave()->set_reason("shutdown");
     Enqueue(std::move(msg));
   }
-  MaybeStartWrite();
+  MaybeStartWrite(/*from_reaction=*/false);
   {
     MutexLock lock(&mu_);
     const absl::Time deadline = absl::Now() + timeout;
@@ -119,7 +119,7 @@ absl::Status SessionClient::Reactor::Leave(absl::Duration timeout) {
     }
     writes_done_requested_ = true;
   }
-  MaybeStartWrite();
+  MaybeStartWrite(/*from_reaction=*/false);
   return result;
 }
 
@@ -133,6 +133,9 @@ void SessionClient::Reactor::Abort() {
 }
 
 bool SessionClient::Reactor::Close(absl::Duration timeout) {
+  // From here on only reactions start operations (a WritesDone requested by
+  // Leave may still go out from OnWriteDone); OnDone may come.
+  ReleaseHold();
   bool done = false;
   for (int attempt = 0; attempt < 2 && !done; ++attempt) {
     {

@@ -82,9 +82,10 @@ void SessionClient::Reactor::Start() {
     last_heard_ = absl::Now();
     Enqueue(std::move(hello_msg));
   }
+  AddHold();  // released by ReleaseHold(); see the header
   StartRead(&read_msg_);
   StartCall();
-  MaybeStartWrite();
+  MaybeStartWrite(/*from_reaction=*/false);
   thread_ = std::thread([this] { ThreadMain(); });
 }
 
@@ -96,24 +97,28 @@ void SessionClient::Reactor::Enqueue(proto::WorkerMessage msg) {
   queue_.push_back(std::move(msg));
 }
 
-void SessionClient::Reactor::MaybeStartWrite() {
-  const proto::WorkerMessage* next = nullptr;
-  bool writes_done = false;
+void SessionClient::Reactor::MaybeStartWrite(bool from_reaction) {
+  MutexLock lock(&mu_);
+  if (done_ || (hold_released_ && !from_reaction)) return;
+  if (write_in_flight_ || writes_broken_ || writes_done_started_) return;
+  if (!queue_.empty()) {
+    // A deque keeps references valid across push_back; the front is only
+    // popped by OnWriteDone, after this write completed.
+    write_in_flight_ = true;
+    StartWrite(&queue_.front());
+  } else if (writes_done_requested_) {
+    writes_done_started_ = true;
+    StartWritesDone();
+  }
+}
+
+void SessionClient::Reactor::ReleaseHold() {
   {
     MutexLock lock(&mu_);
-    if (write_in_flight_ || writes_broken_ || writes_done_started_) return;
-    if (!queue_.empty()) {
-      // A deque keeps references valid across push_back; the front is only
-      // popped by OnWriteDone, after this write completed.
-      next = &queue_.front();
-      write_in_flight_ = true;
-    } else if (writes_done_requested_) {
-      writes_done_started_ = true;
-      writes_done = true;
-    }
+    if (hold_released_) return;
+    hold_released_ = true;
   }
-  if (next != nullptr) StartWrite(next);
-  if (writes_done) StartWritesDone();
+  RemoveHold();
 }
 
 void SessionClient::Reactor::OnWriteDone(bool ok) {
@@ -127,18 +132,23 @@ void SessionClient::Reactor::OnWriteDone(bool ok) {
       queue_.clear();
     }
   }
-  if (ok) MaybeStartWrite();
+  if (ok) MaybeStartWrite(/*from_reaction=*/true);
 }
 
 void SessionClient::Reactor::OnWritesDoneDone(bool /*ok*/) {}
 
 void SessionClient::Reactor::OnReadDone(bool ok) {
-  if (!ok) return;  // the coordinator ended the stream; OnDone follows
+  if (!ok) {
+    // The coordinator ended the stream or the connection broke: start
+    // nothing more, so that OnDone can follow with the status.
+    ReleaseHold();
+    return;
+  }
   {
     MutexLock lock(&mu_);
     Handle(read_msg_);
   }
-  MaybeStartWrite();
+  MaybeStartWrite(/*from_reaction=*/true);
   StartRead(&read_msg_);
 }
 
@@ -325,7 +335,7 @@ void SessionClient::Reactor::ThreadMain() {
         hb.mutable_heartbeat()->set_seq(++heartbeat_seq_);
         Enqueue(std::move(hb));
         mu_.Unlock();
-        MaybeStartWrite();
+        MaybeStartWrite(/*from_reaction=*/false);
         mu_.Lock();
         continue;
       }

@@ -2,9 +2,15 @@
 // Session state (internal to worker_lib; see session_client.h for behaviour).
 //
 // gRPC calls the On* reactions on its threads; they only move messages and
-// update state under mu_. Calls into gRPC (StartWrite, StartWritesDone,
-// TryCancel) are made without holding mu_. At most one read and one write are
-// in flight; outgoing messages wait in queue_.
+// update state under mu_. At most one read and one write are in flight;
+// outgoing messages wait in queue_.
+// Holds: threads other than gRPC's (the kolo thread, callers of Leave or
+// Exchange) start writes too, so the reactor keeps a gRPC hold from Start
+// until it will start no more operations (ReleaseHold: the read side closed,
+// or Close). Without it, gRPC may finish the stream and destroy its call
+// between our check and a StartWrite. Writes are started under mu_ (gRPC
+// 1.51 never runs a client reaction inline in StartWrite/StartWritesDone), so
+// "hold still held?" and "start the write" are one step.
 //   session_reactor.cc  the stream: Start, reactions, message handling, and
 //                       the kolo thread (heartbeats, lease, exit)
 //   session_client.cc   the blocking calls (membership, exchange, leave,
@@ -79,7 +85,12 @@ class SessionClient::Reactor final
 
   // Stamps the fence and queues `msg`; MaybeStartWrite() sends it.
   void Enqueue(proto::WorkerMessage msg) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void MaybeStartWrite() ABSL_LOCKS_EXCLUDED(mu_);
+  // Starts the next queued write, or WritesDone once requested. Outside a
+  // reaction only while the hold is held.
+  void MaybeStartWrite(bool from_reaction) ABSL_LOCKS_EXCLUDED(mu_);
+  // Gives up the hold taken in Start (once): no operation is started from
+  // outside a reaction after this, and OnDone may follow.
+  void ReleaseHold() ABSL_LOCKS_EXCLUDED(mu_);
   void Handle(const proto::CoordinatorMessage& msg)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Records the first terminal error and wakes every waiter.
@@ -119,6 +130,7 @@ class SessionClient::Reactor final
   absl::Status terminal_ ABSL_GUARDED_BY(mu_);
   bool lost_ ABSL_GUARDED_BY(mu_) = false;  // terminal_ is a lost coordinator
   bool done_ ABSL_GUARDED_BY(mu_) = false;  // OnDone ran
+  bool hold_released_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_thread_ ABSL_GUARDED_BY(mu_) = false;
   // Set when the coordinator's proof failed: the error to report if it does
   // not refuse this worker by distrust_deadline_.
