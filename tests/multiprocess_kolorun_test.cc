@@ -39,9 +39,9 @@ class WorldSize : public ::testing::TestWithParam<int> {};
 
 TEST_P(WorldSize, TopologyOnEveryRank) {
   const int n = GetParam();
-  auto p = RunKolorun(
-      {"-np", std::to_string(n), Bin("kolo-mp-worker"), "topology"},
-      absl::Seconds(60));
+  auto p =
+      RunKolorun({"-np", std::to_string(n), Bin("kolo-mp-worker"), "topology"},
+                 absl::Seconds(60));
   ASSERT_TRUE(p->exit_info().exited && p->exit_info().code == 0)
       << p->exit_info().ToString() << "\n"
       << p->output();
