@@ -15,3 +15,6 @@ kolo_add_test(multiprocess_env_test SOURCES multiprocess_env_test.cc
   LIBS kolo_mp_testing LABELS multiprocess SERIAL TIMEOUT 600)
 add_dependencies(multiprocess_kolorun_test kolo-mp-worker kolorun kolo-hello)
 add_dependencies(multiprocess_env_test kolo-mp-worker kolo-coordinator)
+kolo_add_test(multiprocess_netns_test SOURCES multiprocess_netns_test.cc
+  LIBS kolo_mp_testing LABELS multiprocess SERIAL TIMEOUT 300)
+add_dependencies(multiprocess_netns_test kolo-mp-worker kolorun)

@@ -60,10 +60,11 @@ int Topology() {
   std::printf(
       "TOPO rank=%d size=%d local_rank=%d local_size=%d cross_rank=%d "
       "cross_size=%d worker=%s "
-      "host=%s fake_host=%s agreed=%s init_done_ns=%lld\n",
+      "host=%s fake_host=%s data=%s agreed=%s init_done_ns=%lld\n",
       kolo::rank(), kolo::size(), kolo::local_rank(), kolo::local_size(),
       kolo::cross_rank(), kolo::cross_size(), kolo::worker_id().c_str(),
-      host ? host : "-", fake ? fake : "-", absl::StrJoin(*ids, ",").c_str(),
+      host ? host : "-", fake ? fake : "-", kolo::data_address().c_str(),
+      absl::StrJoin(*ids, ",").c_str(),
       static_cast<long long>(RealtimeNanos()));
   std::fflush(stdout);
   absl::Status st = kolo::shutdown();

@@ -1,0 +1,121 @@
+// Multi-host test on one machine: two "hosts" are network namespaces joined
+// to this one by veth pairs, and kolorun starts workers in them through
+// `--launcher-cmd 'ip netns exec {host}'`. Checks that workers reach the
+// coordinator across namespaces, get local/cross ranks by launcher host name
+// (the namespaces share the kernel's host name), and advertise the data
+// address of their own namespace: the local address of the route to the
+// coordinator (the default that avoids Horovod's wrong-interface hang).
+//
+// Needs root and iproute2; skipped (with the reason) where namespaces can't
+// be made. Uses only 10.231.x.y addresses inside namespaces it creates.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "tests/testing/subprocess.h"
+#include "tests/testing/timeouts.h"
+#include "tests/testing/topology.h"
+
+namespace kolo::testing {
+namespace {
+
+std::string Bin(const std::string& name) { return BinDir() + "/" + name; }
+
+// Runs a shell command; true on exit status 0.
+bool Sh(const std::string& cmd) {
+  int rc = std::system((cmd + " >/dev/null 2>&1").c_str());
+  return rc != -1 && WIFEXITED(rc) && WEXITSTATUS(rc) == 0;
+}
+
+class NetnsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root for ip netns";
+    if (!Sh("command -v ip")) GTEST_SKIP() << "needs iproute2 (ip)";
+    const int id = getpid() % 100000;
+    const int net = 10 + 2 * (id % 100);  // two /24s: net and net+1
+    for (int h = 0; h < 2; ++h) {
+      Host host;
+      host.ns = absl::StrCat("kolo", id, h == 0 ? "a" : "b");
+      host.outer_if = absl::StrCat("kv", id, h == 0 ? "a" : "b", "0");
+      host.inner_if = absl::StrCat("kv", id, h == 0 ? "a" : "b", "1");
+      host.outer_ip = absl::StrCat("10.231.", net + h, ".1");
+      host.inner_ip = absl::StrCat("10.231.", net + h, ".2");
+      hosts_.push_back(host);
+      const Host& x = hosts_.back();
+      bool ok =
+          Sh("ip netns add " + x.ns) &&
+          Sh(absl::StrCat("ip link add ", x.outer_if, " type veth peer name ",
+                          x.inner_if)) &&
+          Sh(absl::StrCat("ip link set ", x.inner_if, " netns ", x.ns)) &&
+          Sh(absl::StrCat("ip addr add ", x.outer_ip, "/24 dev ",
+                          x.outer_if)) &&
+          Sh(absl::StrCat("ip link set ", x.outer_if, " up")) &&
+          Sh(absl::StrCat("ip netns exec ", x.ns, " ip addr add ", x.inner_ip,
+                          "/24 dev ", x.inner_if)) &&
+          Sh(absl::StrCat("ip netns exec ", x.ns, " ip link set ", x.inner_if,
+                          " up")) &&
+          Sh(absl::StrCat("ip netns exec ", x.ns, " ip link set lo up")) &&
+          // Everything else (the coordinator's address on the other
+          // pair included) goes through this namespace's veth.
+          Sh(absl::StrCat("ip netns exec ", x.ns, " ip route add default via ",
+                          x.outer_ip));
+      if (!ok)
+        GTEST_SKIP() << "cannot create network namespace " << x.ns
+                     << " with a veth pair";
+    }
+  }
+
+  void TearDown() override {
+    for (const Host& x : hosts_) {
+      Sh("ip link del " + x.outer_if);
+      Sh("ip netns del " + x.ns);
+    }
+  }
+
+  struct Host {
+    std::string ns, outer_if, inner_if, outer_ip, inner_ip;
+  };
+  std::vector<Host> hosts_;
+};
+
+TEST_F(NetnsTest, WorkersInTwoNamespaces) {
+  // The coordinator (embedded in kolorun, in this namespace) is reached at the
+  // outer address of the first pair, from both namespaces.
+  Subprocess p({Bin("kolorun"), "-np", "4", "-H",
+                absl::StrCat(hosts_[0].ns, ":2,", hosts_[1].ns, ":2"),
+                "--launcher-cmd", "ip netns exec {host}", "--coordinator-addr",
+                hosts_[0].outer_ip, Bin("kolo-mp-worker"), "topology"});
+  ASSERT_TRUE(p.Start().ok());
+  ASSERT_TRUE(p.Wait(Scaled(absl::Seconds(60))).ok()) << p.output();
+  ASSERT_TRUE(p.exit_info().exited && p.exit_info().code == 0)
+      << p.exit_info().ToString() << "\n"
+      << p.output();
+  std::vector<Fields> topo = ParseTagged(p.output(), "TOPO");
+  ASSERT_EQ(topo.size(), 4u) << p.output();
+  for (const Fields& f : topo) {
+    const int r = IntField(f, "rank");
+    ASSERT_GE(r, 0);
+    ASSERT_LT(r, 4);
+    SCOPED_TRACE(absl::StrCat("rank ", r));
+    const Host& h = hosts_[r / 2];
+    EXPECT_EQ(f.at("host"), h.ns);
+    EXPECT_EQ(IntField(f, "local_rank"), r % 2);
+    EXPECT_EQ(IntField(f, "local_size"), 2);
+    EXPECT_EQ(IntField(f, "cross_rank"), r / 2);
+    EXPECT_EQ(IntField(f, "cross_size"), 2);
+    // The data address is this namespace's own address, with a real port.
+    EXPECT_TRUE(absl::StartsWith(f.at("data"), h.inner_ip + ":"))
+        << f.at("data");
+    EXPECT_NE(f.at("data"), h.inner_ip + ":0");
+  }
+}
+
+}  // namespace
+}  // namespace kolo::testing
