@@ -1,7 +1,9 @@
 // Multi-process tests without kolorun: workers started the way torchrun,
-// Slurm and Open MPI start them (rank 0 hosts the coordinator), and against a
-// standalone kolo-coordinator: a wrong secret disturbs nobody else; a killed
-// or silent coordinator makes the workers exit within their lease.
+// Slurm and Open MPI start them (rank 0 hosts the coordinator: a wrong secret
+// is named on that worker; rank 0 killed or frozen makes the others exit
+// within their lease), and against a standalone kolo-coordinator (a wrong
+// secret disturbs nobody else; a killed or frozen coordinator makes the
+// workers exit within their lease).
 #include <signal.h>
 #include <unistd.h>
 
@@ -114,21 +116,104 @@ void ExpectTopology(std::vector<std::unique_ptr<Subprocess>>& workers) {
   EXPECT_EQ(ranks.size(), static_cast<size_t>(n));
 }
 
-TEST(EnvStart, Torchrun) {
-  const int n = 3;
+Env TorchrunEnv(int rank, int n, const std::string& port,
+                const std::string& secret_file) {
+  return Env{{"RANK", std::to_string(rank)},
+             {"WORLD_SIZE", std::to_string(n)},
+             {"LOCAL_RANK", std::to_string(rank)},
+             {"MASTER_ADDR", "127.0.0.1"},
+             {"MASTER_PORT", port},
+             {"KOLO_SECRET_FILE", secret_file}};
+}
+
+class Torchrun : public ::testing::TestWithParam<int> {};
+
+TEST_P(Torchrun, TopologyAndAgreement) {
+  const int n = GetParam();
   std::string secret = WriteSecret("torchrun_secret", "torchrun-secret-1");
   std::string port = std::to_string(FreePort());
-  auto workers = StartWorkers(n,
-                              [&](int r) {
-                                return Env{{"RANK", std::to_string(r)},
-                                           {"WORLD_SIZE", std::to_string(n)},
-                                           {"LOCAL_RANK", std::to_string(r)},
-                                           {"MASTER_ADDR", "127.0.0.1"},
-                                           {"MASTER_PORT", port},
-                                           {"KOLO_SECRET_FILE", secret}};
-                              },
-                              {"topology"});
+  auto workers = StartWorkers(
+      n, [&](int r) { return TorchrunEnv(r, n, port, secret); }, {"topology"});
   ExpectTopology(workers);
+}
+
+INSTANTIATE_TEST_SUITE_P(Sizes, Torchrun, ::testing::Values(1, 3));
+
+TEST(EnvStart, WrongSecretIsNamedOnTheWorker) {
+  // Rank 0 hosts the coordinator; rank 1 has another secret.
+  std::string good = WriteSecret("rank0_secret", "the-job-secret");
+  std::string bad = WriteSecret("rank1_secret", "not-the-job-secret");
+  std::string port = std::to_string(FreePort());
+  auto workers = StartWorkers(
+      2,
+      [&](int r) {
+        Env env = TorchrunEnv(r, 2, port, r == 0 ? good : bad);
+        env["KOLO_START_TIMEOUT"] =
+            absl::StrCat(absl::ToDoubleSeconds(Scaled(absl::Seconds(3))));
+        return env;
+      },
+      {"init-only"});
+  Subprocess& intruder = *workers[1];
+  ASSERT_TRUE(intruder.Wait(Scaled(absl::Seconds(20))).ok())
+      << intruder.output();
+  EXPECT_EQ(intruder.exit_info().code, 3) << intruder.output();
+  EXPECT_NE(intruder.output().find("UNAUTHENTICATED"), std::string::npos)
+      << intruder.output();
+  EXPECT_NE(intruder.output().find("refused worker rank1@"), std::string::npos)
+      << intruder.output();
+  EXPECT_NE(intruder.output().find("authentication failed"), std::string::npos)
+      << intruder.output();
+  // Rank 0 waits for a second worker that never joins, then says so.
+  Subprocess& host = *workers[0];
+  ASSERT_TRUE(host.Wait(Scaled(absl::Seconds(20))).ok()) << host.output();
+  EXPECT_EQ(host.exit_info().code, 3) << host.output();
+  EXPECT_NE(host.output().find("no membership from the coordinator"),
+            std::string::npos)
+      << host.output();
+}
+
+// Starts 3 holding workers, waits until all are in, and hurts rank 0 (which
+// hosts the coordinator) with `sig`: the others exit within their lease.
+void ExpectOthersExitWhenRank0Gets(int sig, absl::Duration within) {
+  std::string secret = WriteSecret("hold_secret", "hold-secret");
+  std::string port = std::to_string(FreePort());
+  auto workers = StartWorkers(3,
+                              [&](int r) {
+                                Env env = TorchrunEnv(r, 3, port, secret);
+                                env["KOLO_LEASE_SECONDS"] = "2";
+                                env["KOLO_HEARTBEAT_INTERVAL_MS"] = "200";
+                                return env;
+                              },
+                              {"hold", "120"});
+  for (auto& w : workers) {
+    ASSERT_TRUE(w->WaitForOutput("INITIALISED", Scaled(absl::Seconds(30))))
+        << w->output();
+  }
+  const absl::Time start = absl::Now();
+  workers[0]->Signal(sig);
+  for (int r = 1; r < 3; ++r) {
+    Subprocess& w = *workers[r];
+    ASSERT_TRUE(w.Wait(within).ok()) << "rank " << r << " lingers\n"
+                                     << w.output();
+    EXPECT_TRUE(w.exit_info().exited && w.exit_info().code == 75)
+        << w.exit_info().ToString() << "\n"
+        << w.output();
+    EXPECT_NE(w.output().find("lost the coordinator at 127.0.0.1:"),
+              std::string::npos)
+        << w.output();
+  }
+  EXPECT_LT(absl::Now() - start, within);
+  workers[0]->Signal(SIGKILL);
+  workers[0]->Signal(SIGCONT);
+}
+
+TEST(EnvStart, KilledRank0MakesOthersExit) {
+  // A broken stream is seen at once; the lease (2 s) is the upper bound.
+  ExpectOthersExitWhenRank0Gets(SIGKILL, Scaled(absl::Seconds(5)));
+}
+
+TEST(EnvStart, SilentRank0MakesOthersExitWithinTheLease) {
+  ExpectOthersExitWhenRank0Gets(SIGSTOP, Scaled(absl::Seconds(8)));
 }
 
 TEST(EnvStart, Slurm) {
