@@ -1,0 +1,58 @@
+// Reduction kernels: every DataType x ReduceOp, element-wise over host
+// buffers, written so that the compiler vectorises them (plain loops over
+// restrict-free typed spans, no per-element dispatch).
+//
+// Semantics (see allreduce/types.h): integers reduce in the unsigned type of
+// their width (sum/product wrap); min/max compare in the signed type for
+// signed integers; bool: sum/max = OR, product/min = AND (inputs are 0/1
+// bytes; any non-zero counts as true, results are 0/1); float16/bfloat16
+// reduce through float32, rounding to nearest even. NaN: min and max
+// propagate NaN (as torch.minimum/maximum do); sum/product follow IEEE.
+// ReduceOp::kAverage reduces like kSum: the division by the number of ranks
+// is a separate, final step (DivideBy), so that partial results stay exact.
+//
+// Thread-safety: pure functions on caller-owned memory.
+#ifndef KOLO_ALLREDUCE_KERNELS_H_
+#define KOLO_ALLREDUCE_KERNELS_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "allreduce/types.h"
+
+namespace kolo {
+
+// dst[i] = dst[i] op src[i], i < count. dst and src may be equal, not
+// otherwise overlap. kInvalidArgument for bool average.
+absl::Status ReduceInto(DataType type, ReduceOp op, void* dst, const void* src,
+                        size_t count);
+
+// out[i] = a[i] op b[i]; out may alias a or b.
+absl::Status Reduce(DataType type, ReduceOp op, void* out, const void* a,
+                    const void* b, size_t count);
+
+// Final step of an average over n ranks: floats divide (in double for
+// float64, in float otherwise); integers divide truncating toward zero (in
+// the signed type for signed integers). kInvalidArgument for bool or n < 1.
+absl::Status DivideBy(DataType type, void* data, size_t count, int64_t n);
+
+// Pre/post scaling: data[i] *= factor, computed in double for float64 and
+// integers (integers then truncate toward zero and wrap to their width), in
+// float otherwise. kInvalidArgument for bool.
+absl::Status Scale(DataType type, void* data, size_t count, double factor);
+
+// Fills `count` elements with the identity of `op` (0 for sum/average, 1
+// for product, the type's largest value for min and smallest for max; for
+// bool: false for sum/max, true for product/min).
+absl::Status FillIdentity(DataType type, ReduceOp op, void* data, size_t count);
+
+// float16 / bfloat16 <-> float32, round to nearest even (NaN stays NaN).
+float HalfToFloat(uint16_t h);
+uint16_t FloatToHalf(float f);
+float BFloat16ToFloat(uint16_t b);
+uint16_t FloatToBFloat16(float f);
+
+}  // namespace kolo
+
+#endif  // KOLO_ALLREDUCE_KERNELS_H_

@@ -1,0 +1,52 @@
+// Element types and reduce operations of kolo's collectives.
+//
+// Semantics (DESIGN.md "Reduction kernels"): integers are reduced in the
+// unsigned type of their width, so sums and products wrap without undefined
+// behaviour; integer average truncates toward zero; bool: sum and max are OR,
+// product and min are AND, average is refused; float16 and bfloat16 are
+// reduced through float32 and rounded to nearest even.
+//
+// Thread-safety: plain values and pure functions.
+#ifndef KOLO_ALLREDUCE_TYPES_H_
+#define KOLO_ALLREDUCE_TYPES_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace kolo {
+
+enum class DataType : uint8_t {
+  kUInt8,
+  kInt8,
+  kInt16,
+  kInt32,
+  kInt64,
+  kFloat16,
+  kBFloat16,
+  kFloat32,
+  kFloat64,
+  kBool,
+};
+inline constexpr int kNumDataTypes = 10;
+
+enum class ReduceOp : uint8_t { kSum, kAverage, kMin, kMax, kProduct };
+inline constexpr int kNumReduceOps = 5;
+
+// Bytes per element.
+size_t DataTypeSize(DataType t);
+// "float32", "int64", "bool", ...
+absl::string_view DataTypeName(DataType t);
+// "sum", "average", "min", "max", "product".
+absl::string_view ReduceOpName(ReduceOp op);
+// Inverse of the names above (also accepts "float", "double", "half",
+// "bf16", "avg"); kInvalidArgument listing the valid names otherwise.
+absl::StatusOr<DataType> ParseDataType(absl::string_view name);
+absl::StatusOr<ReduceOp> ParseReduceOp(absl::string_view name);
+
+}  // namespace kolo
+
+#endif  // KOLO_ALLREDUCE_TYPES_H_
