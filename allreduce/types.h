@@ -36,14 +36,15 @@ inline constexpr int kNumDataTypes = 10;
 enum class ReduceOp : uint8_t { kSum, kAverage, kMin, kMax, kProduct };
 inline constexpr int kNumReduceOps = 5;
 
-// Bytes per element.
+// Bytes per element (bool: 1); 0 for a value outside the enum.
 size_t DataTypeSize(DataType t);
-// "float32", "int64", "bool", ...
+// "float32", "int64", "bool", ...; "unknown" outside the enum.
 absl::string_view DataTypeName(DataType t);
-// "sum", "average", "min", "max", "product".
+// "sum", "average", "min", "max", "product"; "unknown" outside the enum.
 absl::string_view ReduceOpName(ReduceOp op);
-// Inverse of the names above (also accepts "float", "double", "half",
-// "bf16", "avg"); kInvalidArgument listing the valid names otherwise.
+// Inverse of the names above, case-insensitive (also accepts "float",
+// "double", "half", "bf16", "byte" and "avg", "mean", "prod");
+// kInvalidArgument listing the valid names otherwise.
 absl::StatusOr<DataType> ParseDataType(absl::string_view name);
 absl::StatusOr<ReduceOp> ParseReduceOp(absl::string_view name);
 

@@ -1,0 +1,100 @@
+#include "allreduce/collective_checks.h"
+
+#include <cmath>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+
+namespace kolo::internal {
+
+absl::Status CheckType(absl::string_view collective, DataType type) {
+  if (DataTypeSize(type) == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(collective, ": unknown data type ", static_cast<int>(type),
+                     "; use one of kolo::DataType"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckCount(absl::string_view collective, absl::string_view name,
+                        int64_t count) {
+  if (count < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        collective, ": ", name, " is ", count, "; it must be >= 0"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckBuffer(absl::string_view collective, absl::string_view name,
+                         const void* buffer, int64_t count) {
+  if (buffer == nullptr && count > 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        collective, ": ", name, " is null but must hold ", count, " elements"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckCounts(absl::string_view collective, absl::string_view name,
+                         absl::Span<const int64_t> counts, int world_size) {
+  if (counts.size() != static_cast<size_t>(world_size)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(collective, ": ", name, " has ", counts.size(),
+                     " entries; it needs one per rank (", world_size, ")"));
+  }
+  for (size_t i = 0; i < counts.size(); ++i) {
+    if (counts[i] < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(collective, ": ", name,
+                                                     "[", i, "] is ", counts[i],
+                                                     "; counts must be >= 0"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckReduce(absl::string_view collective, DataType type,
+                         const ReduceOptions& reduce) {
+  if (static_cast<int>(reduce.op) >= kNumReduceOps) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        collective, ": unknown reduce op ", static_cast<int>(reduce.op),
+        "; use sum, average, min, max or product"));
+  }
+  if (type == DataType::kBool && reduce.op == ReduceOp::kAverage) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        collective,
+        ": average is not defined for bool tensors; use sum (logical or), "
+        "max, min or product (logical and)"));
+  }
+  for (const auto& [name, factor] :
+       {std::pair<const char*, double>{"prescale", reduce.prescale},
+        std::pair<const char*, double>{"postscale", reduce.postscale}}) {
+    if (!std::isfinite(factor)) {
+      return absl::InvalidArgumentError(absl::StrCat(collective, ": ", name,
+                                                     " factor is ", factor,
+                                                     "; it must be finite"));
+    }
+    if (type == DataType::kBool && factor != 1.0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(collective, ": ", name, " factor ", factor,
+                       " cannot scale a bool tensor; use 1"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+int64_t Total(absl::Span<const int64_t> counts) {
+  int64_t total = 0;
+  for (int64_t c : counts) total += c;
+  return total;
+}
+
+absl::Status Fail(Transport& transport, absl::string_view collective,
+                  const absl::Status& status) {
+  absl::Status annotated(
+      status.code(),
+      absl::StrCat(collective, " on rank ", transport.rank(), " of ",
+                   transport.size(), ": ", status.message()));
+  transport.Abort(annotated);
+  return annotated;
+}
+
+}  // namespace kolo::internal

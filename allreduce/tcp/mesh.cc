@@ -1,0 +1,442 @@
+#include "allreduce/tcp/mesh.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "allreduce/tcp/handshake.h"
+#include "allreduce/tcp/socket_util.h"
+#include "common/auth.h"
+#include "common/log.h"
+
+namespace kolo::tcp {
+namespace {
+
+// Most half-open accepted connections kept at once; beyond, the oldest is
+// dropped, so a flood of silent clients cannot exhaust descriptors.
+constexpr size_t kMaxPendingAccepts = 64;
+constexpr absl::Duration kFirstRetry = absl::Milliseconds(10);
+constexpr absl::Duration kMaxRetry = absl::Milliseconds(200);
+
+enum class Phase {
+  kConnecting,      // connector: non-blocking connect in flight
+  kRetryWait,       // connector: waiting to connect again
+  kAwaitChallenge,  // connector: Hello sent (or queued)
+  kAwaitVerdict,    // connector: Proof sent
+  kAwaitHello,      // acceptor
+  kAwaitProof,      // acceptor: Challenge sent
+  kFlushAccept,     // acceptor: Accept queued; established once written
+};
+
+struct Conn {
+  UniqueFd fd;
+  bool connector = false;
+  int peer = -1;  // known from the start for a connector
+  Phase phase = Phase::kAwaitHello;
+  std::string remote;  // address text for messages
+  std::string out;
+  size_t out_off = 0;
+  std::string in;
+  bool have_header = false;
+  MsgHeader header;
+  Hello hello;
+  std::string acceptor_nonce;
+  absl::Time retry_at;
+  absl::Duration backoff = kFirstRetry;
+  bool dead = false;
+};
+
+class Mesh {
+ public:
+  Mesh(const TcpOptions& o, absl::Time deadline)
+      : o_(o), deadline_(deadline), log_(GetLogger("transport")) {
+    fds_.resize(o.size);
+    last_error_.resize(o.size, "no connection yet");
+    view_ = {o.protocol_version, o.epoch, o.job_id, o.rank, o.size,
+             o.worker_ids};
+  }
+
+  absl::StatusOr<std::vector<UniqueFd>> Run();
+
+ private:
+  std::string Self() const {
+    return absl::StrCat("rank ", o_.rank, " (worker ", o_.worker_ids[o_.rank],
+                        ")");
+  }
+  std::string Peer(int r) const {
+    return absl::StrCat("rank ", r, " (worker ", o_.worker_ids[r], " at ",
+                        o_.addresses[r], ")");
+  }
+  void Connect(Conn& c);
+  void Established(Conn& c);
+  void Refuse(Conn& c, const absl::Status& why);
+  void Retry(Conn& c, absl::string_view why);
+  absl::Status OnReadable(Conn& c);
+  absl::Status OnMessage(Conn& c, absl::string_view body);
+  absl::Status Flush(Conn& c);
+  void AcceptAll();
+  absl::Status Fatal(Conn& c, absl::string_view what) {
+    std::string msg = absl::StrCat(Self(), ": ", Peer(c.peer), " ", what);
+    log_->warn("{}", msg);
+    return absl::PermissionDeniedError(msg);
+  }
+
+  const TcpOptions& o_;
+  const absl::Time deadline_;
+  std::shared_ptr<spdlog::logger> log_;
+  AcceptorView view_;
+  std::vector<UniqueFd> fds_;
+  std::vector<std::string> last_error_;
+  std::vector<SockAddr> addrs_;
+  std::vector<std::unique_ptr<Conn>> conns_;
+  int missing_ = 0;
+};
+
+void Mesh::Connect(Conn& c) {
+  absl::StatusOr<UniqueFd> fd = StartConnect(addrs_[c.peer]);
+  if (!fd.ok()) {
+    Retry(c, fd.status().message());
+    return;
+  }
+  c.fd = std::move(*fd);
+  c.phase = Phase::kConnecting;
+}
+
+void Mesh::Retry(Conn& c, absl::string_view why) {
+  last_error_[c.peer] = std::string(why);
+  log_->debug("{}: connecting to {}: {}; retrying", Self(), Peer(c.peer),
+              std::string(why));
+  c.fd.Reset();
+  c.in.clear();
+  c.out.clear();
+  c.out_off = 0;
+  c.have_header = false;
+  c.phase = Phase::kRetryWait;
+  c.retry_at = absl::Now() + c.backoff;
+  c.backoff = std::min(c.backoff * 2, kMaxRetry);
+}
+
+void Mesh::Refuse(Conn& c, const absl::Status& why) {
+  log_->warn("{}: refused a data-plane connection from {}{}: {}", Self(),
+             c.remote,
+             c.peer >= 0 ? absl::StrCat(" claiming rank ", c.peer) : "",
+             std::string(why.message()));
+  std::string msg = EncodeMsg(
+      MsgType::kRefuse, EncodeString(why.message().substr(0, kMaxReasonBytes)));
+  // Best effort: the socket's buffer is empty, so this rarely blocks.
+  (void)!::send(c.fd.get(), msg.data(), msg.size(), MSG_NOSIGNAL);
+  ::shutdown(c.fd.get(), SHUT_RDWR);
+  c.dead = true;
+}
+
+void Mesh::Established(Conn& c) {
+  log_->debug("{}: connected to {}", Self(), Peer(c.peer));
+  fds_[c.peer] = std::move(c.fd);
+  c.dead = true;
+  --missing_;
+}
+
+absl::Status Mesh::Flush(Conn& c) {
+  while (c.out_off < c.out.size()) {
+    ssize_t n = ::send(c.fd.get(), c.out.data() + c.out_off,
+                       c.out.size() - c.out_off, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    if (n < 0) return absl::UnavailableError(std::strerror(errno));
+    c.out_off += static_cast<size_t>(n);
+  }
+  if (c.out_off == c.out.size() && c.phase == Phase::kFlushAccept) {
+    Established(c);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Mesh::OnReadable(Conn& c) {
+  // Reads exactly the bytes of the current message, never beyond: data
+  // frames may follow the handshake on the same stream.
+  while (!c.dead) {
+    size_t need =
+        c.have_header ? kMsgHeaderBytes + c.header.body_bytes : kMsgHeaderBytes;
+    size_t have = c.in.size();
+    if (have < need) {
+      c.in.resize(need);
+      ssize_t n = ::recv(c.fd.get(), c.in.data() + have, need - have, 0);
+      c.in.resize(have + static_cast<size_t>(std::max<ssize_t>(n, 0)));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        return absl::OkStatus();
+      }
+      if (n < 0) return absl::UnavailableError(std::strerror(errno));
+      if (n == 0) {
+        return absl::UnavailableError(
+            "closed the connection during the handshake");
+      }
+      continue;
+    }
+    if (!c.have_header) {
+      absl::StatusOr<MsgHeader> h = ParseMsgHeader(c.in);
+      if (!h.ok()) return h.status();
+      c.header = *h;
+      c.have_header = true;
+      continue;
+    }
+    std::string body = c.in.substr(kMsgHeaderBytes);
+    c.in.clear();
+    c.have_header = false;
+    absl::Status s = OnMessage(c, body);
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Mesh::OnMessage(Conn& c, absl::string_view body) {
+  MsgType type = c.header.type;
+  if (c.connector) {
+    if (type == MsgType::kRefuse) {
+      absl::StatusOr<std::string> reason = ParseString(body, kMaxReasonBytes);
+      return Fatal(c, absl::StrCat("refused the connection: ",
+                                   reason.ok() ? *reason : "(no reason)"));
+    }
+    if (c.phase == Phase::kAwaitChallenge && type == MsgType::kChallenge) {
+      absl::StatusOr<Challenge> ch = ParseChallenge(body);
+      if (!ch.ok()) return Fatal(c, ch.status().message());
+      if (ch->worker_id != o_.worker_ids[c.peer]) {
+        return Fatal(c, absl::StrCat("answered as worker '", ch->worker_id,
+                                     "': another worker listens there"));
+      }
+      std::string expected =
+          AcceptorProof(o_.secret, c.hello, ch->worker_id, ch->nonce);
+      if (!auth::ConstantTimeEqual(expected, ch->proof)) {
+        return Fatal(c,
+                     "did not prove knowledge of the job secret (wrong secret:"
+                     " check that every worker got this job's secret)");
+      }
+      c.out += EncodeMsg(MsgType::kProof,
+                         EncodeString(ConnectorProof(
+                             o_.secret, c.hello, ch->worker_id, ch->nonce)));
+      c.phase = Phase::kAwaitVerdict;
+      return Flush(c);
+    }
+    if (c.phase == Phase::kAwaitVerdict && type == MsgType::kAccept) {
+      Established(c);
+      return absl::OkStatus();
+    }
+    return Fatal(c, "sent an unexpected handshake message");
+  }
+  // Acceptor.
+  if (c.phase == Phase::kAwaitHello && type == MsgType::kHello) {
+    absl::StatusOr<Hello> h = ParseHello(body);
+    if (!h.ok()) return h.status();
+    c.hello = *h;
+    if (absl::Status s = CheckHello(c.hello, view_); !s.ok()) return s;
+    c.peer = static_cast<int>(c.hello.from_rank);
+    if (fds_[c.peer].valid()) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("rank ", c.peer, " is already connected"));
+    }
+    c.acceptor_nonce = auth::RandomBytes(auth::kNonceBytes);
+    Challenge ch{o_.worker_ids[o_.rank], c.acceptor_nonce,
+                 AcceptorProof(o_.secret, c.hello, o_.worker_ids[o_.rank],
+                               c.acceptor_nonce)};
+    c.out += EncodeMsg(MsgType::kChallenge, EncodeChallenge(ch));
+    c.phase = Phase::kAwaitProof;
+    return Flush(c);
+  }
+  if (c.phase == Phase::kAwaitProof && type == MsgType::kProof) {
+    absl::StatusOr<std::string> mac = ParseString(body, auth::kMacBytes);
+    if (!mac.ok()) return mac.status();
+    std::string expected = ConnectorProof(
+        o_.secret, c.hello, o_.worker_ids[o_.rank], c.acceptor_nonce);
+    if (!auth::ConstantTimeEqual(expected, *mac)) {
+      return absl::UnauthenticatedError(
+          "wrong job secret: the peer's proof does not match (check that "
+          "every worker got this job's secret)");
+    }
+    if (fds_[c.peer].valid()) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("rank ", c.peer, " is already connected"));
+    }
+    c.out += EncodeMsg(MsgType::kAccept, "");
+    c.phase = Phase::kFlushAccept;
+    return Flush(c);
+  }
+  return absl::InvalidArgumentError("unexpected handshake message");
+}
+
+void Mesh::AcceptAll() {
+  while (true) {
+    int fd =
+        ::accept4(o_.listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK) {
+        log_->warn("{}: accept on the data-plane socket failed: {}", Self(),
+                   std::strerror(errno));
+      }
+      return;
+    }
+    auto c = std::make_unique<Conn>();
+    c->fd = UniqueFd(fd);
+    c->remote = PeerAddress(fd);
+    c->phase = Phase::kAwaitHello;
+    (void)SetNoDelay(fd);
+    size_t pending = 0;
+    for (const auto& other : conns_) {
+      if (!other->connector && !other->dead) ++pending;
+    }
+    if (pending >= kMaxPendingAccepts) {
+      for (auto& other : conns_) {
+        if (!other->connector && !other->dead) {
+          Refuse(*other, absl::ResourceExhaustedError(
+                             "too many unfinished handshakes"));
+          break;
+        }
+      }
+    }
+    conns_.push_back(std::move(c));
+  }
+}
+
+absl::StatusOr<std::vector<UniqueFd>> Mesh::Run() {
+  addrs_.resize(o_.size);
+  for (int r = 0; r < o_.rank; ++r) {
+    absl::StatusOr<SockAddr> a = ResolveAddress(o_.addresses[r]);
+    if (!a.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(Self(), ": bad data-plane address of ", Peer(r), ": ",
+                       a.status().message()));
+    }
+    addrs_[r] = *a;
+    auto c = std::make_unique<Conn>();
+    c->connector = true;
+    c->peer = r;
+    c->remote = o_.addresses[r];
+    Connect(*c);
+    conns_.push_back(std::move(c));
+  }
+  missing_ = o_.size - 1;
+  bool accepting = o_.rank < o_.size - 1;
+  std::vector<pollfd> pfds;
+  std::vector<Conn*> polled;
+  while (missing_ > 0) {
+    absl::Time now = absl::Now();
+    if (now >= deadline_) break;
+    absl::Time wake = deadline_;
+    pfds.clear();
+    polled.clear();
+    int accepted_missing = 0;
+    for (int r = o_.rank + 1; r < o_.size; ++r) {
+      if (!fds_[r].valid()) ++accepted_missing;
+    }
+    if (accepting && accepted_missing > 0) {
+      pfds.push_back({o_.listen_fd, POLLIN, 0});
+      polled.push_back(nullptr);
+    }
+    for (auto& c : conns_) {
+      if (c->dead) continue;
+      if (c->phase == Phase::kRetryWait) {
+        if (c->retry_at <= now) {
+          Connect(*c);
+        }
+        if (c->phase == Phase::kRetryWait) {
+          wake = std::min(wake, c->retry_at);
+          continue;
+        }
+      }
+      short events = c->phase == Phase::kConnecting ? POLLOUT : POLLIN;
+      if (c->out_off < c->out.size()) events |= POLLOUT;
+      pfds.push_back({c->fd.get(), events, 0});
+      polled.push_back(c.get());
+    }
+    int timeout_ms = static_cast<int>(std::clamp<int64_t>(
+        absl::ToInt64Milliseconds(wake - now) + 1, 0, 1000));
+    int n = ::poll(pfds.data(), pfds.size(), timeout_ms);
+    if (n < 0 && errno != EINTR) {
+      return absl::InternalError(absl::StrCat("poll: ", std::strerror(errno)));
+    }
+    for (size_t i = 0; n > 0 && i < pfds.size(); ++i) {
+      if (pfds[i].revents == 0) continue;
+      Conn* c = polled[i];
+      if (c == nullptr) {
+        AcceptAll();
+        continue;
+      }
+      if (c->dead) continue;
+      absl::Status s;
+      if (c->phase == Phase::kConnecting) {
+        s = FinishConnect(c->fd.get());
+        if (s.ok()) {
+          (void)SetNoDelay(c->fd.get());
+          c->hello = Hello{o_.protocol_version,
+                           o_.epoch,
+                           static_cast<uint32_t>(o_.rank),
+                           static_cast<uint32_t>(c->peer),
+                           o_.job_id,
+                           o_.worker_ids[o_.rank],
+                           auth::RandomBytes(auth::kNonceBytes)};
+          c->out = EncodeMsg(MsgType::kHello, EncodeHello(c->hello));
+          c->out_off = 0;
+          c->phase = Phase::kAwaitChallenge;
+          s = Flush(*c);
+        }
+      } else {
+        if (pfds[i].revents & POLLOUT) s = Flush(*c);
+        if (s.ok() && !c->dead &&
+            (pfds[i].revents & (POLLIN | POLLHUP | POLLERR))) {
+          s = OnReadable(*c);
+        }
+      }
+      if (s.ok()) continue;
+      if (c->connector) {
+        if (s.code() == absl::StatusCode::kPermissionDenied) return s;
+        Retry(*c, s.message());
+      } else if (s.code() == absl::StatusCode::kUnavailable) {
+        log_->warn(
+            "{}: a data-plane connection from {}{} {} (it may not know "
+            "the job secret, or it belongs to another job or epoch)",
+            Self(), c->remote,
+            c->peer >= 0 ? absl::StrCat(" claiming rank ", c->peer) : "",
+            std::string(s.message()));
+        c->dead = true;
+      } else {
+        Refuse(*c, s);
+      }
+    }
+    conns_.erase(std::remove_if(conns_.begin(), conns_.end(),
+                                [](const auto& c) { return c->dead; }),
+                 conns_.end());
+  }
+  if (missing_ > 0) {
+    std::vector<std::string> missing;
+    for (int r = 0; r < o_.size; ++r) {
+      if (r == o_.rank || fds_[r].valid()) continue;
+      missing.push_back(absl::StrCat(
+          Peer(r), r < o_.rank ? " (connecting: " : " (it never connected",
+          r < o_.rank ? last_error_[r] : "", ")"));
+    }
+    return absl::DeadlineExceededError(absl::StrCat(
+        Self(), ": the data-plane mesh of epoch ", o_.epoch,
+        " is incomplete after the connect deadline; missing ",
+        absl::StrJoin(missing, ", "),
+        ". Check that those workers are alive and reachable at their "
+        "advertised addresses (KOLO_IFACE / KOLO_ADDR)"));
+  }
+  return std::move(fds_);
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<UniqueFd>> ConnectMesh(const TcpOptions& options,
+                                                  absl::Time deadline) {
+  return Mesh(options, deadline).Run();
+}
+
+}  // namespace kolo::tcp

@@ -1,0 +1,128 @@
+#include "allreduce/tcp/socket_util.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "common/net.h"
+
+namespace kolo::tcp {
+
+absl::StatusOr<SockAddr> ResolveAddress(absl::string_view host_port) {
+  absl::StatusOr<net::HostPort> hp = net::ParseHostPort(host_port);
+  if (!hp.ok()) return hp.status();
+  SockAddr out;
+  auto* v4 = reinterpret_cast<sockaddr_in*>(&out.storage);
+  auto* v6 = reinterpret_cast<sockaddr_in6*>(&out.storage);
+  if (inet_pton(AF_INET, hp->host.c_str(), &v4->sin_addr) == 1) {
+    v4->sin_family = AF_INET;
+    v4->sin_port = htons(static_cast<uint16_t>(hp->port));
+    out.len = sizeof(sockaddr_in);
+    return out;
+  }
+  if (inet_pton(AF_INET6, hp->host.c_str(), &v6->sin6_addr) == 1) {
+    v6->sin6_family = AF_INET6;
+    v6->sin6_port = htons(static_cast<uint16_t>(hp->port));
+    out.len = sizeof(sockaddr_in6);
+    return out;
+  }
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  int rc = ::getaddrinfo(hp->host.c_str(), std::to_string(hp->port).c_str(),
+                         &hints, &res);
+  if (rc != 0 || res == nullptr) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot resolve data-plane address ", host_port, ": ",
+                     gai_strerror(rc)));
+  }
+  std::memcpy(&out.storage, res->ai_addr, res->ai_addrlen);
+  out.len = res->ai_addrlen;
+  ::freeaddrinfo(res);
+  return out;
+}
+
+absl::StatusOr<UniqueFd> StartConnect(const SockAddr& addr) {
+  UniqueFd fd(::socket(addr.storage.ss_family,
+                       SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) {
+    return absl::InternalError(
+        absl::StrCat("socket(): ", std::strerror(errno)));
+  }
+  int rc;
+  do {
+    rc = ::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr.storage),
+                   addr.len);
+  } while (rc != 0 && errno == EINTR);
+  if (rc != 0 && errno != EINPROGRESS) {
+    return absl::UnavailableError(
+        absl::StrCat("connect: ", std::strerror(errno)));
+  }
+  return fd;
+}
+
+absl::Status FinishConnect(int fd) {
+  int err = 0;
+  socklen_t len = sizeof(err);
+  if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) {
+    err = errno;
+  }
+  if (err != 0) {
+    return absl::UnavailableError(
+        absl::StrCat("connect: ", std::strerror(err)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SetNoDelay(int fd) {
+  int one = 1;
+  if (::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) != 0) {
+    return absl::InternalError(
+        absl::StrCat("setsockopt(TCP_NODELAY): ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status EnsureNonBlocking(int fd) {
+  int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the data-plane listening socket (fd ", fd,
+                     ") is not open: ", std::strerror(errno)));
+  }
+  if ((flags & O_NONBLOCK) == 0 &&
+      ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) {
+    return absl::InternalError(
+        absl::StrCat("fcntl(O_NONBLOCK): ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+std::string PeerAddress(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof(ss);
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) {
+    return "?";
+  }
+  char buf[INET6_ADDRSTRLEN] = {0};
+  if (ss.ss_family == AF_INET) {
+    const auto* v4 = reinterpret_cast<const sockaddr_in*>(&ss);
+    ::inet_ntop(AF_INET, &v4->sin_addr, buf, sizeof(buf));
+    return net::HostPort{buf, ntohs(v4->sin_port)}.ToString();
+  }
+  if (ss.ss_family == AF_INET6) {
+    const auto* v6 = reinterpret_cast<const sockaddr_in6*>(&ss);
+    ::inet_ntop(AF_INET6, &v6->sin6_addr, buf, sizeof(buf));
+    return net::HostPort{buf, ntohs(v6->sin6_port)}.ToString();
+  }
+  return "?";
+}
+
+}  // namespace kolo::tcp

@@ -1,0 +1,45 @@
+// Small socket helpers of the TCP transport: address resolution,
+// non-blocking connect, socket options, and the peer's address for messages.
+//
+// Thread-safety: free functions without shared state.
+#ifndef KOLO_ALLREDUCE_TCP_SOCKET_UTIL_H_
+#define KOLO_ALLREDUCE_TCP_SOCKET_UTIL_H_
+
+#include <sys/socket.h>
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "allreduce/tcp/unique_fd.h"
+
+namespace kolo::tcp {
+
+struct SockAddr {
+  sockaddr_storage storage{};
+  socklen_t len = 0;
+};
+
+// Resolves "ip:port" / "[v6]:port" (a host name is resolved too, blocking).
+absl::StatusOr<SockAddr> ResolveAddress(absl::string_view host_port);
+
+// Creates a non-blocking, close-on-exec TCP socket and starts connecting it.
+// The connection completes (or fails) later: wait for POLLOUT, then call
+// FinishConnect. Fails at once if the socket cannot be created or the
+// kernel refuses synchronously (e.g. ECONNREFUSED on loopback).
+absl::StatusOr<UniqueFd> StartConnect(const SockAddr& addr);
+// The outcome of a connect started by StartConnect (SO_ERROR).
+absl::Status FinishConnect(int fd);
+
+// TCP_NODELAY on, so small frames leave at once.
+absl::Status SetNoDelay(int fd);
+// Sets O_NONBLOCK if it is not set.
+absl::Status EnsureNonBlocking(int fd);
+
+// "ip:port" of the remote end of `fd`, or "?" if unknown.
+std::string PeerAddress(int fd);
+
+}  // namespace kolo::tcp
+
+#endif  // KOLO_ALLREDUCE_TCP_SOCKET_UTIL_H_

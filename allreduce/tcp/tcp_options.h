@@ -1,0 +1,54 @@
+// TcpOptions: everything a TcpTransport needs to join one epoch's full mesh.
+//
+// The caller (the worker's epoch set-up) fills it from the plan of the epoch
+// and from the worker config; the transport parses no environment variable.
+// Plain value; copyable.
+#ifndef KOLO_ALLREDUCE_TCP_TCP_OPTIONS_H_
+#define KOLO_ALLREDUCE_TCP_TCP_OPTIONS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "common/version.h"
+
+namespace kolo {
+
+struct TcpOptions {
+  // This rank and the world size of the epoch. REQUIRES: 0 <= rank < size.
+  int rank = 0;
+  int size = 1;
+  // The epoch the connections belong to; frames and handshakes carry it.
+  uint64_t epoch = 0;
+  std::string job_id;
+  // Both ends of a connection must speak the same protocol version.
+  uint32_t protocol_version = kProtocolVersion;
+  // Per rank: worker id and data-plane address ("ip:port" or "[v6]:port"),
+  // as advertised to the coordinator. REQUIRES: both have `size` entries.
+  std::vector<std::string> worker_ids;
+  std::vector<std::string> addresses;
+  // The job secret; proven (never sent) on every connection. REQUIRES:
+  // non-empty.
+  std::string secret;
+  // Borrowed listening socket (bound and listening, e.g. DataListener::fd()).
+  // The transport only accept()s from it and never closes it, so that later
+  // epochs reuse it; it is switched to non-blocking mode if it is not.
+  // REQUIRES: valid when some rank above this one exists (rank < size - 1).
+  int listen_fd = -1;
+  // Inactivity deadline of a Wait: it fails after this long without any byte
+  // moving (KOLO_TIMEOUT_SECONDS). Not a bound on a large transfer.
+  absl::Duration timeout = absl::Seconds(30);
+  // How long a Wait polls without blocking before it sleeps in epoll
+  // (KOLO_SPIN_US); zero never spins. 50 us covers a loopback round trip.
+  // DESIGN.md's policy is the caller's: pass zero when the local ranks
+  // outnumber the cores.
+  absl::Duration spin = absl::Microseconds(50);
+  // Bound on Create: connecting (with retries while peers start listening)
+  // and authenticating every connection of the mesh.
+  absl::Duration connect_timeout = absl::Seconds(30);
+};
+
+}  // namespace kolo
+
+#endif  // KOLO_ALLREDUCE_TCP_TCP_OPTIONS_H_

@@ -1,0 +1,23 @@
+# The collective algorithms (allreduce/collectives.h) over an in-process
+# transport: N ranks as N threads (tests/testing/local_transport.h). No
+# sockets, no gRPC, so the tests also run under ThreadSanitizer. Sanitizer
+# builds (KOLO_TIMEOUT_SCALE > 1) run a subset of the grid, see
+# tests/testing/collective_data.h.
+add_library(kolo_collective_testing STATIC
+  testing/local_transport.cc
+  testing/collective_data.cc)
+target_link_libraries(kolo_collective_testing PUBLIC kolo_allreduce kolo_testing GTest::gmock)
+kolo_target_warnings(kolo_collective_testing)
+
+kolo_add_test(allreduce_algorithms_test
+  SOURCES allreduce_algorithms_test.cc
+  LIBS kolo_collective_testing kolo_allreduce
+  LABELS unit tsan)
+kolo_add_test(allreduce_collectives_test
+  SOURCES allreduce_collectives_test.cc
+  LIBS kolo_collective_testing kolo_allreduce
+  LABELS unit tsan)
+kolo_add_test(allreduce_algorithms_errors_test
+  SOURCES allreduce_algorithms_errors_test.cc
+  LIBS kolo_collective_testing kolo_allreduce
+  LABELS unit tsan)
