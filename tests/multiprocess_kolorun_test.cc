@@ -79,6 +79,22 @@ TEST_P(WorldSize, TopologyOnEveryRank) {
 
 INSTANTIATE_TEST_SUITE_P(Sizes, WorldSize, ::testing::Values(1, 2, 3, 4, 5));
 
+class Collectives : public ::testing::TestWithParam<int> {};
+
+TEST_P(Collectives, ExactOnEveryRank) {
+  const int n = GetParam();
+  auto p = RunKolorun(
+      {"-np", std::to_string(n), Bin("kolo-mp-worker"), "collectives"},
+      absl::Seconds(120));
+  ASSERT_TRUE(p->exit_info().exited && p->exit_info().code == 0)
+      << p->exit_info().ToString() << "\n"
+      << p->output();
+  EXPECT_EQ(ParseTagged(p->output(), "COLL_OK").size(), static_cast<size_t>(n))
+      << p->output();
+}
+
+INSTANTIATE_TEST_SUITE_P(Sizes, Collectives, ::testing::Values(1, 2, 3, 4, 5));
+
 TEST(Kolorun, FakeHostsGiveLocalAndCrossRanks) {
   // Two launcher hosts, a:2 and b:3, started through a command template that
   // runs them locally: ranks 0,1 on a; 2,3,4 on b.

@@ -39,14 +39,23 @@ class NetnsTest : public ::testing::Test {
     if (geteuid() != 0) GTEST_SKIP() << "needs root for ip netns";
     if (!Sh("command -v ip")) GTEST_SKIP() << "needs iproute2 (ip)";
     const int id = getpid() % 100000;
-    const int net = 10 + 2 * (id % 100);  // two /24s: net and net+1
+    const int net = 10 + id % 200;
+    // Both namespaces hang off one bridge in this namespace (one L2 segment,
+    // so that workers of the two "hosts" reach each other without routing):
+    // the bridge is 10.231.<net>.1, the hosts .2 and .3.
+    bridge_ = absl::StrCat("kb", id);
+    bridge_ip_ = absl::StrCat("10.231.", net, ".1");
+    if (!Sh("ip link add " + bridge_ + " type bridge") ||
+        !Sh(absl::StrCat("ip addr add ", bridge_ip_, "/24 dev ", bridge_)) ||
+        !Sh("ip link set " + bridge_ + " up")) {
+      GTEST_SKIP() << "cannot create bridge " << bridge_;
+    }
     for (int h = 0; h < 2; ++h) {
       Host host;
       host.ns = absl::StrCat("kolo", id, h == 0 ? "a" : "b");
       host.outer_if = absl::StrCat("kv", id, h == 0 ? "a" : "b", "0");
       host.inner_if = absl::StrCat("kv", id, h == 0 ? "a" : "b", "1");
-      host.outer_ip = absl::StrCat("10.231.", net + h, ".1");
-      host.inner_ip = absl::StrCat("10.231.", net + h, ".2");
+      host.inner_ip = absl::StrCat("10.231.", net, ".", 2 + h);
       hosts_.push_back(host);
       const Host& x = hosts_.back();
       bool ok =
@@ -54,18 +63,13 @@ class NetnsTest : public ::testing::Test {
           Sh(absl::StrCat("ip link add ", x.outer_if, " type veth peer name ",
                           x.inner_if)) &&
           Sh(absl::StrCat("ip link set ", x.inner_if, " netns ", x.ns)) &&
-          Sh(absl::StrCat("ip addr add ", x.outer_ip, "/24 dev ",
-                          x.outer_if)) &&
+          Sh(absl::StrCat("ip link set ", x.outer_if, " master ", bridge_)) &&
           Sh(absl::StrCat("ip link set ", x.outer_if, " up")) &&
           Sh(absl::StrCat("ip netns exec ", x.ns, " ip addr add ", x.inner_ip,
                           "/24 dev ", x.inner_if)) &&
           Sh(absl::StrCat("ip netns exec ", x.ns, " ip link set ", x.inner_if,
                           " up")) &&
-          Sh(absl::StrCat("ip netns exec ", x.ns, " ip link set lo up")) &&
-          // Everything else (the coordinator's address on the other
-          // pair included) goes through this namespace's veth.
-          Sh(absl::StrCat("ip netns exec ", x.ns, " ip route add default via ",
-                          x.outer_ip));
+          Sh(absl::StrCat("ip netns exec ", x.ns, " ip link set lo up"));
       if (!ok)
         GTEST_SKIP() << "cannot create network namespace " << x.ns
                      << " with a veth pair";
@@ -77,21 +81,24 @@ class NetnsTest : public ::testing::Test {
       Sh("ip link del " + x.outer_if);
       Sh("ip netns del " + x.ns);
     }
+    if (!bridge_.empty()) Sh("ip link del " + bridge_);
   }
 
   struct Host {
-    std::string ns, outer_if, inner_if, outer_ip, inner_ip;
+    std::string ns, outer_if, inner_if, inner_ip;
   };
+  std::string bridge_, bridge_ip_;
   std::vector<Host> hosts_;
 };
 
 TEST_F(NetnsTest, WorkersInTwoNamespaces) {
   // The coordinator (embedded in kolorun, in this namespace) is reached at the
-  // outer address of the first pair, from both namespaces.
+  // bridge's address from both namespaces; the workers then build their data
+  // plane across the namespaces and run every collective.
   Subprocess p({Bin("kolorun"), "-np", "4", "-H",
                 absl::StrCat(hosts_[0].ns, ":2,", hosts_[1].ns, ":2"),
                 "--launcher-cmd", "ip netns exec {host}", "--coordinator-addr",
-                hosts_[0].outer_ip, Bin("kolo-mp-worker"), "topology"});
+                bridge_ip_, Bin("kolo-mp-worker"), "topology"});
   ASSERT_TRUE(p.Start().ok());
   ASSERT_TRUE(p.Wait(Scaled(absl::Seconds(60))).ok()) << p.output();
   ASSERT_TRUE(p.exit_info().exited && p.exit_info().code == 0)
@@ -115,6 +122,18 @@ TEST_F(NetnsTest, WorkersInTwoNamespaces) {
         << f.at("data");
     EXPECT_NE(f.at("data"), h.inner_ip + ":0");
   }
+
+  // Every collective across the two namespaces.
+  Subprocess c({Bin("kolorun"), "-np", "4", "-H",
+                absl::StrCat(hosts_[0].ns, ":2,", hosts_[1].ns, ":2"),
+                "--launcher-cmd", "ip netns exec {host}", "--coordinator-addr",
+                bridge_ip_, Bin("kolo-mp-worker"), "collectives"});
+  ASSERT_TRUE(c.Start().ok());
+  ASSERT_TRUE(c.Wait(Scaled(absl::Seconds(120))).ok()) << c.output();
+  EXPECT_TRUE(c.exit_info().exited && c.exit_info().code == 0)
+      << c.exit_info().ToString() << "\n"
+      << c.output();
+  EXPECT_EQ(ParseTagged(c.output(), "COLL_OK").size(), 4u) << c.output();
 }
 
 }  // namespace

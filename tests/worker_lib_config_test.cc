@@ -329,3 +329,38 @@ TEST(WorkerConfig, ProcessEnvironmentScrubsSecret) {
 
 }  // namespace
 }  // namespace kolo::worker
+
+namespace kolo::worker {
+namespace {
+
+TEST(WorkerConfig, DataPlaneKnobs) {
+  EnvMap env = {{"KOLO_LAUNCHER", "kolorun"},
+                {"KOLO_COORDINATOR", "127.0.0.1:5"},
+                {"KOLO_SECRET", "s"},
+                {"KOLO_RANK", "0"},
+                {"KOLO_SIZE", "1"}};
+  auto c = ParseWorkerConfig(env, "host");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->data_timeout, absl::Seconds(30));
+  EXPECT_EQ(c->spin, absl::Microseconds(50));
+  EXPECT_EQ(c->small_allreduce_bytes, 64 * 1024);
+  env["HOROVOD_GLOO_TIMEOUT_SECONDS"] = "12";
+  env["KOLO_SPIN_US"] = "0";
+  env["KOLO_SMALL_ALLREDUCE_BYTES"] = "4096";
+  c = ParseWorkerConfig(env, "host");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->data_timeout, absl::Seconds(12));
+  EXPECT_EQ(c->spin, absl::ZeroDuration());
+  EXPECT_EQ(c->small_allreduce_bytes, 4096);
+  env["KOLO_TIMEOUT_SECONDS"] = "3";  // wins over the Horovod alias
+  c = ParseWorkerConfig(env, "host");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->data_timeout, absl::Seconds(3));
+  env["KOLO_SPIN_US"] = "-1";
+  c = ParseWorkerConfig(env, "host");
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(c.status().message().find("KOLO_SPIN_US"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kolo::worker

@@ -23,6 +23,7 @@
 #include "kolo/kolo.h"
 #include "worker_lib/config.h"
 #include "worker_lib/data_listener.h"
+#include "worker_lib/data_plane.h"
 #include "worker_lib/session_client.h"
 
 namespace kolo {
@@ -40,6 +41,8 @@ struct Runtime {
   std::unique_ptr<worker::DataListener> listener;
   // Shared with control_allgather calls in flight.
   std::shared_ptr<worker::SessionClient> client;
+  // Shared with collectives in flight.
+  std::shared_ptr<worker::DataPlane> data;
 };
 
 absl::Status WithMessage(const absl::Status& s, absl::string_view message) {
@@ -72,6 +75,25 @@ absl::StatusOr<std::unique_ptr<coordinator::CoordinatorServer>> HostCoordinator(
                    ") could not host the coordinator at ",
                    c.coordinator.ToString(), " (from ", c.coordinator_source,
                    "): ", server.status().message(), hint));
+}
+
+// Leaves the job; on the hosting rank, waits for the others, then stops the
+// coordinator.
+absl::Status StopRuntime(Runtime& rt) {
+  rt.data.reset();  // closes this epoch's data connections
+  absl::Status result = rt.client->Shutdown();
+  if (rt.server != nullptr) {
+    absl::Status ended =
+        rt.server->WaitUntilEnded(absl::Now() + rt.config.start_timeout);
+    if (!ended.ok()) {
+      Log()->warn("the coordinator hosted by worker {} stops: {}",
+                  rt.config.worker_id, std::string(ended.message()));
+      if (result.ok()) result = ended;
+    }
+    rt.server->Shutdown(!ended.ok(), ended.ok() ? "every worker left"
+                                                : std::string(ended.message()));
+  }
+  return result;
 }
 
 absl::StatusOr<std::unique_ptr<Runtime>> StartRuntime(
@@ -122,25 +144,15 @@ absl::StatusOr<std::unique_ptr<Runtime>> StartRuntime(
     return client.status();
   }
   rt->client = *std::move(client);
-  return rt;
-}
-
-// Leaves the job; on the hosting rank, waits for the others, then stops the
-// coordinator.
-absl::Status StopRuntime(Runtime& rt) {
-  absl::Status result = rt.client->Shutdown();
-  if (rt.server != nullptr) {
-    absl::Status ended =
-        rt.server->WaitUntilEnded(absl::Now() + rt.config.start_timeout);
-    if (!ended.ok()) {
-      Log()->warn("the coordinator hosted by worker {} stops: {}",
-                  rt.config.worker_id, std::string(ended.message()));
-      if (result.ok()) result = ended;
-    }
-    rt.server->Shutdown(!ended.ok(), ended.ok() ? "every worker left"
-                                                : std::string(ended.message()));
+  auto data = worker::DataPlane::Connect(c, rt->client->membership(),
+                                         rt->client->epoch(),
+                                         rt->listener->fd(), deadline);
+  if (!data.ok()) {
+    (void)StopRuntime(*rt);
+    return data.status();
   }
-  return result;
+  rt->data = *std::move(data);
+  return rt;
 }
 
 // The topology of the current epoch; rank == -1 when not initialised. Rank
@@ -242,6 +254,69 @@ absl::StatusOr<std::vector<std::string>> control_allgather(
     client = runtime->client;
   }
   return client->Exchange(key, value, timeout);
+}
+
+namespace {
+
+// The data plane of the current job, or kFailedPrecondition naming `op`.
+absl::StatusOr<std::shared_ptr<worker::DataPlane>> Data(absl::string_view op) {
+  MutexLock lock(&api_mu);
+  if (runtime == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(op, " called before kolo::init()"));
+  }
+  return runtime->data;
+}
+
+}  // namespace
+
+absl::Status allreduce(const void* input, void* output, int64_t count,
+                       DataType type, ReduceOp op, double prescale,
+                       double postscale) {
+  auto data = Data("allreduce");
+  if (!data.ok()) return data.status();
+  ReduceOptions reduce;
+  reduce.op = op;
+  reduce.prescale = prescale;
+  reduce.postscale = postscale;
+  return (*data)->Allreduce(type, input, output, count, reduce);
+}
+
+absl::Status allgather(const void* input, int64_t count, DataType type,
+                       absl::Span<const int64_t> counts, void* output) {
+  auto data = Data("allgather");
+  if (!data.ok()) return data.status();
+  return (*data)->Allgather(type, input, count, counts, output);
+}
+
+absl::Status broadcast(void* buffer, int64_t count, DataType type, int root) {
+  auto data = Data("broadcast");
+  if (!data.ok()) return data.status();
+  return (*data)->Broadcast(type, buffer, count, root);
+}
+
+absl::Status alltoall(const void* input, DataType type,
+                      absl::Span<const int64_t> send_splits, void* output,
+                      absl::Span<const int64_t> recv_splits) {
+  auto data = Data("alltoall");
+  if (!data.ok()) return data.status();
+  return (*data)->Alltoall(type, input, send_splits, output, recv_splits);
+}
+
+absl::Status reducescatter(const void* input, int64_t count, DataType type,
+                           absl::Span<const int64_t> counts, void* output,
+                           ReduceOp op) {
+  auto data = Data("reducescatter");
+  if (!data.ok()) return data.status();
+  ReduceOptions reduce;
+  reduce.op = op;
+  return (*data)->Reducescatter(type, input, count, counts, output, reduce);
+}
+
+absl::Status barrier() {
+  auto data = Data("barrier");
+  if (!data.ok()) return data.status();
+  return (*data)->Barrier();
 }
 
 }  // namespace kolo

@@ -222,6 +222,22 @@ absl::Status ParseTiming(const EnvMap& env, WorkerConfig& c) {
     if (!d.ok()) return d.status();
     c.heartbeat_timeout = *d;
   }
+  if (auto f = First(
+          env, {"KOLO_TIMEOUT_SECONDS", "HOROVOD_GLOO_TIMEOUT_SECONDS"})) {
+    auto d = ParseSeconds(*f);
+    if (!d.ok()) return d.status();
+    c.data_timeout = *d;
+  }
+  if (auto f = First(env, {"KOLO_SPIN_US"})) {
+    auto us = ParseInt(f->name, f->value, 0, 1000000);
+    if (!us.ok()) return us.status();
+    c.spin = absl::Microseconds(*us);
+  }
+  if (auto f = First(env, {"KOLO_SMALL_ALLREDUCE_BYTES"})) {
+    auto b = ParseInt(f->name, f->value, 0, 1 << 30);
+    if (!b.ok()) return b.status();
+    c.small_allreduce_bytes = *b;
+  }
   if (c.lease <= c.heartbeat_interval) {
     return absl::InvalidArgumentError(absl::StrCat(
         "KOLO_LEASE_SECONDS (", absl::FormatDuration(c.lease),

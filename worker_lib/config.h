@@ -91,6 +91,20 @@ struct WorkerConfig {
   // override it. KOLO_ADDR wins over KOLO_IFACE.
   std::string data_addr;   // KOLO_ADDR: advertise exactly this IP
   std::string data_iface;  // KOLO_IFACE: advertise this interface's IPv4
+  // KOLO_TIMEOUT_SECONDS (alias HOROVOD_GLOO_TIMEOUT_SECONDS): a data-plane
+  // wait fails after this long without any byte moving (an inactivity
+  // deadline, not a bound on large transfers). Longer than the heartbeat
+  // timeout, so that the coordinator, not a neighbour, says who failed.
+  absl::Duration data_timeout = absl::Seconds(30);
+  // KOLO_SPIN_US: how long a data-plane wait polls before it blocks. Spinning
+  // pays only when every local rank has a core: with more local ranks than
+  // cores the runtime does not spin at all (DESIGN.md's waiting policy).
+  absl::Duration spin = absl::Microseconds(50);
+  // KOLO_SMALL_ALLREDUCE_BYTES: allreduces up to this size use the
+  // latency-optimal algorithm (direct exchange / recursive doubling), larger
+  // ones the pipelined ring. 64 KiB: where the ring's extra steps start to
+  // cost less than sending the whole buffer log2(n) times.
+  int64_t small_allreduce_bytes = 64 * 1024;
 
   // --- Logging --------------------------------------------------------------
   // KOLO_LOG_LEVEL (alias HOROVOD_LOG_LEVEL): warn by default so a healthy

@@ -23,6 +23,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "allreduce/types.h"
 
 namespace kolo {
 
@@ -57,6 +59,42 @@ std::string data_address();
 // kAborted if the job ends meanwhile.
 absl::StatusOr<std::vector<std::string>> control_allgather(
     absl::string_view key, absl::string_view value, absl::Duration timeout);
+
+// ---- Blocking collectives on host buffers --------------------------------
+// They run directly on the data plane, in call order: every rank must call
+// the same collectives in the same order with matching arguments (the
+// negotiated runtime of a later issue lifts this). Counts are in elements of
+// `type`. Bad arguments (counts that do not match splits, a root out of
+// range, average of bools, ...) fail with kInvalidArgument before any byte
+// moves; a peer that vanishes fails the call naming it, within
+// KOLO_TIMEOUT_SECONDS at most.
+
+// output = op over every rank's input (in place when input == output).
+// Each input is multiplied by `prescale` first and the result by
+// `postscale`; average divides by size() (integers truncate toward zero).
+absl::Status allreduce(const void* input, void* output, int64_t count,
+                       DataType type, ReduceOp op = ReduceOp::kSum,
+                       double prescale = 1.0, double postscale = 1.0);
+// Concatenates every rank's input in rank order; counts[r] is rank r's
+// count (counts[rank()] == count), output holds their sum.
+absl::Status allgather(const void* input, int64_t count, DataType type,
+                       absl::Span<const int64_t> counts, void* output);
+// Copies root's buffer to every rank.
+absl::Status broadcast(void* buffer, int64_t count, DataType type, int root);
+// Sends send_splits[r] elements (consecutive blocks of input) to rank r and
+// receives recv_splits[r] elements from rank r into consecutive blocks of
+// output.
+absl::Status alltoall(const void* input, DataType type,
+                      absl::Span<const int64_t> send_splits, void* output,
+                      absl::Span<const int64_t> recv_splits);
+// Reduces every rank's input (sum of counts elements) and gives rank r the
+// counts[r] elements of the result that start at counts[0] + ... +
+// counts[r-1].
+absl::Status reducescatter(const void* input, int64_t count, DataType type,
+                           absl::Span<const int64_t> counts, void* output,
+                           ReduceOp op = ReduceOp::kSum);
+// Returns once every rank has entered it.
+absl::Status barrier();
 
 }  // namespace kolo
 

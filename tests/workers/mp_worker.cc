@@ -8,17 +8,21 @@
 //   wait SECONDS (the lease
 //                            is expected to end the process first)
 //   init-only                init and report the status (exit 3 on failure)
+//   collectives              every blocking collective with exact expected
+//                            values; prints COLL_OK, or COLL_FAIL and exits 4
 // Every wait is bounded; nothing here can hang a test run.
 #include <signal.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
@@ -72,6 +76,137 @@ int Topology() {
   return 0;
 }
 
+// Exact checks of every blocking collective. Inputs are small integers, so
+// every partial result is exact in every dtype used.
+int Collectives() {
+  const int r = kolo::rank(), n = kolo::size();
+  std::string failures;
+  auto check = [&](bool ok, const std::string& what) {
+    if (!ok) failures += what + "; ";
+  };
+  auto ok = [&](const absl::Status& st, const std::string& what) {
+    if (!st.ok()) failures += what + ": " + st.ToString() + "; ";
+    return st.ok();
+  };
+  // allreduce, int32 sum, small (recursive doubling) and large (ring) sizes.
+  for (int64_t count : {int64_t{0}, int64_t{1}, int64_t{7}, int64_t{4099},
+                        int64_t{(1 << 20) + 3}}) {
+    std::vector<int32_t> in(count), out(count);
+    for (int64_t i = 0; i < count; ++i)
+      in[i] = static_cast<int32_t>((i % 13) + r);
+    if (!ok(kolo::allreduce(in.data(), out.data(), count,
+                            kolo::DataType::kInt32),
+            "allreduce int32 " + std::to_string(count))) {
+      continue;
+    }
+    bool good = true;
+    for (int64_t i = 0; i < count; ++i) {
+      good &= out[i] == static_cast<int32_t>((i % 13) * n + n * (n - 1) / 2);
+    }
+    check(good, "allreduce int32 sum " + std::to_string(count) + " wrong");
+  }
+  {  // float32 average in place, and int8 max.
+    std::vector<float> f(4099);
+    for (size_t i = 0; i < f.size(); ++i)
+      f[i] = static_cast<float>(2 * r * n + i % 5);
+    if (ok(kolo::allreduce(f.data(), f.data(), 4099, kolo::DataType::kFloat32,
+                           kolo::ReduceOp::kAverage),
+           "allreduce float32 average")) {
+      bool good = true;
+      for (size_t i = 0; i < f.size(); ++i) {
+        good &= f[i] == static_cast<float>((n - 1) * n + i % 5);
+      }
+      check(good, "allreduce float32 average wrong");
+    }
+    std::vector<int8_t> b(33, static_cast<int8_t>(-r)), out(33);
+    if (ok(kolo::allreduce(b.data(), out.data(), 33, kolo::DataType::kInt8,
+                           kolo::ReduceOp::kMax),
+           "allreduce int8 max")) {
+      check(
+          std::all_of(out.begin(), out.end(), [](int8_t v) { return v == 0; }),
+          "allreduce int8 max wrong");
+    }
+  }
+  {  // allgather with per-rank counts r + 1.
+    std::vector<int64_t> counts(n);
+    int64_t total = 0;
+    for (int i = 0; i < n; ++i) total += counts[i] = i + 1;
+    std::vector<int64_t> in(r + 1, 100 + r), out(total);
+    if (ok(kolo::allgather(in.data(), r + 1, kolo::DataType::kInt64, counts,
+                           out.data()),
+           "allgather")) {
+      bool good = true;
+      int64_t at = 0;
+      for (int i = 0; i < n; ++i) {
+        for (int j = 0; j <= i; ++j) good &= out[at++] == 100 + i;
+      }
+      check(good, "allgather wrong");
+    }
+  }
+  {  // broadcast from the last rank.
+    std::vector<double> v(1000, r == n - 1 ? 3.5 : -1.0);
+    if (ok(kolo::broadcast(v.data(), 1000, kolo::DataType::kFloat64, n - 1),
+           "broadcast")) {
+      check(std::all_of(v.begin(), v.end(), [](double x) { return x == 3.5; }),
+            "broadcast wrong");
+    }
+  }
+  {  // alltoall: rank r sends (p + 1) elements of value 10 * r + p to rank p.
+    std::vector<int64_t> send(n), recv(n);
+    std::vector<int32_t> in, out;
+    for (int p = 0; p < n; ++p) {
+      send[p] = p + 1;
+      recv[p] = r + 1;
+      for (int j = 0; j <= p; ++j) in.push_back(10 * r + p);
+    }
+    out.resize(static_cast<size_t>(n) * (r + 1));
+    if (ok(kolo::alltoall(in.data(), kolo::DataType::kInt32, send, out.data(),
+                          recv),
+           "alltoall")) {
+      bool good = true;
+      for (int p = 0; p < n; ++p) {
+        for (int j = 0; j <= r; ++j) good &= out[p * (r + 1) + j] == 10 * p + r;
+      }
+      check(good, "alltoall wrong");
+    }
+  }
+  {  // reducescatter: rank r gets r + 1 elements of the elementwise sum.
+    std::vector<int64_t> counts(n);
+    int64_t total = 0;
+    for (int i = 0; i < n; ++i) total += counts[i] = i + 1;
+    std::vector<int32_t> in(total), out(r + 1);
+    for (int64_t i = 0; i < total; ++i) in[i] = static_cast<int32_t>(i + r);
+    if (ok(kolo::reducescatter(in.data(), total, kolo::DataType::kInt32, counts,
+                               out.data()),
+           "reducescatter")) {
+      int64_t start = r * (r + 1) / 2;
+      bool good = true;
+      for (int j = 0; j <= r; ++j) {
+        good &=
+            out[j] == static_cast<int32_t>((start + j) * n + n * (n - 1) / 2);
+      }
+      check(good, "reducescatter wrong");
+    }
+  }
+  ok(kolo::barrier(), "barrier");
+  // A caller's mistake fails on this rank with kInvalidArgument, before any
+  // byte moves (so the other ranks are not left waiting).
+  bool b = true;
+  absl::Status bad = kolo::allreduce(&b, &b, 1, kolo::DataType::kBool,
+                                     kolo::ReduceOp::kAverage);
+  check(bad.code() == absl::StatusCode::kInvalidArgument,
+        "bool average not refused");
+  if (!failures.empty()) {
+    std::printf("COLL_FAIL rank=%d %s\n", r, failures.c_str());
+    std::fflush(stdout);
+    return 4;
+  }
+  std::printf("COLL_OK rank=%d size=%d\n", r, n);
+  std::fflush(stdout);
+  absl::Status st = kolo::shutdown();
+  return st.ok() ? 0 : Fail("shutdown", st);
+}
+
 int SpawnAndSleep(const std::string& dir) {
   pid_t child = fork();
   if (child == 0) {
@@ -107,6 +242,7 @@ int main(int argc, char** argv) {
     return st.ok() ? 0 : Fail("shutdown", st);
   }
   if (mode == "topology") return Topology();
+  if (mode == "collectives") return Collectives();
   if (mode == "die" || mode == "exit") {
     int victim = ArgInt(argc, argv, 2);
     if (kolo::rank() == victim) {

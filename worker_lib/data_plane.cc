@@ -1,0 +1,106 @@
+#include "worker_lib/data_plane.h"
+
+#include <algorithm>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "allreduce/tcp/tcp_transport.h"
+
+namespace kolo::worker {
+
+absl::StatusOr<std::unique_ptr<DataPlane>> DataPlane::Connect(
+    const WorkerConfig& config, const proto::Membership& membership,
+    uint64_t epoch, int listen_fd, absl::Time deadline) {
+  TcpOptions o;
+  o.rank = membership.rank();
+  o.size = membership.size();
+  o.epoch = epoch;
+  o.job_id = config.job_id;
+  for (const proto::Peer& p : membership.peers()) {
+    o.worker_ids.push_back(p.worker_id());
+    o.addresses.push_back(p.data_address());
+  }
+  o.secret = config.secret;
+  o.listen_fd = listen_fd;
+  o.timeout = config.data_timeout;
+  // DESIGN.md's waiting policy: spin only when every local rank has a core.
+  const int cores =
+      static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  o.spin =
+      membership.local_size() <= cores ? config.spin : absl::ZeroDuration();
+  o.connect_timeout = std::max(deadline - absl::Now(), absl::Seconds(1));
+  auto transport = TcpTransport::Create(o);
+  if (!transport.ok()) {
+    return absl::Status(
+        transport.status().code(),
+        absl::StrCat("rank ", o.rank, " (worker ", config.worker_id,
+                     ") could not connect its data plane: ",
+                     transport.status().message()));
+  }
+  AlgorithmOptions algorithms;
+  algorithms.small_bytes = static_cast<size_t>(config.small_allreduce_bytes);
+  return std::make_unique<DataPlane>(*std::move(transport), algorithms);
+}
+
+void DataPlane::Begin() { transport_->BeginOperation(next_seq_++); }
+
+absl::Status DataPlane::Allreduce(DataType type, const void* input,
+                                  void* output, int64_t count,
+                                  const ReduceOptions& reduce) {
+  MutexLock lock(&mu_);
+  Begin();
+  return kolo::Allreduce(*transport_, type, input, output, count, reduce,
+                         algorithms_);
+}
+
+absl::Status DataPlane::Allgather(DataType type, const void* input,
+                                  int64_t count,
+                                  absl::Span<const int64_t> counts,
+                                  void* output) {
+  MutexLock lock(&mu_);
+  Begin();
+  return kolo::Allgather(*transport_, type, input, count, counts, output,
+                         algorithms_);
+}
+
+absl::Status DataPlane::Broadcast(DataType type, void* data, int64_t count,
+                                  int root) {
+  MutexLock lock(&mu_);
+  Begin();
+  return kolo::Broadcast(*transport_, type, data, count, root, algorithms_);
+}
+
+absl::Status DataPlane::Alltoall(DataType type, const void* input,
+                                 absl::Span<const int64_t> send_splits,
+                                 void* output,
+                                 absl::Span<const int64_t> recv_splits) {
+  int64_t count = 0;
+  for (int64_t s : send_splits) count += s;
+  MutexLock lock(&mu_);
+  Begin();
+  return kolo::Alltoall(*transport_, type, input, count, send_splits, output,
+                        recv_splits);
+}
+
+absl::Status DataPlane::Reducescatter(DataType type, const void* input,
+                                      int64_t count,
+                                      absl::Span<const int64_t> counts,
+                                      void* output,
+                                      const ReduceOptions& reduce) {
+  MutexLock lock(&mu_);
+  Begin();
+  return kolo::Reducescatter(*transport_, type, input, count, counts, output,
+                             reduce, algorithms_);
+}
+
+absl::Status DataPlane::Barrier() {
+  MutexLock lock(&mu_);
+  Begin();
+  return kolo::Barrier(*transport_);
+}
+
+void DataPlane::Abort(absl::Status why) { transport_->Abort(std::move(why)); }
+
+}  // namespace kolo::worker

@@ -1,0 +1,69 @@
+// DataPlane: this worker's side of the collectives for one epoch — the TCP
+// transport to every peer of the epoch's membership, and the blocking
+// collectives of include/kolo/kolo.h run on it, one at a time, in call order.
+// (The negotiated runtime of a later issue puts ordering across ranks in
+// front of it; until then every rank must call the collectives in the same
+// order, as with Gloo.)
+//
+// Thread-safety: every method may be called from any thread; collectives are
+// serialised by an internal mutex. Abort() never waits for that mutex.
+// Lifetime: built after the Membership arrived; destroyed (closing every
+// data connection) when the worker shuts down.
+#ifndef KOLO_WORKER_LIB_DATA_PLANE_H_
+#define KOLO_WORKER_LIB_DATA_PLANE_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "allreduce/collectives.h"
+#include "allreduce/transport.h"
+#include "common/mutex.h"
+#include "proto/kolo.pb.h"
+#include "worker_lib/config.h"
+
+namespace kolo::worker {
+
+class DataPlane {
+ public:
+  // Connects to every peer of `membership` (epoch `epoch`), accepting on the
+  // borrowed listening socket `listen_fd`, until `deadline`.
+  static absl::StatusOr<std::unique_ptr<DataPlane>> Connect(
+      const WorkerConfig& config, const proto::Membership& membership,
+      uint64_t epoch, int listen_fd, absl::Time deadline);
+
+  absl::Status Allreduce(DataType type, const void* input, void* output,
+                         int64_t count, const ReduceOptions& reduce);
+  absl::Status Allgather(DataType type, const void* input, int64_t count,
+                         absl::Span<const int64_t> counts, void* output);
+  absl::Status Broadcast(DataType type, void* data, int64_t count, int root);
+  absl::Status Alltoall(DataType type, const void* input,
+                        absl::Span<const int64_t> send_splits, void* output,
+                        absl::Span<const int64_t> recv_splits);
+  absl::Status Reducescatter(DataType type, const void* input, int64_t count,
+                             absl::Span<const int64_t> counts, void* output,
+                             const ReduceOptions& reduce);
+  absl::Status Barrier();
+
+  // Makes every current and later collective fail with `why` at once.
+  void Abort(absl::Status why);
+
+  DataPlane(std::unique_ptr<Transport> transport, AlgorithmOptions algorithms)
+      : transport_(std::move(transport)), algorithms_(algorithms) {}
+
+ private:
+  // Stamps the next plan sequence number on the transport.
+  void Begin() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const std::unique_ptr<Transport> transport_;  // Abort() is thread-safe
+  const AlgorithmOptions algorithms_;
+  Mutex mu_;
+  uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
+};
+
+}  // namespace kolo::worker
+
+#endif  // KOLO_WORKER_LIB_DATA_PLANE_H_
