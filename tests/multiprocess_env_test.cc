@@ -216,6 +216,35 @@ TEST(EnvStart, SilentRank0MakesOthersExitWithinTheLease) {
   ExpectOthersExitWhenRank0Gets(SIGSTOP, Scaled(absl::Seconds(8)));
 }
 
+TEST(EnvStart, WorkerKilledMidAllreduce) {
+  // Rank 1 of 3 dies in the middle of a stream of 1 MiB allreduces: the
+  // others' calls fail within seconds, naming rank 1. (No launcher here, so
+  // nobody stops the survivors for them: they must notice by themselves.)
+  std::string secret = WriteSecret("kill_secret", "kill-secret");
+  std::string port = std::to_string(FreePort());
+  auto workers =
+      StartWorkers(3, [&](int r) { return TorchrunEnv(r, 3, port, secret); },
+                   {"kill-mid-allreduce", "1", "20"});
+  ASSERT_TRUE(workers[1]->Wait(Scaled(absl::Seconds(60))).ok())
+      << workers[1]->output();
+  EXPECT_EQ(workers[1]->exit_info().signal, SIGKILL)
+      << workers[1]->exit_info().ToString() << workers[1]->output();
+  const absl::Time died = absl::Now();
+  for (int r : {0, 2}) {
+    Subprocess& w = *workers[r];
+    ASSERT_TRUE(w.Wait(Scaled(absl::Seconds(15))).ok())
+        << "rank " << r << " still running:\n"
+        << w.output();
+    EXPECT_EQ(w.exit_info().code, 5) << w.exit_info().ToString() << w.output();
+    EXPECT_NE(w.output().find("ALLREDUCE_FAILED"), std::string::npos)
+        << w.output();
+    EXPECT_NE(w.output().find("rank 1"), std::string::npos) << w.output();
+  }
+  // Well within KOLO_TIMEOUT_SECONDS (30 s): a closed connection is seen at
+  // once, not by the inactivity deadline.
+  EXPECT_LT(absl::Now() - died, Scaled(absl::Seconds(10)));
+}
+
 TEST(EnvStart, Slurm) {
   const int n = 2;
   std::string secret = WriteSecret("slurm_secret", "slurm-secret-1");

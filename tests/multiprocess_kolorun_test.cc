@@ -163,6 +163,23 @@ TEST(Kolorun, KilledWorkerEndsTheJobNamingIt) {
   EXPECT_NE(p->output().find("signal 9"), std::string::npos) << p->output();
 }
 
+TEST(Kolorun, WorkerKilledMidAllreduceEndsTheJob) {
+  absl::Time start = absl::Now();
+  auto p = RunKolorun(
+      {"-np", "3", Bin("kolo-mp-worker"), "kill-mid-allreduce", "1", "20"},
+      absl::Seconds(60));
+  EXPECT_TRUE(p->exit_info().exited);
+  EXPECT_NE(p->exit_info().code, 0) << p->output();
+  EXPECT_LT(absl::Now() - start, Scaled(absl::Seconds(30)));
+  // kolorun names the first failure it sees: usually w1 killed by signal 9,
+  // but a survivor's own failure (its allreduce ended with an error naming
+  // rank 1) can be reaped first. Either way rank 1 is named. The survivors'
+  // errors themselves are checked in multiprocess_env_test.
+  EXPECT_NE(p->output().find("kolorun: worker w"), std::string::npos)
+      << p->output();
+  EXPECT_NE(p->output().find("rank 1"), std::string::npos) << p->output();
+}
+
 TEST(Kolorun, FailingWorkerExitCodeNamed) {
   auto p = RunKolorun({"-np", "3", Bin("kolo-mp-worker"), "exit", "2", "7"},
                       absl::Seconds(60));

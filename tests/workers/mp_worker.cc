@@ -8,6 +8,9 @@
 //   wait SECONDS (the lease
 //                            is expected to end the process first)
 //   init-only                init and report the status (exit 3 on failure)
+//   kill-mid-allreduce V N   allreduce 1 MiB in a loop; rank V kills itself
+//                            with SIGKILL at iteration N; the others print
+//                            ALLREDUCE_FAILED with the error and exit 5
 //   collectives              every blocking collective with exact expected
 //                            values; prints COLL_OK, or COLL_FAIL and exits 4
 // Every wait is bounded; nothing here can hang a test run.
@@ -207,6 +210,25 @@ int Collectives() {
   return st.ok() ? 0 : Fail("shutdown", st);
 }
 
+int KillMidAllreduce(int victim, int at) {
+  const int r = kolo::rank();
+  std::vector<float> buf(1 << 18, 1.0f);  // 1 MiB: the ring path
+  for (int i = 0; i < 1000000; ++i) {
+    if (r == victim && i == at) raise(SIGKILL);
+    absl::Status st = kolo::allreduce(buf.data(), buf.data(),
+                                      static_cast<int64_t>(buf.size()),
+                                      kolo::DataType::kFloat32);
+    if (!st.ok()) {
+      std::printf("ALLREDUCE_FAILED rank=%d iteration=%d: %s\n", r, i,
+                  st.ToString().c_str());
+      std::fflush(stdout);
+      std::_Exit(5);
+    }
+    std::fill(buf.begin(), buf.end(), 1.0f);
+  }
+  return 0;
+}
+
 int SpawnAndSleep(const std::string& dir) {
   pid_t child = fork();
   if (child == 0) {
@@ -243,6 +265,9 @@ int main(int argc, char** argv) {
   }
   if (mode == "topology") return Topology();
   if (mode == "collectives") return Collectives();
+  if (mode == "kill-mid-allreduce") {
+    return KillMidAllreduce(ArgInt(argc, argv, 2), ArgInt(argc, argv, 3));
+  }
   if (mode == "die" || mode == "exit") {
     int victim = ArgInt(argc, argv, 2);
     if (kolo::rank() == victim) {
