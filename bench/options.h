@@ -1,0 +1,75 @@
+// BenchOptions: kolo-bench's command line, parsed once into one struct.
+//
+//   kolo-bench [--op allreduce|allgather|broadcast|alltoall|reducescatter]
+//              [--dtype float32] [--reduce sum] [--min-bytes 4]
+//              [--max-bytes 64M] [--factor 4] [--iters N | --seconds 1]
+//              [--warmup 3] [--root 0] [--inplace] [--json FILE]
+//              [--corrupt-rank R]
+//
+// Sizes take K, M, G suffixes (powers of 1024, as nccl-tests). Every size is
+// the nccl-tests "size": the allreduce/broadcast buffer, allgather's output,
+// reducescatter's input, alltoall's per-rank input; it is rounded down to a
+// whole number of elements (and, for allgather/alltoall/reducescatter, of
+// elements per rank) at run time. --corrupt-rank flips one output byte on
+// that rank after the last iteration, to prove the result check fails.
+//
+// Thread-safety: pure functions.
+#ifndef KOLO_BENCH_OPTIONS_H_
+#define KOLO_BENCH_OPTIONS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "allreduce/types.h"
+
+namespace kolo::bench {
+
+enum class Collective {
+  kAllreduce,
+  kAllgather,
+  kBroadcast,
+  kAlltoall,
+  kReducescatter
+};
+absl::string_view CollectiveName(Collective op);
+
+struct BenchOptions {
+  Collective op = Collective::kAllreduce;
+  DataType dtype = DataType::kFloat32;
+  ReduceOp reduce = ReduceOp::kSum;  // allreduce and reducescatter only
+  int64_t min_bytes = 4;
+  int64_t max_bytes = int64_t{64} << 20;
+  double factor = 4;   // each size is the previous one times this (> 1)
+  int64_t iters = 0;   // > 0: exactly this many timed iterations per size
+  double seconds = 1;  // iters == 0: about this long per size (>= 5 iters)
+  int warmup = 3;      // untimed iterations per size
+  int root = 0;        // broadcast root
+  bool inplace = false;
+  std::string json_path;  // "" = no JSON
+  int corrupt_rank = -1;  // -1 = none
+  bool help = false;
+};
+
+// Parses argv[1..argc). Unknown flags, missing or bad values, min > max,
+// factor <= 1, and a reduce op or --inplace that the collective does not
+// take are kInvalidArgument naming the flag and what is accepted.
+absl::StatusOr<BenchOptions> ParseBenchOptions(
+    const std::vector<std::string>& args);
+
+// "64M" -> 67108864, "1K" -> 1024, "4" -> 4; kInvalidArgument otherwise.
+absl::StatusOr<int64_t> ParseBytes(absl::string_view text);
+
+// The sizes from min to max: min, min*factor, ... (each rounded down to an
+// integer, strictly increasing), never above max.
+std::vector<int64_t> SizeSeries(int64_t min_bytes, int64_t max_bytes,
+                                double factor);
+
+// The usage text.
+std::string Usage();
+
+}  // namespace kolo::bench
+
+#endif  // KOLO_BENCH_OPTIONS_H_

@@ -1,0 +1,76 @@
+#include "bench/report.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace kolo::bench {
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  const size_t mid = v.size() / 2;
+  std::nth_element(v.begin(), v.begin() + mid, v.end());
+  if (v.size() % 2 == 1) return v[mid];
+  const double upper = v[mid];
+  const double lower = *std::max_element(v.begin(), v.begin() + mid);
+  return (lower + upper) / 2;
+}
+
+double BusFactor(Collective op, int n) {
+  if (n <= 0) return 0;
+  switch (op) {
+    case Collective::kAllreduce:
+      return 2.0 * (n - 1) / n;
+    case Collective::kAllgather:
+    case Collective::kReducescatter:
+    case Collective::kAlltoall:
+      return static_cast<double>(n - 1) / n;
+    case Collective::kBroadcast:
+      return 1;
+  }
+  return 0;
+}
+
+void ComputeBandwidth(Collective op, Row& row) {
+  row.algbw = row.time_us > 0
+                  ? static_cast<double>(row.bytes) / (row.time_us * 1e3)
+                  : 0;
+  row.busbw = row.algbw * BusFactor(op, row.ranks);
+}
+
+std::string TableHeader() {
+  return absl::StrFormat(
+      "# %12s %12s %9s %8s %12s %10s %10s %7s %6s\n"
+      "# %12s %12s %9s %8s %12s %10s %10s %7s %6s\n",
+      "size", "count", "dtype", "reduce", "time", "algbw", "busbw", "iters",
+      "check", "(B)", "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)", "", "");
+}
+
+std::string TableLine(const Row& row) {
+  return absl::StrFormat(
+      "  %12d %12d %9s %8s %12.1f %10.3f %10.3f %7d %6s\n", row.bytes,
+      row.count, row.dtype, row.reduce.empty() ? "-" : row.reduce, row.time_us,
+      row.algbw, row.busbw, row.iters, row.check_ok ? "ok" : "FAIL");
+}
+
+std::string ToJson(const std::vector<Row>& rows) {
+  std::string out = "[\n";
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Row& r = rows[i];
+    absl::StrAppendFormat(
+        &out,
+        "  {\"op\": \"%s\", \"ranks\": %d, \"size_bytes\": %d, \"count\": %d, "
+        "\"dtype\": \"%s\", \"reduce\": \"%s\", \"inplace\": %s, "
+        "\"iters\": %d, \"time_us\": %.3f, \"min_rank_time_us\": %.3f, "
+        "\"algbw_gbps\": %.6f, \"busbw_gbps\": %.6f, \"check\": \"%s\"}%s\n",
+        r.op, r.ranks, r.bytes, r.count, r.dtype, r.reduce,
+        r.inplace ? "true" : "false", r.iters, r.time_us, r.min_time_us,
+        r.algbw, r.busbw, r.check_ok ? "ok" : "fail",
+        i + 1 < rows.size() ? "," : "");
+  }
+  out += "]\n";
+  return out;
+}
+
+}  // namespace kolo::bench

@@ -1,0 +1,52 @@
+// Report: kolo-bench's figures for one size — the statistics (per-rank
+// median, then max over ranks), bandwidths in the nccl-tests convention, and
+// their text and JSON forms.
+//
+// Thread-safety: pure functions on values.
+#ifndef KOLO_BENCH_REPORT_H_
+#define KOLO_BENCH_REPORT_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "bench/options.h"
+
+namespace kolo::bench {
+
+struct Row {
+  std::string op;
+  int ranks = 0;
+  int64_t bytes = 0;  // the nccl-tests size actually used
+  int64_t count = 0;  // elements of that size
+  std::string dtype;
+  std::string reduce;  // "" for data-movement collectives
+  bool inplace = false;
+  int64_t iters = 0;
+  double time_us = 0;      // max over ranks of each rank's median
+  double min_time_us = 0;  // min over ranks of each rank's median
+  double algbw = 0;        // GB/s, GB = 1e9 B
+  double busbw = 0;
+  bool check_ok = false;
+};
+
+// Median of `v` (mean of the middle two for even sizes); 0 when empty.
+double Median(std::vector<double> v);
+
+// busbw / algbw for `op` on n ranks: 2(n-1)/n allreduce; (n-1)/n allgather,
+// reducescatter, alltoall; 1 broadcast.
+double BusFactor(Collective op, int n);
+
+// Fills algbw and busbw from bytes and time_us.
+void ComputeBandwidth(Collective op, Row& row);
+
+// The table: a header (two lines starting with '#') and one line per row.
+std::string TableHeader();
+std::string TableLine(const Row& row);
+
+// A JSON array with one object per row (keys as the Row fields).
+std::string ToJson(const std::vector<Row>& rows);
+
+}  // namespace kolo::bench
+
+#endif  // KOLO_BENCH_REPORT_H_

@@ -1,0 +1,125 @@
+// kolo-bench under kolorun: every collective on 1-3 ranks over a few sizes
+// (including 0 and sizes that do not split evenly) passes its result check
+// and writes one JSON record per size; a corrupted result on one rank makes
+// the run fail, naming that rank and element.
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "gtest/gtest.h"
+#include "tests/testing/subprocess.h"
+#include "tests/testing/timeouts.h"
+
+namespace kolo::testing {
+namespace {
+
+std::string Bin(const std::string& name) { return BinDir() + "/" + name; }
+
+struct BenchRun {
+  int exit_code = -1;
+  std::string output;
+  std::string json;
+};
+
+BenchRun Bench(int n, std::vector<std::string> flags) {
+  const std::string json = (std::filesystem::temp_directory_path() /
+                            absl::StrCat("kolo_bench_test_", getpid(), ".json"))
+                               .string();
+  std::filesystem::remove(json);
+  std::vector<std::string> argv = {Bin("kolorun"),    "-np",
+                                   std::to_string(n), Bin("kolo-bench"),
+                                   "--json",          json};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  Subprocess p(argv);
+  BenchRun run;
+  absl::Status st = p.Start();
+  EXPECT_TRUE(st.ok()) << st;
+  st = p.Wait(Scaled(absl::Seconds(120)));
+  EXPECT_TRUE(st.ok()) << st;
+  run.exit_code = p.exit_info().exited ? p.exit_info().code : -1;
+  run.output = p.output();
+  std::ifstream in(json);
+  std::stringstream text;
+  text << in.rdbuf();
+  run.json = text.str();
+  std::filesystem::remove(json);
+  return run;
+}
+
+int Count(const std::string& text, const std::string& needle) {
+  int found = 0;
+  for (size_t at = text.find(needle); at != std::string::npos;
+       at = text.find(needle, at + 1)) {
+    ++found;
+  }
+  return found;
+}
+
+class BenchWorld : public ::testing::TestWithParam<int> {};
+
+TEST_P(BenchWorld, EveryCollectivePassesItsCheck) {
+  const int n = GetParam();
+  for (const char* op :
+       {"allreduce", "allgather", "broadcast", "alltoall", "reducescatter"}) {
+    // 0, 3, 72, 1728 and 41472 B, float32 (3 B rounds down to 0 elements
+    // and runs once): tiny, not multiples of n elements, past the
+    // small-allreduce threshold only at the top.
+    BenchRun run =
+        Bench(n, {"--op", op, "--min-bytes", "0", "--max-bytes", "100K",
+                  "--factor", "24", "--iters", "3", "--warmup", "1"});
+    const std::string what = absl::StrCat(op, " on ", n, " ranks");
+    ASSERT_EQ(run.exit_code, 0) << what << "\n" << run.output;
+    EXPECT_EQ(Count(run.output, " ok\n"), Count(run.json, "\"check\": \"ok\""))
+        << what << "\n"
+        << run.output;
+    EXPECT_GE(Count(run.json, "\"check\": \"ok\""), 4) << what << run.json;
+    EXPECT_EQ(Count(run.json, "\"check\": \"fail\""), 0) << run.json;
+    EXPECT_EQ(Count(run.json, absl::StrCat("\"ranks\": ", n)),
+              Count(run.json, "\"op\": "))
+        << run.json;
+    EXPECT_NE(run.json.find("\"size_bytes\": 0,"), std::string::npos)
+        << run.json;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Sizes, BenchWorld, ::testing::Values(1, 2, 3));
+
+TEST(Bench, OtherTypesOpsAndInPlace) {
+  for (std::vector<std::string> flags : std::vector<std::vector<std::string>>{
+           {"--dtype", "float16", "--reduce", "average"},
+           {"--dtype", "int8", "--reduce", "product", "--inplace"},
+           {"--dtype", "bool", "--reduce", "min"},
+           {"--op", "reducescatter", "--dtype", "bfloat16", "--reduce", "max"},
+           {"--op", "broadcast", "--root", "2", "--dtype", "uint8"}}) {
+    flags.insert(flags.end(),
+                 {"--max-bytes", "300K", "--factor", "16", "--iters", "2"});
+    BenchRun run = Bench(3, flags);
+    ASSERT_EQ(run.exit_code, 0) << absl::StrJoin(flags, " ") << "\n"
+                                << run.output;
+    EXPECT_EQ(Count(run.json, "\"check\": \"fail\""), 0) << run.json;
+  }
+}
+
+TEST(Bench, CorruptedResultFailsTheRun) {
+  BenchRun run = Bench(3, {"--corrupt-rank", "1", "--min-bytes", "1K",
+                           "--max-bytes", "1K", "--iters", "2"});
+  EXPECT_NE(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("CHECK FAILED: allreduce of 1024 B on rank 1 of 3:"
+                            " element 0"),
+            std::string::npos)
+      << run.output;
+}
+
+TEST(Bench, BadFlagIsRefusedBeforeAnyWork) {
+  Subprocess p({Bin("kolo-bench"), "--op", "allsum"});
+  ASSERT_TRUE(p.Start().ok());
+  ASSERT_TRUE(p.Wait(Scaled(absl::Seconds(30))).ok());
+  EXPECT_EQ(p.exit_info().code, 2);
+  EXPECT_NE(p.output().find("unknown collective 'allsum'"), std::string::npos)
+      << p.output();
+}
+
+}  // namespace
+}  // namespace kolo::testing
