@@ -245,6 +245,45 @@ TEST(EnvStart, WorkerKilledMidAllreduce) {
   EXPECT_LT(absl::Now() - died, Scaled(absl::Seconds(10)));
 }
 
+TEST(EnvStart, WorkerStoppedMidAllreduceEndsTheJobThroughTheCoordinator) {
+  // Rank 1 of 3 stops (SIGSTOP) in the middle of a stream of 1 MiB
+  // allreduces: its sockets stay open, so no connection error tells the
+  // others. The coordinator misses its heartbeats (timeout 2 s here) and
+  // ends the job; that must abort the survivors' blocked allreduces at once,
+  // naming rank 1 — long before the 30 s inactivity deadline.
+  std::string secret = WriteSecret("stop_secret", "stop-secret");
+  std::string port = std::to_string(FreePort());
+  auto workers = StartWorkers(3,
+                              [&](int r) {
+                                Env env = TorchrunEnv(r, 3, port, secret);
+                                env["KOLO_HEARTBEAT_TIMEOUT_SECONDS"] = "2";
+                                env["KOLO_TIMEOUT_SECONDS"] = "30";
+                                return env;
+                              },
+                              {"stop-mid-allreduce", "1", "20"});
+  Subprocess& victim = *workers[1];
+  // Rank 1 stopping itself is not observable from here except by the
+  // others' failure; bound everything by the 30 s deadline it must beat.
+  const absl::Time start = absl::Now();
+  for (int r : {0, 2}) {
+    Subprocess& w = *workers[r];
+    ASSERT_TRUE(w.Wait(Scaled(absl::Seconds(25))).ok())
+        << "rank " << r << " still running:\n"
+        << w.output();
+    EXPECT_EQ(w.exit_info().code, 5) << w.exit_info().ToString() << w.output();
+    EXPECT_NE(w.output().find("ALLREDUCE_FAILED"), std::string::npos)
+        << w.output();
+    EXPECT_NE(w.output().find("rank 1"), std::string::npos) << w.output();
+    EXPECT_EQ(w.output().find("KOLO_TIMEOUT_SECONDS"), std::string::npos)
+        << "ended by the inactivity deadline, not by the coordinator:\n"
+        << w.output();
+  }
+  EXPECT_LT(absl::Now() - start, Scaled(absl::Seconds(20)));
+  victim.Signal(SIGKILL);
+  victim.Signal(SIGCONT);
+  ASSERT_TRUE(victim.Wait(Scaled(absl::Seconds(10))).ok());
+}
+
 TEST(EnvStart, Slurm) {
   const int n = 2;
   std::string secret = WriteSecret("slurm_secret", "slurm-secret-1");

@@ -152,6 +152,13 @@ absl::StatusOr<std::unique_ptr<Runtime>> StartRuntime(
     return data.status();
   }
   rt->data = *std::move(data);
+  // The job ending (or the coordinator lost) fails collectives at once with
+  // the coordinator's reason, rather than after KOLO_TIMEOUT_SECONDS of
+  // waiting on peers that will never send.
+  rt->client->OnTerminal([weak = std::weak_ptr<worker::DataPlane>(rt->data)](
+                             const absl::Status& why) {
+    if (std::shared_ptr<worker::DataPlane> d = weak.lock()) d->Abort(why);
+  });
   return rt;
 }
 

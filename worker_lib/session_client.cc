@@ -216,4 +216,9 @@ absl::Status SessionClient::Shutdown(absl::Duration timeout) {
 
 absl::Status SessionClient::health() const { return reactor_->health(); }
 
+void SessionClient::OnTerminal(
+    std::function<void(const absl::Status&)> observer) {
+  reactor_->OnTerminal(std::move(observer));
+}
+
 }  // namespace kolo::worker

@@ -32,6 +32,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -109,6 +110,14 @@ class SessionClient {
 
   // The terminal error, OK while the session is healthy (for tests/logs).
   absl::Status health() const;
+
+  // Calls `observer` once with the terminal error (the job ended, the
+  // coordinator was lost, or Shutdown) — at once if the session already
+  // ended. The API uses it to abort the data plane, so that collectives
+  // blocked on peers fail with the coordinator's reason instead of waiting
+  // for the inactivity deadline. `observer` runs under the session's lock on
+  // a gRPC or kolo thread: it must be quick and must not call this client.
+  void OnTerminal(std::function<void(const absl::Status&)> observer);
 
  private:
   // Never null; destroyed only after gRPC's OnDone (else leaked, logged).

@@ -170,6 +170,14 @@ void SessionClient::Reactor::Fail(absl::Status status, bool lost) {
   terminal_ = std::move(status);
   lost_ = lost;
   cv_.SignalAll();
+  if (on_terminal_) on_terminal_(terminal_);
+}
+
+void SessionClient::Reactor::OnTerminal(
+    std::function<void(const absl::Status&)> observer) {
+  MutexLock lock(&mu_);
+  on_terminal_ = std::move(observer);
+  if (!terminal_.ok() && on_terminal_) on_terminal_(terminal_);
 }
 
 void SessionClient::Reactor::Handle(const proto::CoordinatorMessage& msg) {

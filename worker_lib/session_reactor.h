@@ -22,6 +22,7 @@
 #define KOLO_WORKER_LIB_SESSION_REACTOR_H_
 
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -74,6 +75,9 @@ class SessionClient::Reactor final
     MutexLock lock(&mu_);
     return terminal_;
   }
+  // See SessionClient::OnTerminal.
+  void OnTerminal(std::function<void(const absl::Status&)> observer)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   void OnReadDone(bool ok) override;
   void OnWriteDone(bool ok) override;
@@ -128,6 +132,8 @@ class SessionClient::Reactor final
   absl::flat_hash_map<std::string, std::optional<std::vector<std::string>>>
       exchanges_ ABSL_GUARDED_BY(mu_);
   absl::Status terminal_ ABSL_GUARDED_BY(mu_);
+  // Told the terminal error once, under mu_ (it must not call back in).
+  std::function<void(const absl::Status&)> on_terminal_ ABSL_GUARDED_BY(mu_);
   bool lost_ ABSL_GUARDED_BY(mu_) = false;  // terminal_ is a lost coordinator
   bool done_ ABSL_GUARDED_BY(mu_) = false;  // OnDone ran
   bool hold_released_ ABSL_GUARDED_BY(mu_) = false;

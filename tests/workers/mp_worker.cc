@@ -1,18 +1,21 @@
 // kolo-mp-worker: the program the multi-process tests run under kolorun or
 // an env start (torchrun/Slurm/Open MPI style). One mode per behaviour:
-//   topology                 init, print a TOPO line, agree on worker ids,
-//   shutdown die RANK                 init; RANK kills itself with SIGKILL,
-//   others wait exit RANK CODE           init; RANK exits with CODE, others
-//   wait spawn-and-sleep DIR      init; write pid files for itself and a
-//   grandchild, wait hold SECONDS             init, print INITIALISED, then
-//   wait SECONDS (the lease
-//                            is expected to end the process first)
-//   init-only                init and report the status (exit 3 on failure)
-//   kill-mid-allreduce V N   allreduce 1 MiB in a loop; rank V kills itself
-//                            with SIGKILL at iteration N; the others print
-//                            ALLREDUCE_FAILED with the error and exit 5
-//   collectives              every blocking collective with exact expected
-//                            values; prints COLL_OK, or COLL_FAIL and exits 4
+//   topology: init, print a TOPO line, agree on worker ids, shutdown.
+//   die RANK: init; RANK kills itself with SIGKILL, the others wait.
+//   exit RANK CODE: init; RANK exits with CODE, the others wait.
+//   spawn-and-sleep DIR: init; write pid files for itself and a grandchild,
+//     wait.
+//   hold SECONDS: init, print INITIALISED, then wait SECONDS (the lease is
+//     expected to end the process first).
+//   init-only: init and report the status (exit 3 on failure).
+//   kill-mid-allreduce V N: allreduce 1 MiB in a loop; rank V kills itself
+//     with SIGKILL at iteration N; the others print ALLREDUCE_FAILED with the
+//     error and exit 5.
+//   stop-mid-allreduce V N: the same, but rank V stops itself (SIGSTOP): its
+//     connections stay open, so only the coordinator (missed heartbeats) can
+//     end the others' wait before the inactivity deadline.
+//   collectives: every blocking collective with exact expected values;
+//     prints COLL_OK, or COLL_FAIL and exits 4.
 // Every wait is bounded; nothing here can hang a test run.
 #include <signal.h>
 #include <sys/wait.h>
@@ -210,11 +213,11 @@ int Collectives() {
   return st.ok() ? 0 : Fail("shutdown", st);
 }
 
-int KillMidAllreduce(int victim, int at) {
+int KillMidAllreduce(int victim, int at, int sig) {
   const int r = kolo::rank();
   std::vector<float> buf(1 << 18, 1.0f);  // 1 MiB: the ring path
   for (int i = 0; i < 1000000; ++i) {
-    if (r == victim && i == at) raise(SIGKILL);
+    if (r == victim && i == at) raise(sig);
     absl::Status st = kolo::allreduce(buf.data(), buf.data(),
                                       static_cast<int64_t>(buf.size()),
                                       kolo::DataType::kFloat32);
@@ -222,6 +225,9 @@ int KillMidAllreduce(int victim, int at) {
       std::printf("ALLREDUCE_FAILED rank=%d iteration=%d: %s\n", r, i,
                   st.ToString().c_str());
       std::fflush(stdout);
+      // As a training script would: leave in order, so that rank 0 (which
+      // may host the coordinator) stays until the others heard the reason.
+      (void)kolo::shutdown();
       std::_Exit(5);
     }
     std::fill(buf.begin(), buf.end(), 1.0f);
@@ -265,8 +271,9 @@ int main(int argc, char** argv) {
   }
   if (mode == "topology") return Topology();
   if (mode == "collectives") return Collectives();
-  if (mode == "kill-mid-allreduce") {
-    return KillMidAllreduce(ArgInt(argc, argv, 2), ArgInt(argc, argv, 3));
+  if (mode == "kill-mid-allreduce" || mode == "stop-mid-allreduce") {
+    return KillMidAllreduce(ArgInt(argc, argv, 2), ArgInt(argc, argv, 3),
+                            mode == "kill-mid-allreduce" ? SIGKILL : SIGSTOP);
   }
   if (mode == "die" || mode == "exit") {
     int victim = ArgInt(argc, argv, 2);
