@@ -61,7 +61,12 @@ absl::Status Allgather(Transport& transport, DataType type, const void* input,
   }
   pass.first = rank;
   pass.copy_steps = n - 1;
-  pass.segment_elems = SegmentElements(options.segment_bytes, elem);
+  int64_t largest = 0;
+  for (const ElementRange& chunk : chunks) {
+    largest = std::max(largest, chunk.count);
+  }
+  pass.segment_elems =
+      PipelineSegmentElements(options.segment_bytes, largest, elem);
   return internal::RunRing(transport, pass, "allgather (ring)");
 }
 

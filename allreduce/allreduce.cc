@@ -83,7 +83,8 @@ absl::Status Allreduce(Transport& transport, DataType type, const void* input,
     pass.first = PositiveMod(transport.rank() - 1, n);
     pass.reduce_steps = n - 1;
     pass.copy_steps = n - 1;
-    pass.segment_elems = SegmentElements(options.segment_bytes, elem);
+    pass.segment_elems = PipelineSegmentElements(
+        options.segment_bytes, pass.blocks.front().count, elem);
     if (absl::Status s = internal::RunRing(transport, pass, "allreduce (ring)");
         !s.ok()) {
       return s;

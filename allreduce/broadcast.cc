@@ -125,7 +125,7 @@ absl::Status Broadcast(Transport& transport, DataType type, void* data,
       return internal::Fail(transport, "broadcast (tree)", status);
   } else {
     status = Chain(transport, bytes_at, count, elem, root,
-                   SegmentElements(options.segment_bytes, elem));
+                   PipelineSegmentElements(options.segment_bytes, count, elem));
     if (!status.ok())
       return internal::Fail(transport, "broadcast (chain)", status);
   }

@@ -39,6 +39,16 @@ int64_t SegmentElements(size_t segment_bytes, size_t element_size) {
                            static_cast<int64_t>(segment_bytes / element_size));
 }
 
+int64_t PipelineSegmentElements(size_t segment_bytes, int64_t chunk_elems,
+                                size_t element_size) {
+  KOLO_CHECK(element_size > 0 && chunk_elems >= 0);
+  if (segment_bytes > 0) return SegmentElements(segment_bytes, element_size);
+  const int64_t chunk_bytes = chunk_elems * static_cast<int64_t>(element_size);
+  const int64_t bytes = std::clamp<int64_t>(
+      chunk_bytes / 4, kMinAutoSegmentBytes, kMaxAutoSegmentBytes);
+  return SegmentElements(static_cast<size_t>(bytes), element_size);
+}
+
 int64_t NumSegments(int64_t count, int64_t segment) {
   KOLO_CHECK(count >= 0 && segment >= 1)
       << "count " << count << " segment " << segment;

@@ -40,6 +40,17 @@ std::vector<ElementRange> PartitionBySizes(absl::Span<const int64_t> sizes);
 // bytes: at least one element.
 int64_t SegmentElements(size_t segment_bytes, size_t element_size);
 
+// The segment size, in elements, of a pipelined pass whose largest chunk
+// has `chunk_elems` elements: `segment_bytes` when it is > 0 (forced), else
+// the automatic choice — about a quarter of the chunk, so that sending and
+// reducing overlap, between kMinAutoSegmentBytes (below, per-message costs
+// dominate) and kMaxAutoSegmentBytes (above, the pipeline fills too slowly).
+// Every rank computes the same value from the same arguments.
+inline constexpr int64_t kMinAutoSegmentBytes = 64 * 1024;
+inline constexpr int64_t kMaxAutoSegmentBytes = 1024 * 1024;
+int64_t PipelineSegmentElements(size_t segment_bytes, int64_t chunk_elems,
+                                size_t element_size);
+
 // How many segments of at most `segment` elements cover `count` elements:
 // 0 for an empty chunk. REQUIRES: count >= 0, segment >= 1.
 int64_t NumSegments(int64_t count, int64_t segment);

@@ -48,16 +48,17 @@ absl::string_view AlgorithmName(Algorithm a);
 
 // Default for KOLO_SMALL_ALLREDUCE_BYTES (the parsing lives in the config).
 inline constexpr size_t kDefaultSmallBytes = 64 * 1024;
-// Default segment (message) size of the pipelined algorithms.
-inline constexpr size_t kDefaultSegmentBytes = 256 * 1024;
+// Segment size 0: the pipelined algorithms choose it from the chunk size
+// (PipelineSegmentElements in chunking.h).
+inline constexpr size_t kAutoSegmentBytes = 0;
 
 struct AlgorithmOptions {
   Algorithm algorithm = Algorithm::kAuto;
   // kAuto chooses kSmall for buffers of at most this many bytes.
   size_t small_bytes = kDefaultSmallBytes;
   // Pipelined algorithms cut chunks into messages of at most this many
-  // bytes (at least one element).
-  size_t segment_bytes = kDefaultSegmentBytes;
+  // bytes (at least one element); kAutoSegmentBytes lets them choose.
+  size_t segment_bytes = kAutoSegmentBytes;
 };
 
 // The algorithm kAuto resolves to for a buffer of `bytes` bytes (kRing or

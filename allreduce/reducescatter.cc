@@ -93,7 +93,12 @@ absl::Status Reducescatter(Transport& transport, DataType type,
     // Chunk rank-1 leaves first, so that chunk rank completes here.
     pass.first = PositiveMod(rank - 1, n);
     pass.reduce_steps = n - 1;
-    pass.segment_elems = SegmentElements(options.segment_bytes, elem);
+    int64_t largest = 0;
+    for (const ElementRange& chunk : chunks) {
+      largest = std::max(largest, chunk.count);
+    }
+    pass.segment_elems =
+        PipelineSegmentElements(options.segment_bytes, largest, elem);
     if (absl::Status s =
             internal::RunRing(transport, pass, "reducescatter (ring)");
         !s.ok()) {

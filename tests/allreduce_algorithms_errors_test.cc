@@ -183,6 +183,19 @@ TEST(ChunkingTest, EvenPartitionsAndSegments) {
   EXPECT_EQ(PositiveMod(7, 5), 2);
 }
 
+TEST(ChunkingTest, PipelineSegmentIsForcedOrAQuarterOfTheChunkWithinBounds) {
+  // Forced: as given, at least one element.
+  EXPECT_EQ(PipelineSegmentElements(1000, 1 << 20, 8), 125);
+  EXPECT_EQ(PipelineSegmentElements(3, 1 << 20, 8), 1);
+  // Auto: a quarter of the largest chunk, in [64 KiB, 1 MiB].
+  EXPECT_EQ(PipelineSegmentElements(0, 1 << 20, 4), (1 << 20) / 4);  // 1 MiB
+  EXPECT_EQ(PipelineSegmentElements(0, 1 << 18, 4), (1 << 18) / 4);  // 256 KiB
+  EXPECT_EQ(PipelineSegmentElements(0, 100, 4), kMinAutoSegmentBytes / 4);
+  EXPECT_EQ(PipelineSegmentElements(0, int64_t{1} << 30, 8),
+            kMaxAutoSegmentBytes / 8);
+  EXPECT_EQ(PipelineSegmentElements(0, 0, 2), kMinAutoSegmentBytes / 2);
+}
+
 TEST(ChunkingTest, AutoPicksTheSmallAlgorithmUpToTheThreshold) {
   AlgorithmOptions options{.small_bytes = 1024};
   EXPECT_EQ(ChooseAlgorithm(1024, options), Algorithm::kSmall);

@@ -151,9 +151,9 @@ TEST(AllreduceTest, SixtyFourMiBFloat32BothAlgorithms) {
   }
   const Bytes want = Expected(DataType::kFloat32, ReduceOp::kSum, n, 0, count);
   CheckAllreduce(n, DataType::kFloat32, ReduceOp::kSum, count, Algorithm::kRing,
-                 /*in_place=*/false, kDefaultSegmentBytes, inputs, want);
+                 /*in_place=*/false, kAutoSegmentBytes, inputs, want);
   CheckAllreduce(n, DataType::kFloat32, ReduceOp::kSum, count,
-                 Algorithm::kSmall, /*in_place=*/true, kDefaultSegmentBytes,
+                 Algorithm::kSmall, /*in_place=*/true, kAutoSegmentBytes,
                  inputs, want);
 }
 

@@ -83,6 +83,17 @@ class Mesh {
   absl::Status OnMessage(Conn& c, absl::string_view body);
   absl::Status Flush(Conn& c);
   void AcceptAll();
+  // Socket options of a data connection: TCP_NODELAY, congestion control.
+  void Tune(int fd) {
+    (void)SetNoDelay(fd);
+    absl::StatusOr<std::string> cc =
+        SetCongestionControl(fd, o_.congestion_control);
+    if (!cc.ok() && !cc_warned_) {
+      cc_warned_ = true;  // once per mesh: every connection would say it
+      log_->info("{}: keeping the system's TCP congestion control: {}", Self(),
+                 std::string(cc.status().message()));
+    }
+  }
   absl::Status Fatal(Conn& c, absl::string_view what) {
     std::string msg = absl::StrCat(Self(), ": ", Peer(c.peer), " ", what);
     log_->warn("{}", msg);
@@ -98,6 +109,7 @@ class Mesh {
   std::vector<SockAddr> addrs_;
   std::vector<std::unique_ptr<Conn>> conns_;
   int missing_ = 0;
+  bool cc_warned_ = false;
 };
 
 void Mesh::Connect(Conn& c) {
@@ -287,7 +299,7 @@ void Mesh::AcceptAll() {
     c->fd = UniqueFd(fd);
     c->remote = PeerAddress(fd);
     c->phase = Phase::kAwaitHello;
-    (void)SetNoDelay(fd);
+    Tune(fd);
     size_t pending = 0;
     for (const auto& other : conns_) {
       if (!other->connector && !other->dead) ++pending;
@@ -374,7 +386,7 @@ absl::StatusOr<std::vector<UniqueFd>> Mesh::Run() {
       if (c->phase == Phase::kConnecting) {
         s = FinishConnect(c->fd.get());
         if (s.ok()) {
-          (void)SetNoDelay(c->fd.get());
+          Tune(c->fd.get());
           c->hello = Hello{o_.protocol_version,
                            o_.epoch,
                            static_cast<uint32_t>(o_.rank),

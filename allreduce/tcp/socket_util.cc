@@ -90,6 +90,22 @@ absl::Status SetNoDelay(int fd) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::string> SetCongestionControl(
+    int fd, const std::vector<std::string>& names) {
+  std::string refusals;
+  for (const std::string& name : names) {
+    if (::setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name.data(),
+                     static_cast<socklen_t>(name.size())) == 0) {
+      return name;
+    }
+    absl::StrAppend(&refusals, refusals.empty() ? "" : ", ", name, ": ",
+                    std::strerror(errno));
+  }
+  if (names.empty()) return std::string();
+  return absl::UnavailableError(absl::StrCat(
+      "setsockopt(TCP_CONGESTION) refused every choice (", refusals, ")"));
+}
+
 absl::Status EnsureNonBlocking(int fd) {
   int flags = ::fcntl(fd, F_GETFL);
   if (flags < 0) {

@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -34,6 +35,13 @@ absl::Status FinishConnect(int fd);
 
 // TCP_NODELAY on, so small frames leave at once.
 absl::Status SetNoDelay(int fd);
+// Sets the TCP congestion control to the first name of `names` that the
+// kernel accepts (an unprivileged process may only pick names in
+// net.ipv4.tcp_allowed_congestion_control). Returns the name set, "" when
+// `names` is empty (the system default stays), or kUnavailable listing the
+// refusals when none was accepted (the system default stays too).
+absl::StatusOr<std::string> SetCongestionControl(
+    int fd, const std::vector<std::string>& names);
 // Sets O_NONBLOCK if it is not set.
 absl::Status EnsureNonBlocking(int fd);
 

@@ -279,7 +279,7 @@ bool LargeCaseRuns(DataType type, ReduceOp op) {
 // Segments of 1000 bytes (not a multiple of 8) make the 4099-element cases
 // pipeline over many uneven segments.
 size_t SegmentBytesFor(int64_t count) {
-  return count == 4099 ? 1000 : kDefaultSegmentBytes;
+  return count == 4099 ? 1000 : kAutoSegmentBytes;
 }
 
 }  // namespace kolo::testing

@@ -1,0 +1,60 @@
+// Socket options of the data connections: the congestion-control choice
+// falls through refused names to the first accepted one, and reports when
+// none is accepted (the connection keeps the system default).
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include "allreduce/tcp/socket_util.h"
+#include "allreduce/tcp/unique_fd.h"
+#include "gtest/gtest.h"
+
+namespace kolo::tcp {
+namespace {
+
+std::string Current(int fd) {
+  char name[32] = {0};
+  socklen_t len = sizeof(name);
+  if (::getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, &len) != 0) {
+    return "?";
+  }
+  return std::string(name);
+}
+
+TEST(SocketUtil, CongestionControlTakesTheFirstAcceptedName) {
+  UniqueFd fd(::socket(AF_INET, SOCK_STREAM, 0));
+  ASSERT_TRUE(fd.valid());
+  // "reno" is always built in and always allowed.
+  absl::StatusOr<std::string> set =
+      SetCongestionControl(fd.get(), {"no-such-algorithm", "reno"});
+  ASSERT_TRUE(set.ok()) << set.status();
+  EXPECT_EQ(*set, "reno");
+  EXPECT_EQ(Current(fd.get()), "reno");
+  // Nothing asked: nothing changes.
+  set = SetCongestionControl(fd.get(), {});
+  ASSERT_TRUE(set.ok());
+  EXPECT_EQ(*set, "");
+  EXPECT_EQ(Current(fd.get()), "reno");
+}
+
+TEST(SocketUtil, CongestionControlReportsWhenNothingIsAccepted) {
+  UniqueFd fd(::socket(AF_INET, SOCK_STREAM, 0));
+  ASSERT_TRUE(fd.valid());
+  const std::string before = Current(fd.get());
+  absl::StatusOr<std::string> set =
+      SetCongestionControl(fd.get(), {"no-such-algorithm", "nor-this"});
+  ASSERT_FALSE(set.ok());
+  EXPECT_EQ(set.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(set.status().message().find("no-such-algorithm: "),
+            std::string::npos)
+      << set.status();
+  EXPECT_NE(set.status().message().find("nor-this: "), std::string::npos);
+  EXPECT_EQ(Current(fd.get()), before);
+}
+
+}  // namespace
+}  // namespace kolo::tcp
