@@ -8,7 +8,10 @@
 // doubling: in round j each exchanges its whole buffer with the participant
 // whose index differs in bit j and both compute out = lower op higher. At 2
 // ranks this is a single direct exchange. Finally the odd ranks below 2*rem
-// send the result back to their even partner.
+// send the result back to their even partner. Every exchange moves the
+// buffer in segments of 256 KiB staged through 4 slots (new[] aligns them
+// for every DataType), so a forced large buffer pipelines and needs 1 MiB
+// of scratch at most.
 //
 // Bitwise identical results on every rank: in every combination the lower
 // rank's data is the left operand, and partners combine the same two

@@ -18,3 +18,13 @@ add_dependencies(multiprocess_env_test kolo-mp-worker kolo-coordinator)
 kolo_add_test(multiprocess_netns_test SOURCES multiprocess_netns_test.cc
   LIBS kolo_mp_testing LABELS multiprocess SERIAL TIMEOUT 300)
 add_dependencies(multiprocess_netns_test kolo-mp-worker kolorun)
+
+# The collective grid of issue 3 point 6 through kolorun and the public API:
+# kolo-grid-worker loops over dtypes, ops and counts inside one job per world
+# size and algorithm (tests/workers/grid_worker.cc).
+add_executable(kolo-grid-worker workers/grid_worker.cc workers/grid_check.cc)
+target_link_libraries(kolo-grid-worker PRIVATE kolo kolo_collective_testing)
+kolo_target_warnings(kolo-grid-worker)
+kolo_add_test(multiprocess_grid_test SOURCES multiprocess_grid_test.cc
+  LIBS kolo_mp_testing LABELS multiprocess SERIAL TIMEOUT 900)
+add_dependencies(multiprocess_grid_test kolo-grid-worker kolorun)

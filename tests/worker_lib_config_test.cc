@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "gmock/gmock.h"
@@ -360,6 +361,71 @@ TEST(WorkerConfig, DataPlaneKnobs) {
   c = ParseWorkerConfig(env, "host");
   EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(c.status().message().find("KOLO_SPIN_US"), std::string::npos);
+}
+
+TEST(WorkerConfig, AllreduceAlgorithm) {
+  EnvMap env = {{"KOLO_LAUNCHER", "kolorun"},
+                {"KOLO_COORDINATOR", "127.0.0.1:5"},
+                {"KOLO_SECRET", "s"},
+                {"KOLO_RANK", "0"},
+                {"KOLO_SIZE", "1"}};
+  auto c = ParseWorkerConfig(env, "host");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->allreduce_algorithm, Algorithm::kAuto);
+  const std::pair<const char*, Algorithm> cases[] = {
+      {"ring", Algorithm::kRing},
+      {"small", Algorithm::kSmall},
+      {"Ring", Algorithm::kRing},
+      {"auto", Algorithm::kAuto},
+      {"", Algorithm::kAuto}};  // empty counts as unset
+  for (const auto& [value, want] : cases) {
+    env["KOLO_ALLREDUCE_ALGORITHM"] = value;
+    c = ParseWorkerConfig(env, "host");
+    ASSERT_TRUE(c.ok()) << value << ": " << c.status();
+    EXPECT_EQ(c->allreduce_algorithm, want) << value;
+  }
+  env["KOLO_ALLREDUCE_ALGORITHM"] = "tree";
+  c = ParseWorkerConfig(env, "host");
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(c.status().message().find("KOLO_ALLREDUCE_ALGORITHM='tree'"),
+            std::string::npos)
+      << c.status();
+}
+
+TEST(WorkerConfig, SegmentBytesAndTcpCongestion) {
+  EnvMap env = {{"KOLO_LAUNCHER", "kolorun"},
+                {"KOLO_COORDINATOR", "127.0.0.1:5"},
+                {"KOLO_SECRET", "s"},
+                {"KOLO_RANK", "0"},
+                {"KOLO_SIZE", "1"}};
+  auto c = ParseWorkerConfig(env, "host");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->segment_bytes, 0);  // automatic
+  EXPECT_EQ(c->tcp_congestion, (std::vector<std::string>{"cubic", "reno"}));
+  env["KOLO_SEGMENT_BYTES"] = "131072";
+  env["KOLO_TCP_CONGESTION"] = " Reno , bbr";
+  c = ParseWorkerConfig(env, "host");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->segment_bytes, 131072);
+  EXPECT_EQ(c->tcp_congestion, (std::vector<std::string>{"reno", "bbr"}));
+  env["KOLO_TCP_CONGESTION"] = "system";
+  c = ParseWorkerConfig(env, "host");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->tcp_congestion.empty());
+  for (const char* bad : {"cu bic", "cubic,;", "x/y"}) {
+    env["KOLO_TCP_CONGESTION"] = bad;
+    c = ParseWorkerConfig(env, "host");
+    EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(c.status().message().find("KOLO_TCP_CONGESTION"),
+              std::string::npos)
+        << c.status();
+  }
+  env["KOLO_TCP_CONGESTION"] = "cubic";
+  env["KOLO_SEGMENT_BYTES"] = "-1";
+  c = ParseWorkerConfig(env, "host");
+  EXPECT_NE(c.status().message().find("KOLO_SEGMENT_BYTES='-1'"),
+            std::string::npos)
+      << c.status();
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <initializer_list>
 #include <optional>
@@ -9,6 +10,8 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "common/auth.h"
 #include "common/mutex.h"
 
@@ -237,6 +240,40 @@ absl::Status ParseTiming(const EnvMap& env, WorkerConfig& c) {
     auto b = ParseInt(f->name, f->value, 0, 1 << 30);
     if (!b.ok()) return b.status();
     c.small_allreduce_bytes = *b;
+  }
+  if (auto f = First(env, {"KOLO_SEGMENT_BYTES"})) {
+    auto b = ParseInt(f->name, f->value, 0, 1 << 30);
+    if (!b.ok()) return b.status();
+    c.segment_bytes = *b;
+  }
+  if (auto f = First(env, {"KOLO_TCP_CONGESTION"})) {
+    std::vector<std::string> names = absl::StrSplit(
+        absl::AsciiStrToLower(f->value), ',', absl::SkipWhitespace());
+    for (std::string& name : names) {
+      absl::StripAsciiWhitespace(&name);
+      if (name.empty() || name.size() > 15 ||
+          !std::all_of(name.begin(), name.end(), [](char ch) {
+            return absl::ascii_isalnum(ch) || ch == '_' || ch == '-';
+          })) {
+        return Bad(f->name, f->value,
+                   "a comma-separated list of congestion control names "
+                   "(e.g. cubic,reno) or system");
+      }
+    }
+    if (names.size() == 1 && names[0] == "system") names.clear();
+    c.tcp_congestion = std::move(names);
+  }
+  if (auto f = First(env, {"KOLO_ALLREDUCE_ALGORITHM"})) {
+    const std::string v = absl::AsciiStrToLower(f->value);
+    if (v == "auto") {
+      c.allreduce_algorithm = Algorithm::kAuto;
+    } else if (v == "ring") {
+      c.allreduce_algorithm = Algorithm::kRing;
+    } else if (v == "small") {
+      c.allreduce_algorithm = Algorithm::kSmall;
+    } else {
+      return Bad(f->name, f->value, "auto, ring or small");
+    }
   }
   if (c.lease <= c.heartbeat_interval) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -31,11 +31,13 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "allreduce/collectives.h"
 #include "common/net.h"
 
 namespace kolo::worker {
@@ -105,6 +107,22 @@ struct WorkerConfig {
   // ones the pipelined ring. 64 KiB: where the ring's extra steps start to
   // cost less than sending the whole buffer log2(n) times.
   int64_t small_allreduce_bytes = 64 * 1024;
+  // KOLO_ALLREDUCE_ALGORITHM = auto | ring | small (like NCCL_ALGO): forces
+  // allreduce's algorithm whatever the size (the other collectives still
+  // choose their own). auto, the default, picks by KOLO_SMALL_ALLREDUCE_BYTES;
+  // forcing one is for tests and for measuring one algorithm across sizes.
+  Algorithm allreduce_algorithm = Algorithm::kAuto;
+  // KOLO_SEGMENT_BYTES: the message size of the pipelined algorithms (ring
+  // allreduce/allgather/reducescatter, chain broadcast). 0, the default,
+  // lets them choose from the chunk size (a quarter of it, within 64 KiB -
+  // 1 MiB, as measured on loopback; README "Measured"); set it to tune a
+  // particular network.
+  int64_t segment_bytes = 0;
+  // KOLO_TCP_CONGESTION: comma-separated TCP congestion controls for the data
+  // connections, the first one the kernel accepts wins; "system" keeps the
+  // kernel's default. cubic (reno where an unprivileged process may not pick
+  // cubic) by default: pacing-based BBR throttles a collective's bursts.
+  std::vector<std::string> tcp_congestion = {"cubic", "reno"};
 
   // --- Logging --------------------------------------------------------------
   // KOLO_LOG_LEVEL (alias HOROVOD_LOG_LEVEL): warn by default so a healthy

@@ -9,6 +9,16 @@
 #include "allreduce/tcp/tcp_transport.h"
 
 namespace kolo::worker {
+namespace {
+
+// KOLO_ALLREDUCE_ALGORITHM forces allreduce's algorithm only: the other
+// collectives keep choosing theirs by size.
+AlgorithmOptions NotForced(AlgorithmOptions options) {
+  options.algorithm = Algorithm::kAuto;
+  return options;
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<DataPlane>> DataPlane::Connect(
     const WorkerConfig& config, const proto::Membership& membership,
@@ -31,6 +41,7 @@ absl::StatusOr<std::unique_ptr<DataPlane>> DataPlane::Connect(
   o.spin =
       membership.local_size() <= cores ? config.spin : absl::ZeroDuration();
   o.connect_timeout = std::max(deadline - absl::Now(), absl::Seconds(1));
+  o.congestion_control = config.tcp_congestion;
   auto transport = TcpTransport::Create(o);
   if (!transport.ok()) {
     return absl::Status(
@@ -41,6 +52,8 @@ absl::StatusOr<std::unique_ptr<DataPlane>> DataPlane::Connect(
   }
   AlgorithmOptions algorithms;
   algorithms.small_bytes = static_cast<size_t>(config.small_allreduce_bytes);
+  algorithms.algorithm = config.allreduce_algorithm;
+  algorithms.segment_bytes = static_cast<size_t>(config.segment_bytes);
   return std::make_unique<DataPlane>(*std::move(transport), algorithms);
 }
 
@@ -62,14 +75,15 @@ absl::Status DataPlane::Allgather(DataType type, const void* input,
   MutexLock lock(&mu_);
   Begin();
   return kolo::Allgather(*transport_, type, input, count, counts, output,
-                         algorithms_);
+                         NotForced(algorithms_));
 }
 
 absl::Status DataPlane::Broadcast(DataType type, void* data, int64_t count,
                                   int root) {
   MutexLock lock(&mu_);
   Begin();
-  return kolo::Broadcast(*transport_, type, data, count, root, algorithms_);
+  return kolo::Broadcast(*transport_, type, data, count, root,
+                         NotForced(algorithms_));
 }
 
 absl::Status DataPlane::Alltoall(DataType type, const void* input,
@@ -92,7 +106,7 @@ absl::Status DataPlane::Reducescatter(DataType type, const void* input,
   MutexLock lock(&mu_);
   Begin();
   return kolo::Reducescatter(*transport_, type, input, count, counts, output,
-                             reduce, algorithms_);
+                             reduce, NotForced(algorithms_));
 }
 
 absl::Status DataPlane::Barrier() {
