@@ -25,6 +25,11 @@ absl::string_view AlgorithmName(Algorithm a) {
   return "unknown";
 }
 
+size_t DefaultSmallBytes(int world_size) {
+  if (world_size <= 2) return kDefaultSmallBytes;
+  return world_size == 3 ? 2 * kDefaultSmallBytes : 4 * kDefaultSmallBytes;
+}
+
 Algorithm ChooseAlgorithm(size_t bytes, const AlgorithmOptions& options) {
   if (options.algorithm != Algorithm::kAuto) return options.algorithm;
   return bytes <= options.small_bytes ? Algorithm::kSmall : Algorithm::kRing;

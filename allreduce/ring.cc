@@ -25,6 +25,19 @@ struct Unit {
   int64_t segment = 0;
 };
 
+// Staging memory for the reduce steps, kept per thread across passes: a
+// fresh allocation of up to kRingRecvDepth x 1 MiB per collective costs page
+// faults on every call. Grows only; at most 4 MiB per thread that runs rings.
+char* StagingBuffer(size_t bytes) {
+  thread_local std::unique_ptr<char[]> buffer;
+  thread_local size_t capacity = 0;
+  if (bytes > capacity) {
+    buffer = std::make_unique_for_overwrite<char[]>(bytes);
+    capacity = bytes;
+  }
+  return buffer.get();
+}
+
 absl::Status WaitOnce(Transport& t, PendingOp& op) {
   if (!op.pending) return absl::OkStatus();
   op.pending = false;
@@ -107,7 +120,7 @@ class RingRunner {
     return static_cast<size_t>(seg.count) * elem_;
   }
   char* Slot(size_t unit) {
-    return slots_.get() + (unit % kRingRecvDepth) * slot_bytes_;
+    return slots_ + (unit % kRingRecvDepth) * slot_bytes_;
   }
 
   // Lists the units, sizes the op tables and the staging slots.
@@ -129,10 +142,7 @@ class RingRunner {
              elem_ +
          63) /
         64 * 64;
-    if (slot_bytes_ > 0) {
-      slots_ =
-          std::make_unique_for_overwrite<char[]>(slot_bytes_ * kRingRecvDepth);
-    }
+    if (slot_bytes_ > 0) slots_ = StagingBuffer(slot_bytes_ * kRingRecvDepth);
   }
 
   // Starts the receive of unit i: into a staging slot for reduce steps
@@ -174,7 +184,7 @@ class RingRunner {
   std::vector<PendingOp> recvs_;               // per unit
   std::vector<std::vector<PendingOp>> sends_;  // per step, per segment
   size_t slot_bytes_ = 0;
-  std::unique_ptr<char[]> slots_;
+  char* slots_ = nullptr;  // StagingBuffer(): this thread's, reused
 };
 
 }  // namespace

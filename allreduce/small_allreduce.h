@@ -9,8 +9,8 @@
 // whose index differs in bit j and both compute out = lower op higher. At 2
 // ranks this is a single direct exchange. Finally the odd ranks below 2*rem
 // send the result back to their even partner. Every exchange moves the
-// buffer in segments of 256 KiB staged through 4 slots (new[] aligns them
-// for every DataType), so a forced large buffer pipelines and needs 1 MiB
+// buffer in segments of 32 KiB staged through 4 slots (new[] aligns them
+// for every DataType), so a large buffer pipelines and needs 128 KiB
 // of scratch at most.
 //
 // Bitwise identical results on every rank: in every combination the lower

@@ -288,7 +288,9 @@ int Main(int argc, char** argv) {
             : "",
         o.inplace ? "in place" : "out of place",
         EnvOr("KOLO_ALLREDUCE_ALGORITHM", "auto").c_str(),
-        EnvOr("KOLO_SMALL_ALLREDUCE_BYTES", "65536").c_str(),
+        EnvOr("KOLO_SMALL_ALLREDUCE_BYTES",
+              n <= 2 ? "65536" : (n == 3 ? "131072" : "262144"))
+            .c_str(),
         EnvOr("KOLO_SPIN_US", "default").c_str());
     std::fputs(TableHeader().c_str(), stdout);
     std::fflush(stdout);

@@ -196,6 +196,14 @@ TEST(ChunkingTest, PipelineSegmentIsForcedOrAQuarterOfTheChunkWithinBounds) {
   EXPECT_EQ(PipelineSegmentElements(0, 0, 2), kMinAutoSegmentBytes / 2);
 }
 
+TEST(ChunkingTest, DefaultSmallThresholdGrowsWithTheWorld) {
+  EXPECT_EQ(DefaultSmallBytes(1), 64u * 1024);
+  EXPECT_EQ(DefaultSmallBytes(2), 64u * 1024);
+  EXPECT_EQ(DefaultSmallBytes(3), 128u * 1024);
+  EXPECT_EQ(DefaultSmallBytes(4), 256u * 1024);
+  EXPECT_EQ(DefaultSmallBytes(64), 256u * 1024);
+}
+
 TEST(ChunkingTest, AutoPicksTheSmallAlgorithmUpToTheThreshold) {
   AlgorithmOptions options{.small_bytes = 1024};
   EXPECT_EQ(ChooseAlgorithm(1024, options), Algorithm::kSmall);

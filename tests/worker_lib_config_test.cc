@@ -344,7 +344,7 @@ TEST(WorkerConfig, DataPlaneKnobs) {
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->data_timeout, absl::Seconds(30));
   EXPECT_EQ(c->spin, absl::Microseconds(50));
-  EXPECT_EQ(c->small_allreduce_bytes, 64 * 1024);
+  EXPECT_EQ(c->small_allreduce_bytes, -1);  // by world size
   env["HOROVOD_GLOO_TIMEOUT_SECONDS"] = "12";
   env["KOLO_SPIN_US"] = "0";
   env["KOLO_SMALL_ALLREDUCE_BYTES"] = "4096";

@@ -104,9 +104,11 @@ struct WorkerConfig {
   absl::Duration spin = absl::Microseconds(50);
   // KOLO_SMALL_ALLREDUCE_BYTES: allreduces up to this size use the
   // latency-optimal algorithm (direct exchange / recursive doubling), larger
-  // ones the pipelined ring. 64 KiB: where the ring's extra steps start to
-  // cost less than sending the whole buffer log2(n) times.
-  int64_t small_allreduce_bytes = 64 * 1024;
+  // ones the pipelined ring. -1 (unset): DefaultSmallBytes(world size) in
+  // allreduce/collectives.h, 64 KiB at 2 ranks to 256 KiB from 4, where
+  // the ring's extra steps start to cost less than sending the whole buffer
+  // log2(n) times (measured on loopback).
+  int64_t small_allreduce_bytes = -1;
   // KOLO_ALLREDUCE_ALGORITHM = auto | ring | small (like NCCL_ALGO): forces
   // allreduce's algorithm whatever the size (the other collectives still
   // choose their own). auto, the default, picks by KOLO_SMALL_ALLREDUCE_BYTES;

@@ -51,7 +51,10 @@ absl::StatusOr<std::unique_ptr<DataPlane>> DataPlane::Connect(
                      transport.status().message()));
   }
   AlgorithmOptions algorithms;
-  algorithms.small_bytes = static_cast<size_t>(config.small_allreduce_bytes);
+  algorithms.small_bytes =
+      config.small_allreduce_bytes >= 0
+          ? static_cast<size_t>(config.small_allreduce_bytes)
+          : DefaultSmallBytes(membership.size());
   algorithms.algorithm = config.allreduce_algorithm;
   algorithms.segment_bytes = static_cast<size_t>(config.segment_bytes);
   return std::make_unique<DataPlane>(*std::move(transport), algorithms);
