@@ -68,9 +68,7 @@ TEST_P(Grid, RingAllreduceAndEveryOtherCollective) {
 // Forced to recursive doubling, a 64 MiB allreduce sends the whole buffer
 // log2(n) times or more: the 64 MiB cases run for every dtype (sum) and every
 // op (float32), 14 of the 49, which keeps the whole test near two minutes.
-TEST_P(Grid, SmallAllreduce) {
-  RunGrid(GetParam(), "small", {"allreduce"});
-}
+TEST_P(Grid, SmallAllreduce) { RunGrid(GetParam(), "small", {"allreduce"}); }
 
 INSTANTIATE_TEST_SUITE_P(Sizes, Grid, ::testing::Values(1, 2, 3, 4, 5),
                          [](const ::testing::TestParamInfo<int>& param_info) {
