@@ -56,5 +56,23 @@ TEST(SocketUtil, CongestionControlReportsWhenNothingIsAccepted) {
   EXPECT_EQ(Current(fd.get()), before);
 }
 
+TEST(SocketUtil, BufferSizesAreSetOnlyWhenPositive) {
+  UniqueFd fd(::socket(AF_INET, SOCK_STREAM, 0));
+  ASSERT_TRUE(fd.valid());
+  auto get = [&](int opt) {
+    int v = 0;
+    socklen_t len = sizeof(v);
+    ::getsockopt(fd.get(), SOL_SOCKET, opt, &v, &len);
+    return v;
+  };
+  const int rcv_before = get(SO_RCVBUF);
+  ASSERT_TRUE(SetBufferSizes(fd.get(), 64 * 1024, 0).ok());
+  EXPECT_EQ(get(SO_SNDBUF), 2 * 64 * 1024);  // the kernel doubles it
+  EXPECT_EQ(get(SO_RCVBUF), rcv_before);     // 0: untouched
+  ASSERT_TRUE(SetBufferSizes(fd.get(), 0, 96 * 1024).ok());
+  EXPECT_EQ(get(SO_SNDBUF), 2 * 64 * 1024);
+  EXPECT_EQ(get(SO_RCVBUF), 2 * 96 * 1024);
+}
+
 }  // namespace
 }  // namespace kolo::tcp

@@ -401,12 +401,18 @@ TEST(WorkerConfig, SegmentBytesAndTcpCongestion) {
   auto c = ParseWorkerConfig(env, "host");
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->segment_bytes, 0);  // automatic
+  EXPECT_EQ(c->socket_sndbuf, 256 * 1024);
+  EXPECT_EQ(c->socket_rcvbuf, 512 * 1024);
   EXPECT_EQ(c->tcp_congestion, (std::vector<std::string>{"cubic", "reno"}));
   env["KOLO_SEGMENT_BYTES"] = "131072";
+  env["KOLO_SOCKET_SNDBUF"] = "0";
+  env["KOLO_SOCKET_RCVBUF"] = "1048576";
   env["KOLO_TCP_CONGESTION"] = " Reno , bbr";
   c = ParseWorkerConfig(env, "host");
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->segment_bytes, 131072);
+  EXPECT_EQ(c->socket_sndbuf, 0);
+  EXPECT_EQ(c->socket_rcvbuf, 1048576);
   EXPECT_EQ(c->tcp_congestion, (std::vector<std::string>{"reno", "bbr"}));
   env["KOLO_TCP_CONGESTION"] = "system";
   c = ParseWorkerConfig(env, "host");

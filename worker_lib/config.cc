@@ -246,6 +246,16 @@ absl::Status ParseTiming(const EnvMap& env, WorkerConfig& c) {
     if (!b.ok()) return b.status();
     c.segment_bytes = *b;
   }
+  if (auto f = First(env, {"KOLO_SOCKET_SNDBUF"})) {
+    auto b = ParseInt(f->name, f->value, 0, 1 << 30);
+    if (!b.ok()) return b.status();
+    c.socket_sndbuf = *b;
+  }
+  if (auto f = First(env, {"KOLO_SOCKET_RCVBUF"})) {
+    auto b = ParseInt(f->name, f->value, 0, 1 << 30);
+    if (!b.ok()) return b.status();
+    c.socket_rcvbuf = *b;
+  }
   if (auto f = First(env, {"KOLO_TCP_CONGESTION"})) {
     std::vector<std::string> names = absl::StrSplit(
         absl::AsciiStrToLower(f->value), ',', absl::SkipWhitespace());

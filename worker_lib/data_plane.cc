@@ -42,6 +42,8 @@ absl::StatusOr<std::unique_ptr<DataPlane>> DataPlane::Connect(
       membership.local_size() <= cores ? config.spin : absl::ZeroDuration();
   o.connect_timeout = std::max(deadline - absl::Now(), absl::Seconds(1));
   o.congestion_control = config.tcp_congestion;
+  o.send_buffer_bytes = static_cast<int>(config.socket_sndbuf);
+  o.recv_buffer_bytes = static_cast<int>(config.socket_rcvbuf);
   auto transport = TcpTransport::Create(o);
   if (!transport.ok()) {
     return absl::Status(

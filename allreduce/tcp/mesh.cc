@@ -83,9 +83,11 @@ class Mesh {
   absl::Status OnMessage(Conn& c, absl::string_view body);
   absl::Status Flush(Conn& c);
   void AcceptAll();
-  // Socket options of a data connection: TCP_NODELAY, congestion control.
+  // Socket options of a data connection: TCP_NODELAY, buffer sizes,
+  // congestion control.
   void Tune(int fd) {
     (void)SetNoDelay(fd);
+    (void)SetBufferSizes(fd, o_.send_buffer_bytes, o_.recv_buffer_bytes);
     absl::StatusOr<std::string> cc =
         SetCongestionControl(fd, o_.congestion_control);
     if (!cc.ok() && !cc_warned_) {

@@ -90,6 +90,20 @@ absl::Status SetNoDelay(int fd) {
   return absl::OkStatus();
 }
 
+absl::Status SetBufferSizes(int fd, int send_bytes, int recv_bytes) {
+  if (send_bytes > 0 && ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &send_bytes,
+                                     sizeof(send_bytes)) != 0) {
+    return absl::InternalError(
+        absl::StrCat("setsockopt(SO_SNDBUF): ", std::strerror(errno)));
+  }
+  if (recv_bytes > 0 && ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &recv_bytes,
+                                     sizeof(recv_bytes)) != 0) {
+    return absl::InternalError(
+        absl::StrCat("setsockopt(SO_RCVBUF): ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::string> SetCongestionControl(
     int fd, const std::vector<std::string>& names) {
   std::string refusals;

@@ -35,6 +35,8 @@ absl::Status FinishConnect(int fd);
 
 // TCP_NODELAY on, so small frames leave at once.
 absl::Status SetNoDelay(int fd);
+// SO_SNDBUF / SO_RCVBUF, each only when > 0 (0 keeps autotuning).
+absl::Status SetBufferSizes(int fd, int send_bytes, int recv_bytes);
 // Sets the TCP congestion control to the first name of `names` that the
 // kernel accepts (an unprivileged process may only pick names in
 // net.ipv4.tcp_allowed_congestion_control). Returns the name set, "" when
