@@ -61,12 +61,8 @@ absl::Status Allgather(Transport& transport, DataType type, const void* input,
   }
   pass.first = rank;
   pass.copy_steps = n - 1;
-  int64_t largest = 0;
-  for (const ElementRange& chunk : chunks) {
-    largest = std::max(largest, chunk.count);
-  }
   pass.segment_elems =
-      PipelineSegmentElements(options.segment_bytes, largest, elem);
+      internal::RingSegmentElements(pass, options.segment_bytes);
   return internal::RunRing(transport, pass, "allgather (ring)");
 }
 

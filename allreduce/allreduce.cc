@@ -88,8 +88,8 @@ absl::Status Allreduce(Transport& transport, DataType type, const void* input,
     pass.first = PositiveMod(transport.rank() - 1, n);
     pass.reduce_steps = n - 1;
     pass.copy_steps = n - 1;
-    pass.segment_elems = PipelineSegmentElements(
-        options.segment_bytes, pass.blocks.front().count, elem);
+    pass.segment_elems =
+        internal::RingSegmentElements(pass, options.segment_bytes);
     if (absl::Status s = internal::RunRing(transport, pass, "allreduce (ring)");
         !s.ok()) {
       return s;

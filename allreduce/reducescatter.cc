@@ -93,12 +93,8 @@ absl::Status Reducescatter(Transport& transport, DataType type,
     // Chunk rank-1 leaves first, so that chunk rank completes here.
     pass.first = PositiveMod(rank - 1, n);
     pass.reduce_steps = n - 1;
-    int64_t largest = 0;
-    for (const ElementRange& chunk : chunks) {
-      largest = std::max(largest, chunk.count);
-    }
     pass.segment_elems =
-        PipelineSegmentElements(options.segment_bytes, largest, elem);
+        internal::RingSegmentElements(pass, options.segment_bytes);
     if (absl::Status s =
             internal::RunRing(transport, pass, "reducescatter (ring)");
         !s.ok()) {

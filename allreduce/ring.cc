@@ -189,6 +189,15 @@ class RingRunner {
 
 }  // namespace
 
+int64_t RingSegmentElements(const RingPass& pass, size_t segment_bytes) {
+  int64_t largest = 0;
+  for (const RingBlock& block : pass.blocks) {
+    largest = std::max(largest, block.count);
+  }
+  return PipelineSegmentElements(segment_bytes, largest,
+                                 DataTypeSize(pass.type));
+}
+
 absl::Status RunRing(Transport& transport, const RingPass& pass,
                      absl::string_view collective) {
   RingRunner runner(transport, pass);

@@ -66,6 +66,11 @@ struct RingPass {
 // Runs `pass` on this rank. On a transport error, Fail()s the transport
 // (before its staging slots are freed) with the error prefixed by
 // `collective`, and returns it. REQUIRES: blocks.size() == transport.size().
+// The segment size of `pass` (its blocks and type set): `segment_bytes` if
+// > 0, else the automatic choice for its largest block
+// (PipelineSegmentElements in chunking.h). Equal on every rank.
+int64_t RingSegmentElements(const RingPass& pass, size_t segment_bytes);
+
 absl::Status RunRing(Transport& transport, const RingPass& pass,
                      absl::string_view collective);
 
