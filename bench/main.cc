@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "allreduce/collectives.h"
 #include "bench/options.h"
 #include "bench/report.h"
 #include "bench/workload.h"
@@ -22,10 +23,7 @@ namespace {
 // `bytes` rounded down to whole elements (per rank where the size is split).
 int64_t RoundedBytes(const BenchOptions& o, int64_t bytes, int n) {
   const auto elem = static_cast<int64_t>(DataTypeSize(o.dtype));
-  const bool split = o.op == Collective::kAllgather ||
-                     o.op == Collective::kAlltoall ||
-                     o.op == Collective::kReducescatter;
-  const int64_t unit = split ? elem * n : elem;
+  const int64_t unit = SplitsSize(o.op) ? elem * n : elem;
   return bytes / unit * unit;
 }
 
@@ -35,11 +33,8 @@ class Case {
  public:
   Case(const BenchOptions& o, int64_t bytes, int rank, int n)
       : o_(o), rank_(rank), n_(n), elem_(DataTypeSize(o.dtype)) {
-    const bool split = o.op == Collective::kAllgather ||
-                       o.op == Collective::kAlltoall ||
-                       o.op == Collective::kReducescatter;
     count_ = RoundedBytes(o, bytes, n) / static_cast<int64_t>(elem_);
-    per_rank_ = split ? count_ / n : count_;
+    per_rank_ = SplitsSize(o.op) ? count_ / n : count_;
     switch (o.op) {
       case Collective::kAllreduce:
         in_.resize(count_ * elem_);
@@ -233,9 +228,7 @@ absl::Status RunSize(const BenchOptions& o, int64_t size, Row& row) {
   row.bytes = c.bytes();
   row.count = c.count();
   row.dtype = std::string(DataTypeName(o.dtype));
-  const bool reduces =
-      o.op == Collective::kAllreduce || o.op == Collective::kReducescatter;
-  row.reduce = reduces ? std::string(ReduceOpName(o.reduce)) : "";
+  row.reduce = Reduces(o.op) ? std::string(ReduceOpName(o.reduce)) : "";
   row.inplace = o.inplace;
   row.iters = iters;
   row.time_us = agreed[0];
@@ -279,17 +272,12 @@ int Main(int argc, char** argv) {
         "# kolo-bench: %s, %d ranks, %s%s%s, %s; algorithm %s, small "
         "allreduce <= %s B, spin %s us\n",
         std::string(CollectiveName(o.op)).c_str(), n,
-        std::string(DataTypeName(o.dtype)).c_str(),
-        o.op == Collective::kAllreduce || o.op == Collective::kReducescatter
-            ? " "
-            : "",
-        o.op == Collective::kAllreduce || o.op == Collective::kReducescatter
-            ? std::string(ReduceOpName(o.reduce)).c_str()
-            : "",
+        std::string(DataTypeName(o.dtype)).c_str(), Reduces(o.op) ? " " : "",
+        Reduces(o.op) ? std::string(ReduceOpName(o.reduce)).c_str() : "",
         o.inplace ? "in place" : "out of place",
         EnvOr("KOLO_ALLREDUCE_ALGORITHM", "auto").c_str(),
         EnvOr("KOLO_SMALL_ALLREDUCE_BYTES",
-              n <= 2 ? "65536" : (n == 3 ? "131072" : "262144"))
+              std::to_string(DefaultSmallBytes(n)).c_str())
             .c_str(),
         EnvOr("KOLO_SPIN_US", "default").c_str());
     std::fputs(TableHeader().c_str(), stdout);

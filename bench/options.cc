@@ -48,6 +48,15 @@ absl::string_view CollectiveName(Collective op) {
   return "unknown";
 }
 
+bool Reduces(Collective op) {
+  return op == Collective::kAllreduce || op == Collective::kReducescatter;
+}
+
+bool SplitsSize(Collective op) {
+  return op == Collective::kAllgather || op == Collective::kAlltoall ||
+         op == Collective::kReducescatter;
+}
+
 absl::StatusOr<int64_t> ParseBytes(absl::string_view text) {
   absl::string_view digits = text;
   int shift = 0;
@@ -170,9 +179,7 @@ absl::StatusOr<BenchOptions> ParseBenchOptions(
     return absl::InvalidArgumentError(
         "--iters and --seconds both given; use one of them");
   }
-  const bool reduces =
-      o.op == Collective::kAllreduce || o.op == Collective::kReducescatter;
-  if (reduce_given && !reduces) {
+  if (reduce_given && !Reduces(o.op)) {
     return absl::InvalidArgumentError(
         absl::StrCat("--reduce applies to allreduce and reducescatter, not ",
                      CollectiveName(o.op)));

@@ -35,6 +35,11 @@ enum class Collective {
   kReducescatter
 };
 absl::string_view CollectiveName(Collective op);
+// Whether `op` reduces (takes --reduce): allreduce, reducescatter.
+bool Reduces(Collective op);
+// Whether `op`'s size is split evenly over the ranks: allgather (output),
+// alltoall and reducescatter (input).
+bool SplitsSize(Collective op);
 
 struct BenchOptions {
   Collective op = Collective::kAllreduce;
