@@ -10,7 +10,8 @@ namespace kolo {
 inline constexpr uint32_t kProtocolVersion = 1;
 // Bit i set = proto::Feature value (1 << i) supported.
 inline constexpr uint64_t kFeatureExchange = 1ull << 1;
-inline constexpr uint64_t kFeatureBits = kFeatureExchange;
+inline constexpr uint64_t kFeatureNegotiation = 1ull << 2;
+inline constexpr uint64_t kFeatureBits = kFeatureExchange | kFeatureNegotiation;
 inline constexpr const char* kVersionString = "0.1.0";
 
 }  // namespace kolo

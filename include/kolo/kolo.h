@@ -16,6 +16,8 @@
 #ifndef KOLO_KOLO_H_
 #define KOLO_KOLO_H_
 
+#include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -60,14 +62,118 @@ std::string data_address();
 absl::StatusOr<std::vector<std::string>> control_allgather(
     absl::string_view key, absl::string_view value, absl::Duration timeout);
 
+// ---- Tensors and asynchronous collectives ---------------------------------
+// Every collective is negotiated: each rank submits it under a name, in any
+// order relative to its other submissions; the coordinator runs a name once
+// every rank has submitted it, in one global order, after checking that the
+// ranks agree (dtype, shape rules, reduce op, root, scale factors, device).
+// A disagreement fails that op on every rank with kFailedPrecondition naming
+// the tensor, the ranks and the values; an op invalid on some rank (bad
+// splits, average of bools, a wrong output shape, ...) fails on every rank
+// with kInvalidArgument; the next op works either way. Only a name already
+// in flight on this rank fails at once, on this rank alone.
+
+// Where a tensor lives: kCpu (host memory) is the only device so far.
+inline constexpr int kCpu = -1;
+
+// A host buffer described by dtype and shape (row major, contiguous).
+struct Tensor {
+  DataType dtype = DataType::kFloat32;
+  std::vector<int64_t> shape;  // {} = a scalar (one element)
+  void* data = nullptr;
+  int device = kCpu;
+
+  int64_t num_elements() const;  // the product of shape (1 for a scalar)
+  int64_t num_bytes() const;
+};
+
+// Returns memory for an output whose shape is known only after negotiation
+// (allgather, alltoall): at least product(shape) elements of the input's
+// dtype. Called once, on kolo's background thread; an error fails that op on
+// this rank only (the rank still takes part, into scratch memory).
+using Allocator =
+    std::function<absl::StatusOr<void*>(absl::Span<const int64_t> shape)>;
+
+// Identifies one submitted op until synchronize() returns its result.
+using Handle = int64_t;
+
+struct AllreduceOptions {
+  ReduceOp op = ReduceOp::kSum;
+  double prescale = 1.0;  // each input is multiplied by it first
+  double postscale = 1.0;  // the result is multiplied by it
+};
+
+// What a finished op produced, beyond its output buffer.
+struct OpResult {
+  std::vector<int64_t> shape;  // the output's shape
+  // alltoall: rows received from each rank; allgather: rows from each rank.
+  std::vector<int64_t> splits;
+};
+
+// An empty `name` gets "<op>.noname.<N>" from a per-process counter, which
+// matches across ranks only when every rank submits unnamed ops in the same
+// order (as in Horovod). Errors returned at once: kFailedPrecondition before
+// init() or after the job ended; kInvalidArgument for a name in flight.
+
+// output = op over every rank's input (same shape; in place when
+// output.data == input.data). Average divides by size(); integers truncate
+// toward zero.
+absl::StatusOr<Handle> allreduce_async(const Tensor& input,
+                                       const Tensor& output,
+                                       const AllreduceOptions& options = {},
+                                       absl::string_view name = "");
+// Concatenates every rank's input along the first dimension, in rank order;
+// the other dimensions must agree. Output shape [sum of first dims, ...].
+absl::StatusOr<Handle> allgather_async(const Tensor& input, Allocator output,
+                                       absl::string_view name = "");
+// Copies root's tensor into every rank's `tensor` (same shape everywhere).
+absl::StatusOr<Handle> broadcast_async(const Tensor& tensor, int root,
+                                       absl::string_view name = "");
+// Sends splits[r] rows (consecutive blocks along the first dimension) to rank
+// r; empty splits = the first dimension divided evenly (it must divide by
+// size()). Receives from every rank in rank order; OpResult.splits says how
+// many rows came from each.
+absl::StatusOr<Handle> alltoall_async(const Tensor& input, Allocator output,
+                                      absl::Span<const int64_t> splits = {},
+                                      absl::string_view name = "");
+// Reduces every rank's input (same shape) and gives rank r counts[r] rows of
+// the result, starting at row counts[0] + ... + counts[r-1]. Empty counts =
+// shape[0] / size() rows each, the first shape[0] % size() ranks one more.
+// `output` must have the shape of this rank's part.
+absl::StatusOr<Handle> reducescatter_async(
+    const Tensor& input, const Tensor& output,
+    const AllreduceOptions& options = {},
+    absl::Span<const int64_t> counts = {}, absl::string_view name = "");
+// Completes once every rank has submitted it.
+absl::StatusOr<Handle> barrier_async(absl::string_view name = "");
+
+// True once the op finished (with success or an error); unknown handle →
+// kNotFound.
+absl::StatusOr<bool> poll(Handle handle);
+// Waits until the op finished or `timeout` passed. Finished: returns its
+// status (and fills `result` if given) and releases the handle. Not finished
+// in time: kDeadlineExceeded, and the handle stays valid.
+absl::Status synchronize(Handle handle,
+                         absl::Duration timeout = absl::InfiniteDuration(),
+                         OpResult* result = nullptr);
+// synchronize() on many handles with one deadline: one status per handle,
+// in order (kDeadlineExceeded for those that did not finish in time).
+std::vector<absl::Status> synchronize_all(absl::Span<const Handle> handles,
+                                          absl::Duration timeout =
+                                              absl::InfiniteDuration());
+// Waits until one of `handles` finished (not releasing it) and returns its
+// index; kDeadlineExceeded after `timeout`.
+absl::StatusOr<size_t> wait_any(absl::Span<const Handle> handles,
+                                absl::Duration timeout =
+                                    absl::InfiniteDuration());
+
 // ---- Blocking collectives on host buffers --------------------------------
-// They run directly on the data plane, in call order: every rank must call
-// the same collectives in the same order with matching arguments (the
-// negotiated runtime of a later issue lifts this). Counts are in elements of
-// `type`. Bad arguments (counts that do not match splits, a root out of
-// range, average of bools, ...) fail with kInvalidArgument before any byte
-// moves; a peer that vanishes fails the call naming it, within
-// KOLO_TIMEOUT_SECONDS at most.
+// Thin wrappers: submit the asynchronous op (unnamed, so every rank must call
+// the same collectives in the same order, as with Horovod's blocking calls)
+// and synchronize. Counts are in elements of `type`. Bad arguments (counts
+// that do not match splits, a root out of range, average of bools, ...) fail
+// with kInvalidArgument on every rank before any byte moves; a peer that
+// vanishes fails the call naming it, within seconds.
 
 // output = op over every rank's input (in place when input == output).
 // Each input is multiplied by `prescale` first and the result by
@@ -95,6 +201,27 @@ absl::Status reducescatter(const void* input, int64_t count, DataType type,
                            ReduceOp op = ReduceOp::kSum);
 // Returns once every rank has entered it.
 absl::Status barrier();
+
+// ---- Raw data plane (benchmarks) -----------------------------------------
+// The same blocking collectives run directly on the data plane without
+// negotiation, in call order: every rank must call the same sequence, and
+// no negotiated op may be in flight meanwhile (their bytes would share the
+// connections). kolo-bench's raw mode measures the transport with them.
+namespace raw {
+absl::Status allreduce(const void* input, void* output, int64_t count,
+                       DataType type, ReduceOp op = ReduceOp::kSum,
+                       double prescale = 1.0, double postscale = 1.0);
+absl::Status allgather(const void* input, int64_t count, DataType type,
+                       absl::Span<const int64_t> counts, void* output);
+absl::Status broadcast(void* buffer, int64_t count, DataType type, int root);
+absl::Status alltoall(const void* input, DataType type,
+                      absl::Span<const int64_t> send_splits, void* output,
+                      absl::Span<const int64_t> recv_splits);
+absl::Status reducescatter(const void* input, int64_t count, DataType type,
+                           absl::Span<const int64_t> counts, void* output,
+                           ReduceOp op = ReduceOp::kSum);
+absl::Status barrier();
+}  // namespace raw
 
 }  // namespace kolo
 

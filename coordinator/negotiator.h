@@ -1,0 +1,117 @@
+// Negotiator: which tensors are ready on every rank, in which global order
+// they run, and whether the ranks agree on them — as a plain class with no
+// gRPC and no clock of its own (announcements and times in, plans, warnings
+// and a shutdown verdict out). CoordinatorCore owns one per epoch and feeds
+// it the Announce and Done messages of the members; tests drive it directly.
+//
+// Rules (DESIGN.md "Negotiation and fusion"; proto/kolo.proto for messages):
+// - A name is ready when every rank has announced it. Ready names are
+//   checked for agreement (op, dtype, device, and per op: shape, reduce op,
+//   scale factors, root, trailing dimensions, splits); a disagreement or a
+//   request flagged invalid on some rank becomes an error response for that
+//   name, which every rank receives (so the next op works).
+// - One global plan sequence per epoch (1, 2, ...); every plan goes to every
+//   rank.
+// - Dispatch: when the data plane is idle (every rank's Done covers every
+//   plan sent) a ready response goes out at once in a plan of its own; while
+//   it is busy, responses that become ready are held and go out together in
+//   one plan as soon as it becomes idle, or once the oldest held one has
+//   waited the cycle time, whichever comes first.
+// - Stall inspector: a name announced by some ranks but not all for longer
+//   than stall_check gives a warning naming the missing ranks and some
+//   tensors, repeated every stall_check while it lasts; past stall_shutdown
+//   (if non-zero) the negotiator returns a shutdown verdict with the reason.
+//
+// Thread-safety: none; the owner serialises calls (CoordinatorCore holds its
+// mutex).
+// Invariants: plan sequence numbers are consecutive from 1; a name is in at
+// most one of {partially announced, held, dispatched-and-forgotten}; after a
+// name's response is dispatched the name may be announced again (a new op).
+#ifndef KOLO_COORDINATOR_NEGOTIATOR_H_
+#define KOLO_COORDINATOR_NEGOTIATOR_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/time/time.h"
+#include "proto/kolo.pb.h"
+
+namespace kolo::coordinator {
+
+struct NegotiatorOptions {
+  int size = 1;  // members of the epoch, ranks 0..size-1
+  // KOLO_CYCLE_TIME_MS: the longest a ready response waits while the data
+  // plane is busy.
+  absl::Duration cycle_time = absl::Milliseconds(1);
+  // KOLO_STALL_CHECK_TIME_SECONDS; zero or negative disables the warning.
+  absl::Duration stall_check = absl::Seconds(60);
+  // KOLO_STALL_SHUTDOWN_TIME_SECONDS; zero = never.
+  absl::Duration stall_shutdown = absl::ZeroDuration();
+};
+
+// What one call produced.
+struct NegotiatorOutput {
+  std::vector<proto::Plan> plans;     // send each to every rank, in order
+  std::vector<std::string> warnings;  // stall warnings (the owner logs them)
+  // Set once a stall lasted stall_shutdown: the job must end with this
+  // reason (it says which tensors, which ranks, how long, which knob).
+  std::optional<std::string> shutdown;
+};
+
+class Negotiator {
+ public:
+  explicit Negotiator(NegotiatorOptions options);
+  Negotiator(const Negotiator&) = delete;
+  Negotiator& operator=(const Negotiator&) = delete;
+
+  // `rank` announced `requests`. A name this rank already announced and
+  // that is not dispatched yet is ignored (logged): the worker refuses
+  // duplicates before announcing, so only a faulty worker sends one.
+  // REQUIRES: 0 <= rank < size.
+  void Announce(int rank, const proto::Announce& announce, absl::Time now,
+                NegotiatorOutput& out);
+  // `rank` finished every plan up to `seq`.
+  void Done(int rank, uint64_t seq, absl::Time now, NegotiatorOutput& out);
+  // Flushes held responses whose cycle time is up; runs the stall inspector.
+  void Tick(absl::Time now, NegotiatorOutput& out);
+
+  // When Tick must be called next (InfiniteFuture when nothing waits): the
+  // cycle deadline of held responses, the next stall warning or shutdown.
+  absl::Time NextWake() const;
+
+  // Names announced by some ranks and not all, oldest first (for Status()).
+  std::vector<proto::PendingTensor> Pending(absl::Time now) const;
+  uint64_t plans_sent() const { return last_seq_; }
+
+ private:
+  struct Partial {
+    std::vector<std::optional<proto::Request>> by_rank;  // size entries
+    int count = 0;
+    absl::Time first;    // first announcement
+    uint64_t order = 0;  // arrival order of the first announcement
+  };
+
+  // The response for a name every rank announced: a run, or an error.
+  proto::Response Resolve(const std::string& name,
+                          const std::vector<std::optional<proto::Request>>& r);
+  bool DataPlaneIdle() const;
+  void Flush(NegotiatorOutput& out);
+  void Inspect(absl::Time now, NegotiatorOutput& out);
+
+  const NegotiatorOptions options_;
+  absl::flat_hash_map<std::string, Partial> partial_;
+  uint64_t next_order_ = 0;
+  std::vector<proto::Response> held_;
+  absl::Time held_since_ = absl::InfiniteFuture();
+  uint64_t last_seq_ = 0;
+  std::vector<uint64_t> done_;  // per rank
+  absl::Time next_stall_warning_ = absl::InfinitePast();
+  bool shutdown_given_ = false;
+};
+
+}  // namespace kolo::coordinator
+
+#endif  // KOLO_COORDINATOR_NEGOTIATOR_H_
