@@ -61,6 +61,10 @@ struct CoreOptions {
   uint64_t incarnation = 0;  // random per coordinator start
   absl::Duration heartbeat_interval = absl::Milliseconds(500);
   absl::Duration heartbeat_timeout = absl::Seconds(5);
+  // Negotiation (coordinator/negotiator.h has the meaning of each).
+  absl::Duration cycle_time = absl::Milliseconds(1);
+  absl::Duration stall_check = absl::Seconds(60);
+  absl::Duration stall_shutdown = absl::ZeroDuration();
   // When a message arrives (for liveness). Tests inject a fake clock and pass
   // the same clock's time to OnTick.
   std::function<absl::Time()> clock = [] { return absl::Now(); };

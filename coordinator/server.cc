@@ -36,6 +36,9 @@ CoreOptions MakeCoreOptions(const ServerOptions& options,
   core.incarnation = incarnation;
   core.heartbeat_interval = options.heartbeat_interval;
   core.heartbeat_timeout = options.heartbeat_timeout;
+  core.cycle_time = options.cycle_time;
+  core.stall_check = options.stall_check;
+  core.stall_shutdown = options.stall_shutdown;
   return core;
 }
 

@@ -30,6 +30,17 @@ struct ServerOptions {
   absl::Duration heartbeat_interval = absl::Milliseconds(500);
   // A worker silent this long (no heartbeat, stream still open) has failed.
   absl::Duration heartbeat_timeout = absl::Seconds(5);
+  // KOLO_CYCLE_TIME_MS (alias HOROVOD_CYCLE_TIME): the longest a ready
+  // tensor waits for others to batch with while the data plane is busy.
+  absl::Duration cycle_time = absl::Milliseconds(1);
+  // KOLO_STALL_CHECK_TIME_SECONDS (alias HOROVOD_STALL_CHECK_TIME_SECONDS):
+  // warn about tensors some ranks submitted and others not for this long;
+  // zero disables the warning.
+  absl::Duration stall_check = absl::Seconds(60);
+  // KOLO_STALL_SHUTDOWN_TIME_SECONDS (alias
+  // HOROVOD_STALL_SHUTDOWN_TIME_SECONDS): end the job after a stall this
+  // long; zero = never.
+  absl::Duration stall_shutdown = absl::ZeroDuration();
 };
 
 class CoordinatorServer {
