@@ -44,6 +44,10 @@ const char* BodyName(const proto::WorkerMessage& m) {
       return "Exchange";
     case proto::WorkerMessage::kLeave:
       return "Leave";
+    case proto::WorkerMessage::kAnnounce:
+      return "Announce";
+    case proto::WorkerMessage::kDone:
+      return "Done";
     default:
       return "an empty message";
   }
@@ -155,6 +159,20 @@ Actions CoordinatorCore::OnMessage(SessionId id,
       if (s.state != State::kMember && s.state != State::kWaiting) break;
       HandleLeave(id, s, out);
       return out;
+    case proto::WorkerMessage::kAnnounce: {
+      if (s.state != State::kMember) break;
+      NegotiatorOutput result;
+      negotiator_->Announce(s.rank, message.announce(), s.last_heard, result);
+      Apply(result, out);
+      return out;
+    }
+    case proto::WorkerMessage::kDone: {
+      if (s.state != State::kMember) break;
+      NegotiatorOutput result;
+      negotiator_->Done(s.rank, message.done().seq(), s.last_heard, result);
+      Apply(result, out);
+      return out;
+    }
     default:
       break;
   }
@@ -216,6 +234,12 @@ void CoordinatorCore::MaybeFormEpoch(Actions& out) {
     *msg.mutable_membership() = a.by_rank[r];
     Send(members_[r].session, std::move(msg), out);
   }
+  NegotiatorOptions no;
+  no.size = static_cast<int>(members_.size());
+  no.cycle_time = options_.cycle_time;
+  no.stall_check = options_.stall_check;
+  no.stall_shutdown = options_.stall_shutdown;
+  negotiator_ = std::make_unique<Negotiator>(no);
   Log()->info("epoch {} formed with {} workers{}: {}", epoch_, members_.size(),
               a.used_requested_ranks ? " (requested ranks)" : "",
               absl::StrJoin(names, ", "));
@@ -247,6 +271,24 @@ void CoordinatorCore::HandleExchange(SessionId id, Session& s,
   for (const Member& m : members_) {
     if (m.open && m.state == "member") Send(m.session, msg, out);
   }
+}
+
+void CoordinatorCore::Apply(NegotiatorOutput& result, Actions& out) {
+  for (const std::string& w : result.warnings) Log()->warn("{}", w);
+  for (proto::Plan& plan : result.plans) {
+    proto::CoordinatorMessage msg;
+    msg.mutable_fence()->set_incarnation(options_.incarnation);
+    msg.mutable_fence()->set_epoch(epoch_);
+    *msg.mutable_plan() = std::move(plan);
+    for (const Member& m : members_) {
+      if (m.open && m.state == "member") Send(m.session, msg, out);
+    }
+  }
+  if (result.shutdown.has_value()) {
+    EndJob(true, *result.shutdown, out);
+    return;
+  }
+  out.wake_at = std::min(out.wake_at, negotiator_->NextWake());
 }
 
 void CoordinatorCore::HandleLeave(SessionId id, Session& s, Actions& out) {
@@ -434,6 +476,11 @@ Actions CoordinatorCore::OnTick(absl::Time now) {
       case State::kLeft:
         break;
     }
+  }
+  if (phase_ == Phase::kRunning && negotiator_ != nullptr) {
+    NegotiatorOutput result;
+    negotiator_->Tick(now, result);
+    Apply(result, out);
   }
   return out;
 }

@@ -22,7 +22,11 @@
 //   JobEnd{failure, reason naming worker id, rank and host}. Before the epoch
 //   forms, an authenticated worker that disconnects is only removed.
 // - Exchange: when every member sent a value under a key, all get the values
-//   in rank order. Leave: LeaveAck; when every member left, the job ended well.
+//   in rank order.
+// - Negotiation: Announce and Done from members feed the epoch's Negotiator
+//   (coordinator/negotiator.h); its plans go to every member, its stall
+//   warnings are logged, and its stall-shutdown verdict ends the job.
+//   Actions::wake_at says when OnTick is due for it (cycle time, stalls). Leave: LeaveAck; when every member left, the job ended well.
 //
 // Thread-safety: every method may be called from any thread; one internal
 // kolo::Mutex serialises them. Callers that need the actions of successive
@@ -47,6 +51,7 @@
 #include "absl/time/time.h"
 #include "common/auth.h"
 #include "common/mutex.h"
+#include "coordinator/negotiator.h"
 #include "proto/kolo.pb.h"
 
 namespace kolo::coordinator {
@@ -83,6 +88,8 @@ struct Actions {
   };
   std::vector<Send> sends;
   std::vector<Close> closes;
+  // Call OnTick no later than this (the negotiator's next deadline).
+  absl::Time wake_at = absl::InfiniteFuture();
 
   bool empty() const { return sends.empty() && closes.empty(); }
 };
@@ -152,6 +159,10 @@ class CoordinatorCore {
                       Actions& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void HandleLeave(SessionId id, Session& s, Actions& out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sends the negotiator's plans to every member, logs its warnings, ends
+  // the job on its shutdown verdict, and sets out.wake_at.
+  void Apply(NegotiatorOutput& result, Actions& out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MaybeFormEpoch(Actions& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sends a Refusal, closes the stream and logs a warning. A refused member
   // fails the job.
@@ -185,6 +196,8 @@ class CoordinatorCore {
   uint64_t next_arrival_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t heartbeat_seq_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time next_heartbeat_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  // The epoch's negotiation state (null while forming).
+  std::unique_ptr<Negotiator> negotiator_ ABSL_GUARDED_BY(mu_);
   // Pending exchanges: key -> value per rank.
   absl::flat_hash_map<std::string, std::vector<std::optional<std::string>>>
       exchanges_ ABSL_GUARDED_BY(mu_);

@@ -22,6 +22,12 @@ proto::StatusReply CoordinatorCore::Status() const {
               : phase_ == Phase::kRunning ? "running"
                                           : "ended");
   r.set_end_reason(end_reason_);
+  if (negotiator_ != nullptr) {
+    for (proto::PendingTensor& p : negotiator_->Pending(now)) {
+      *r.add_pending() = std::move(p);
+    }
+    r.set_plans(negotiator_->plans_sent());
+  }
   for (size_t rank = 0; rank < members_.size(); ++rank) {
     const Member& m = members_[rank];
     proto::WorkerStatus* w = r.add_workers();

@@ -71,6 +71,11 @@ class ServerImpl final : public CoordinatorServer {
           ": address in use? (pick another port with --port, or 0 to let the "
           "kernel choose)"));
     }
+    service_.SetWakeHook([this] {
+      MutexLock lock(&mu_);
+      wake_ = true;
+      tick_cv_.SignalAll();
+    });
     tick_thread_ = std::thread([this] { TickLoop(); });
     GetLogger("coordinator")
         ->info("listening on {}:{} (job {}, expecting {} workers)",
@@ -143,14 +148,25 @@ class ServerImpl final : public CoordinatorServer {
   void TickLoop() {
     absl::Duration period =
         std::max(options_.heartbeat_interval / 2, absl::Milliseconds(10));
+    absl::Time next_periodic = absl::Now() + period;
     while (true) {
+      // The service's deadline is read before taking mu_ (lock order:
+      // service, then this); a deadline set meanwhile raises wake_.
+      absl::Time due = std::min(next_periodic, service_.NextWake());
       {
         MutexLock lock(&mu_);
+        while (!shut_down_ && !wake_ && absl::Now() < due) {
+          tick_cv_.WaitWithDeadline(&mu_, due);
+        }
         if (shut_down_) break;
-        tick_cv_.WaitWithTimeout(&mu_, period);
-        if (shut_down_) break;
+        if (wake_) {
+          wake_ = false;
+          continue;  // re-read the service's deadline
+        }
       }
-      service_.Tick(absl::Now());
+      absl::Time now = absl::Now();
+      if (now >= next_periodic) next_periodic = now + period;
+      service_.Tick(now);
     }
   }
 
@@ -164,6 +180,7 @@ class ServerImpl final : public CoordinatorServer {
   Mutex mu_;
   CondVar tick_cv_;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  bool wake_ ABSL_GUARDED_BY(mu_) = false;  // the service's deadline moved
 };
 
 }  // namespace

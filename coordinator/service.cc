@@ -180,7 +180,21 @@ void CoordinatorService::Deliver(Actions actions) {
     auto it = reactors_.find(close.session);
     if (it != reactors_.end()) it->second->RequestFinish(ToGrpc(close.status));
   }
+  if (actions.wake_at < wake_at_) {
+    wake_at_ = actions.wake_at;
+    if (wake_hook_) wake_hook_();
+  }
   changed_.SignalAll();
+}
+
+absl::Time CoordinatorService::NextWake() {
+  MutexLock lock(&mu_);
+  return wake_at_;
+}
+
+void CoordinatorService::SetWakeHook(std::function<void()> hook) {
+  MutexLock lock(&mu_);
+  wake_hook_ = std::move(hook);
 }
 
 void CoordinatorService::OnMessage(SessionId id,
@@ -202,6 +216,7 @@ void CoordinatorService::Unregister(SessionId id) {
 
 void CoordinatorService::Tick(absl::Time now) {
   MutexLock lock(&mu_);
+  wake_at_ = absl::InfiniteFuture();  // OnTick reports the next deadline
   Deliver(core_.OnTick(now));
 }
 

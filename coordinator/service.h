@@ -63,6 +63,13 @@ class CoordinatorService final : public proto::Coordinator::CallbackService {
 
   const CoordinatorCore& core() const { return core_; }
 
+  // When Tick is next due for the core's own deadlines (negotiation cycle,
+  // stalls); InfiniteFuture when none.
+  absl::Time NextWake() ABSL_LOCKS_EXCLUDED(mu_);
+  // Called (under the service mutex: it must only signal) whenever an event
+  // moved NextWake() earlier, so that the tick thread wakes in time.
+  void SetWakeHook(std::function<void()> hook) ABSL_LOCKS_EXCLUDED(mu_);
+
  private:
   friend class SessionReactor;
 
@@ -81,6 +88,8 @@ class CoordinatorService final : public proto::Coordinator::CallbackService {
   SessionId next_id_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<SessionId, SessionReactor*> reactors_
       ABSL_GUARDED_BY(mu_);
+  absl::Time wake_at_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+  std::function<void()> wake_hook_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace kolo::coordinator

@@ -206,6 +206,22 @@ absl::StatusOr<std::vector<std::string>> SessionClient::Exchange(
   return reactor_->Exchange(key, value, timeout);
 }
 
+absl::Status SessionClient::Announce(proto::Announce announce) {
+  proto::WorkerMessage msg;
+  *msg.mutable_announce() = std::move(announce);
+  return reactor_->SendMessage(std::move(msg));
+}
+
+absl::Status SessionClient::Done(uint64_t seq) {
+  proto::WorkerMessage msg;
+  msg.mutable_done()->set_seq(seq);
+  return reactor_->SendMessage(std::move(msg));
+}
+
+void SessionClient::OnPlan(std::function<void(const proto::Plan&)> sink) {
+  reactor_->OnPlan(std::move(sink));
+}
+
 absl::Status SessionClient::Shutdown(absl::Duration timeout) {
   if (shut_down_.exchange(true)) return absl::OkStatus();
   absl::Status s = reactor_->Leave(timeout);

@@ -102,6 +102,15 @@ class SessionClient {
                                                     absl::string_view value,
                                                     absl::Duration timeout);
 
+  // Negotiation (proto/kolo.proto): queues an Announce / Done for the
+  // coordinator. Returns the terminal error once the session ended.
+  absl::Status Announce(proto::Announce announce);
+  absl::Status Done(uint64_t seq);
+  // Calls `sink` with every Plan the coordinator sends, in order, on a gRPC
+  // thread under the session's lock: it must be quick (queue the plan) and
+  // must not call this client. Set it before the first Announce.
+  void OnPlan(std::function<void(const proto::Plan&)> sink);
+
   // Orderly leave: Leave, wait for LeaveAck (at most `timeout`), half-close,
   // wait for the stream to end (bounded), join the kolo thread. After it, a
   // lost coordinator is no longer an error. Idempotent. Returns an error if

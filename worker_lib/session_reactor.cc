@@ -180,6 +180,28 @@ void SessionClient::Reactor::OnTerminal(
   if (!terminal_.ok() && on_terminal_) on_terminal_(terminal_);
 }
 
+void SessionClient::Reactor::OnPlan(
+    std::function<void(const proto::Plan&)> sink) {
+  MutexLock lock(&mu_);
+  plan_sink_ = std::move(sink);
+}
+
+absl::Status SessionClient::Reactor::SendMessage(proto::WorkerMessage msg) {
+  {
+    MutexLock lock(&mu_);
+    if (!terminal_.ok()) return terminal_;
+    if (phase_ != Phase::kMember) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "worker ", options_.worker_id,
+          ": the session is not running (submit collectives after init() and "
+          "before shutdown())"));
+    }
+    Enqueue(std::move(msg));
+  }
+  MaybeStartWrite(/*from_reaction=*/false);
+  return absl::OkStatus();
+}
+
 void SessionClient::Reactor::Handle(const proto::CoordinatorMessage& msg) {
   const proto::Fence& f = msg.fence();
   if (!distrust_.ok() && !msg.has_refusal()) return;  // an impostor's words
@@ -259,6 +281,15 @@ void SessionClient::Reactor::Handle(const proto::CoordinatorMessage& msg) {
       cv_.SignalAll();
       return;
     }
+    case proto::CoordinatorMessage::kPlan:
+      if (plan_sink_) {
+        plan_sink_(msg.plan());
+      } else {
+        SessionLog()->warn("{} sent plan {} before the runtime was ready; "
+                           "dropped",
+                           Who(), msg.plan().seq());
+      }
+      return;
     case proto::CoordinatorMessage::kLeaveAck:
       leave_acked_ = true;
       cv_.SignalAll();

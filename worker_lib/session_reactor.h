@@ -64,6 +64,12 @@ class SessionClient::Reactor final
                                                     absl::string_view value,
                                                     absl::Duration timeout)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // Queues `msg` (Announce, Done) if the session is a running member;
+  // returns the terminal error (or kFailedPrecondition) otherwise.
+  absl::Status SendMessage(proto::WorkerMessage msg) ABSL_LOCKS_EXCLUDED(mu_);
+  // See SessionClient::OnPlan.
+  void OnPlan(std::function<void(const proto::Plan&)> sink)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Leave, LeaveAck, WritesDone.
   absl::Status Leave(absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
   // Marks the session closing and cancels the stream.
@@ -134,6 +140,8 @@ class SessionClient::Reactor final
   absl::Status terminal_ ABSL_GUARDED_BY(mu_);
   // Told the terminal error once, under mu_ (it must not call back in).
   std::function<void(const absl::Status&)> on_terminal_ ABSL_GUARDED_BY(mu_);
+  // Given every Plan, under mu_ (it must not call back in).
+  std::function<void(const proto::Plan&)> plan_sink_ ABSL_GUARDED_BY(mu_);
   bool lost_ ABSL_GUARDED_BY(mu_) = false;  // terminal_ is a lost coordinator
   bool done_ ABSL_GUARDED_BY(mu_) = false;  // OnDone ran
   bool hold_released_ ABSL_GUARDED_BY(mu_) = false;
