@@ -28,3 +28,13 @@ kolo_target_warnings(kolo-grid-worker)
 kolo_add_test(multiprocess_grid_test SOURCES multiprocess_grid_test.cc
   LIBS kolo_mp_testing LABELS multiprocess SERIAL TIMEOUT 900)
 add_dependencies(multiprocess_grid_test kolo-grid-worker kolorun)
+
+# The negotiated runtime of issue 4: orders, mismatches, duplicates, stalls and
+# a killed worker, through kolorun (tests/workers/negotiation_worker.cc).
+add_executable(kolo-negotiation-worker workers/negotiation_worker.cc)
+target_link_libraries(kolo-negotiation-worker PRIVATE kolo)
+kolo_target_warnings(kolo-negotiation-worker)
+kolo_add_test(multiprocess_negotiation_test
+  SOURCES multiprocess_negotiation_test.cc
+  LIBS kolo_mp_testing LABELS multiprocess SERIAL TIMEOUT 600)
+add_dependencies(multiprocess_negotiation_test kolo-negotiation-worker kolorun)

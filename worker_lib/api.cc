@@ -23,7 +23,9 @@
 #include "kolo/kolo.h"
 #include "worker_lib/config.h"
 #include "worker_lib/data_listener.h"
+#include "worker_lib/api_internal.h"
 #include "worker_lib/data_plane.h"
+#include "worker_lib/op_runtime.h"
 #include "worker_lib/session_client.h"
 
 namespace kolo {
@@ -41,8 +43,10 @@ struct Runtime {
   std::unique_ptr<worker::DataListener> listener;
   // Shared with control_allgather calls in flight.
   std::shared_ptr<worker::SessionClient> client;
-  // Shared with collectives in flight.
+  // Shared with raw collectives in flight.
   std::shared_ptr<worker::DataPlane> data;
+  // Negotiated ops; shared with API calls in flight.
+  std::shared_ptr<worker::OpRuntime> ops;
 };
 
 absl::Status WithMessage(const absl::Status& s, absl::string_view message) {
@@ -80,6 +84,7 @@ absl::StatusOr<std::unique_ptr<coordinator::CoordinatorServer>> HostCoordinator(
 // Leaves the job; on the hosting rank, waits for the others, then stops the
 // coordinator.
 absl::Status StopRuntime(Runtime& rt) {
+  if (rt.ops != nullptr) rt.ops->Stop();  // before the data plane goes
   rt.data.reset();  // closes this epoch's data connections
   absl::Status result = rt.client->Shutdown();
   if (rt.server != nullptr) {
@@ -152,13 +157,29 @@ absl::StatusOr<std::unique_ptr<Runtime>> StartRuntime(
     return data.status();
   }
   rt->data = *std::move(data);
-  // The job ending (or the coordinator lost) fails collectives at once with
-  // the coordinator's reason, rather than after KOLO_TIMEOUT_SECONDS of
-  // waiting on peers that will never send.
-  rt->client->OnTerminal([weak = std::weak_ptr<worker::DataPlane>(rt->data)](
-                             const absl::Status& why) {
-    if (std::shared_ptr<worker::DataPlane> d = weak.lock()) d->Abort(why);
+  const proto::Membership& m = rt->client->membership();
+  rt->ops = std::make_shared<worker::OpRuntime>(rt->client, rt->data.get(),
+                                                m.rank(), m.size());
+  rt->client->OnPlan([weak = std::weak_ptr<worker::OpRuntime>(rt->ops)](
+                         const proto::Plan& plan) {
+    if (std::shared_ptr<worker::OpRuntime> ops = weak.lock()) {
+      ops->Deliver(plan);
+    }
   });
+  // The job ending (or the coordinator lost) fails pending ops and
+  // collectives at once with the coordinator's reason, rather than after
+  // KOLO_TIMEOUT_SECONDS of waiting on peers that will never send.
+  rt->client->OnTerminal(
+      [weak_data = std::weak_ptr<worker::DataPlane>(rt->data),
+       weak_ops = std::weak_ptr<worker::OpRuntime>(rt->ops)](
+          const absl::Status& why) {
+        if (std::shared_ptr<worker::DataPlane> d = weak_data.lock()) {
+          d->Abort(why);
+        }
+        if (std::shared_ptr<worker::OpRuntime> o = weak_ops.lock()) {
+          o->Fail(why);
+        }
+      });
   return rt;
 }
 
@@ -277,10 +298,12 @@ absl::StatusOr<std::shared_ptr<worker::DataPlane>> Data(absl::string_view op) {
 
 }  // namespace
 
+namespace raw {
+
 absl::Status allreduce(const void* input, void* output, int64_t count,
                        DataType type, ReduceOp op, double prescale,
                        double postscale) {
-  auto data = Data("allreduce");
+  auto data = Data("raw::allreduce");
   if (!data.ok()) return data.status();
   ReduceOptions reduce;
   reduce.op = op;
@@ -291,13 +314,13 @@ absl::Status allreduce(const void* input, void* output, int64_t count,
 
 absl::Status allgather(const void* input, int64_t count, DataType type,
                        absl::Span<const int64_t> counts, void* output) {
-  auto data = Data("allgather");
+  auto data = Data("raw::allgather");
   if (!data.ok()) return data.status();
   return (*data)->Allgather(type, input, count, counts, output);
 }
 
 absl::Status broadcast(void* buffer, int64_t count, DataType type, int root) {
-  auto data = Data("broadcast");
+  auto data = Data("raw::broadcast");
   if (!data.ok()) return data.status();
   return (*data)->Broadcast(type, buffer, count, root);
 }
@@ -305,7 +328,7 @@ absl::Status broadcast(void* buffer, int64_t count, DataType type, int root) {
 absl::Status alltoall(const void* input, DataType type,
                       absl::Span<const int64_t> send_splits, void* output,
                       absl::Span<const int64_t> recv_splits) {
-  auto data = Data("alltoall");
+  auto data = Data("raw::alltoall");
   if (!data.ok()) return data.status();
   return (*data)->Alltoall(type, input, send_splits, output, recv_splits);
 }
@@ -313,7 +336,7 @@ absl::Status alltoall(const void* input, DataType type,
 absl::Status reducescatter(const void* input, int64_t count, DataType type,
                            absl::Span<const int64_t> counts, void* output,
                            ReduceOp op) {
-  auto data = Data("reducescatter");
+  auto data = Data("raw::reducescatter");
   if (!data.ok()) return data.status();
   ReduceOptions reduce;
   reduce.op = op;
@@ -321,9 +344,24 @@ absl::Status reducescatter(const void* input, int64_t count, DataType type,
 }
 
 absl::Status barrier() {
-  auto data = Data("barrier");
+  auto data = Data("raw::barrier");
   if (!data.ok()) return data.status();
   return (*data)->Barrier();
 }
 
+}  // namespace raw
+
+namespace internal {
+
+absl::StatusOr<std::shared_ptr<worker::OpRuntime>> CurrentOps(
+    absl::string_view op) {
+  MutexLock lock(&api_mu);
+  if (runtime == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(op, " called before kolo::init() (or after shutdown())"));
+  }
+  return runtime->ops;
+}
+
+}  // namespace internal
 }  // namespace kolo

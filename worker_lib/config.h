@@ -132,6 +132,26 @@ struct WorkerConfig {
   // cubic) by default: pacing-based BBR throttles a collective's bursts.
   std::vector<std::string> tcp_congestion = {"cubic", "reno"};
 
+  // --- Negotiation (used when this process hosts the coordinator) -----------
+  // KOLO_CYCLE_TIME_MS (alias HOROVOD_CYCLE_TIME), milliseconds, may be
+  // fractional: the longest a ready tensor waits for others to batch with
+  // while the data plane is busy (an idle data plane gets it at once). 1 ms,
+  // as Horovod: long enough to fuse a backward pass's burst of gradients,
+  // short next to a step. Must be > 0.
+  absl::Duration cycle_time = absl::Milliseconds(1);
+  // KOLO_STALL_CHECK_TIME_SECONDS (alias HOROVOD_STALL_CHECK_TIME_SECONDS): a
+  // tensor some ranks submitted and others not for this long is reported in a
+  // warning naming the missing ranks, repeated while the stall lasts. 60 s,
+  // as Horovod: longer than any sane step, so a warning means a rank took
+  // another path through the model. 0 disables the warning.
+  absl::Duration stall_check = absl::Seconds(60);
+  // KOLO_STALL_SHUTDOWN_TIME_SECONDS (alias
+  // HOROVOD_STALL_SHUTDOWN_TIME_SECONDS): a stall this long fails every
+  // pending op with the reason and ends the job. 0, the default, never does
+  // (as Horovod): a stall may be a slow rank, and only the user knows how
+  // slow is too slow.
+  absl::Duration stall_shutdown = absl::ZeroDuration();
+
   // --- Logging --------------------------------------------------------------
   // KOLO_LOG_LEVEL (alias HOROVOD_LOG_LEVEL): warn by default so a healthy
   // job prints nothing from kolo.
@@ -142,6 +162,23 @@ struct WorkerConfig {
 // name (tests pass a fixed one).
 absl::StatusOr<WorkerConfig> ParseWorkerConfig(
     const EnvMap& env, absl::string_view kernel_host_name);
+
+// One warning per KOLO_* variable in `env` that no part of kolo reads (a
+// typo would otherwise be ignored in silence), sorted by name, e.g.
+//   KOLO_CYCLE_TIME=5 is not a kolo variable; did you mean
+//   KOLO_CYCLE_TIME_MS? (README lists every variable)
+// The suggestion is the known variable closest by edit distance (case and
+// transpositions forgiven), left out when none is within about a third of
+// the name's length. Values are not shown for names that look secret or
+// are closest to one (a misspelt KOLO_SECRET).
+// Only names starting with KOLO_ are checked (HOROVOD_* and others are not).
+// init() logs these; kolorun prints them for its own environment.
+std::vector<std::string> UnknownVariableWarnings(const EnvMap& env);
+
+// Every KOLO_* environment variable some part of kolo reads (the worker
+// library, kolorun, kolo-coordinator, kolo-bench, the tests and scripts),
+// sorted. UnknownVariableWarnings checks against it.
+std::vector<std::string> KnownVariables();
 
 // The real environment as an EnvMap. A KOLO_SECRET scrubbed earlier by
 // ScrubSecretFromProcessEnvironment is put back in the map (not in environ),

@@ -1,0 +1,201 @@
+// The negotiated runtime through real processes (issue 4 point 7): kolorun
+// jobs of kolo-negotiation-worker (tests/workers/negotiation_worker.cc).
+// Many tensors in different orders per rank give exact results; every kind
+// of cross-rank disagreement fails on every rank with a message naming the
+// tensor, the ranks and the values, and the next op works; a duplicate name
+// fails on its rank only; a stall is warned about and then resolves; a stall
+// past the shutdown time fails every pending op and ends the job; a killed
+// worker fails the others' pending handles within seconds, naming it.
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/subprocess.h"
+#include "tests/testing/timeouts.h"
+#include "tests/testing/topology.h"
+
+namespace kolo::testing {
+namespace {
+
+std::string Bin(const std::string& name) { return BinDir() + "/" + name; }
+
+struct JobRun {
+  ExitInfo exit;
+  std::string output;
+  double seconds = 0;
+};
+
+// kolorun -np n [flags] kolo-negotiation-worker args...
+JobRun Launch(int n, const std::vector<std::string>& flags,
+           const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {Bin("kolorun"), "-np", std::to_string(n)};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  argv.push_back(Bin("kolo-negotiation-worker"));
+  argv.insert(argv.end(), args.begin(), args.end());
+  Subprocess p(argv, {});
+  const absl::Time start = absl::Now();
+  JobRun run;
+  EXPECT_TRUE(p.Start().ok());
+  absl::Status st = p.Wait(Scaled(absl::Seconds(120)));
+  EXPECT_TRUE(st.ok()) << st << "\n" << p.output();
+  run.exit = p.exit_info();
+  run.output = p.output();
+  run.seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  return run;
+}
+
+int Count(const std::string& haystack, const std::string& needle) {
+  int n = 0;
+  for (size_t at = haystack.find(needle); at != std::string::npos;
+       at = haystack.find(needle, at + needle.size())) {
+    ++n;
+  }
+  return n;
+}
+
+// The lines of `output` that contain `needle`.
+std::vector<std::string> Lines(const std::string& output,
+                               const std::string& needle) {
+  std::vector<std::string> lines;
+  size_t start = 0;
+  while (start < output.size()) {
+    size_t end = output.find('\n', start);
+    if (end == std::string::npos) end = output.size();
+    std::string line = output.substr(start, end - start);
+    if (absl::StrContains(line, needle)) lines.push_back(line);
+    start = end + 1;
+  }
+  return lines;
+}
+
+void ExpectOk(const JobRun& run, int n, const std::string& mode) {
+  EXPECT_TRUE(run.exit.exited && run.exit.code == 0)
+      << run.exit.ToString() << "\n"
+      << run.output;
+  std::vector<Fields> ok = ParseTagged(run.output, "NEG_OK");
+  EXPECT_EQ(ok.size(), static_cast<size_t>(n)) << run.output;
+  for (const Fields& f : ok) {
+    EXPECT_EQ(f.at("mode"), mode);
+    EXPECT_EQ(IntField(f, "size"), n);
+  }
+}
+
+class Orders : public ::testing::TestWithParam<int> {};
+
+TEST_P(Orders, ManyTensorsInDifferentOrdersGiveExactResults) {
+  const int n = GetParam();
+  JobRun run = Launch(n, {}, {"orders"});
+  ExpectOk(run, n, "orders");
+}
+
+INSTANTIATE_TEST_SUITE_P(Sizes, Orders, ::testing::Values(1, 2, 3, 5),
+                         [](const ::testing::TestParamInfo<int>& p) {
+                           return absl::StrCat(p.param, "ranks");
+                         });
+
+TEST(Negotiation, EveryMismatchFailsOnEveryRankAndTheNextOpWorks) {
+  const int n = 3;
+  JobRun run = Launch(n, {}, {"mismatch"});
+  ExpectOk(run, n, "mismatch");
+  std::vector<Fields> errs = ParseTagged(run.output, "NEG_ERR");
+  ASSERT_EQ(errs.size(), 11u * n) << run.output;
+  for (const Fields& f : errs) {
+    const int want = f.at("kind") == "invalid" ? 3    // kInvalidArgument
+                                               : 9;  // kFailedPrecondition
+    EXPECT_EQ(IntField(f, "code"), want) << f.at("kind") << "\n" << run.output;
+  }
+  // The exact wording, on every rank.
+  const std::vector<std::string> messages = {
+      "tensor 'bad/op': op allreduce on ranks 0,1 but broadcast on rank 2",
+      "tensor 'bad/dtype': allreduce dtype float32 on ranks 0,1 but int32 on "
+      "rank 2",
+      "tensor 'bad/shape': allreduce shape [4,3] on ranks 0,1 but [3,4] on "
+      "rank 2",
+      "tensor 'bad/reduce': allreduce reduce op sum on ranks 0,1 but max on "
+      "rank 2",
+      "tensor 'bad/prescale': allreduce prescale 1 on ranks 0,1 but 0.5 on "
+      "rank 2",
+      "tensor 'bad/postscale': allreduce postscale 1 on ranks 0,1 but 2 on "
+      "rank 2",
+      "tensor 'bad/root': broadcast root 0 on ranks 0,1 but 1 on rank 2",
+      "tensor 'bad/allgather-dims': allgather shape [*,4] on ranks 0,1 but "
+      "[*,6] on rank 2",
+      "tensor 'bad/alltoall-dims': alltoall shape [*,4] on ranks 0,1 but "
+      "[*,6] on rank 2",
+      "tensor 'bad/reducescatter-counts':",
+      "tensor 'bad/invalid': invalid on rank 2: alltoall: splits [13,0,0] add "
+      "up to 13 rows, but the input's first dimension is 12",
+  };
+  for (const std::string& m : messages) {
+    EXPECT_EQ(Count(run.output, m), n) << m << "\n" << run.output;
+  }
+}
+
+TEST(Negotiation, DuplicateNameFailsAtOnceOnItsRankOnly) {
+  const int n = 2;
+  JobRun run = Launch(n, {}, {"duplicate"});
+  ExpectOk(run, n, "duplicate");
+  std::vector<Fields> dup = ParseTagged(run.output, "NEG_DUP");
+  ASSERT_EQ(dup.size(), 1u) << run.output;
+  EXPECT_EQ(IntField(dup[0], "code"), 3) << run.output;  // kInvalidArgument
+  EXPECT_TRUE(absl::StrContains(
+      run.output, "allreduce 'dup' on rank 0: an op with this name is already "
+                  "in flight on this rank"))
+      << run.output;
+}
+
+TEST(Negotiation, StallIsWarnedAboutThenResolves) {
+  const int n = 3;
+  JobRun run = Launch(n, {"--stall-check-time-seconds", "1"}, {"stall", "4"});
+  ExpectOk(run, n, "stall");
+  // The coordinator (in kolorun) names the tensor and the missing rank.
+  EXPECT_TRUE(absl::StrContains(run.output, "'late' waits for rank 2"))
+      << run.output;
+  EXPECT_GE(Count(run.output, "stall:"), 2) << "repeated while it lasts\n"
+                                            << run.output;
+}
+
+TEST(Negotiation, StallShutdownFailsEveryPendingOpAndEndsTheJob) {
+  const int n = 3;
+  JobRun run = Launch(n,
+                   {"--stall-check-time-seconds", "1",
+                    "--stall-shutdown-time-seconds", "2"},
+                   {"stall-shutdown"});
+  EXPECT_LT(run.seconds, 30) << run.output;
+  std::vector<Fields> failed = ParseTagged(run.output, "NEG_STALL_FAILED");
+  EXPECT_EQ(failed.size(), static_cast<size_t>(n)) << run.output;
+  std::vector<std::string> messages = Lines(run.output, "NEG_MSG stall:");
+  EXPECT_EQ(messages.size(), static_cast<size_t>(n)) << run.output;
+  for (const std::string& m : messages) {
+    EXPECT_TRUE(absl::StrContains(m, "stall shutdown")) << "says why: " << m;
+  }
+  EXPECT_TRUE(absl::StrContains(run.output, "'not-last'")) << run.output;
+  EXPECT_TRUE(run.exit.exited && run.exit.code != 0)
+      << "the job ended in failure\n"
+      << run.exit.ToString() << "\n"
+      << run.output;
+}
+
+TEST(Negotiation, KilledWorkerFailsEveryPendingHandleNamingIt) {
+  const int n = 3;
+  JobRun run = Launch(n, {}, {"kill", "1"});
+  std::vector<Fields> killed = ParseTagged(run.output, "NEG_KILLED");
+  ASSERT_EQ(killed.size(), 3u * (n - 1)) << run.output;
+  for (const Fields& f : killed) {
+    EXPECT_NE(IntField(f, "code"), 0) << run.output;
+    EXPECT_LT(std::stod(f.at("seconds")), 10) << run.output;
+  }
+  // Every error names the dead worker and its rank.
+  std::vector<std::string> messages = Lines(run.output, "NEG_MSG killed:");
+  EXPECT_EQ(messages.size(), 3u * (n - 1)) << run.output;
+  for (const std::string& m : messages) {
+    EXPECT_TRUE(absl::StrContains(m, "worker w1 (rank 1")) << m;
+  }
+  EXPECT_TRUE(run.exit.exited && run.exit.code != 0) << run.exit.ToString();
+}
+
+}  // namespace
+}  // namespace kolo::testing

@@ -1,0 +1,219 @@
+// kolo's negotiated API (include/kolo/kolo.h): the *_async submissions,
+// poll/synchronize, and the blocking collectives as thin wrappers around
+// them. Everything goes through the current job's OpRuntime
+// (worker_lib/op_runtime.h).
+//
+// Thread-safety: every function may be called from any thread.
+#include <memory>
+#include <numeric>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "kolo/kolo.h"
+#include "worker_lib/api_internal.h"
+#include "worker_lib/op_request.h"
+
+namespace kolo {
+namespace {
+
+absl::StatusOr<Handle> Submit(std::unique_ptr<worker::PendingOp> op,
+                              absl::string_view name) {
+  auto ops = internal::CurrentOps(worker::OpTypeName(op->op));
+  if (!ops.ok()) return ops.status();
+  op->name = std::string(name);
+  return (*ops)->Submit(std::move(op));
+}
+
+std::unique_ptr<worker::PendingOp> NewOp(proto::OpType type,
+                                         const Tensor& input) {
+  auto op = std::make_unique<worker::PendingOp>();
+  op->op = type;
+  op->input = input;
+  return op;
+}
+
+// Runs `submitted` to completion (the blocking wrappers).
+absl::Status Wait(const absl::StatusOr<Handle>& submitted,
+                  OpResult* result = nullptr) {
+  if (!submitted.ok()) return submitted.status();
+  return synchronize(*submitted, absl::InfiniteDuration(), result);
+}
+
+Tensor Vector(DataType type, int64_t count, const void* data) {
+  return Tensor{type, {count}, const_cast<void*>(data), kCpu};
+}
+
+// An allocator handing out caller memory of exactly `elements` elements.
+Allocator Exactly(void* memory, int64_t elements, const char* op) {
+  return [memory, elements, op](absl::Span<const int64_t> shape)
+             -> absl::StatusOr<void*> {
+    if (shape.empty() || shape[0] != elements) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          op, ": the negotiated output has ",
+          shape.empty() ? 0 : shape[0], " elements, but the counts given add "
+                                        "up to ",
+          elements));
+    }
+    return memory;
+  };
+}
+
+// kInvalidArgument if the negotiated per-rank sizes differ from the
+// caller's.
+absl::Status SameSplits(const char* op, const char* what,
+                        absl::Span<const int64_t> given,
+                        const std::vector<int64_t>& negotiated) {
+  if (std::vector<int64_t>(given.begin(), given.end()) == negotiated) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      op, ": ", what, " [", absl::StrJoin(given, ","), "] on rank ", rank(),
+      " do not match what the ranks sent: [", absl::StrJoin(negotiated, ","),
+      "]"));
+}
+
+}  // namespace
+
+absl::StatusOr<Handle> allreduce_async(const Tensor& input,
+                                       const Tensor& output,
+                                       const AllreduceOptions& options,
+                                       absl::string_view name) {
+  auto op = NewOp(proto::ALLREDUCE, input);
+  op->output = output;
+  op->reduce.op = options.op;
+  op->reduce.prescale = options.prescale;
+  op->reduce.postscale = options.postscale;
+  return Submit(std::move(op), name);
+}
+
+absl::StatusOr<Handle> allgather_async(const Tensor& input, Allocator output,
+                                       absl::string_view name) {
+  auto op = NewOp(proto::ALLGATHER, input);
+  op->allocator = std::move(output);
+  return Submit(std::move(op), name);
+}
+
+absl::StatusOr<Handle> broadcast_async(const Tensor& tensor, int root,
+                                       absl::string_view name) {
+  auto op = NewOp(proto::BROADCAST, tensor);
+  op->output = tensor;
+  op->root = root;
+  return Submit(std::move(op), name);
+}
+
+absl::StatusOr<Handle> alltoall_async(const Tensor& input, Allocator output,
+                                      absl::Span<const int64_t> splits,
+                                      absl::string_view name) {
+  auto op = NewOp(proto::ALLTOALL, input);
+  op->allocator = std::move(output);
+  op->splits.assign(splits.begin(), splits.end());
+  return Submit(std::move(op), name);
+}
+
+absl::StatusOr<Handle> reducescatter_async(const Tensor& input,
+                                           const Tensor& output,
+                                           const AllreduceOptions& options,
+                                           absl::Span<const int64_t> counts,
+                                           absl::string_view name) {
+  auto op = NewOp(proto::REDUCESCATTER, input);
+  op->output = output;
+  op->reduce.op = options.op;
+  op->reduce.prescale = options.prescale;
+  op->reduce.postscale = options.postscale;
+  op->splits.assign(counts.begin(), counts.end());
+  return Submit(std::move(op), name);
+}
+
+absl::StatusOr<Handle> barrier_async(absl::string_view name) {
+  return Submit(NewOp(proto::BARRIER, Tensor{}), name);
+}
+
+absl::StatusOr<bool> poll(Handle handle) {
+  auto ops = internal::CurrentOps("poll");
+  if (!ops.ok()) return ops.status();
+  return (*ops)->Poll(handle);
+}
+
+absl::Status synchronize(Handle handle, absl::Duration timeout,
+                         OpResult* result) {
+  auto ops = internal::CurrentOps("synchronize");
+  if (!ops.ok()) return ops.status();
+  return (*ops)->Synchronize(handle, timeout, result);
+}
+
+std::vector<absl::Status> synchronize_all(absl::Span<const Handle> handles,
+                                          absl::Duration timeout) {
+  auto ops = internal::CurrentOps("synchronize_all");
+  if (!ops.ok()) return std::vector<absl::Status>(handles.size(), ops.status());
+  return (*ops)->SynchronizeAll(handles, timeout);
+}
+
+absl::StatusOr<size_t> wait_any(absl::Span<const Handle> handles,
+                                absl::Duration timeout) {
+  auto ops = internal::CurrentOps("wait_any");
+  if (!ops.ok()) return ops.status();
+  return (*ops)->WaitAny(handles, timeout);
+}
+
+// ---- Blocking wrappers ------------------------------------------------------
+
+absl::Status allreduce(const void* input, void* output, int64_t count,
+                       DataType type, ReduceOp op, double prescale,
+                       double postscale) {
+  AllreduceOptions o;
+  o.op = op;
+  o.prescale = prescale;
+  o.postscale = postscale;
+  return Wait(allreduce_async(Vector(type, count, input),
+                              Vector(type, count, output), o));
+}
+
+absl::Status allgather(const void* input, int64_t count, DataType type,
+                       absl::Span<const int64_t> counts, void* output) {
+  const int64_t total = std::accumulate(counts.begin(), counts.end(), int64_t{0});
+  OpResult result;
+  absl::Status s = Wait(allgather_async(Vector(type, count, input),
+                                        Exactly(output, total, "allgather")),
+                        &result);
+  if (!s.ok()) return s;
+  return SameSplits("allgather", "counts", counts, result.splits);
+}
+
+absl::Status broadcast(void* buffer, int64_t count, DataType type, int root) {
+  return Wait(broadcast_async(Vector(type, count, buffer), root));
+}
+
+absl::Status alltoall(const void* input, DataType type,
+                      absl::Span<const int64_t> send_splits, void* output,
+                      absl::Span<const int64_t> recv_splits) {
+  const int64_t sent =
+      std::accumulate(send_splits.begin(), send_splits.end(), int64_t{0});
+  const int64_t received =
+      std::accumulate(recv_splits.begin(), recv_splits.end(), int64_t{0});
+  OpResult result;
+  absl::Status s = Wait(
+      alltoall_async(Vector(type, sent, input),
+                     Exactly(output, received, "alltoall"), send_splits),
+      &result);
+  if (!s.ok()) return s;
+  return SameSplits("alltoall", "recv_splits", recv_splits, result.splits);
+}
+
+absl::Status reducescatter(const void* input, int64_t count, DataType type,
+                           absl::Span<const int64_t> counts, void* output,
+                           ReduceOp op) {
+  AllreduceOptions o;
+  o.op = op;
+  const int r = rank();
+  // A wrong number of counts is reported by the op itself (on every rank);
+  // the output shape only needs a plausible value meanwhile.
+  int64_t mine = r >= 0 && r < static_cast<int>(counts.size()) ? counts[r] : 0;
+  return Wait(reducescatter_async(Vector(type, count, input),
+                                  Vector(type, mine, output), o, counts));
+}
+
+absl::Status barrier() { return Wait(barrier_async()); }
+
+}  // namespace kolo

@@ -1,0 +1,216 @@
+#include "worker_lib/op_request.h"
+
+#include <cmath>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "allreduce/collective_checks.h"
+
+namespace kolo {
+
+int64_t Tensor::num_elements() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+int64_t Tensor::num_bytes() const {
+  return num_elements() * static_cast<int64_t>(DataTypeSize(dtype));
+}
+
+namespace worker {
+namespace {
+
+std::string Shape(const std::vector<int64_t>& shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ","), "]");
+}
+
+// The problem with `t` (named `what`) as this rank sees it, or "".
+std::string CheckTensor(const char* op, const char* what, const Tensor& t) {
+  if (absl::Status s = internal::CheckType(op, t.dtype); !s.ok()) {
+    return std::string(s.message());
+  }
+  if (t.device != kCpu) {
+    return absl::StrCat(op, ": ", what, " is on device ", t.device,
+                        ", but this kolo build handles host tensors only "
+                        "(device kolo::kCpu)");
+  }
+  for (int64_t d : t.shape) {
+    if (d < 0) {
+      return absl::StrCat(op, ": ", what, " shape ", Shape(t.shape),
+                          " has a negative dimension");
+    }
+  }
+  if (t.data == nullptr && t.num_elements() > 0) {
+    return absl::StrCat(op, ": ", what, " data is null but its shape ",
+                        Shape(t.shape), " holds ", t.num_elements(),
+                        " elements");
+  }
+  return "";
+}
+
+// Checks caller-given row splits (size entries, each >= 0, summing to
+// `rows`); returns the problem or "".
+std::string CheckSplits(const char* op, const char* what,
+                        const std::vector<int64_t>& splits, int64_t rows,
+                        int size) {
+  if (static_cast<int>(splits.size()) != size) {
+    return absl::StrCat(op, ": ", what, " has ", splits.size(),
+                        " entries, but there are ", size,
+                        " ranks (one entry per rank)");
+  }
+  int64_t sum = 0;
+  for (int64_t s : splits) {
+    if (s < 0) {
+      return absl::StrCat(op, ": ", what, " [", absl::StrJoin(splits, ","),
+                          "] has a negative entry");
+    }
+    sum += s;
+  }
+  if (sum != rows) {
+    return absl::StrCat(op, ": ", what, " [", absl::StrJoin(splits, ","),
+                        "] add up to ", sum, " rows, but the input's first "
+                        "dimension is ",
+                        rows);
+  }
+  return "";
+}
+
+std::string Validate(PendingOp& op, int rank, int size) {
+  const char* name = OpTypeName(op.op);
+  if (op.op == proto::BARRIER) return "";
+  std::string bad = CheckTensor(name, "the input", op.input);
+  if (!bad.empty()) return bad;
+  const std::vector<int64_t>& shape = op.input.shape;
+  switch (op.op) {
+    case proto::ALLREDUCE:
+    case proto::REDUCESCATTER: {
+      if (absl::Status s =
+              internal::CheckReduce(name, op.input.dtype, op.reduce);
+          !s.ok()) {
+        return std::string(s.message());
+      }
+      if (op.op == proto::ALLREDUCE) {
+        if (op.output.shape != shape || op.output.dtype != op.input.dtype) {
+          return absl::StrCat(
+              "allreduce: the output (", DataTypeName(op.output.dtype), " ",
+              Shape(op.output.shape), ") must have the input's dtype and shape (",
+              DataTypeName(op.input.dtype), " ", Shape(shape), ")");
+        }
+        return CheckTensor(name, "the output", op.output);
+      }
+      if (shape.empty()) {
+        return "reducescatter: the input is a scalar; it needs a first "
+               "dimension to scatter";
+      }
+      if (op.splits.empty()) {
+        for (int r = 0; r < size; ++r) {
+          op.splits.push_back(shape[0] / size + (r < shape[0] % size ? 1 : 0));
+        }
+      } else if (std::string b = CheckSplits(name, "counts", op.splits,
+                                             shape[0], size);
+                 !b.empty()) {
+        op.splits.clear();
+        return b;
+      }
+      std::vector<int64_t> want = shape;
+      want[0] = op.splits[rank];
+      if (op.output.shape != want || op.output.dtype != op.input.dtype) {
+        return absl::StrCat("reducescatter: rank ", rank, "'s output (",
+                            DataTypeName(op.output.dtype), " ",
+                            Shape(op.output.shape), ") must be ",
+                            DataTypeName(op.input.dtype), " ", Shape(want));
+      }
+      return CheckTensor(name, "the output", op.output);
+    }
+    case proto::BROADCAST:
+      if (op.root < 0 || op.root >= size) {
+        return absl::StrCat("broadcast: root ", op.root,
+                            " is out of range for ", size, " ranks (0..",
+                            size - 1, ")");
+      }
+      return "";
+    case proto::ALLGATHER:
+    case proto::ALLTOALL:
+      if (!op.allocator) {
+        return absl::StrCat(name, ": no output allocator given");
+      }
+      if (shape.empty()) {
+        return absl::StrCat(name, ": the input is a scalar (0-d); it needs a "
+                                  "first dimension to ",
+                            op.op == proto::ALLGATHER ? "concatenate along"
+                                                      : "split");
+      }
+      if (op.op == proto::ALLGATHER) return "";
+      if (op.splits.empty()) {
+        if (shape[0] % size != 0) {
+          return absl::StrCat("alltoall: without splits the first dimension (",
+                              shape[0], ") must divide by the ", size,
+                              " ranks; pass splits");
+        }
+        op.splits.assign(size, shape[0] / size);
+        return "";
+      }
+      if (std::string b =
+              CheckSplits(name, "splits", op.splits, shape[0], size);
+          !b.empty()) {
+        op.splits.clear();
+        return b;
+      }
+      return "";
+    default:
+      return absl::StrCat("unknown op type ", static_cast<int>(op.op));
+  }
+}
+
+}  // namespace
+
+int64_t RowElements(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (size_t i = 1; i < shape.size(); ++i) n *= shape[i];
+  return n;
+}
+
+const char* OpTypeName(proto::OpType op) {
+  switch (op) {
+    case proto::ALLREDUCE:
+      return "allreduce";
+    case proto::ALLGATHER:
+      return "allgather";
+    case proto::BROADCAST:
+      return "broadcast";
+    case proto::ALLTOALL:
+      return "alltoall";
+    case proto::REDUCESCATTER:
+      return "reducescatter";
+    case proto::BARRIER:
+      return "barrier";
+    default:
+      return "unknown";
+  }
+}
+
+proto::Request MakeRequest(PendingOp& op, int rank, int size) {
+  proto::Request r;
+  r.set_name(op.name);
+  r.set_op(op.op);
+  std::string invalid = Validate(op, rank, size);
+  if (op.op != proto::BARRIER) {
+    r.set_dtype(static_cast<int>(op.input.dtype));
+    for (int64_t d : op.input.shape) r.add_shape(d);
+    r.set_device(op.input.device);
+  } else {
+    r.set_device(kCpu);
+  }
+  r.set_reduce_op(static_cast<int>(op.reduce.op));
+  r.set_prescale(op.reduce.prescale);
+  r.set_postscale(op.reduce.postscale);
+  r.set_root(op.root);
+  for (int64_t s : op.splits) r.add_splits(s);
+  r.set_invalid(invalid);
+  return r;
+}
+
+}  // namespace worker
+}  // namespace kolo

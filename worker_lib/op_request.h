@@ -1,0 +1,60 @@
+// PendingOp and MakeRequest: one collective a caller submitted, and the
+// Request announcing it to the coordinator (proto/kolo.proto).
+//
+// MakeRequest judges what this rank can see on its own (dtype, device,
+// shapes, splits, root range, reduce op for the dtype, output shape) and
+// records a problem in Request.invalid instead of refusing: the op is still
+// announced so that it fails on every rank rather than stalling the others
+// (DESIGN.md "Negotiation and fusion").
+//
+// Thread-safety: PendingOp is owned by OpRuntime (op_runtime.h); its fields
+// below "completion" are guarded there. MakeRequest is a pure function.
+#ifndef KOLO_WORKER_LIB_OP_REQUEST_H_
+#define KOLO_WORKER_LIB_OP_REQUEST_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "allreduce/collectives.h"
+#include "kolo/kolo.h"
+#include "proto/kolo.pb.h"
+
+namespace kolo::worker {
+
+struct PendingOp {
+  Handle handle = 0;
+  std::string name;
+  proto::OpType op = proto::OP_UNSPECIFIED;
+  Tensor input;
+  Tensor output;        // allreduce, reducescatter; broadcast: == input
+  Allocator allocator;  // allgather, alltoall
+  ReduceOptions reduce;
+  int root = 0;
+  // alltoall: rows sent to each rank; reducescatter: rows each rank gets
+  // (filled in from the default split when the caller gave none). Empty when
+  // the caller's splits were invalid.
+  std::vector<int64_t> splits;
+
+  // Completion (guarded by OpRuntime's mutex).
+  bool running = false;  // its collective is on the data plane
+  bool done = false;
+  absl::Status status;
+  OpResult result;
+};
+
+// Elements per first-dimension row: the product of shape[1..] (1 for a 0-d
+// or 1-d tensor).
+int64_t RowElements(const std::vector<int64_t>& shape);
+
+// The Request announcing `op` on rank `rank` of `size` ranks; fills
+// op.splits with the default split where the caller gave none.
+proto::Request MakeRequest(PendingOp& op, int rank, int size);
+
+// "allreduce", "allgather", ...
+const char* OpTypeName(proto::OpType op);
+
+}  // namespace kolo::worker
+
+#endif  // KOLO_WORKER_LIB_OP_REQUEST_H_

@@ -1,0 +1,111 @@
+// OpRuntime: the negotiated side of a worker — the table of submitted ops,
+// and the background thread that runs the coordinator's plans on the data
+// plane in sequence order and completes the ops' handles.
+//
+// Flow: Submit() validates the op (op_request.h), records it under its name
+// and handle and announces it on the Session stream from the caller's thread
+// (a queued write: no extra thread hop before the coordinator sees it). The
+// Session's plan sink (Deliver) queues each Plan; the background thread
+// waits on a condition variable for plans (never spinning: DESIGN.md's
+// waiting policy spins only on data-plane waits), runs every response of a
+// plan in order (plan_executor.h), tells the coordinator Done(seq) — before
+// waking the callers, so that a caller's next announcement never overtakes
+// it — and then completes the handles.
+//
+// Errors: a name already in flight here → kInvalidArgument at once. Fail()
+// (the job ended, the coordinator was lost, shutdown) completes every pending
+// op with its status and refuses later submissions.
+//
+// Thread-safety: every method may be called from any thread. Deliver and
+// Fail may be called under the Session's lock: they only take mu_, and
+// nothing here calls the Session or the data plane with mu_ held.
+// Lifetime: Stop() (or the destructor) joins the background thread; the
+// DataPlane given at construction must outlive Stop() (the Session is
+// shared: a Submit racing with Stop may still announce on it).
+#ifndef KOLO_WORKER_LIB_OP_RUNTIME_H_
+#define KOLO_WORKER_LIB_OP_RUNTIME_H_
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "common/mutex.h"
+#include "kolo/kolo.h"
+#include "proto/kolo.pb.h"
+#include "worker_lib/data_plane.h"
+#include "worker_lib/op_request.h"
+#include "worker_lib/session_client.h"
+
+namespace kolo::worker {
+
+class OpRuntime {
+ public:
+  // `rank`/`size`: this worker's place in the epoch. Starts the thread.
+  OpRuntime(std::shared_ptr<SessionClient> session, DataPlane* data, int rank,
+            int size);
+  ~OpRuntime();
+  OpRuntime(const OpRuntime&) = delete;
+  OpRuntime& operator=(const OpRuntime&) = delete;
+
+  // Announces `op` (its name may be empty: one is made up) and returns its
+  // handle.
+  absl::StatusOr<Handle> Submit(std::unique_ptr<PendingOp> op)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  absl::StatusOr<bool> Poll(Handle handle) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status Synchronize(Handle handle, absl::Duration timeout,
+                           OpResult* result) ABSL_LOCKS_EXCLUDED(mu_);
+  std::vector<absl::Status> SynchronizeAll(absl::Span<const Handle> handles,
+                                           absl::Duration timeout)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<size_t> WaitAny(absl::Span<const Handle> handles,
+                                 absl::Duration timeout)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The Session's plan sink.
+  void Deliver(const proto::Plan& plan) ABSL_LOCKS_EXCLUDED(mu_);
+  // Completes every pending op with `why` (the first call wins) and refuses
+  // later submissions with it.
+  void Fail(absl::Status why) ABSL_LOCKS_EXCLUDED(mu_);
+  // Fail(kAborted "shutdown") and join the background thread. Idempotent.
+  void Stop() ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  void ThreadMain() ABSL_LOCKS_EXCLUDED(mu_);
+  void RunPlan(const proto::Plan& plan) ABSL_LOCKS_EXCLUDED(mu_);
+  // kNotFound naming the handle.
+  absl::Status Unknown(Handle handle) const;
+  // Finished: release the handle and give its result.
+  absl::Status Take(Handle handle, OpResult* result)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const std::shared_ptr<SessionClient> session_;
+  DataPlane* const data_;
+  const int rank_, size_;
+
+  Mutex mu_;
+  CondVar plan_cv_;  // plans queued, or stopping
+  CondVar done_cv_;  // an op completed
+  absl::flat_hash_map<Handle, std::shared_ptr<PendingOp>> ops_
+      ABSL_GUARDED_BY(mu_);
+  // Names in flight (submitted, not yet completed) -> handle.
+  absl::flat_hash_map<std::string, Handle> names_ ABSL_GUARDED_BY(mu_);
+  std::deque<proto::Plan> plans_ ABSL_GUARDED_BY(mu_);
+  Handle next_handle_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t next_noname_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t last_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status terminal_ ABSL_GUARDED_BY(mu_);
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
+
+}  // namespace kolo::worker
+
+#endif  // KOLO_WORKER_LIB_OP_RUNTIME_H_

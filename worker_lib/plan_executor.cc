@@ -1,0 +1,126 @@
+#include "worker_lib/plan_executor.h"
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
+namespace kolo::worker {
+namespace {
+
+// Output memory of `bytes` for `op` from its allocator, or `scratch` (and
+// the allocator's problem in `problem`).
+void* Allocate(PendingOp& op, const std::vector<int64_t>& shape,
+               int64_t bytes, std::vector<char>& scratch,
+               absl::Status& problem) {
+  absl::StatusOr<void*> got = op.allocator(shape);
+  if (got.ok() && (*got != nullptr || bytes == 0)) return *got;
+  problem = got.ok() ? absl::InvalidArgumentError("it returned null")
+                     : got.status();
+  problem = absl::Status(
+      problem.code(),
+      absl::StrCat(OpTypeName(op.op), " '", op.name,
+                   "': the output allocator failed (", problem.message(),
+                   "); the collective ran into scratch memory so that the "
+                   "other ranks went on"));
+  scratch.assign(static_cast<size_t>(bytes), 0);
+  return scratch.data();
+}
+
+}  // namespace
+
+absl::Status Execute(const proto::Response& response, PendingOp& op,
+                     DataPlane& data, int rank, int size, OpResult* result) {
+  if (response.error_code() != 0) {
+    return absl::Status(static_cast<absl::StatusCode>(response.error_code()),
+                        response.error());
+  }
+  const Tensor& in = op.input;
+  const int64_t row = RowElements(in.shape);
+  const auto element = static_cast<int64_t>(DataTypeSize(in.dtype));
+  auto with_rows = [&](int64_t rows) {
+    std::vector<int64_t> shape = in.shape;
+    shape[0] = rows;
+    return shape;
+  };
+  switch (op.op) {
+    case proto::ALLREDUCE:
+      result->shape = op.output.shape;
+      return data.Allreduce(in.dtype, in.data, op.output.data,
+                            in.num_elements(), op.reduce);
+    case proto::BROADCAST:
+      result->shape = in.shape;
+      return data.Broadcast(in.dtype, in.data, in.num_elements(), op.root);
+    case proto::BARRIER:
+      // Every rank announced it: they have all entered the barrier.
+      return absl::OkStatus();
+    case proto::REDUCESCATTER: {
+      std::vector<int64_t> counts;
+      for (int64_t rows : op.splits) counts.push_back(rows * row);
+      result->shape = op.output.shape;
+      result->splits = op.splits;
+      return data.Reducescatter(in.dtype, in.data, in.num_elements(), counts,
+                                op.output.data, op.reduce);
+    }
+    case proto::ALLGATHER: {
+      int index = 0;
+      while (index < response.names_size() && response.names(index) != op.name) {
+        ++index;
+      }
+      if (response.sizes_size() < (index + 1) * size) {
+        return absl::InternalError(absl::StrCat(
+            "the plan for allgather '", op.name, "' carries ",
+            response.sizes_size(), " sizes for ", size,
+            " ranks; the coordinator and this worker disagree on the protocol"));
+      }
+      std::vector<int64_t> rows, counts;
+      int64_t total = 0;
+      for (int r = 0; r < size; ++r) {
+        int64_t n = response.sizes(index * size + r);
+        rows.push_back(n);
+        counts.push_back(n * row);
+        total += n;
+      }
+      result->shape = with_rows(total);
+      result->splits = rows;
+      std::vector<char> scratch;
+      absl::Status problem;
+      void* out = Allocate(op, result->shape, total * row * element, scratch,
+                           problem);
+      absl::Status s =
+          data.Allgather(in.dtype, in.data, in.num_elements(), counts, out);
+      return s.ok() ? problem : s;
+    }
+    case proto::ALLTOALL: {
+      if (response.sizes_size() != size * size) {
+        return absl::InternalError(absl::StrCat(
+            "the plan for alltoall '", op.name, "' carries ",
+            response.sizes_size(), " sizes for ", size,
+            " ranks; the coordinator and this worker disagree on the protocol"));
+      }
+      std::vector<int64_t> send, recv_rows, recv;
+      for (int64_t rows : op.splits) send.push_back(rows * row);
+      int64_t total = 0;
+      for (int r = 0; r < size; ++r) {
+        int64_t n = response.sizes(r * size + rank);
+        recv_rows.push_back(n);
+        recv.push_back(n * row);
+        total += n;
+      }
+      result->shape = with_rows(total);
+      result->splits = recv_rows;
+      std::vector<char> scratch;
+      absl::Status problem;
+      void* out = Allocate(op, result->shape, total * row * element, scratch,
+                           problem);
+      absl::Status s = data.Alltoall(in.dtype, in.data, send, out, recv);
+      return s.ok() ? problem : s;
+    }
+    default:
+      return absl::InternalError(absl::StrCat(
+          "plan response for '", op.name, "' has op type ",
+          static_cast<int>(op.op), ", which this worker does not know"));
+  }
+}
+
+}  // namespace kolo::worker

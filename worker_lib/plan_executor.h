@@ -1,0 +1,29 @@
+// Execute: runs one Response of a plan for one of this rank's ops on the
+// data plane — the collective with the sizes the coordinator negotiated
+// (allgather's per-rank rows, alltoall's split matrix), output memory from
+// the op's allocator where its size was unknown before — or fails the op with
+// the response's error.
+//
+// An allocator that fails (or returns null for a non-empty output) fails the
+// op on this rank only: the collective still runs, into scratch memory, so
+// that the other ranks are not left waiting.
+//
+// Thread-safety: called by OpRuntime's background thread only; `op` is not
+// touched by anyone else meanwhile (it is marked running).
+#ifndef KOLO_WORKER_LIB_PLAN_EXECUTOR_H_
+#define KOLO_WORKER_LIB_PLAN_EXECUTOR_H_
+
+#include "absl/status/status.h"
+#include "proto/kolo.pb.h"
+#include "worker_lib/data_plane.h"
+#include "worker_lib/op_request.h"
+
+namespace kolo::worker {
+
+// REQUIRES: response.names() contains op.name; 0 <= rank < size.
+absl::Status Execute(const proto::Response& response, PendingOp& op,
+                     DataPlane& data, int rank, int size, OpResult* result);
+
+}  // namespace kolo::worker
+
+#endif  // KOLO_WORKER_LIB_PLAN_EXECUTOR_H_
