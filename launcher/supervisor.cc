@@ -173,6 +173,16 @@ int Supervisor::Run() {
   for (auto& w : workers_) {
     for (int i = 0; i < 2; ++i) WriteAll(i + 1, w->prefixers[i]->Finish());
   }
+  // Every worker exited 0, but the coordinator ended the job in failure (a
+  // stall shutdown, say, whose errors the workers caught): the job failed.
+  if (exit_code_ == 0 && !terminating_ && probe_) {
+    CoordinatorView view = probe_();
+    if (view.phase == CoordinatorView::Phase::kEndedFailure) {
+      WriteAll(2, absl::StrCat("kolorun: the coordinator ended the job: ",
+                               view.reason, "\n"));
+      return 1;
+    }
+  }
   return exit_code_;
 }
 

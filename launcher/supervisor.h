@@ -1,7 +1,8 @@
 // Supervisor: kolorun's main loop. It spawns every worker under a guard,
 // relays their output line by line with the rank prefixed, and ends the job
 // when it must:
-//   - every worker exited 0                    -> exit 0;
+//   - every worker exited 0                    -> exit 0 (1 if the
+//     coordinator ended the job in failure meanwhile);
 //   - a worker exited non-zero or was killed   -> names it (worker id, rank,
 //     host, code or signal), stops the others, exits with its code (128+sig);
 //   - SIGINT / SIGTERM / SIGHUP to kolorun     -> stops every worker, exits

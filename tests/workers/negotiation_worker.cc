@@ -13,9 +13,11 @@
 //   stall-shutdown: the last rank submits 'only-last', the others 'not-last';
 //     nobody completes: the coordinator's stall shutdown must fail both,
 //     printing NEG_STALL_FAILED with the error.
-//   kill VICTIM: every rank but VICTIM submits three tensors; VICTIM exits
-//     abruptly; the others print NEG_KILLED with each handle's error.
+//   kill VICTIM: every rank but VICTIM submits three tensors; VICTIM kills
+//     itself (SIGKILL); the others (ignoring kolorun's SIGTERM meanwhile)
+//     print NEG_KILLED with each handle's error.
 // Every wait is bounded; nothing here can hang a test run.
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -400,8 +402,12 @@ int Kill(int victim) {
   if (rank == victim) {
     absl::SleepFor(absl::Milliseconds(300));  // the others have submitted
     std::fflush(stdout);
-    std::_Exit(9);
+    raise(SIGKILL);
   }
+  // kolorun stops the job when it sees the victim die (SIGTERM, then SIGKILL
+  // seconds later): ignore the SIGTERM so that this rank can report what its
+  // handles said.
+  signal(SIGTERM, SIG_IGN);
   std::vector<std::vector<int64_t>> bufs(3, std::vector<int64_t>(4, rank));
   std::vector<Handle> handles;
   for (int i = 0; i < 3; ++i) {
