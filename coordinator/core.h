@@ -26,7 +26,8 @@
 // - Negotiation: Announce and Done from members feed the epoch's Negotiator
 //   (coordinator/negotiator.h); its plans go to every member, its stall
 //   warnings are logged, and its stall-shutdown verdict ends the job.
-//   Actions::wake_at says when OnTick is due for it (cycle time, stalls). Leave: LeaveAck; when every member left, the job ended well.
+//   Actions::wake_at says when OnTick is due for it (cycle time, stalls).
+//   Leave: LeaveAck; when every member left, the job ended well.
 //
 // Thread-safety: every method may be called from any thread; one internal
 // kolo::Mutex serialises them. Callers that need the actions of successive

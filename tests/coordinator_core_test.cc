@@ -51,6 +51,8 @@ class CoreTest : public ::testing::Test {
     o.heartbeat_interval = absl::Milliseconds(500);
     o.heartbeat_timeout = absl::Seconds(5);
     o.clock = [this] { return now_; };
+    o.stall_check = absl::Seconds(2);
+    o.stall_shutdown = stall_shutdown_;
     core_ = std::make_unique<CoordinatorCore>(std::move(o));
   }
 
@@ -142,9 +144,102 @@ class CoreTest : public ::testing::Test {
     return last;
   }
 
+  // Rank `rank`'s member session announces an allreduce of `name`.
+  Actions Announce(SessionId id, const std::string& name) {
+    proto::WorkerMessage m = Fenced(1);
+    proto::Request* r = m.mutable_announce()->add_requests();
+    r->set_name(name);
+    r->set_op(proto::ALLREDUCE);
+    r->add_shape(4);
+    r->set_device(-1);
+    r->set_prescale(1);
+    r->set_postscale(1);
+    return core_->OnMessage(id, m);
+  }
+
   absl::Time now_ = absl::FromUnixSeconds(1700000000);
+  absl::Duration stall_shutdown_ = absl::ZeroDuration();
   std::unique_ptr<CoordinatorCore> core_;
 };
+
+TEST_F(CoreTest, AnnouncementsBecomeOnePlanForEveryMember) {
+  Form({"a", "b"});
+  EXPECT_TRUE(Announce(1, "grad/x").empty());
+  proto::StatusReply st = core_->Status();
+  ASSERT_EQ(st.pending_size(), 1);
+  EXPECT_EQ(st.pending(0).name(), "grad/x");
+  EXPECT_THAT(st.pending(0).ranks(), ::testing::ElementsAre(0));
+  Actions ready = Announce(2, "grad/x");
+  for (SessionId id : {1, 2}) {
+    std::vector<proto::CoordinatorMessage> got = To(ready, id);
+    ASSERT_EQ(got.size(), 1u);
+    ASSERT_TRUE(got[0].has_plan());
+    EXPECT_EQ(got[0].fence().epoch(), 1u);
+    EXPECT_EQ(got[0].plan().seq(), 1u);
+    ASSERT_EQ(got[0].plan().responses_size(), 1);
+    EXPECT_THAT(got[0].plan().responses(0).names(),
+                ::testing::ElementsAre("grad/x"));
+    EXPECT_EQ(got[0].plan().responses(0).error_code(), 0);
+  }
+  st = core_->Status();
+  EXPECT_EQ(st.pending_size(), 0);
+  EXPECT_EQ(st.plans(), 1u);
+  // While plan 1 is not Done everywhere, the next ready name is held for
+  // the cycle time, and the tick thread is told when to come back.
+  EXPECT_TRUE(Announce(1, "grad/y").empty());
+  Actions held = Announce(2, "grad/y");
+  EXPECT_TRUE(To(held, 1).empty());
+  EXPECT_LT(held.wake_at, absl::InfiniteFuture());
+  // Done from both: idle again, so the held plan goes out at once.
+  proto::WorkerMessage done = Fenced(1);
+  done.mutable_done()->set_seq(1);
+  EXPECT_TRUE(core_->OnMessage(1, done).empty());
+  Actions flushed = core_->OnMessage(2, done);
+  std::vector<proto::CoordinatorMessage> got = To(flushed, 2);
+  ASSERT_EQ(got.size(), 1u);
+  ASSERT_TRUE(got[0].has_plan());
+  EXPECT_EQ(got[0].plan().seq(), 2u);
+}
+
+TEST_F(CoreTest, AnnounceBeforeMembershipIsAProtocolError) {
+  Make(2);
+  Join(1, "w0", "a");
+  proto::WorkerMessage m = Fenced(0);
+  m.mutable_announce()->add_requests()->set_name("early");
+  ExpectRefusal(core_->OnMessage(1, m), 1, proto::Refusal::PROTOCOL_ERROR);
+}
+
+TEST_F(CoreTest, StallShutdownEndsTheJobWithTheReason) {
+  stall_shutdown_ = absl::Seconds(5);
+  Form({"a", "b"});
+  EXPECT_TRUE(Announce(1, "lonely").empty());
+  now_ += absl::Seconds(3);
+  // Heartbeats keep both members alive; the stall only warns so far.
+  for (SessionId id : {1, 2})
+    core_->OnMessage(id, [&] {
+      proto::WorkerMessage hb = Fenced(1);
+      hb.mutable_heartbeat()->set_seq(1);
+      return hb;
+    }());
+  (void)core_->OnTick(now_);  // warns only
+  EXPECT_FALSE(core_->ended());
+  now_ += absl::Seconds(3);
+  for (SessionId id : {1, 2})
+    core_->OnMessage(id, [&] {
+      proto::WorkerMessage hb = Fenced(1);
+      hb.mutable_heartbeat()->set_seq(2);
+      return hb;
+    }());
+  Actions ended = core_->OnTick(now_);
+  ASSERT_TRUE(core_->ended_in_failure());
+  EXPECT_THAT(core_->end_reason(), HasSubstr("stall shutdown"));
+  EXPECT_THAT(core_->end_reason(), HasSubstr("'lonely'"));
+  for (SessionId id : {1, 2}) {
+    std::vector<proto::CoordinatorMessage> got = To(ended, id);
+    ASSERT_FALSE(got.empty());
+    EXPECT_TRUE(got.back().has_job_end());
+  }
+}
 
 TEST_F(CoreTest, FullHandshakeAccepted) {
   Make(2);

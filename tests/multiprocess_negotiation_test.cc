@@ -30,7 +30,7 @@ struct JobRun {
 
 // kolorun -np n [flags] kolo-negotiation-worker args...
 JobRun Launch(int n, const std::vector<std::string>& flags,
-           const std::vector<std::string>& args) {
+              const std::vector<std::string>& args) {
   std::vector<std::string> argv = {Bin("kolorun"), "-np", std::to_string(n)};
   argv.insert(argv.end(), flags.begin(), flags.end());
   argv.push_back(Bin("kolo-negotiation-worker"));
@@ -103,7 +103,7 @@ TEST(Negotiation, EveryMismatchFailsOnEveryRankAndTheNextOpWorks) {
   std::vector<Fields> errs = ParseTagged(run.output, "NEG_ERR");
   ASSERT_EQ(errs.size(), 11u * n) << run.output;
   for (const Fields& f : errs) {
-    const int want = f.at("kind") == "invalid" ? 3    // kInvalidArgument
+    const int want = f.at("kind") == "invalid" ? 3   // kInvalidArgument
                                                : 9;  // kFailedPrecondition
     EXPECT_EQ(IntField(f, "code"), want) << f.at("kind") << "\n" << run.output;
   }
@@ -142,8 +142,9 @@ TEST(Negotiation, DuplicateNameFailsAtOnceOnItsRankOnly) {
   ASSERT_EQ(dup.size(), 1u) << run.output;
   EXPECT_EQ(IntField(dup[0], "code"), 3) << run.output;  // kInvalidArgument
   EXPECT_TRUE(absl::StrContains(
-      run.output, "allreduce 'dup' on rank 0: an op with this name is already "
-                  "in flight on this rank"))
+      run.output,
+      "allreduce 'dup' on rank 0: an op with this name is already "
+      "in flight on this rank"))
       << run.output;
 }
 
@@ -160,10 +161,10 @@ TEST(Negotiation, StallIsWarnedAboutThenResolves) {
 
 TEST(Negotiation, StallShutdownFailsEveryPendingOpAndEndsTheJob) {
   const int n = 3;
-  JobRun run = Launch(n,
-                   {"--stall-check-time-seconds", "1",
-                    "--stall-shutdown-time-seconds", "2"},
-                   {"stall-shutdown"});
+  JobRun run = Launch(
+      n,
+      {"--stall-check-time-seconds", "1", "--stall-shutdown-time-seconds", "2"},
+      {"stall-shutdown"});
   EXPECT_LT(run.seconds, 30) << run.output;
   std::vector<Fields> failed = ParseTagged(run.output, "NEG_STALL_FAILED");
   EXPECT_EQ(failed.size(), static_cast<size_t>(n)) << run.output;

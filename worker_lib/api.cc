@@ -21,9 +21,9 @@
 #include "common/net.h"
 #include "coordinator/server.h"
 #include "kolo/kolo.h"
+#include "worker_lib/api_internal.h"
 #include "worker_lib/config.h"
 #include "worker_lib/data_listener.h"
-#include "worker_lib/api_internal.h"
 #include "worker_lib/data_plane.h"
 #include "worker_lib/op_runtime.h"
 #include "worker_lib/session_client.h"
@@ -64,6 +64,9 @@ absl::StatusOr<std::unique_ptr<coordinator::CoordinatorServer>> HostCoordinator(
   so.secret = c.secret;
   so.heartbeat_interval = c.heartbeat_interval;
   so.heartbeat_timeout = c.heartbeat_timeout;
+  so.cycle_time = c.cycle_time;
+  so.stall_check = c.stall_check;
+  so.stall_shutdown = c.stall_shutdown;
   auto server = coordinator::CoordinatorServer::Start(so);
   if (server.ok()) return server;
   std::string hint =
@@ -171,8 +174,8 @@ absl::StatusOr<std::unique_ptr<Runtime>> StartRuntime(
   // KOLO_TIMEOUT_SECONDS of waiting on peers that will never send.
   rt->client->OnTerminal(
       [weak_data = std::weak_ptr<worker::DataPlane>(rt->data),
-       weak_ops = std::weak_ptr<worker::OpRuntime>(rt->ops)](
-          const absl::Status& why) {
+       weak_ops =
+           std::weak_ptr<worker::OpRuntime>(rt->ops)](const absl::Status& why) {
         if (std::shared_ptr<worker::DataPlane> d = weak_data.lock()) {
           d->Abort(why);
         }
@@ -223,6 +226,9 @@ absl::Status init() {
   auto config = worker::ParseWorkerConfig(env, net::KernelHostName());
   if (!config.ok()) return config.status();
   if (absl::Status s = SetLogLevel(config->log_level); !s.ok()) return s;
+  for (const std::string& w : worker::UnknownVariableWarnings(env)) {
+    Log()->warn("{}", w);
+  }
   Log()->info("worker {} ({} launch, rank {} of {}) joins job '{}' at {}",
               config->worker_id,
               std::string(worker::LaunchModeName(config->launch_mode)),

@@ -47,13 +47,13 @@ Tensor Vector(DataType type, int64_t count, const void* data) {
 
 // An allocator handing out caller memory of exactly `elements` elements.
 Allocator Exactly(void* memory, int64_t elements, const char* op) {
-  return [memory, elements, op](absl::Span<const int64_t> shape)
-             -> absl::StatusOr<void*> {
+  return [memory, elements,
+          op](absl::Span<const int64_t> shape) -> absl::StatusOr<void*> {
     if (shape.empty() || shape[0] != elements) {
       return absl::InvalidArgumentError(absl::StrCat(
-          op, ": the negotiated output has ",
-          shape.empty() ? 0 : shape[0], " elements, but the counts given add "
-                                        "up to ",
+          op, ": the negotiated output has ", shape.empty() ? 0 : shape[0],
+          " elements, but the counts given add "
+          "up to ",
           elements));
     }
     return memory;
@@ -68,10 +68,10 @@ absl::Status SameSplits(const char* op, const char* what,
   if (std::vector<int64_t>(given.begin(), given.end()) == negotiated) {
     return absl::OkStatus();
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      op, ": ", what, " [", absl::StrJoin(given, ","), "] on rank ", rank(),
-      " do not match what the ranks sent: [", absl::StrJoin(negotiated, ","),
-      "]"));
+  return absl::InvalidArgumentError(
+      absl::StrCat(op, ": ", what, " [", absl::StrJoin(given, ","),
+                   "] on rank ", rank(), " do not match what the ranks sent: [",
+                   absl::StrJoin(negotiated, ","), "]"));
 }
 
 }  // namespace
@@ -172,7 +172,8 @@ absl::Status allreduce(const void* input, void* output, int64_t count,
 
 absl::Status allgather(const void* input, int64_t count, DataType type,
                        absl::Span<const int64_t> counts, void* output) {
-  const int64_t total = std::accumulate(counts.begin(), counts.end(), int64_t{0});
+  const int64_t total =
+      std::accumulate(counts.begin(), counts.end(), int64_t{0});
   OpResult result;
   absl::Status s = Wait(allgather_async(Vector(type, count, input),
                                         Exactly(output, total, "allgather")),
@@ -193,10 +194,10 @@ absl::Status alltoall(const void* input, DataType type,
   const int64_t received =
       std::accumulate(recv_splits.begin(), recv_splits.end(), int64_t{0});
   OpResult result;
-  absl::Status s = Wait(
-      alltoall_async(Vector(type, sent, input),
-                     Exactly(output, received, "alltoall"), send_splits),
-      &result);
+  absl::Status s =
+      Wait(alltoall_async(Vector(type, sent, input),
+                          Exactly(output, received, "alltoall"), send_splits),
+           &result);
   if (!s.ok()) return s;
   return SameSplits("alltoall", "recv_splits", recv_splits, result.splits);
 }

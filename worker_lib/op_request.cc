@@ -70,7 +70,8 @@ std::string CheckSplits(const char* op, const char* what,
   }
   if (sum != rows) {
     return absl::StrCat(op, ": ", what, " [", absl::StrJoin(splits, ","),
-                        "] add up to ", sum, " rows, but the input's first "
+                        "] add up to ", sum,
+                        " rows, but the input's first "
                         "dimension is ",
                         rows);
   }
@@ -95,7 +96,8 @@ std::string Validate(PendingOp& op, int rank, int size) {
         if (op.output.shape != shape || op.output.dtype != op.input.dtype) {
           return absl::StrCat(
               "allreduce: the output (", DataTypeName(op.output.dtype), " ",
-              Shape(op.output.shape), ") must have the input's dtype and shape (",
+              Shape(op.output.shape),
+              ") must have the input's dtype and shape (",
               DataTypeName(op.input.dtype), " ", Shape(shape), ")");
         }
         return CheckTensor(name, "the output", op.output);
@@ -108,8 +110,8 @@ std::string Validate(PendingOp& op, int rank, int size) {
         for (int r = 0; r < size; ++r) {
           op.splits.push_back(shape[0] / size + (r < shape[0] % size ? 1 : 0));
         }
-      } else if (std::string b = CheckSplits(name, "counts", op.splits,
-                                             shape[0], size);
+      } else if (std::string b =
+                     CheckSplits(name, "counts", op.splits, shape[0], size);
                  !b.empty()) {
         op.splits.clear();
         return b;
@@ -137,10 +139,11 @@ std::string Validate(PendingOp& op, int rank, int size) {
         return absl::StrCat(name, ": no output allocator given");
       }
       if (shape.empty()) {
-        return absl::StrCat(name, ": the input is a scalar (0-d); it needs a "
-                                  "first dimension to ",
-                            op.op == proto::ALLGATHER ? "concatenate along"
-                                                      : "split");
+        return absl::StrCat(
+            name,
+            ": the input is a scalar (0-d); it needs a "
+            "first dimension to ",
+            op.op == proto::ALLGATHER ? "concatenate along" : "split");
       }
       if (op.op == proto::ALLGATHER) return "";
       if (op.splits.empty()) {

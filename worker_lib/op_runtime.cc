@@ -88,9 +88,9 @@ void OpRuntime::Stop() {
     if (stop_ && !thread_.joinable()) return;
     stop_ = true;
   }
-  absl::Status why = absl::AbortedError(absl::StrCat(
-      "kolo::shutdown() was called on rank ", rank_,
-      " while this op was pending"));
+  absl::Status why =
+      absl::AbortedError(absl::StrCat("kolo::shutdown() was called on rank ",
+                                      rank_, " while this op was pending"));
   Fail(why);
   data_->Abort(why);  // a collective in flight returns at once
   if (thread_.joinable()) thread_.join();
@@ -169,10 +169,10 @@ void OpRuntime::RunPlan(const proto::Plan& plan) {
 }
 
 absl::Status OpRuntime::Unknown(Handle handle) const {
-  return absl::NotFoundError(absl::StrCat(
-      "handle ", handle, " is not pending on rank ", rank_,
-      ": it was never returned by a *_async call of this job, or "
-      "synchronize() already released it"));
+  return absl::NotFoundError(
+      absl::StrCat("handle ", handle, " is not pending on rank ", rank_,
+                   ": it was never returned by a *_async call of this job, or "
+                   "synchronize() already released it"));
 }
 
 absl::Status OpRuntime::Take(Handle handle, OpResult* result) {

@@ -10,13 +10,12 @@ namespace {
 
 // Output memory of `bytes` for `op` from its allocator, or `scratch` (and
 // the allocator's problem in `problem`).
-void* Allocate(PendingOp& op, const std::vector<int64_t>& shape,
-               int64_t bytes, std::vector<char>& scratch,
-               absl::Status& problem) {
+void* Allocate(PendingOp& op, const std::vector<int64_t>& shape, int64_t bytes,
+               std::vector<char>& scratch, absl::Status& problem) {
   absl::StatusOr<void*> got = op.allocator(shape);
   if (got.ok() && (*got != nullptr || bytes == 0)) return *got;
-  problem = got.ok() ? absl::InvalidArgumentError("it returned null")
-                     : got.status();
+  problem =
+      got.ok() ? absl::InvalidArgumentError("it returned null") : got.status();
   problem = absl::Status(
       problem.code(),
       absl::StrCat(OpTypeName(op.op), " '", op.name,
@@ -64,14 +63,16 @@ absl::Status Execute(const proto::Response& response, PendingOp& op,
     }
     case proto::ALLGATHER: {
       int index = 0;
-      while (index < response.names_size() && response.names(index) != op.name) {
+      while (index < response.names_size() &&
+             response.names(index) != op.name) {
         ++index;
       }
       if (response.sizes_size() < (index + 1) * size) {
-        return absl::InternalError(absl::StrCat(
-            "the plan for allgather '", op.name, "' carries ",
-            response.sizes_size(), " sizes for ", size,
-            " ranks; the coordinator and this worker disagree on the protocol"));
+        return absl::InternalError(
+            absl::StrCat("the plan for allgather '", op.name, "' carries ",
+                         response.sizes_size(), " sizes for ", size,
+                         " ranks; the coordinator and this worker disagree on "
+                         "the protocol"));
       }
       std::vector<int64_t> rows, counts;
       int64_t total = 0;
@@ -85,18 +86,19 @@ absl::Status Execute(const proto::Response& response, PendingOp& op,
       result->splits = rows;
       std::vector<char> scratch;
       absl::Status problem;
-      void* out = Allocate(op, result->shape, total * row * element, scratch,
-                           problem);
+      void* out =
+          Allocate(op, result->shape, total * row * element, scratch, problem);
       absl::Status s =
           data.Allgather(in.dtype, in.data, in.num_elements(), counts, out);
       return s.ok() ? problem : s;
     }
     case proto::ALLTOALL: {
       if (response.sizes_size() != size * size) {
-        return absl::InternalError(absl::StrCat(
-            "the plan for alltoall '", op.name, "' carries ",
-            response.sizes_size(), " sizes for ", size,
-            " ranks; the coordinator and this worker disagree on the protocol"));
+        return absl::InternalError(
+            absl::StrCat("the plan for alltoall '", op.name, "' carries ",
+                         response.sizes_size(), " sizes for ", size,
+                         " ranks; the coordinator and this worker disagree on "
+                         "the protocol"));
       }
       std::vector<int64_t> send, recv_rows, recv;
       for (int64_t rows : op.splits) send.push_back(rows * row);
@@ -111,8 +113,8 @@ absl::Status Execute(const proto::Response& response, PendingOp& op,
       result->splits = recv_rows;
       std::vector<char> scratch;
       absl::Status problem;
-      void* out = Allocate(op, result->shape, total * row * element, scratch,
-                           problem);
+      void* out =
+          Allocate(op, result->shape, total * row * element, scratch, problem);
       absl::Status s = data.Alltoall(in.dtype, in.data, send, out, recv);
       return s.ok() ? problem : s;
     }

@@ -285,9 +285,10 @@ void SessionClient::Reactor::Handle(const proto::CoordinatorMessage& msg) {
       if (plan_sink_) {
         plan_sink_(msg.plan());
       } else {
-        SessionLog()->warn("{} sent plan {} before the runtime was ready; "
-                           "dropped",
-                           Who(), msg.plan().seq());
+        SessionLog()->warn(
+            "{} sent plan {} before the runtime was ready; "
+            "dropped",
+            Who(), msg.plan().seq());
       }
       return;
     case proto::CoordinatorMessage::kLeaveAck:

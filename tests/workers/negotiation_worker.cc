@@ -126,8 +126,8 @@ Case MakeCase(int i, int rank, int n) {
 
 absl::StatusOr<Handle> SubmitCase(Case& c, std::vector<int64_t>& gathered) {
   const DataType t = DataType::kInt64;
-  auto out_alloc = [&gathered](absl::Span<const int64_t> shape)
-      -> absl::StatusOr<void*> {
+  auto out_alloc =
+      [&gathered](absl::Span<const int64_t> shape) -> absl::StatusOr<void*> {
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
     gathered.assign(n, -1);
@@ -148,8 +148,8 @@ absl::StatusOr<Handle> SubmitCase(Case& c, std::vector<int64_t>& gathered) {
           std::stoi(c.name.substr(1)) % kolo::size(), c.name);
     case 3:
       return kolo::alltoall_async(
-          T1(t, c.in, {static_cast<int64_t>(c.in.size())}), out_alloc,
-          c.splits, c.name);
+          T1(t, c.in, {static_cast<int64_t>(c.in.size())}), out_alloc, c.splits,
+          c.name);
     case 4:
       return kolo::reducescatter_async(
           T1(t, c.in, {static_cast<int64_t>(c.in.size())}),
@@ -173,7 +173,8 @@ int Orders() {
   std::vector<Handle> handles;
   for (int i : order) {
     auto h = SubmitCase(cases[i], gathered[i]);
-    if (!h.ok()) return Fail(absl::StrCat("submit ", cases[i].name), h.status());
+    if (!h.ok())
+      return Fail(absl::StrCat("submit ", cases[i].name), h.status());
     cases[i].handle = *h;
   }
   // Wait for one through wait_any and poll, then for the rest.
@@ -181,15 +182,15 @@ int Orders() {
   auto first = kolo::wait_any(handles, kWait);
   if (!first.ok()) return Fail("wait_any", first.status());
   auto polled = kolo::poll(handles[*first]);
-  if (!polled.ok() || !*polled) return Fail("poll after wait_any", polled.status());
+  if (!polled.ok() || !*polled)
+    return Fail("poll after wait_any", polled.status());
   std::vector<absl::Status> done = kolo::synchronize_all(handles, kWait);
   for (int i = 0; i < kCases; ++i) {
     if (!done[i].ok()) return Fail(cases[i].name, done[i]);
     Case& c = cases[i];
-    const std::vector<int64_t>& got =
-        c.kind == 1 || c.kind == 3 ? gathered[i]
-        : c.kind == 2              ? c.in
-                                   : c.out;
+    const std::vector<int64_t>& got = c.kind == 1 || c.kind == 3 ? gathered[i]
+                                      : c.kind == 2              ? c.in
+                                                                 : c.out;
     if (got != c.want) {
       size_t k = 0;
       while (k < got.size() && k < c.want.size() && got[k] == c.want[k]) ++k;
@@ -200,7 +201,8 @@ int Orders() {
   }
   // A released handle is unknown now.
   if (kolo::poll(handles[0]).status().code() != absl::StatusCode::kNotFound) {
-    return Fail("poll of a released handle", absl::InternalError("not NotFound"));
+    return Fail("poll of a released handle",
+                absl::InternalError("not NotFound"));
   }
   std::printf("NEG_OK mode=orders rank=%d size=%d cases=%d\n", rank, n, kCases);
   return 0;
@@ -225,8 +227,8 @@ int Mismatch() {
   std::vector<float> f(12, 1.0f), fo(12);
   std::vector<int32_t> i32(12, 1), io(12);
   std::vector<int64_t> scratch;
-  auto alloc = [&scratch](absl::Span<const int64_t> shape)
-      -> absl::StatusOr<void*> {
+  auto alloc =
+      [&scratch](absl::Span<const int64_t> shape) -> absl::StatusOr<void*> {
     int64_t e = 1;
     for (int64_t d : shape) e *= d;
     scratch.assign(e * 2, 0);
@@ -256,16 +258,16 @@ int Mismatch() {
        }},
       {"dtype",
        [&](const std::string& nm) {
-         Tensor in = odd ? Tensor{DataType::kInt32, {12}, i32.data()}
-                         : ft({12});
-         Tensor out = odd ? Tensor{DataType::kInt32, {12}, io.data()}
-                          : fout({12});
+         Tensor in =
+             odd ? Tensor{DataType::kInt32, {12}, i32.data()} : ft({12});
+         Tensor out =
+             odd ? Tensor{DataType::kInt32, {12}, io.data()} : fout({12});
          return kolo::allreduce_async(in, out, {}, nm);
        }},
       {"shape",
        [&](const std::string& nm) {
-         std::vector<int64_t> s = odd ? std::vector<int64_t>{3, 4}
-                                      : std::vector<int64_t>{4, 3};
+         std::vector<int64_t> s =
+             odd ? std::vector<int64_t>{3, 4} : std::vector<int64_t>{4, 3};
          return kolo::allreduce_async(ft(s), fout(s), {}, nm);
        }},
       {"reduce",
@@ -292,23 +294,22 @@ int Mismatch() {
        }},
       {"allgather-dims",
        [&](const std::string& nm) {
-         return kolo::allgather_async(ft(odd ? std::vector<int64_t>{2, 6}
-                                             : std::vector<int64_t>{3, 4}),
-                                      alloc, nm);
+         return kolo::allgather_async(
+             ft(odd ? std::vector<int64_t>{2, 6} : std::vector<int64_t>{3, 4}),
+             alloc, nm);
        }},
       {"alltoall-dims",
        [&](const std::string& nm) {
          std::vector<int64_t> splits = one_at(0, odd ? 2 : 3);
-         return kolo::alltoall_async(ft(odd ? std::vector<int64_t>{2, 6}
-                                            : std::vector<int64_t>{3, 4}),
-                                     alloc, splits, nm);
+         return kolo::alltoall_async(
+             ft(odd ? std::vector<int64_t>{2, 6} : std::vector<int64_t>{3, 4}),
+             alloc, splits, nm);
        }},
       {"reducescatter-counts",
        [&](const std::string& nm) {
          std::vector<int64_t> counts = one_at(odd ? 0 : n - 1, 12);
          std::vector<int64_t> mine = {odd ? 0 : (rank == n - 1 ? 12 : 0)};
-         return kolo::reducescatter_async(ft({12}), fout(mine), {}, counts,
-                                          nm);
+         return kolo::reducescatter_async(ft({12}), fout(mine), {}, counts, nm);
        }},
       {"invalid",
        [&](const std::string& nm) {
@@ -384,8 +385,8 @@ int StallShutdown() {
   const int rank = kolo::rank(), n = kolo::size();
   std::vector<int64_t> v(2, rank + 1);
   Tensor t{DataType::kInt64, {2}, v.data()};
-  auto h = kolo::allreduce_async(t, t, {},
-                                 rank == n - 1 ? "only-last" : "not-last");
+  auto h =
+      kolo::allreduce_async(t, t, {}, rank == n - 1 ? "only-last" : "not-last");
   if (!h.ok()) return Fail("submit", h.status());
   absl::Status s = kolo::synchronize(*h, kWait);
   if (s.ok()) return Fail("stalled op", absl::InternalError("succeeded"));
