@@ -16,11 +16,15 @@
 //   plan sent) a ready response goes out at once in a plan of its own; while
 //   it is busy, responses that become ready are held and go out together in
 //   one plan as soon as it becomes idle, or once the oldest held one has
-//   waited the cycle time, whichever comes first.
+//   waited the cycle time, whichever comes first. (Several names that
+//   become ready in one call while idle: the first goes out at once, which
+//   makes the data plane busy, and the others are held.)
 // - Stall inspector: a name announced by some ranks but not all for longer
 //   than stall_check gives a warning naming the missing ranks and some
 //   tensors, repeated every stall_check while it lasts; past stall_shutdown
-//   (if non-zero) the negotiator returns a shutdown verdict with the reason.
+//   (if non-zero) the negotiator returns a shutdown verdict with the reason,
+//   once. Ages count from a name's first announcement.
+// - Agreement checks and their messages: coordinator/negotiator_checks.h.
 //
 // Thread-safety: none; the owner serialises calls (CoordinatorCore holds its
 // mutex).
@@ -31,11 +35,13 @@
 #define KOLO_COORDINATOR_NEGOTIATOR_H_
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/time/time.h"
 #include "proto/kolo.pb.h"
 
@@ -98,13 +104,19 @@ class Negotiator {
   proto::Response Resolve(const std::string& name,
                           const std::vector<std::optional<proto::Request>>& r);
   bool DataPlaneIdle() const;
+  // Sends `response` at once in a plan of its own when the data plane is
+  // idle and nothing is held; holds it otherwise.
+  void Ready(proto::Response response, absl::Time now, NegotiatorOutput& out);
   void Flush(NegotiatorOutput& out);
   void Inspect(absl::Time now, NegotiatorOutput& out);
 
   const NegotiatorOptions options_;
   absl::flat_hash_map<std::string, Partial> partial_;
+  // The names of partial_ by Partial::order: oldest first.
+  std::map<uint64_t, std::string> by_order_;
   uint64_t next_order_ = 0;
   std::vector<proto::Response> held_;
+  absl::flat_hash_set<std::string> held_names_;  // the names in held_
   absl::Time held_since_ = absl::InfiniteFuture();
   uint64_t last_seq_ = 0;
   std::vector<uint64_t> done_;  // per rank

@@ -12,3 +12,7 @@ kolo_add_test(coordinator_server_test
   SOURCES coordinator_server_test.cc
   LIBS kolo_coordinator
   LABELS unit)
+kolo_add_test(coordinator_negotiator_test
+  SOURCES coordinator_negotiator_test.cc
+  LIBS kolo_coordinator_core
+  LABELS unit tsan)

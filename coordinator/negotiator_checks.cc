@@ -1,0 +1,346 @@
+#include "coordinator/negotiator_checks.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <optional>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "allreduce/types.h"
+#include "common/check.h"
+
+namespace kolo::coordinator {
+namespace {
+
+using Requests = std::vector<const proto::Request*>;
+
+struct Group {
+  std::string value;
+  std::vector<int> ranks;
+};
+
+// Ranks grouped by value, largest group first; ties: lowest rank first.
+std::vector<Group> GroupByValue(const std::vector<std::string>& values) {
+  std::vector<Group> groups;  // in order of each group's lowest rank
+  for (int r = 0; r < static_cast<int>(values.size()); ++r) {
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const Group& g) {
+      return g.value == values[r];
+    });
+    if (it == groups.end()) {
+      groups.push_back(Group{values[r], {r}});
+    } else {
+      it->ranks.push_back(r);
+    }
+  }
+  std::stable_sort(groups.begin(), groups.end(),
+                   [](const Group& a, const Group& b) {
+                     return a.ranks.size() > b.ranks.size();
+                   });
+  return groups;
+}
+
+// The shortest decimal form that reads back as `v` ("1", "0.5", "0.1").
+std::string FormatDouble(double v) {
+  for (int precision = 6; precision < 17; ++precision) {
+    std::string s = absl::StrFormat("%.*g", precision, v);
+    if (std::strtod(s.c_str(), nullptr) == v) return s;
+  }
+  return absl::StrFormat("%.17g", v);
+}
+
+// "[1000,2048]"
+std::string FormatShape(const proto::Request& r) {
+  return absl::StrCat("[", absl::StrJoin(r.shape(), ","), "]");
+}
+
+// "[*,2048]": the dimensions after the first.
+std::string FormatTrailingShape(const proto::Request& r) {
+  std::vector<std::string> dims = {"*"};
+  for (int i = 1; i < r.shape_size(); ++i) {
+    dims.push_back(absl::StrCat(r.shape(i)));
+  }
+  return absl::StrCat("[", absl::StrJoin(dims, ","), "]");
+}
+
+std::string FormatSplits(const proto::Request& r) {
+  if (r.splits().empty()) return "default";
+  return absl::StrCat("[", absl::StrJoin(r.splits(), ","), "]");
+}
+
+std::string FormatDtype(const proto::Request& r) {
+  if (r.dtype() < 0 || r.dtype() >= kNumDataTypes) {
+    return absl::StrCat("unknown(", r.dtype(), ")");
+  }
+  return std::string(DataTypeName(static_cast<DataType>(r.dtype())));
+}
+
+std::string FormatDevice(const proto::Request& r) {
+  return r.device() == -1 ? "cpu" : absl::StrCat(r.device());
+}
+
+std::string FormatReduceOp(const proto::Request& r) {
+  if (r.reduce_op() < 0 || r.reduce_op() >= kNumReduceOps) {
+    return absl::StrCat("unknown(", r.reduce_op(), ")");
+  }
+  return std::string(ReduceOpName(static_cast<ReduceOp>(r.reduce_op())));
+}
+
+std::string FormatPrescale(const proto::Request& r) {
+  return FormatDouble(r.prescale());
+}
+
+std::string FormatPostscale(const proto::Request& r) {
+  return FormatDouble(r.postscale());
+}
+
+std::string OpName(const proto::Request& r) { return OpTypeName(r.op()); }
+
+std::string FormatRoot(const proto::Request& r) {
+  return absl::StrCat(r.root());
+}
+
+// A field the ranks must agree on: its name in messages, and its value.
+struct Field {
+  absl::string_view what;
+  std::string (*value)(const proto::Request&);
+};
+
+// The fields of step 5 in the header, in the order they are checked.
+std::vector<Field> OpFields(proto::OpType op) {
+  switch (op) {
+    case proto::ALLREDUCE:
+      return {{"shape", FormatShape},
+              {"reduce op", FormatReduceOp},
+              {"prescale", FormatPrescale},
+              {"postscale", FormatPostscale}};
+    case proto::REDUCESCATTER:
+      return {{"shape", FormatShape},
+              {"reduce op", FormatReduceOp},
+              {"prescale", FormatPrescale},
+              {"postscale", FormatPostscale},
+              {"splits", FormatSplits}};
+    case proto::BROADCAST:
+      return {{"shape", FormatShape}, {"root", FormatRoot}};
+    case proto::ALLGATHER:
+    case proto::ALLTOALL:
+      return {{"shape", FormatTrailingShape}};
+    default:
+      return {};
+  }
+}
+
+// "<op> <what> X on ranks .. but Y on rank .." when the ranks disagree on
+// field; nullopt when they agree.
+std::optional<std::string> Mismatch(const Requests& rs, absl::string_view op,
+                                    const Field& field) {
+  std::vector<std::string> values;
+  values.reserve(rs.size());
+  for (const proto::Request* r : rs) values.push_back(field.value(*r));
+  if (std::all_of(values.begin(), values.end(),
+                  [&](const std::string& v) { return v == values[0]; })) {
+    return std::nullopt;
+  }
+  return absl::StrCat(op, op.empty() ? "" : " ", field.what, " ",
+                      DescribeGroups(values));
+}
+
+// The first field of `fields` the ranks disagree on; nullopt if none.
+std::optional<std::string> FirstMismatch(const Requests& rs,
+                                         absl::string_view op,
+                                         const std::vector<Field>& fields) {
+  for (const Field& field : fields) {
+    if (std::optional<std::string> m = Mismatch(rs, op, field)) return m;
+  }
+  return std::nullopt;
+}
+
+proto::Response Error(absl::string_view name, absl::StatusCode code,
+                      absl::string_view text) {
+  proto::Response response;
+  response.add_names(std::string(name));
+  response.set_error_code(static_cast<int>(code));
+  response.set_error(absl::StrCat("tensor '", name, "': ", text));
+  return response;
+}
+
+// "invalid on rank 2: R" / "invalid on ranks 1,3: R" / "invalid on rank 1:
+// R1; on rank 3: R2"; nullopt when no rank flagged the request.
+std::optional<std::string> DescribeInvalid(const Requests& rs) {
+  std::vector<std::string> reasons;
+  std::vector<int> ranks;
+  for (int r = 0; r < static_cast<int>(rs.size()); ++r) {
+    if (rs[r]->invalid().empty()) continue;
+    reasons.push_back(rs[r]->invalid());
+    ranks.push_back(r);
+  }
+  if (ranks.empty()) return std::nullopt;
+  std::vector<std::string> parts;
+  for (const Group& g : GroupByValue(reasons)) {
+    std::vector<int> group_ranks;
+    for (int i : g.ranks) group_ranks.push_back(ranks[i]);
+    parts.push_back(absl::StrCat(parts.empty() ? "invalid on " : "on ",
+                                 RankList(group_ranks), ": ", g.value));
+  }
+  return absl::StrJoin(parts, "; ");
+}
+
+// Allgather and alltoall split the first dimension: a scalar cannot take
+// part (a correct worker flags it invalid itself).
+std::optional<std::string> CheckHasRows(const Requests& rs,
+                                        const std::string& op) {
+  if (rs[0]->op() != proto::ALLGATHER && rs[0]->op() != proto::ALLTOALL) {
+    return std::nullopt;
+  }
+  for (int r = 0; r < static_cast<int>(rs.size()); ++r) {
+    if (rs[r]->shape().empty()) {
+      return absl::StrCat(op, " of a scalar on rank ", r,
+                          ": the tensor needs at least one dimension");
+    }
+  }
+  return std::nullopt;
+}
+
+// Whether `splits` are `size` non-negative entries summing to the first
+// dimension of `r`.
+bool SplitsFit(const proto::Request& r, int size) {
+  if (r.splits_size() != size || r.shape().empty()) return false;
+  int64_t sum = 0;
+  for (int64_t s : r.splits()) {
+    if (s < 0) return false;
+    sum += s;
+  }
+  return sum == r.shape(0);
+}
+
+// Guards against requests a correct worker flags invalid itself; nullopt
+// when the agreed request can run.
+std::optional<std::string> CheckRunnable(const Requests& rs,
+                                         const std::string& op) {
+  const int size = static_cast<int>(rs.size());
+  const proto::Request& first = *rs[0];
+  switch (first.op()) {
+    case proto::ALLGATHER:
+      return std::nullopt;
+    case proto::ALLTOALL:
+      for (int r = 0; r < size; ++r) {
+        if (!SplitsFit(*rs[r], size)) {
+          return absl::StrCat(op, " splits ", FormatSplits(*rs[r]), " on rank ",
+                              r, " are not ", size,
+                              " non-negative entries summing to the first "
+                              "dimension of shape ",
+                              FormatShape(*rs[r]));
+        }
+      }
+      return std::nullopt;
+    case proto::REDUCESCATTER:
+      if (first.splits().empty() || SplitsFit(first, size)) {
+        return std::nullopt;
+      }
+      return absl::StrCat(op, " splits ", FormatSplits(first), " are not ",
+                          size,
+                          " non-negative entries summing to the first "
+                          "dimension of shape ",
+                          FormatShape(first));
+    case proto::BROADCAST:
+      if (first.root() < 0 || first.root() >= size) {
+        return absl::StrCat(op, " root ", first.root(), " is not a rank (size ",
+                            size, ")");
+      }
+      return std::nullopt;
+    case proto::ALLREDUCE:
+    case proto::BARRIER:
+      return std::nullopt;
+    default:
+      return absl::StrCat(op, " on every rank: not a collective kolo knows");
+  }
+}
+
+}  // namespace
+
+std::string OpTypeName(int op) {
+  switch (op) {
+    case proto::ALLREDUCE:
+      return "allreduce";
+    case proto::ALLGATHER:
+      return "allgather";
+    case proto::BROADCAST:
+      return "broadcast";
+    case proto::ALLTOALL:
+      return "alltoall";
+    case proto::REDUCESCATTER:
+      return "reducescatter";
+    case proto::BARRIER:
+      return "barrier";
+    case proto::OP_UNSPECIFIED:
+      return "unspecified op";
+    default:
+      return absl::StrCat("unknown op ", op);
+  }
+}
+
+std::string RankList(const std::vector<int>& ranks) {
+  return absl::StrCat(ranks.size() == 1 ? "rank " : "ranks ",
+                      absl::StrJoin(ranks, ","));
+}
+
+std::string DescribeGroups(const std::vector<std::string>& values) {
+  const std::vector<Group> groups = GroupByValue(values);
+  std::string out;
+  for (size_t i = 0; i < groups.size(); ++i) {
+    if (i == 1) {
+      out += " but ";
+    } else if (i > 1) {
+      out += i + 1 == groups.size() ? " and " : ", ";
+    }
+    absl::StrAppend(&out, groups[i].value, " on ", RankList(groups[i].ranks));
+  }
+  return out;
+}
+
+proto::Response CheckAgreement(absl::string_view name, const Requests& rs) {
+  KOLO_CHECK(!rs.empty()) << "no requests for tensor '" << name << "'";
+  const auto failed = absl::StatusCode::kFailedPrecondition;
+  const auto invalid = absl::StatusCode::kInvalidArgument;
+  if (std::optional<std::string> flagged = DescribeInvalid(rs)) {
+    return Error(name, invalid, *flagged);
+  }
+  if (std::optional<std::string> m = Mismatch(rs, "", {"op", OpName})) {
+    return Error(name, failed, *m);
+  }
+  const proto::OpType type = rs[0]->op();
+  const std::string op = OpTypeName(type);
+  const std::vector<Field> tensor_fields = {{"dtype", FormatDtype},
+                                            {"device", FormatDevice}};
+  if (type != proto::BARRIER) {  // a barrier has no tensor
+    if (std::optional<std::string> m = FirstMismatch(rs, op, tensor_fields)) {
+      return Error(name, failed, *m);
+    }
+  }
+  if (std::optional<std::string> bad = CheckHasRows(rs, op)) {
+    return Error(name, invalid, *bad);
+  }
+  if (std::optional<std::string> m = FirstMismatch(rs, op, OpFields(type))) {
+    return Error(name, failed, *m);
+  }
+  if (std::optional<std::string> bad = CheckRunnable(rs, op)) {
+    return Error(name, invalid, *bad);
+  }
+
+  proto::Response response;
+  response.add_names(std::string(name));
+  response.set_op(type);
+  if (type == proto::ALLGATHER) {  // every rank's first dimension
+    for (const proto::Request* r : rs) response.add_sizes(r->shape(0));
+  } else if (type == proto::ALLTOALL) {  // sender major
+    for (const proto::Request* r : rs) {
+      for (int64_t s : r->splits()) response.add_sizes(s);
+    }
+  }
+  return response;
+}
+
+}  // namespace kolo::coordinator

@@ -1,0 +1,54 @@
+// Cross-rank agreement checks of the Negotiator: given every rank's Request
+// for one name, the Response every rank receives — the collective to run
+// (with the allgather sizes or the alltoall matrix), or an error naming the
+// tensor, the ranks and the values they disagree on.
+//
+// Checks, in order; the first failing one gives the error:
+//   1. a request flagged invalid on some rank            kInvalidArgument
+//   2. op type                                           kFailedPrecondition
+//   3. dtype, then device (not for a barrier: no tensor) kFailedPrecondition
+//   4. allgather, alltoall: a scalar on some rank        kInvalidArgument
+//   5. per op                                            kFailedPrecondition
+//      allreduce, reducescatter: shape, reduce op, prescale, postscale, and
+//      for reducescatter the splits; broadcast: shape, root; allgather,
+//      alltoall: the dimensions after the first; barrier: nothing
+//   6. what a correct worker flags invalid itself: alltoall splits that are
+//      not `size` non-negative entries summing to the first dimension, the
+//      same for explicit reducescatter splits, a broadcast root out of
+//      range, an op kolo does not know                   kInvalidArgument
+// A disagreement reads, groups of ranks by value, largest group first (ties:
+// lowest rank first):
+//   tensor 'grad/fc.weight': allreduce shape [1000,2048] on ranks 0,1,3 but
+//   [1000,2047] on rank 2
+//
+// Thread-safety: pure functions.
+#ifndef KOLO_COORDINATOR_NEGOTIATOR_CHECKS_H_
+#define KOLO_COORDINATOR_NEGOTIATOR_CHECKS_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "proto/kolo.pb.h"
+
+namespace kolo::coordinator {
+
+// The response for `name` given `requests[r]` = rank r's request.
+// REQUIRES: !requests.empty(); every request is for `name`.
+proto::Response CheckAgreement(
+    absl::string_view name, const std::vector<const proto::Request*>& requests);
+
+// "allreduce", "allgather", "broadcast", "alltoall", "reducescatter",
+// "barrier"; "unknown op N" otherwise.
+std::string OpTypeName(int op);
+
+// "rank 2" for one rank, "ranks 0,1,3" for several (in the given order).
+std::string RankList(const std::vector<int>& ranks);
+
+// values[r] is rank r's value: "X on ranks 0,1 but Y on rank 2 and Z on
+// rank 3" — groups by value, largest first, ties by lowest rank.
+std::string DescribeGroups(const std::vector<std::string>& values);
+
+}  // namespace kolo::coordinator
+
+#endif  // KOLO_COORDINATOR_NEGOTIATOR_CHECKS_H_
