@@ -2,7 +2,13 @@
 //
 //   kolo-coordinator --port P --np N [--bind HOST] [--secret-file F]
 //       [--job-id ID] [--port-file F] [--heartbeat-timeout-seconds S]
-//       [--heartbeat-interval-seconds S] [--log-level L]
+//       [--heartbeat-interval-seconds S] [--cycle-time-ms X]
+//       [--stall-check-time-seconds S] [--stall-shutdown-time-seconds S]
+//       [--log-level L]
+//
+// The negotiation flags default to their variables (KOLO_CYCLE_TIME_MS,
+// KOLO_STALL_CHECK_TIME_SECONDS, KOLO_STALL_SHUTDOWN_TIME_SECONDS, or
+// Horovod's names), as in kolorun and in a worker that hosts the coordinator.
 //
 // Prints "kolo-coordinator: listening on HOST:PORT (...)" once bound. Exits 0
 // when every member left in order, 1 when the job ended in failure or on
@@ -12,6 +18,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -34,7 +41,9 @@ namespace {
 constexpr char kUsage[] =
     "usage: kolo-coordinator --port P --np N [--bind HOST] [--secret-file F]\n"
     "         [--job-id ID] [--port-file F] [--heartbeat-timeout-seconds S]\n"
-    "         [--heartbeat-interval-seconds S] [--log-level L]\n"
+    "         [--heartbeat-interval-seconds S] [--cycle-time-ms X]\n"
+    "         [--stall-check-time-seconds S]\n"
+    "         [--stall-shutdown-time-seconds S] [--log-level L]\n"
     "  --port P         TCP port to listen on (0: the kernel picks one)\n"
     "  --np N           number of workers that form the job\n"
     "  --bind HOST      address to bind (default 0.0.0.0)\n"
@@ -42,8 +51,26 @@ constexpr char kUsage[] =
     "  --job-id ID      job id every worker must present (default "
     "\"default\")\n"
     "  --port-file F    write the bound port to F\n"
-    "  --log-level L    trace, debug, info, warning, error (default: "
-    "$KOLO_LOG_LEVEL or warning)\n";
+    "  --heartbeat-timeout-seconds S\n"
+    "                   a worker silent this long has failed (default 5)\n"
+    "  --heartbeat-interval-seconds S\n"
+    "                   the coordinator's heartbeat period (default 0.5)\n"
+    "  --cycle-time-ms X\n"
+    "                   milliseconds (fractions allowed) a ready tensor waits\n"
+    "                   to batch with others while the data plane is busy\n"
+    "                   (default: $KOLO_CYCLE_TIME_MS, $HOROVOD_CYCLE_TIME or "
+    "1)\n"
+    "  --stall-check-time-seconds S\n"
+    "                   warn about tensors some ranks submitted and others\n"
+    "                   not for S seconds; 0 = never (default:\n"
+    "                   $KOLO_STALL_CHECK_TIME_SECONDS,\n"
+    "                   $HOROVOD_STALL_CHECK_TIME_SECONDS or 60)\n"
+    "  --stall-shutdown-time-seconds S\n"
+    "                   end the job after a stall of S seconds; 0 = never\n"
+    "                   (default: $KOLO_STALL_SHUTDOWN_TIME_SECONDS,\n"
+    "                   $HOROVOD_STALL_SHUTDOWN_TIME_SECONDS or 0)\n"
+    "  --log-level L    trace, debug, info, warning, error (default:\n"
+    "                   $KOLO_LOG_LEVEL, $HOROVOD_LOG_LEVEL or warning)\n";
 
 struct Flags {
   int port = -1;
@@ -54,8 +81,65 @@ struct Flags {
   std::string port_file;
   double heartbeat_timeout_s = 5;
   double heartbeat_interval_s = 0.5;
+  absl::Duration cycle_time = absl::Milliseconds(1);
+  absl::Duration stall_check = absl::Seconds(60);
+  absl::Duration stall_shutdown = absl::ZeroDuration();
   std::string log_level;
 };
+
+// A negotiation knob: its flag, its variable and Horovod's alias, its unit,
+// whether 0 (off) is allowed, and its largest value.
+struct DurationFlag {
+  const char* flag;
+  const char* variable;
+  const char* alias;
+  absl::Duration unit;
+  const char* unit_name;
+  bool allow_zero;
+  double max_units;
+  absl::Duration Flags::*field;
+};
+constexpr DurationFlag kDurationFlags[] = {
+    {"--cycle-time-ms", "KOLO_CYCLE_TIME_MS", "HOROVOD_CYCLE_TIME",
+     absl::Milliseconds(1), "milliseconds", false, 60000, &Flags::cycle_time},
+    {"--stall-check-time-seconds", "KOLO_STALL_CHECK_TIME_SECONDS",
+     "HOROVOD_STALL_CHECK_TIME_SECONDS", absl::Seconds(1), "seconds", true, 1e7,
+     &Flags::stall_check},
+    {"--stall-shutdown-time-seconds", "KOLO_STALL_SHUTDOWN_TIME_SECONDS",
+     "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", absl::Seconds(1), "seconds", true,
+     1e7, &Flags::stall_shutdown},
+};
+
+// Parses `text` for `k` into `f`; returns an error message naming `what` (the
+// flag or the variable), or "".
+std::string SetDuration(const DurationFlag& k, const std::string& what,
+                        const std::string& text, Flags& f) {
+  double v = 0;
+  if (!absl::SimpleAtod(text, &v) || !(k.allow_zero ? v >= 0 : v > 0) ||
+      v > k.max_units) {
+    return absl::StrCat(
+        what, " must be a ", k.allow_zero ? "non-negative" : "positive",
+        " number of ", k.unit_name, " up to ",
+        static_cast<int64_t>(k.max_units),
+        k.allow_zero ? " (0 turns it off)" : "", ", got '", text, "'");
+  }
+  f.*k.field = v * k.unit;
+  return "";
+}
+
+// The negotiation knobs' defaults from the environment (KOLO_* wins over the
+// alias; empty counts as unset). Returns an error message, or "".
+std::string DurationDefaultsFromEnv(Flags& f) {
+  for (const DurationFlag& k : kDurationFlags) {
+    for (const char* name : {k.variable, k.alias}) {
+      const char* v = std::getenv(name);
+      if (v == nullptr || *v == '\0') continue;
+      if (std::string e = SetDuration(k, name, v, f); !e.empty()) return e;
+      break;
+    }
+  }
+  return "";
+}
 
 int Fail(const std::string& message) {
   std::cerr << "kolo-coordinator: " << message << "\n";
@@ -64,6 +148,8 @@ int Fail(const std::string& message) {
 
 // Returns an error message, or "" on success.
 std::string ParseFlags(int argc, char** argv, Flags& f) {
+  // A bad variable is reported after the flags, so that --help still works.
+  const std::string env_error = DurationDefaultsFromEnv(f);
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     std::string value;
@@ -85,6 +171,15 @@ std::string ParseFlags(int argc, char** argv, Flags& f) {
       return true;
     };
     std::string v;
+    const DurationFlag* knob = nullptr;
+    for (const DurationFlag& k : kDurationFlags) {
+      if (arg == k.flag) knob = &k;
+    }
+    if (knob != nullptr) {
+      if (!next(v)) return absl::StrCat(arg, " needs a value");
+      if (std::string e = SetDuration(*knob, arg, v, f); !e.empty()) return e;
+      continue;
+    }
     if (arg == "--port" || arg == "--np" || arg == "--bind" ||
         arg == "--secret-file" || arg == "--job-id" || arg == "--port-file" ||
         arg == "--heartbeat-timeout-seconds" ||
@@ -127,6 +222,7 @@ std::string ParseFlags(int argc, char** argv, Flags& f) {
       f.log_level = v;
     }
   }
+  if (!env_error.empty()) return env_error;
   if (f.port < 0) return "--port is required (0 lets the kernel pick one)";
   if (f.np < 1) return "--np is required (the number of workers)";
   return "";
@@ -201,6 +297,9 @@ int main(int argc, char** argv) {
   options.secret = *secret;
   options.heartbeat_timeout = absl::Seconds(flags.heartbeat_timeout_s);
   options.heartbeat_interval = absl::Seconds(flags.heartbeat_interval_s);
+  options.cycle_time = flags.cycle_time;
+  options.stall_check = flags.stall_check;
+  options.stall_shutdown = flags.stall_shutdown;
   auto server = kolo::coordinator::CoordinatorServer::Start(options);
   if (!server.ok()) return Fail(std::string(server.status().message()));
 

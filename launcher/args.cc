@@ -1,5 +1,6 @@
 #include "launcher/args.h"
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -44,8 +45,25 @@ Options:
                                A worker silent this long is declared failed
                                and the job ends. Default: 5, or
                                KOLO_HEARTBEAT_TIMEOUT_SECONDS.
+  --cycle-time-ms X            Milliseconds (fractions allowed) a ready tensor
+                               waits for others to batch with while the data
+                               plane is busy. Default: 1, or
+                               KOLO_CYCLE_TIME_MS / HOROVOD_CYCLE_TIME.
+  --stall-check-time-seconds S
+                               Warn, naming the missing ranks, when some ranks
+                               submitted a tensor and others have not for S
+                               seconds; 0 disables the warning. Default: 60, or
+                               KOLO_STALL_CHECK_TIME_SECONDS /
+                               HOROVOD_STALL_CHECK_TIME_SECONDS.
+  --stall-shutdown-time-seconds S
+                               End the job (every pending op fails, saying
+                               why) after a stall of S seconds; 0 = never.
+                               Default: 0, or KOLO_STALL_SHUTDOWN_TIME_SECONDS
+                               / HOROVOD_STALL_SHUTDOWN_TIME_SECONDS.
   --log-level L                trace, debug, info, warn, error, critical, off;
                                for kolorun and (as KOLO_LOG_LEVEL) the workers.
+                               Default: KOLO_LOG_LEVEL / HOROVOD_LOG_LEVEL, or
+                               warn.
   --coordinator-addr ADDR      Host or IP address workers dial to reach the
                                embedded coordinator (its port is picked by
                                the kernel). Default: 127.0.0.1 when every
@@ -58,9 +76,13 @@ Options:
 
 Each worker gets KOLO_LAUNCHER=kolorun, KOLO_COORDINATOR, KOLO_JOB_ID,
 KOLO_WORKER_ID (w<rank>), KOLO_HOSTNAME (its -H host name), KOLO_RANK,
-KOLO_SIZE, KOLO_LOCAL_RANK, KOLO_LOCAL_SIZE, KOLO_START_TIMEOUT and the job
-secret KOLO_SECRET. The secret is never put on a command line: local workers
-get it in their environment, remote and templated workers on stdin.
+KOLO_SIZE, KOLO_LOCAL_RANK, KOLO_LOCAL_SIZE, KOLO_START_TIMEOUT,
+KOLO_CYCLE_TIME_MS, KOLO_STALL_CHECK_TIME_SECONDS,
+KOLO_STALL_SHUTDOWN_TIME_SECONDS, KOLO_LOG_LEVEL (with --log-level) and the
+job secret KOLO_SECRET. The secret is never put on a command line: local
+workers get it in their environment, remote and templated workers on stdin.
+kolorun warns about KOLO_* variables in its environment that kolo does not
+know (a typo, usually), naming the closest known one.
 
 Output lines are prefixed with the rank: [3]<stdout>:... and [3]<stderr>:...
 A worker that exits non-zero or dies ends the job: kolorun names it, stops the
@@ -69,14 +91,77 @@ every worker (exit 130 / 143). Workers never outlive kolorun, even when it is
 killed with SIGKILL.
 )";
 
-absl::StatusOr<absl::Duration> ParseSeconds(absl::string_view flag,
-                                            absl::string_view text) {
-  double seconds = 0;
-  if (!absl::SimpleAtod(text, &seconds) || !(seconds > 0) || seconds > 1e7) {
+// `text` as a number of `unit`s (fractions allowed) up to `max_units`: > 0,
+// or >= 0 when `allow_zero`. `what` (a flag or a variable) names the value in
+// the error.
+absl::StatusOr<absl::Duration> ParseAmount(absl::string_view what,
+                                           absl::string_view text,
+                                           absl::Duration unit,
+                                           absl::string_view unit_name,
+                                           bool allow_zero, double max_units) {
+  double v = 0;
+  if (!absl::SimpleAtod(text, &v) || !(allow_zero ? v >= 0 : v > 0) ||
+      v > max_units) {
     return absl::InvalidArgumentError(absl::StrCat(
-        flag, ": expected a positive number of seconds, got '", text, "'"));
+        what, ": expected ", allow_zero ? "a" : "a positive", " number of ",
+        unit_name, " up to ", static_cast<int64_t>(max_units),
+        allow_zero ? " (0 turns it off)" : "", ", got '", text, "'"));
   }
-  return absl::Seconds(seconds);
+  return v * unit;
+}
+
+// The duration knobs that have both a flag and an environment variable.
+struct DurationKnob {
+  const char* flag;
+  const char* variable;
+  const char* alias;  // Horovod's name, or nullptr
+  absl::Duration unit;
+  const char* unit_name;
+  bool allow_zero;
+  double max_units;
+  absl::Duration LaunchOptions::*field;
+};
+constexpr DurationKnob kDurationKnobs[] = {
+    {"--start-timeout", "KOLO_START_TIMEOUT", "HOROVOD_START_TIMEOUT",
+     absl::Seconds(1), "seconds", false, 1e7, &LaunchOptions::start_timeout},
+    {"--heartbeat-timeout-seconds", "KOLO_HEARTBEAT_TIMEOUT_SECONDS", nullptr,
+     absl::Seconds(1), "seconds", false, 1e7,
+     &LaunchOptions::heartbeat_timeout},
+    {"--cycle-time-ms", "KOLO_CYCLE_TIME_MS", "HOROVOD_CYCLE_TIME",
+     absl::Milliseconds(1), "milliseconds", false, 60000,
+     &LaunchOptions::cycle_time},
+    {"--stall-check-time-seconds", "KOLO_STALL_CHECK_TIME_SECONDS",
+     "HOROVOD_STALL_CHECK_TIME_SECONDS", absl::Seconds(1), "seconds", true, 1e7,
+     &LaunchOptions::stall_check},
+    {"--stall-shutdown-time-seconds", "KOLO_STALL_SHUTDOWN_TIME_SECONDS",
+     "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", absl::Seconds(1), "seconds", true,
+     1e7, &LaunchOptions::stall_shutdown},
+};
+
+const DurationKnob* FindDurationKnob(absl::string_view flag) {
+  for (const DurationKnob& k : kDurationKnobs) {
+    if (flag == k.flag) return &k;
+  }
+  return nullptr;
+}
+
+// Sets `o`'s duration knobs from their variables (a KOLO_* name wins over
+// its alias; empty values count as unset).
+absl::Status DurationDefaultsFromEnv(
+    const std::map<std::string, std::string>& env, LaunchOptions& o) {
+  for (const DurationKnob& k : kDurationKnobs) {
+    for (const char* name : {k.variable, k.alias}) {
+      if (name == nullptr) continue;
+      auto it = env.find(name);
+      if (it == env.end() || it->second.empty()) continue;
+      auto d = ParseAmount(name, it->second, k.unit, k.unit_name, k.allow_zero,
+                           k.max_units);
+      if (!d.ok()) return d.status();
+      o.*k.field = *d;
+      break;
+    }
+  }
+  return absl::OkStatus();
 }
 
 bool ValidLogLevel(absl::string_view level) {
@@ -86,15 +171,6 @@ bool ValidLogLevel(absl::string_view level) {
     if (l == known) return true;
   }
   return false;
-}
-
-std::string EnvOr(const std::map<std::string, std::string>& env,
-                  const std::string& a, const std::string& b) {
-  if (auto it = env.find(a); it != env.end() && !it->second.empty())
-    return it->second;
-  if (auto it = env.find(b); it != env.end() && !it->second.empty())
-    return it->second;
-  return "";
 }
 
 }  // namespace
@@ -135,18 +211,7 @@ absl::StatusOr<LaunchOptions> ParseArgs(
     const std::vector<std::string>& args,
     const std::map<std::string, std::string>& env) {
   LaunchOptions o;
-  if (std::string s = EnvOr(env, "KOLO_START_TIMEOUT", "HOROVOD_START_TIMEOUT");
-      !s.empty()) {
-    auto d = ParseSeconds("KOLO_START_TIMEOUT", s);
-    if (!d.ok()) return d.status();
-    o.start_timeout = *d;
-  }
-  if (std::string s = EnvOr(env, "KOLO_HEARTBEAT_TIMEOUT_SECONDS", "");
-      !s.empty()) {
-    auto d = ParseSeconds("KOLO_HEARTBEAT_TIMEOUT_SECONDS", s);
-    if (!d.ok()) return d.status();
-    o.heartbeat_timeout = *d;
-  }
+  if (absl::Status st = DurationDefaultsFromEnv(env, o); !st.ok()) return st;
   std::string hosts_text;
   bool np_given = false;
   size_t i = 0;
@@ -184,11 +249,10 @@ absl::StatusOr<LaunchOptions> ParseArgs(
                                               "--hosts",
                                               "--ssh-cmd",
                                               "--launcher-cmd",
-                                              "--start-timeout",
-                                              "--heartbeat-timeout-seconds",
                                               "--log-level",
                                               "--coordinator-addr"};
-    bool known = false;
+    const DurationKnob* knob = FindDurationKnob(name);
+    bool known = knob != nullptr;
     for (const char* f : kValueFlags) known = known || name == f;
     if (!known) {
       return absl::InvalidArgumentError(
@@ -204,7 +268,12 @@ absl::StatusOr<LaunchOptions> ParseArgs(
     } else {
       ++i;
     }
-    if (name == "-np" || name == "--np" || name == "--num-proc") {
+    if (knob != nullptr) {
+      auto d = ParseAmount(name, value, knob->unit, knob->unit_name,
+                           knob->allow_zero, knob->max_units);
+      if (!d.ok()) return d.status();
+      o.*knob->field = *d;
+    } else if (name == "-np" || name == "--np" || name == "--num-proc") {
       if (!absl::SimpleAtoi(value, &o.np) || o.np < 1) {
         return absl::InvalidArgumentError(
             absl::StrCat(name, ": expected a positive number of workers, got '",
@@ -224,14 +293,6 @@ absl::StatusOr<LaunchOptions> ParseArgs(
         return absl::InvalidArgumentError("--launcher-cmd: empty template");
       }
       o.launcher_cmd = value;
-    } else if (name == "--start-timeout") {
-      auto d = ParseSeconds(name, value);
-      if (!d.ok()) return d.status();
-      o.start_timeout = *d;
-    } else if (name == "--heartbeat-timeout-seconds") {
-      auto d = ParseSeconds(name, value);
-      if (!d.ok()) return d.status();
-      o.heartbeat_timeout = *d;
     } else if (name == "--log-level") {
       if (!ValidLogLevel(value)) {
         return absl::InvalidArgumentError(absl::StrCat(

@@ -42,6 +42,19 @@ struct LaunchOptions {
   // --heartbeat-timeout-seconds S (KOLO_HEARTBEAT_TIMEOUT_SECONDS; 5 s): a
   // worker silent this long is declared failed by the coordinator.
   absl::Duration heartbeat_timeout = absl::Seconds(5);
+  // --cycle-time-ms X (KOLO_CYCLE_TIME_MS, alias HOROVOD_CYCLE_TIME; 1 ms,
+  // fractions allowed, > 0): the embedded coordinator's batching window.
+  absl::Duration cycle_time = absl::Milliseconds(1);
+  // --stall-check-time-seconds S (KOLO_STALL_CHECK_TIME_SECONDS, alias
+  // HOROVOD_STALL_CHECK_TIME_SECONDS; 60 s; 0 = no warning): a tensor some
+  // ranks submitted and others not for this long is reported.
+  absl::Duration stall_check = absl::Seconds(60);
+  // --stall-shutdown-time-seconds S (KOLO_STALL_SHUTDOWN_TIME_SECONDS, alias
+  // HOROVOD_STALL_SHUTDOWN_TIME_SECONDS; 0 = never): a stall this long ends
+  // the job.
+  absl::Duration stall_shutdown = absl::ZeroDuration();
+  // These three go to the embedded coordinator and, as KOLO_* variables, to
+  // every worker (which would use them if it hosted a coordinator itself).
   // --log-level L: kolorun's level, also passed to workers as KOLO_LOG_LEVEL.
   std::string log_level;
   // --coordinator-addr ADDR: the address workers dial (default: see
@@ -52,9 +65,11 @@ struct LaunchOptions {
   bool version = false;
 };
 
-// Parses argv[1..] (without the program name). `env` supplies
-// KOLO_START_TIMEOUT and friends. Errors (kInvalidArgument) name the flag and
-// say what is expected; kolorun prints them and exits 2.
+// Parses argv[1..] (without the program name). `env` supplies the defaults
+// of the flags that have a variable (KOLO_START_TIMEOUT and friends; a KOLO_*
+// name wins over its HOROVOD_* alias, a flag over both). Errors
+// (kInvalidArgument) name the flag or variable and say what is expected;
+// kolorun prints them and exits 2.
 absl::StatusOr<LaunchOptions> ParseArgs(
     const std::vector<std::string>& args,
     const std::map<std::string, std::string>& env);

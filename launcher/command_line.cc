@@ -37,6 +37,12 @@ EnvList WorkerEnv(const JobInfo& job, const WorkerPlan& worker) {
       {"KOLO_LOCAL_SIZE", absl::StrCat(worker.local_size)},
       {"KOLO_START_TIMEOUT",
        absl::StrCat(absl::ToDoubleSeconds(job.start_timeout))},
+      {"KOLO_CYCLE_TIME_MS",
+       absl::StrCat(absl::ToDoubleMilliseconds(job.cycle_time))},
+      {"KOLO_STALL_CHECK_TIME_SECONDS",
+       absl::StrCat(absl::ToDoubleSeconds(job.stall_check))},
+      {"KOLO_STALL_SHUTDOWN_TIME_SECONDS",
+       absl::StrCat(absl::ToDoubleSeconds(job.stall_shutdown))},
   };
   if (!job.log_level.empty()) env.emplace_back("KOLO_LOG_LEVEL", job.log_level);
   return env;

@@ -31,6 +31,11 @@ struct JobInfo {
   int size = 0;
   absl::Duration start_timeout = absl::Seconds(30);
   std::string log_level;  // empty: not set
+  // The embedded coordinator's negotiation knobs, passed on so that workers
+  // see what the job runs with (LaunchOptions has their meaning).
+  absl::Duration cycle_time = absl::Milliseconds(1);
+  absl::Duration stall_check = absl::Seconds(60);
+  absl::Duration stall_shutdown = absl::ZeroDuration();
 };
 
 // The KOLO_* variables of one worker, in a fixed order, without the secret.

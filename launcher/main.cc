@@ -26,6 +26,7 @@
 #include "launcher/guard.h"
 #include "launcher/spawn.h"
 #include "launcher/supervisor.h"
+#include "worker_lib/config.h"
 
 extern char** environ;
 
@@ -103,13 +104,19 @@ int Main(int argc, char** argv) {
     return 0;
   }
   SetLogIdentity("kolorun");
-  std::string level = !options.log_level.empty()        ? options.log_level
-                      : env.count("KOLO_LOG_LEVEL") > 0 ? env["KOLO_LOG_LEVEL"]
-                      : env.count("HOROVOD_LOG_LEVEL") > 0
-                          ? env["HOROVOD_LOG_LEVEL"]
-                          : "";
+  // --log-level, else KOLO_LOG_LEVEL, else HOROVOD_LOG_LEVEL (empty = unset).
+  std::string level = options.log_level;
+  for (const char* name : {"KOLO_LOG_LEVEL", "HOROVOD_LOG_LEVEL"}) {
+    if (level.empty() && env.count(name) > 0) level = env[name];
+  }
   if (!level.empty()) (void)SetLogLevel(level);
   auto log = GetLogger("kolorun");
+  // kolorun reads a few of the variables the workers read and passes them
+  // all on: a misspelt one is worth a word before the job starts.
+  for (const std::string& w : worker::UnknownVariableWarnings(
+           worker::EnvMap(env.begin(), env.end()))) {
+    log->warn("{}", w);
+  }
 
   std::vector<WorkerPlan> plan = PlanWorkers(options, net::KernelHostName());
   const std::string secret = auth::RandomHex(32);
@@ -122,6 +129,9 @@ int Main(int argc, char** argv) {
   server_options.job_id = job_id;
   server_options.secret = secret;
   server_options.heartbeat_timeout = options.heartbeat_timeout;
+  server_options.cycle_time = options.cycle_time;
+  server_options.stall_check = options.stall_check;
+  server_options.stall_shutdown = options.stall_shutdown;
   absl::StatusOr<std::unique_ptr<coordinator::CoordinatorServer>> server =
       coordinator::CoordinatorServer::Start(server_options);
   if (!server.ok()) {
@@ -137,6 +147,9 @@ int Main(int argc, char** argv) {
   job.size = options.np;
   job.start_timeout = options.start_timeout;
   job.log_level = options.log_level;
+  job.cycle_time = options.cycle_time;
+  job.stall_check = options.stall_check;
+  job.stall_shutdown = options.stall_shutdown;
   log->info("job {}: {} workers, coordinator at {}", job_id, options.np,
             job.coordinator);
 

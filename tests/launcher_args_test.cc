@@ -3,6 +3,7 @@
 // command, template expansion, the line prefixer and the guard's records.
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -90,6 +91,17 @@ TEST(ParseArgsTest, UsageErrorsNameTheProblem) {
       {{"-np", "1", "-H", ":3", "cmd"}, "empty host name"},
       {{"-np", "1", "--start-timeout", "-1", "cmd"}, "--start-timeout"},
       {{"-np", "1", "--log-level", "loud", "cmd"}, "loud"},
+      {{"-np", "1", "--cycle-time-ms", "0", "cmd"}, "--cycle-time-ms"},
+      {{"-np", "1", "--cycle-time-ms=-2", "cmd"}, "--cycle-time-ms"},
+      {{"-np", "1", "--cycle-time-ms", "fast", "cmd"}, "'fast'"},
+      {{"-np", "1", "--cycle-time-ms"}, "needs a value"},
+      {{"-np", "1", "--stall-check-time-seconds", "-1", "cmd"},
+       "--stall-check-time-seconds"},
+      {{"-np", "1", "--stall-check-time-seconds", "soon", "cmd"}, "'soon'"},
+      {{"-np", "1", "--stall-shutdown-time-seconds", "-0.5", "cmd"},
+       "--stall-shutdown-time-seconds"},
+      {{"-np", "1", "--stall-shutdown-time-seconds=x", "cmd"},
+       "--stall-shutdown-time-seconds"},
   };
   for (const Case& c : cases) {
     auto o = Parse(c.args);
@@ -114,6 +126,84 @@ TEST(ParseArgsTest, StartTimeoutFromEnvironment) {
   EXPECT_EQ(c->start_timeout, absl::Seconds(3));
   auto bad = Parse({"-np", "1", "cmd"}, {{"KOLO_START_TIMEOUT", "soon"}});
   EXPECT_FALSE(bad.ok());
+}
+
+TEST(ParseArgsTest, NegotiationFlagsDefaults) {
+  auto o = Parse({"-np", "1", "cmd"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->cycle_time, absl::Milliseconds(1));
+  EXPECT_EQ(o->stall_check, absl::Seconds(60));
+  EXPECT_EQ(o->stall_shutdown, absl::ZeroDuration());
+  EXPECT_NE(UsageText().find("--cycle-time-ms"), std::string::npos);
+  EXPECT_NE(UsageText().find("--stall-check-time-seconds"), std::string::npos);
+  EXPECT_NE(UsageText().find("--stall-shutdown-time-seconds"),
+            std::string::npos);
+}
+
+TEST(ParseArgsTest, NegotiationFlags) {
+  auto o = Parse({"-np", "2", "--cycle-time-ms", "2.5",
+                  "--stall-check-time-seconds=0",
+                  "--stall-shutdown-time-seconds", "90", "cmd"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->cycle_time, absl::Microseconds(2500));
+  EXPECT_EQ(o->stall_check, absl::ZeroDuration());  // 0: no warning
+  EXPECT_EQ(o->stall_shutdown, absl::Seconds(90));
+  EXPECT_EQ(o->command, std::vector<std::string>{"cmd"});
+}
+
+TEST(ParseArgsTest, NegotiationFlagsFromEnvironmentAndAliases) {
+  const Env horovod = {{"HOROVOD_CYCLE_TIME", "5"},
+                       {"HOROVOD_STALL_CHECK_TIME_SECONDS", "30"},
+                       {"HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "120"}};
+  auto a = Parse({"-np", "1", "cmd"}, horovod);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->cycle_time, absl::Milliseconds(5));
+  EXPECT_EQ(a->stall_check, absl::Seconds(30));
+  EXPECT_EQ(a->stall_shutdown, absl::Seconds(120));
+
+  // KOLO_* wins over HOROVOD_*.
+  Env both = horovod;
+  both["KOLO_CYCLE_TIME_MS"] = "0.5";
+  both["KOLO_STALL_CHECK_TIME_SECONDS"] = "10";
+  both["KOLO_STALL_SHUTDOWN_TIME_SECONDS"] = "0";
+  auto b = Parse({"-np", "1", "cmd"}, both);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->cycle_time, absl::Microseconds(500));
+  EXPECT_EQ(b->stall_check, absl::Seconds(10));
+  EXPECT_EQ(b->stall_shutdown, absl::ZeroDuration());
+
+  // A flag wins over both.
+  auto c =
+      Parse({"-np", "1", "--cycle-time-ms", "3", "--stall-check-time-seconds",
+             "4", "--stall-shutdown-time-seconds", "5", "cmd"},
+            both);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->cycle_time, absl::Milliseconds(3));
+  EXPECT_EQ(c->stall_check, absl::Seconds(4));
+  EXPECT_EQ(c->stall_shutdown, absl::Seconds(5));
+
+  // Empty counts as unset.
+  auto d = Parse({"-np", "1", "cmd"}, {{"KOLO_CYCLE_TIME_MS", ""}});
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->cycle_time, absl::Milliseconds(1));
+
+  // A bad value is refused, naming the variable it came from.
+  for (const auto& [var, value] :
+       std::vector<std::pair<std::string, std::string>>{
+           {"KOLO_CYCLE_TIME_MS", "0"},
+           {"HOROVOD_CYCLE_TIME", "soon"},
+           {"KOLO_STALL_CHECK_TIME_SECONDS", "-1"},
+           {"HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "never"},
+           {"HOROVOD_START_TIMEOUT", "0"},
+           {"KOLO_HEARTBEAT_TIMEOUT_SECONDS", "x"}}) {
+    auto bad = Parse({"-np", "1", "cmd"}, {{var, value}});
+    ASSERT_FALSE(bad.ok()) << var << "=" << value;
+    EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(bad.status().message().find(var), absl::string_view::npos)
+        << bad.status().message();
+    EXPECT_NE(bad.status().message().find(value), absl::string_view::npos)
+        << bad.status().message();
+  }
 }
 
 TEST(ParseHostsTest, SlotsDefaultToOne) {
@@ -175,7 +265,14 @@ TEST(PlanWorkersTest, LocalHostsAreLocalUnlessATemplateApplies) {
 }
 
 TEST(CommandLineTest, WorkerEnvironment) {
-  JobInfo job{"kolo-1", "127.0.0.1:5000", 4, absl::Seconds(30), "info"};
+  JobInfo job{"kolo-1",
+              "127.0.0.1:5000",
+              4,
+              absl::Seconds(30),
+              "info",
+              absl::Microseconds(500),
+              absl::Seconds(45),
+              absl::ZeroDuration()};
   WorkerPlan w{2, "w2", "hostB", 1, 2, SpawnMode::kLocal};
   EnvList env = WorkerEnv(job, w);
   std::map<std::string, std::string> m(env.begin(), env.end());
@@ -190,6 +287,9 @@ TEST(CommandLineTest, WorkerEnvironment) {
   EXPECT_EQ(m["KOLO_LOCAL_SIZE"], "2");
   EXPECT_EQ(m["KOLO_START_TIMEOUT"], "30");
   EXPECT_EQ(m["KOLO_LOG_LEVEL"], "info");
+  EXPECT_EQ(m["KOLO_CYCLE_TIME_MS"], "0.5");
+  EXPECT_EQ(m["KOLO_STALL_CHECK_TIME_SECONDS"], "45");
+  EXPECT_EQ(m["KOLO_STALL_SHUTDOWN_TIME_SECONDS"], "0");
   EXPECT_EQ(m.count("KOLO_SECRET"), 0u);
 }
 

@@ -1,13 +1,17 @@
 // WorkerConfig parsing: every launch mode, defaults, aliases, and the errors
-// users see for missing or bad values.
+// users see for missing or bad values; the warnings about unknown KOLO_*
+// variables.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker_lib/config.h"
@@ -432,6 +436,159 @@ TEST(WorkerConfig, SegmentBytesAndTcpCongestion) {
   EXPECT_NE(c.status().message().find("KOLO_SEGMENT_BYTES='-1'"),
             std::string::npos)
       << c.status();
+}
+
+}  // namespace
+}  // namespace kolo::worker
+
+namespace kolo::worker {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::Not;
+
+EnvMap NegotiationBase() {
+  return {{"KOLO_LAUNCHER", "kolorun"},
+          {"KOLO_COORDINATOR", "127.0.0.1:5"},
+          {"KOLO_SECRET", "s"},
+          {"KOLO_RANK", "0"},
+          {"KOLO_SIZE", "1"}};
+}
+
+TEST(WorkerConfig, NegotiationKnobsDefaultsAndAliases) {
+  EnvMap env = NegotiationBase();
+  auto c = ParseWorkerConfig(env, "host");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->cycle_time, absl::Milliseconds(1));
+  EXPECT_EQ(c->stall_check, absl::Seconds(60));
+  EXPECT_EQ(c->stall_shutdown, absl::ZeroDuration());
+
+  env["HOROVOD_CYCLE_TIME"] = "5";
+  env["HOROVOD_STALL_CHECK_TIME_SECONDS"] = "30";
+  env["HOROVOD_STALL_SHUTDOWN_TIME_SECONDS"] = "120";
+  c = ParseWorkerConfig(env, "host");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->cycle_time, absl::Milliseconds(5));
+  EXPECT_EQ(c->stall_check, absl::Seconds(30));
+  EXPECT_EQ(c->stall_shutdown, absl::Seconds(120));
+
+  // KOLO_* wins over HOROVOD_*; fractions; 0 turns the stall checks off.
+  env["KOLO_CYCLE_TIME_MS"] = "0.25";
+  env["KOLO_STALL_CHECK_TIME_SECONDS"] = "0";
+  env["KOLO_STALL_SHUTDOWN_TIME_SECONDS"] = "1.5";
+  c = ParseWorkerConfig(env, "host");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->cycle_time, absl::Microseconds(250));
+  EXPECT_EQ(c->stall_check, absl::ZeroDuration());
+  EXPECT_EQ(c->stall_shutdown, absl::Milliseconds(1500));
+  env["KOLO_STALL_SHUTDOWN_TIME_SECONDS"] = "0";
+  c = ParseWorkerConfig(env, "host");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->stall_shutdown, absl::ZeroDuration());
+}
+
+TEST(WorkerConfig, BadNegotiationKnobsNameTheVariable) {
+  struct Case {
+    const char* var;
+    const char* value;
+  };
+  for (const Case& k :
+       {Case{"KOLO_CYCLE_TIME_MS", "0"}, Case{"KOLO_CYCLE_TIME_MS", "-1"},
+        Case{"KOLO_CYCLE_TIME_MS", "fast"}, Case{"HOROVOD_CYCLE_TIME", "0"},
+        Case{"KOLO_STALL_CHECK_TIME_SECONDS", "-1"},
+        Case{"HOROVOD_STALL_CHECK_TIME_SECONDS", "x"},
+        Case{"KOLO_STALL_SHUTDOWN_TIME_SECONDS", "never"},
+        Case{"HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "-5"}}) {
+    EnvMap env = NegotiationBase();
+    env[k.var] = k.value;
+    auto c = ParseWorkerConfig(env, "host");
+    EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument)
+        << k.var << "=" << k.value << ": " << c.status();
+    EXPECT_THAT(c.status().message(), HasSubstr(k.var)) << c.status();
+    EXPECT_THAT(c.status().message(), HasSubstr(k.value)) << c.status();
+  }
+}
+
+TEST(UnknownVariableWarnings, TypoGetsTheClosestKnownName) {
+  EXPECT_THAT(UnknownVariableWarnings({{"KOLO_CYCLE_TIME", "5"}}),
+              ElementsAre("KOLO_CYCLE_TIME=5 is not a kolo variable; did you "
+                          "mean KOLO_CYCLE_TIME_MS? (README lists every "
+                          "variable)"));
+  struct Case {
+    const char* typo;
+    const char* meant;
+  };
+  for (const Case& k : {
+           Case{"KOLO_LOGLEVEL", "KOLO_LOG_LEVEL"},
+           Case{"KOLO_log_level", "KOLO_LOG_LEVEL"},  // case
+           Case{"KOLO_SPNI_US", "KOLO_SPIN_US"},      // transposed
+           Case{"KOLO_ADR", "KOLO_ADDR"},             // short name
+           Case{"KOLO_STALL_CHECK_TIME", "KOLO_STALL_CHECK_TIME_SECONDS"},
+           Case{"KOLO_TIMEOUT", "KOLO_TIMEOUT_SECONDS"},  // unit left out
+           Case{"KOLO_START_TIMEOUT_SECONDS", "KOLO_START_TIMEOUT"},  // added
+           Case{"KOLO_HEARTBEAT_INTERVAL", "KOLO_HEARTBEAT_INTERVAL_MS"},
+           Case{"KOLO_SECRET_FILES", "KOLO_SECRET_FILE"},
+           Case{"KOLO_SPIN", "KOLO_SPIN_US"},
+       }) {
+    std::vector<std::string> w = UnknownVariableWarnings({{k.typo, "1"}});
+    ASSERT_EQ(w.size(), 1u) << k.typo;
+    EXPECT_THAT(w[0], HasSubstr(absl::StrCat("did you mean ", k.meant, "?")))
+        << k.typo << ": " << w[0];
+  }
+}
+
+TEST(UnknownVariableWarnings, FarOffNameGetsNoSuggestion) {
+  for (const char* name :
+       {"KOLO_BANANA", "KOLO_X", "KOLO_", "KOLO_ENABLE_GPU_DIRECT_MAGIC"}) {
+    std::vector<std::string> w = UnknownVariableWarnings({{name, "1"}});
+    ASSERT_EQ(w.size(), 1u) << name;
+    EXPECT_THAT(w[0], HasSubstr(absl::StrCat(name,
+                                             "=1 is not a kolo variable;"
+                                             " it is ignored")));
+    EXPECT_THAT(w[0], Not(HasSubstr("did you mean"))) << w[0];
+  }
+}
+
+TEST(UnknownVariableWarnings, KnownAndForeignNamesAreQuiet) {
+  EnvMap env;
+  for (const std::string& name : KnownVariables()) env[name] = "1";
+  env["HOROVOD_CYCLE_TIME"] = "5";
+  env["HOROVOD_FUSION_THRESHOLD"] = "0";  // Horovod's own: not ours to judge
+  env["PATH"] = "/bin";
+  env["kolo_cycle_time_ms"] = "1";  // not KOLO_*
+  env["KOLOX"] = "1";
+  EXPECT_THAT(UnknownVariableWarnings(env), IsEmpty());
+  EXPECT_THAT(UnknownVariableWarnings({}), IsEmpty());
+}
+
+TEST(UnknownVariableWarnings, SortedAndSecretsNotShown) {
+  std::vector<std::string> w = UnknownVariableWarnings(
+      {{"KOLO_ZZZ_TOP", "a"}, {"KOLO_SECRT", "hunter2"}, {"KOLO_AAA", "b"}});
+  ASSERT_EQ(w.size(), 3u);
+  EXPECT_THAT(w[0], HasSubstr("KOLO_AAA=b "));
+  EXPECT_THAT(w[1], HasSubstr("KOLO_SECRT=<hidden> "));
+  EXPECT_THAT(w[1], HasSubstr("did you mean KOLO_SECRET?"));
+  EXPECT_THAT(w[2], HasSubstr("KOLO_ZZZ_TOP=a "));
+  for (const std::string& s : w) EXPECT_THAT(s, Not(HasSubstr("hunter2")));
+  // A long value is cut.
+  w = UnknownVariableWarnings({{"KOLO_NOTES", std::string(500, 'x')}});
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_LT(w[0].size(), 200u) << w[0];
+}
+
+TEST(UnknownVariableWarnings, KnownListIsSortedAndHasEveryKnob) {
+  std::vector<std::string> known = KnownVariables();
+  EXPECT_TRUE(std::is_sorted(known.begin(), known.end()));
+  EXPECT_EQ(std::adjacent_find(known.begin(), known.end()), known.end());
+  for (const char* name :
+       {"KOLO_CYCLE_TIME_MS", "KOLO_STALL_CHECK_TIME_SECONDS",
+        "KOLO_STALL_SHUTDOWN_TIME_SECONDS", "KOLO_START_TIMEOUT",
+        "KOLO_TIMEOUT_SECONDS", "KOLO_LOG_LEVEL", "KOLO_LOCAL_SIZE",
+        "KOLO_SECRET", "KOLO_SECRET_FILE", "KOLO_TIMEOUT_SCALE"}) {
+    EXPECT_NE(std::find(known.begin(), known.end(), name), known.end()) << name;
+  }
 }
 
 }  // namespace

@@ -92,7 +92,7 @@ absl::StatusOr<absl::Duration> ParseAmount(const Found& f, absl::Duration unit,
     return Bad(
         f.name, f.value,
         absl::StrCat(allow_zero ? "a number of " : "a positive number of ",
-                     unit_name, " up to ", max_units,
+                     unit_name, " up to ", static_cast<int64_t>(max_units),
                      allow_zero ? " (0 turns it off)" : ""));
   }
   return v * unit;

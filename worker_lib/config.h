@@ -168,9 +168,10 @@ absl::StatusOr<WorkerConfig> ParseWorkerConfig(
 //   KOLO_CYCLE_TIME=5 is not a kolo variable; did you mean
 //   KOLO_CYCLE_TIME_MS? (README lists every variable)
 // The suggestion is the known variable closest by edit distance (case and
-// transpositions forgiven), left out when none is within about a third of
-// the name's length. Values are not shown for names that look secret or
-// are closest to one (a misspelt KOLO_SECRET).
+// transpositions forgiven), or one that is a prefix of the name or has it as
+// a prefix (a unit added or left out); none when no known name is within
+// about a third of the name's length or so related. Values are not shown for
+// names that look secret or are closest to one (a misspelt KOLO_SECRET).
 // Only names starting with KOLO_ are checked (HOROVOD_* and others are not).
 // init() logs these; kolorun prints them for its own environment.
 std::vector<std::string> UnknownVariableWarnings(const EnvMap& env);
