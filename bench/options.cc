@@ -24,6 +24,15 @@ absl::StatusOr<Collective> ParseCollective(absl::string_view name) {
       "--op: unknown collective '", name, "'; use one of ", kCollectives));
 }
 
+absl::StatusOr<Mode> ParseMode(absl::string_view name) {
+  const std::string lower = absl::AsciiStrToLower(name);
+  for (Mode mode : {Mode::kRaw, Mode::kNegotiated}) {
+    if (lower == ModeName(mode)) return mode;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("--mode: unknown mode '", name, "'; use raw or negotiated"));
+}
+
 absl::Status Bad(absl::string_view flag, absl::string_view value,
                  absl::string_view want) {
   return absl::InvalidArgumentError(
@@ -44,6 +53,16 @@ absl::string_view CollectiveName(Collective op) {
       return "alltoall";
     case Collective::kReducescatter:
       return "reducescatter";
+  }
+  return "unknown";
+}
+
+absl::string_view ModeName(Mode mode) {
+  switch (mode) {
+    case Mode::kRaw:
+      return "raw";
+    case Mode::kNegotiated:
+      return "negotiated";
   }
   return "unknown";
 }
@@ -122,6 +141,10 @@ absl::StatusOr<BenchOptions> ParseBenchOptions(
       absl::StatusOr<Collective> op = ParseCollective(v);
       if (!op.ok()) return op.status();
       o.op = *op;
+    } else if (flag == "--mode") {
+      absl::StatusOr<Mode> mode = ParseMode(v);
+      if (!mode.ok()) return mode.status();
+      o.mode = *mode;
     } else if (flag == "--dtype") {
       absl::StatusOr<DataType> t = ParseDataType(v);
       if (!t.ok()) return Bad(flag, v, t.status().message());
@@ -203,6 +226,9 @@ std::string Usage() {
       "  --op NAME         ",
       kCollectives,
       " (allreduce)\n"
+      "  --mode NAME       raw: the data plane alone (kolo::raw::*), or\n"
+      "                    negotiated: each op submitted through the\n"
+      "                    asynchronous API and synchronized (raw)\n"
       "  --dtype NAME      uint8 int8 int16 int32 int64 float16 bfloat16\n"
       "                    float32 float64 bool (float32)\n"
       "  --reduce NAME     sum average min max product (sum; allreduce and\n"
@@ -219,6 +245,7 @@ std::string Usage() {
       "  --json FILE       also write one JSON record per size to FILE\n"
       "  --corrupt-rank R  damage rank R's last result (tests the check)\n"
       "time = each rank's median per-iteration time, max over ranks;\n"
+      "p90 = each rank's 90th percentile (nearest rank), max over ranks;\n"
       "algbw = size/time; busbw = algbw x 2(n-1)/n (allreduce), (n-1)/n\n"
       "(allgather, reducescatter, alltoall), 1 (broadcast); GB = 1e9 B.\n");
 }

@@ -1,17 +1,20 @@
 // BenchOptions: kolo-bench's command line, parsed once into one struct.
 //
 //   kolo-bench [--op allreduce|allgather|broadcast|alltoall|reducescatter]
-//              [--dtype float32] [--reduce sum] [--min-bytes 4]
-//              [--max-bytes 64M] [--factor 4] [--iters N | --seconds 1]
-//              [--warmup 3] [--root 0] [--inplace] [--json FILE]
-//              [--corrupt-rank R]
+//              [--mode raw|negotiated] [--dtype float32] [--reduce sum]
+//              [--min-bytes 4] [--max-bytes 64M] [--factor 4]
+//              [--iters N | --seconds 1] [--warmup 3] [--root 0] [--inplace]
+//              [--json FILE] [--corrupt-rank R]
 //
 // Sizes take K, M, G suffixes (powers of 1024, as nccl-tests). Every size is
 // the nccl-tests "size": the allreduce/broadcast buffer, allgather's output,
 // reducescatter's input, alltoall's per-rank input; it is rounded down to a
 // whole number of elements (and, for allgather/alltoall/reducescatter, of
-// elements per rank) at run time. --corrupt-rank flips one output byte on
-// that rank after the last iteration, to prove the result check fails.
+// elements per rank) at run time. --mode raw times the data plane alone
+// (kolo::raw::*); --mode negotiated times each op submitted through the
+// asynchronous API and synchronized, as a framework sees it. --corrupt-rank
+// flips one output byte on that rank after the last iteration, to prove the
+// result check fails.
 //
 // Thread-safety: pure functions.
 #ifndef KOLO_BENCH_OPTIONS_H_
@@ -35,6 +38,11 @@ enum class Collective {
   kReducescatter
 };
 absl::string_view CollectiveName(Collective op);
+// How kolo-bench calls the collectives: kRaw = kolo::raw::* (the data plane
+// without negotiation), kNegotiated = kolo::*_async + synchronize.
+enum class Mode { kRaw, kNegotiated };
+absl::string_view ModeName(Mode mode);  // "raw", "negotiated"
+
 // Whether `op` reduces (takes --reduce): allreduce, reducescatter.
 bool Reduces(Collective op);
 // Whether `op`'s size is split evenly over the ranks: allgather (output),
@@ -43,6 +51,7 @@ bool SplitsSize(Collective op);
 
 struct BenchOptions {
   Collective op = Collective::kAllreduce;
+  Mode mode = Mode::kRaw;
   DataType dtype = DataType::kFloat32;
   ReduceOp reduce = ReduceOp::kSum;  // allreduce and reducescatter only
   int64_t min_bytes = 4;

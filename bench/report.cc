@@ -1,6 +1,7 @@
 #include "bench/report.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -15,6 +16,17 @@ double Median(std::vector<double> v) {
   const double upper = v[mid];
   const double lower = *std::max_element(v.begin(), v.begin() + mid);
   return (lower + upper) / 2;
+}
+
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  // p x size / 100 is exact whenever it is a whole number (p and size are
+  // small integers in practice), so ceil() does not overshoot.
+  const double rank = std::ceil(p * static_cast<double>(v.size()) / 100);
+  const size_t k =  // 0-based index of the rank-th smallest
+      rank <= 1 ? 0 : std::min(static_cast<size_t>(rank), v.size()) - 1;
+  std::nth_element(v.begin(), v.begin() + static_cast<ptrdiff_t>(k), v.end());
+  return v[k];
 }
 
 double BusFactor(Collective op, int n) {
@@ -41,17 +53,19 @@ void ComputeBandwidth(Collective op, Row& row) {
 
 std::string TableHeader() {
   return absl::StrFormat(
-      "# %12s %12s %9s %8s %12s %10s %10s %7s %6s\n"
-      "# %12s %12s %9s %8s %12s %10s %10s %7s %6s\n",
-      "size", "count", "dtype", "reduce", "time", "algbw", "busbw", "iters",
-      "check", "(B)", "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)", "", "");
+      "# %12s %12s %9s %8s %12s %12s %10s %10s %7s %6s\n"
+      "# %12s %12s %9s %8s %12s %12s %10s %10s %7s %6s\n",
+      "size", "count", "dtype", "reduce", "time", "p90", "algbw", "busbw",
+      "iters", "check", "(B)", "(elements)", "", "", "(us)", "(us)", "(GB/s)",
+      "(GB/s)", "", "");
 }
 
 std::string TableLine(const Row& row) {
   return absl::StrFormat(
-      "  %12d %12d %9s %8s %12.1f %10.3f %10.3f %7d %6s\n", row.bytes,
+      "  %12d %12d %9s %8s %12.1f %12.1f %10.3f %10.3f %7d %6s\n", row.bytes,
       row.count, row.dtype, row.reduce.empty() ? "-" : row.reduce, row.time_us,
-      row.algbw, row.busbw, row.iters, row.check_ok ? "ok" : "FAIL");
+      row.p90_us, row.algbw, row.busbw, row.iters,
+      row.check_ok ? "ok" : "FAIL");
 }
 
 std::string ToJson(const std::vector<Row>& rows) {
@@ -60,13 +74,14 @@ std::string ToJson(const std::vector<Row>& rows) {
     const Row& r = rows[i];
     absl::StrAppendFormat(
         &out,
-        "  {\"op\": \"%s\", \"ranks\": %d, \"size_bytes\": %d, \"count\": %d, "
-        "\"dtype\": \"%s\", \"reduce\": \"%s\", \"inplace\": %s, "
-        "\"iters\": %d, \"time_us\": %.3f, \"min_rank_time_us\": %.3f, "
+        "  {\"op\": \"%s\", \"mode\": \"%s\", \"ranks\": %d, "
+        "\"size_bytes\": %d, \"count\": %d, \"dtype\": \"%s\", "
+        "\"reduce\": \"%s\", \"inplace\": %s, \"iters\": %d, "
+        "\"time_us\": %.3f, \"p90_us\": %.3f, \"min_rank_time_us\": %.3f, "
         "\"algbw_gbps\": %.6f, \"busbw_gbps\": %.6f, \"check\": \"%s\"}%s\n",
-        r.op, r.ranks, r.bytes, r.count, r.dtype, r.reduce,
-        r.inplace ? "true" : "false", r.iters, r.time_us, r.min_time_us,
-        r.algbw, r.busbw, r.check_ok ? "ok" : "fail",
+        r.op, r.mode, r.ranks, r.bytes, r.count, r.dtype, r.reduce,
+        r.inplace ? "true" : "false", r.iters, r.time_us, r.p90_us,
+        r.min_time_us, r.algbw, r.busbw, r.check_ok ? "ok" : "fail",
         i + 1 < rows.size() ? "," : "");
   }
   out += "]\n";

@@ -1,6 +1,6 @@
 // Report: kolo-bench's figures for one size — the statistics (per-rank
-// median, then max over ranks), bandwidths in the nccl-tests convention, and
-// their text and JSON forms.
+// median and 90th percentile, then max over ranks), bandwidths in the
+// nccl-tests convention, and their text and JSON forms.
 //
 // Thread-safety: pure functions on values.
 #ifndef KOLO_BENCH_REPORT_H_
@@ -16,6 +16,7 @@ namespace kolo::bench {
 
 struct Row {
   std::string op;
+  std::string mode;  // "raw" or "negotiated"
   int ranks = 0;
   int64_t bytes = 0;  // the nccl-tests size actually used
   int64_t count = 0;  // elements of that size
@@ -25,6 +26,7 @@ struct Row {
   int64_t iters = 0;
   double time_us = 0;      // max over ranks of each rank's median
   double min_time_us = 0;  // min over ranks of each rank's median
+  double p90_us = 0;       // max over ranks of each rank's 90th percentile
   double algbw = 0;        // GB/s, GB = 1e9 B
   double busbw = 0;
   bool check_ok = false;
@@ -32,6 +34,12 @@ struct Row {
 
 // Median of `v` (mean of the middle two for even sizes); 0 when empty.
 double Median(std::vector<double> v);
+
+// The p-th percentile (0 < p <= 100) of `v` by the nearest-rank method:
+// the smallest element such that at least p% of the elements are <= it,
+// i.e. the ceil(p/100 x size)-th smallest (no interpolation; always a
+// measured value). 0 when empty.
+double Percentile(std::vector<double> v, double p);
 
 // busbw / algbw for `op` on n ranks: 2(n-1)/n allreduce; (n-1)/n allgather,
 // reducescatter, alltoall; 1 broadcast.

@@ -2,10 +2,11 @@
 # The issue-3 report: kolo-bench allreduce (float32 sum, out of place) from
 # 4 B to 256 MiB (factor 4) on 2 and 4 ranks, RUNS runs each, and a table of
 # the median over runs of each size's time (each run's time is already the
-# max over ranks of each rank's median) with the spread over runs.
+# max over ranks of each rank's median) with the spread over runs, and of its
+# p90 (max over ranks of each rank's 90th percentile).
 # Usage: scripts/bench-report.sh [RUNS=3] [BUILD_DIR=build] [extra kolo-bench
-#        flags...]    JSON of every run is kept in $KOLO_BENCH_OUT (a temp
-#        directory by default).
+#        flags, e.g. --mode negotiated...]    JSON of every run is kept in
+#        $KOLO_BENCH_OUT (a temp directory by default).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 runs=${1:-3}
@@ -34,14 +35,18 @@ for n in (2, 4):
             if rec["check"] != "ok":
                 sys.exit(f"check failed: {rec}")
             rows.setdefault(rec["size_bytes"], []).append(rec)
-    print(f"\n{n} ranks: median of {runs} runs (min-max over runs)\n")
-    print("| size | time (us) | busbw (GB/s) |")
-    print("|---|---|---|")
+    mode = next(iter(rows.values()))[0].get("mode", "raw")
+    print(f"\n{n} ranks, {mode} mode: median of {runs} runs "
+          "(min-max over runs)\n")
+    print("| size | time (us) | p90 (us) | busbw (GB/s) |")
+    print("|---|---|---|---|")
     for size in sorted(rows):
         times = [r["time_us"] for r in rows[size]]
+        p90 = [r.get("p90_us", 0) for r in rows[size]]
         busbw = [r["busbw_gbps"] for r in rows[size]]
         print(f"| {size_name(size)} | {statistics.median(times):,.1f} "
               f"({min(times):,.1f}-{max(times):,.1f}) | "
+              f"{statistics.median(p90):,.1f} | "
               f"{statistics.median(busbw):.3f} |")
 print(f"\nJSON: {out}")
 PY

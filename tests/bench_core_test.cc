@@ -20,6 +20,7 @@ TEST(BenchOptions, Defaults) {
   absl::StatusOr<BenchOptions> o = Parse({});
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_EQ(o->op, Collective::kAllreduce);
+  EXPECT_EQ(o->mode, Mode::kRaw);
   EXPECT_EQ(o->dtype, DataType::kFloat32);
   EXPECT_EQ(o->reduce, ReduceOp::kSum);
   EXPECT_EQ(o->min_bytes, 4);
@@ -51,6 +52,13 @@ TEST(BenchOptions, EveryFlag) {
   EXPECT_EQ(o->warmup, 0);
   EXPECT_EQ(o->json_path, "/tmp/x.json");
   EXPECT_EQ(o->corrupt_rank, 1);
+  absl::StatusOr<BenchOptions> m = Parse({"--mode", "negotiated"});
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->mode, Mode::kNegotiated);
+  EXPECT_EQ(ModeName(m->mode), "negotiated");
+  m = Parse({"--mode", "RAW"});
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->mode, Mode::kRaw);
   absl::StatusOr<BenchOptions> b = Parse({"--op", "broadcast", "--root", "2"});
   ASSERT_TRUE(b.ok()) << b.status();
   EXPECT_TRUE(b->inplace);  // broadcast is always in place
@@ -64,6 +72,9 @@ TEST(BenchOptions, BadInputNamesTheFlag) {
   };
   for (const Case& c : std::vector<Case>{
            {{"--op", "allsum"}, "--op: unknown collective 'allsum'"},
+           {{"--mode", "fast"},
+            "--mode: unknown mode 'fast'; use raw or negotiated"},
+           {{"--mode"}, "missing value: '--mode'"},
            {{"--dtype", "complex"}, "--dtype: 'complex'"},
            {{"--min-bytes", "12Q"}, "--min-bytes: '12Q'"},
            {{"--min-bytes", "2M", "--max-bytes", "1M"}, "above --max-bytes"},
@@ -187,6 +198,25 @@ TEST(Workload, FloatAverageToleratesRounding) {
   EXPECT_FALSE(p.Check(0, kPeriod, got.data(), "avg").ok());
 }
 
+// Nearest rank: the ceil(p/100 x n)-th smallest, never an interpolation.
+TEST(Report, PercentileIsNearestRank) {
+  EXPECT_EQ(Percentile({}, 90), 0);
+  EXPECT_EQ(Percentile({7}, 90), 7);
+  EXPECT_EQ(Percentile({2, 1}, 90), 2);        // ceil(1.8) = 2nd
+  EXPECT_EQ(Percentile({3, 1, 2, 4}, 50), 2);  // 2nd of 4, not 2.5
+  std::vector<double> ten = {10, 9, 8, 7, 6, 5, 4, 3, 2, 1};
+  EXPECT_EQ(Percentile(ten, 90), 9);  // exactly the 9th, not the 10th
+  EXPECT_EQ(Percentile(ten, 91), 10);
+  EXPECT_EQ(Percentile(ten, 100), 10);
+  EXPECT_EQ(Percentile(ten, 0.001), 1);
+  std::vector<double> many(2000);
+  for (size_t i = 0; i < many.size(); ++i) {
+    many[i] = static_cast<double>((i * 7919) % many.size());  // 0..1999
+  }
+  EXPECT_EQ(Percentile(many, 90), 1799);  // the 1800th smallest
+  EXPECT_EQ(Percentile(many, 50), 999);
+}
+
 TEST(Report, MedianAndBandwidth) {
   EXPECT_EQ(Median({}), 0);
   EXPECT_EQ(Median({3, 1, 2}), 2);
@@ -203,8 +233,17 @@ TEST(Report, MedianAndBandwidth) {
   EXPECT_DOUBLE_EQ(row.algbw, 2.0);
   EXPECT_DOUBLE_EQ(row.busbw, 2.0);
   row.op = "allreduce";
+  row.mode = "negotiated";
+  row.p90_us = 612.5;
   row.check_ok = true;
   const std::string json = ToJson({row, row});
+  EXPECT_NE(json.find("\"mode\": \"negotiated\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"time_us\": 500.000, \"p90_us\": 612.500"),
+            std::string::npos)
+      << json;
+  EXPECT_NE(TableLine(row).find(" 500.0 "), std::string::npos);
+  EXPECT_NE(TableLine(row).find(" 612.5 "), std::string::npos);
+  EXPECT_NE(TableHeader().find(" p90 "), std::string::npos);
   EXPECT_NE(json.find("\"busbw_gbps\": 2.000000"), std::string::npos) << json;
   EXPECT_NE(json.find("},\n  {"), std::string::npos) << json;
   EXPECT_NE(TableLine(row).find(" ok"), std::string::npos);

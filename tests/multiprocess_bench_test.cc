@@ -1,7 +1,8 @@
 // kolo-bench under kolorun: every collective on 1-3 ranks over a few sizes
 // (including 0 and sizes that do not split evenly) passes its result check
-// and writes one JSON record per size; a corrupted result on one rank makes
-// the run fail, naming that rank and element.
+// and writes one JSON record per size, in raw and in negotiated mode; a
+// corrupted result on one rank makes the run fail, naming that rank and
+// element.
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -81,10 +82,62 @@ TEST_P(BenchWorld, EveryCollectivePassesItsCheck) {
         << run.json;
     EXPECT_NE(run.json.find("\"size_bytes\": 0,"), std::string::npos)
         << run.json;
+    EXPECT_EQ(Count(run.json, "\"mode\": \"raw\""), Count(run.json, "\"op\": "))
+        << run.json;
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Sizes, BenchWorld, ::testing::Values(1, 2, 3));
+
+// --mode negotiated: every collective through the asynchronous API, checked
+// exactly, with the same JSON fields plus mode and p90_us.
+TEST(Bench, NegotiatedModeEveryCollective) {
+  for (const char* op :
+       {"allreduce", "allgather", "broadcast", "alltoall", "reducescatter"}) {
+    BenchRun run = Bench(2, {"--mode", "negotiated", "--op", op, "--min-bytes",
+                             "0", "--max-bytes", "100K", "--factor", "24",
+                             "--iters", "3", "--warmup", "1"});
+    const std::string what = absl::StrCat(op, " negotiated on 2 ranks");
+    ASSERT_EQ(run.exit_code, 0) << what << "\n" << run.output;
+    EXPECT_NE(run.output.find("negotiated mode"), std::string::npos)
+        << run.output;
+    const int records = Count(run.json, "\"op\": ");
+    EXPECT_GE(records, 4) << what << run.json;
+    EXPECT_EQ(Count(run.json, "\"check\": \"ok\""), records) << run.json;
+    EXPECT_EQ(Count(run.json, "\"mode\": \"negotiated\""), records) << run.json;
+    EXPECT_EQ(Count(run.json, "\"p90_us\": "), records) << run.json;
+    EXPECT_NE(run.json.find("\"size_bytes\": 0,"), std::string::npos)
+        << run.json;
+  }
+}
+
+TEST(Bench, NegotiatedModeInPlaceAndOtherTypes) {
+  for (std::vector<std::string> flags : std::vector<std::vector<std::string>>{
+           {"--dtype", "int8", "--reduce", "product", "--inplace"},
+           {"--dtype", "float16", "--reduce", "average"},
+           {"--op", "broadcast", "--root", "1", "--dtype", "uint8"}}) {
+    flags.insert(flags.end(), {"--mode", "negotiated", "--max-bytes", "300K",
+                               "--factor", "64", "--iters", "2"});
+    BenchRun run = Bench(2, flags);
+    ASSERT_EQ(run.exit_code, 0) << absl::StrJoin(flags, " ") << "\n"
+                                << run.output;
+    EXPECT_EQ(Count(run.json, "\"check\": \"fail\""), 0) << run.json;
+    EXPECT_EQ(Count(run.json, "\"mode\": \"negotiated\""),
+              Count(run.json, "\"op\": "))
+        << run.json;
+  }
+}
+
+TEST(Bench, NegotiatedCorruptedResultFailsTheRun) {
+  BenchRun run =
+      Bench(2, {"--mode", "negotiated", "--corrupt-rank", "1", "--min-bytes",
+                "1K", "--max-bytes", "1K", "--iters", "2"});
+  EXPECT_NE(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("CHECK FAILED: allreduce of 1024 B on rank 1 of 2:"
+                            " element 0"),
+            std::string::npos)
+      << run.output;
+}
 
 TEST(Bench, OtherTypesOpsAndInPlace) {
   for (std::vector<std::string> flags : std::vector<std::vector<std::string>>{
@@ -119,6 +172,14 @@ TEST(Bench, BadFlagIsRefusedBeforeAnyWork) {
   EXPECT_EQ(p.exit_info().code, 2);
   EXPECT_NE(p.output().find("unknown collective 'allsum'"), std::string::npos)
       << p.output();
+  Subprocess m({Bin("kolo-bench"), "--mode", "fast"});
+  ASSERT_TRUE(m.Start().ok());
+  ASSERT_TRUE(m.Wait(Scaled(absl::Seconds(30))).ok());
+  EXPECT_EQ(m.exit_info().code, 2);
+  EXPECT_NE(m.output().find("--mode: unknown mode 'fast'; use raw or "
+                            "negotiated"),
+            std::string::npos)
+      << m.output();
 }
 
 }  // namespace
