@@ -99,7 +99,7 @@ using Handle = int64_t;
 
 struct AllreduceOptions {
   ReduceOp op = ReduceOp::kSum;
-  double prescale = 1.0;  // each input is multiplied by it first
+  double prescale = 1.0;   // each input is multiplied by it first
   double postscale = 1.0;  // the result is multiplied by it
 };
 
@@ -142,8 +142,8 @@ absl::StatusOr<Handle> alltoall_async(const Tensor& input, Allocator output,
 // `output` must have the shape of this rank's part.
 absl::StatusOr<Handle> reducescatter_async(
     const Tensor& input, const Tensor& output,
-    const AllreduceOptions& options = {},
-    absl::Span<const int64_t> counts = {}, absl::string_view name = "");
+    const AllreduceOptions& options = {}, absl::Span<const int64_t> counts = {},
+    absl::string_view name = "");
 // Completes once every rank has submitted it.
 absl::StatusOr<Handle> barrier_async(absl::string_view name = "");
 
@@ -158,14 +158,14 @@ absl::Status synchronize(Handle handle,
                          OpResult* result = nullptr);
 // synchronize() on many handles with one deadline: one status per handle,
 // in order (kDeadlineExceeded for those that did not finish in time).
-std::vector<absl::Status> synchronize_all(absl::Span<const Handle> handles,
-                                          absl::Duration timeout =
-                                              absl::InfiniteDuration());
+std::vector<absl::Status> synchronize_all(
+    absl::Span<const Handle> handles,
+    absl::Duration timeout = absl::InfiniteDuration());
 // Waits until one of `handles` finished (not releasing it) and returns its
 // index; kDeadlineExceeded after `timeout`.
-absl::StatusOr<size_t> wait_any(absl::Span<const Handle> handles,
-                                absl::Duration timeout =
-                                    absl::InfiniteDuration());
+absl::StatusOr<size_t> wait_any(
+    absl::Span<const Handle> handles,
+    absl::Duration timeout = absl::InfiniteDuration());
 
 // ---- Blocking collectives on host buffers --------------------------------
 // Thin wrappers: submit the asynchronous op (unnamed, so every rank must call
