@@ -232,6 +232,7 @@ void CoordinatorCore::MaybeFormEpoch(Actions& out) {
     msg.mutable_fence()->set_incarnation(options_.incarnation);
     msg.mutable_fence()->set_epoch(epoch_);
     *msg.mutable_membership() = a.by_rank[r];
+    msg.mutable_membership()->set_link_port(options_.link_port);
     Send(members_[r].session, std::move(msg), out);
   }
   NegotiatorOptions no;

@@ -47,6 +47,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -71,6 +72,9 @@ struct CoreOptions {
   absl::Duration cycle_time = absl::Milliseconds(1);
   absl::Duration stall_check = absl::Seconds(60);
   absl::Duration stall_shutdown = absl::ZeroDuration();
+  // The negotiation link port told to members in their Membership (0: none;
+  // coordinator/link_server.h).
+  int link_port = 0;
   // When a message arrives (for liveness). Tests inject a fake clock and pass
   // the same clock's time to OnTick.
   std::function<absl::Time()> clock = [] { return absl::Now(); };
@@ -112,6 +116,11 @@ class CoordinatorCore {
   // Ends the job (if it has not ended): JobEnd{failure, reason} to every open
   // Session, and closes them all. Idempotent.
   Actions Shutdown(bool failure, absl::string_view reason);
+
+  // The Session of member `worker_id` in `epoch`, for binding its
+  // negotiation link; kFailedPrecondition saying why when there is none.
+  absl::StatusOr<SessionId> MemberSession(const std::string& worker_id,
+                                          uint64_t epoch) const;
 
   proto::StatusReply Status() const;
   uint64_t incarnation() const { return options_.incarnation; }

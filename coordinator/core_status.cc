@@ -60,6 +60,25 @@ proto::StatusReply CoordinatorCore::Status() const {
   return r;
 }
 
+absl::StatusOr<SessionId> CoordinatorCore::MemberSession(
+    const std::string& worker_id, uint64_t epoch) const {
+  MutexLock lock(&mu_);
+  if (phase_ != Phase::kRunning) {
+    return absl::FailedPreconditionError(phase_ == Phase::kEnded
+                                             ? "the job has ended"
+                                             : "the epoch has not formed yet");
+  }
+  if (epoch != epoch_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "fenced: the link is for epoch ", epoch, " but the epoch is ", epoch_));
+  }
+  for (const Member& m : members_) {
+    if (m.worker_id == worker_id && m.open) return m.session;
+  }
+  return absl::FailedPreconditionError(
+      absl::StrCat("worker ", worker_id, " is not a member of epoch ", epoch_));
+}
+
 uint64_t CoordinatorCore::epoch() const {
   MutexLock lock(&mu_);
   return epoch_;

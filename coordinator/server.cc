@@ -27,9 +27,10 @@ uint64_t RandomIncarnation() {
   return v;
 }
 
-CoreOptions MakeCoreOptions(const ServerOptions& options,
-                            uint64_t incarnation) {
+CoreOptions MakeCoreOptions(const ServerOptions& options, uint64_t incarnation,
+                            int link_port) {
   CoreOptions core;
+  core.link_port = link_port;
   core.expected_size = options.expected_size;
   core.job_id = options.job_id;
   core.secret = options.secret;
@@ -44,10 +45,13 @@ CoreOptions MakeCoreOptions(const ServerOptions& options,
 
 class ServerImpl final : public CoordinatorServer {
  public:
-  ServerImpl(const ServerOptions& options, uint64_t incarnation)
+  ServerImpl(const ServerOptions& options, uint64_t incarnation,
+             std::unique_ptr<LinkServer> links)
       : options_(options),
         incarnation_(incarnation),
-        service_(MakeCoreOptions(options, incarnation)) {}
+        links_(std::move(links)),
+        service_(MakeCoreOptions(options, incarnation,
+                                 links_ != nullptr ? links_->port() : 0)) {}
 
   ~ServerImpl() override { Shutdown(true, "the coordinator was destroyed"); }
 
@@ -77,10 +81,22 @@ class ServerImpl final : public CoordinatorServer {
       tick_cv_.SignalAll();
     });
     tick_thread_ = std::thread([this] { TickLoop(); });
+    if (links_ != nullptr) {
+      (void)links_->Start(
+          [this](const std::string& worker_id, uint64_t epoch) {
+            return service_.BindLink(worker_id, epoch);
+          },
+          [this](SessionId id, const proto::WorkerMessage& message) {
+            service_.OnLinkMessage(id, message);
+          });
+      service_.SetLinks(links_.get());
+    }
     GetLogger("coordinator")
-        ->info("listening on {}:{} (job {}, expecting {} workers)",
-               options_.bind_host, port_, options_.job_id,
-               options_.expected_size);
+        ->info(
+            "listening on {}:{} (job {}, expecting {} workers; "
+            "negotiation links on port {})",
+            options_.bind_host, port_, options_.job_id, options_.expected_size,
+            links_ != nullptr ? links_->port() : 0);
     return absl::OkStatus();
   }
 
@@ -130,7 +146,10 @@ class ServerImpl final : public CoordinatorServer {
       tick_cv_.SignalAll();
     }
     if (tick_thread_.joinable()) tick_thread_.join();
-    if (server_ == nullptr) return;
+    if (server_ == nullptr) {
+      if (links_ != nullptr) links_->Stop();
+      return;
+    }
     // JobEnd to everyone, then give the streams a moment to drain before the
     // server cancels what is left.
     service_.EndJob(failure, reason);
@@ -141,6 +160,10 @@ class ServerImpl final : public CoordinatorServer {
     if (!service_.WaitForNoSessions(absl::Now() + absl::Seconds(2))) {
       GetLogger("coordinator")
           ->error("Session streams still open 3 s after shutdown");
+    }
+    if (links_ != nullptr) {
+      service_.SetLinks(nullptr);
+      links_->Stop();
     }
   }
 
@@ -173,6 +196,8 @@ class ServerImpl final : public CoordinatorServer {
   const ServerOptions options_;
   const uint64_t incarnation_;
   int port_ = 0;  // set once in Listen()
+  // Before service_: the service's core is told the link port.
+  std::unique_ptr<LinkServer> links_;
   CoordinatorService service_;
   std::unique_ptr<grpc::Server> server_;
   std::thread tick_thread_;
@@ -196,7 +221,27 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
     return absl::InvalidArgumentError(
         "the coordinator needs a job secret; give one with KOLO_SECRET_FILE");
   }
-  auto server = std::make_unique<ServerImpl>(options, RandomIncarnation());
+  const uint64_t incarnation = RandomIncarnation();
+  std::unique_ptr<LinkServer> links;
+  if (options.negotiation_links) {
+    LinkServerOptions lo;
+    lo.bind_host = options.bind_host;
+    lo.job_id = options.job_id;
+    lo.secret = options.secret;
+    lo.incarnation = incarnation;
+    absl::StatusOr<std::unique_ptr<LinkServer>> listening =
+        LinkServer::Listen(lo);
+    if (!listening.ok()) {
+      // The stream still carries negotiation: slower, but the job runs.
+      GetLogger("coordinator")
+          ->warn("{}; negotiation stays on the Session streams",
+                 std::string(listening.status().message()));
+    } else {
+      links = std::move(*listening);
+    }
+  }
+  auto server =
+      std::make_unique<ServerImpl>(options, incarnation, std::move(links));
   absl::Status st = server->Listen();
   if (!st.ok()) return st;
   return std::unique_ptr<CoordinatorServer>(std::move(server));

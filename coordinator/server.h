@@ -41,6 +41,9 @@ struct ServerOptions {
   // HOROVOD_STALL_SHUTDOWN_TIME_SECONDS): end the job after a stall this
   // long; zero = never.
   absl::Duration stall_shutdown = absl::ZeroDuration();
+  // Listen for negotiation links (coordinator/link_server.h) on a
+  // kernel-chosen port of bind_host, told to workers in their Membership.
+  bool negotiation_links = true;
 };
 
 class CoordinatorServer {

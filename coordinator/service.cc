@@ -173,10 +173,18 @@ grpc::ServerUnaryReactor* CoordinatorService::Status(
 
 void CoordinatorService::Deliver(Actions actions) {
   for (Actions::Send& send : actions.sends) {
+    // The hot path: a Plan goes on the Session's negotiation link if it has
+    // one (the worker bound it before announcing anything, so all its plans
+    // take the same way).
+    if (links_ != nullptr && send.message.has_plan() &&
+        links_->Send(send.session, send.message)) {
+      continue;
+    }
     auto it = reactors_.find(send.session);
     if (it != reactors_.end()) it->second->Enqueue(std::move(send.message));
   }
   for (const Actions::Close& close : actions.closes) {
+    if (links_ != nullptr) links_->Unbind(close.session);
     auto it = reactors_.find(close.session);
     if (it != reactors_.end()) it->second->RequestFinish(ToGrpc(close.status));
   }
@@ -195,6 +203,17 @@ absl::Time CoordinatorService::NextWake() {
 void CoordinatorService::SetWakeHook(std::function<void()> hook) {
   MutexLock lock(&mu_);
   wake_hook_ = std::move(hook);
+}
+
+void CoordinatorService::SetLinks(LinkServer* links) {
+  MutexLock lock(&mu_);
+  links_ = links;
+}
+
+absl::StatusOr<SessionId> CoordinatorService::BindLink(
+    const std::string& worker_id, uint64_t epoch) {
+  MutexLock lock(&mu_);
+  return core_.MemberSession(worker_id, epoch);
 }
 
 void CoordinatorService::OnMessage(SessionId id,

@@ -8,11 +8,12 @@
 // that the messages of successive events reach each stream in the order the
 // core produced them (a Membership is never overtaken by a Heartbeat of its
 // epoch). Delivery only enqueues; no reaction blocks.
-// Lock order: CoordinatorService::mu_, then a reactor's own mutex, then the
-// core's mutex. gRPC calls (StartWrite, StartRead, Finish) are made without a
-// reactor's own mutex held, but delivery may make them with mu_ held: this
-// relies on gRPC never running a user reactor's reactions inline inside those
-// calls (1.51 inlines OnDone only for its internal reactors).
+// Lock order: CoordinatorService::mu_, then a reactor's own mutex or the
+// LinkServer's, then the core's mutex. gRPC calls (StartWrite, StartRead,
+// Finish) are made without a reactor's own mutex held, but delivery may make
+// them with mu_ held: this relies on gRPC never running a user reactor's
+// reactions inline inside those calls (1.51 inlines OnDone only for its
+// internal reactors).
 //
 // Lifetime: the service must outlive the grpc::Server that hosts it, and
 // WaitForNoSessions() should be used after the server shut down so that no
@@ -28,6 +29,7 @@
 #include "absl/time/time.h"
 #include "common/mutex.h"
 #include "coordinator/core.h"
+#include "coordinator/link_server.h"
 #include "proto/kolo.grpc.pb.h"
 
 namespace kolo::coordinator {
@@ -70,6 +72,19 @@ class CoordinatorService final : public proto::Coordinator::CallbackService {
   // moved NextWake() earlier, so that the tick thread wakes in time.
   void SetWakeHook(std::function<void()> hook) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Negotiation links (coordinator/link_server.h): once set, Plans to a
+  // Session with a bound link go on the link, and a closed Session's link is
+  // closed. `links` must outlive the service's use of it (until
+  // SetLinks(nullptr)).
+  void SetLinks(LinkServer* links) ABSL_LOCKS_EXCLUDED(mu_);
+  // LinkServer's callbacks: bind a link, and a message that came on one.
+  absl::StatusOr<SessionId> BindLink(const std::string& worker_id,
+                                     uint64_t epoch) ABSL_LOCKS_EXCLUDED(mu_);
+  void OnLinkMessage(SessionId id, const proto::WorkerMessage& message)
+      ABSL_LOCKS_EXCLUDED(mu_) {
+    OnMessage(id, message);
+  }
+
  private:
   friend class SessionReactor;
 
@@ -90,6 +105,7 @@ class CoordinatorService final : public proto::Coordinator::CallbackService {
       ABSL_GUARDED_BY(mu_);
   absl::Time wake_at_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   std::function<void()> wake_hook_ ABSL_GUARDED_BY(mu_);
+  LinkServer* links_ ABSL_GUARDED_BY(mu_) = nullptr;
 };
 
 }  // namespace kolo::coordinator

@@ -9,6 +9,7 @@
 // Thread-safety: init/shutdown/control_allgather take api_mu only to find the
 // Runtime (a control_allgather in flight does not block shutdown, which fails
 // it). Topology getters read atomics, without locks.
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <string>
@@ -25,6 +26,7 @@
 #include "worker_lib/config.h"
 #include "worker_lib/data_listener.h"
 #include "worker_lib/data_plane.h"
+#include "worker_lib/negotiation_link.h"
 #include "worker_lib/op_runtime.h"
 #include "worker_lib/session_client.h"
 
@@ -161,8 +163,28 @@ absl::StatusOr<std::unique_ptr<Runtime>> StartRuntime(
   }
   rt->data = *std::move(data);
   const proto::Membership& m = rt->client->membership();
-  rt->ops = std::make_shared<worker::OpRuntime>(rt->client, rt->data.get(),
-                                                m.rank(), m.size());
+  std::unique_ptr<worker::NegotiationLink> link;
+  if (c.negotiation_link && m.link_port() != 0) {
+    worker::LinkOptions lo;
+    absl::StatusOr<net::HostPort> coordinator = net::ParseHostPort(target);
+    lo.host = coordinator.ok() ? coordinator->host : c.coordinator.host;
+    lo.port = m.link_port();
+    lo.secret = c.secret;
+    lo.job_id = c.job_id;
+    lo.worker_id = c.worker_id;
+    lo.incarnation = rt->client->incarnation();
+    lo.epoch = rt->client->epoch();
+    lo.timeout = std::max(absl::Seconds(1), deadline - absl::Now());
+    auto connected = worker::NegotiationLink::Connect(lo);
+    if (connected.ok()) {
+      link = *std::move(connected);
+    } else {
+      Log()->warn("{}; negotiation stays on the Session stream (slower)",
+                  std::string(connected.status().message()));
+    }
+  }
+  rt->ops = std::make_shared<worker::OpRuntime>(
+      rt->client, std::move(link), rt->data.get(), m.rank(), m.size());
   rt->client->OnPlan([weak = std::weak_ptr<worker::OpRuntime>(rt->ops)](
                          const proto::Plan& plan) {
     if (std::shared_ptr<worker::OpRuntime> ops = weak.lock()) {

@@ -251,6 +251,11 @@ absl::Status ParseTiming(const EnvMap& env, WorkerConfig& c) {
     if (!d.ok()) return d.status();
     c.data_timeout = *d;
   }
+  if (auto f = First(env, {"KOLO_NEGOTIATION_LINK"})) {
+    auto v = ParseBool(*f);
+    if (!v.ok()) return v.status();
+    c.negotiation_link = *v;
+  }
   if (auto f = First(env, {"KOLO_SPIN_US"})) {
     auto us = ParseInt(f->name, f->value, 0, 1000000);
     if (!us.ok()) return us.status();

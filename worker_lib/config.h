@@ -151,6 +151,13 @@ struct WorkerConfig {
   // (as Horovod): a stall may be a slow rank, and only the user knows how
   // slow is too slow.
   absl::Duration stall_shutdown = absl::ZeroDuration();
+  // KOLO_NEGOTIATION_LINK (0/1): carry announcements, plans and Done on a
+  // plain TCP link to the coordinator beside the Session stream (1, the
+  // default: a gRPC stream round trip costs several times a socket's), or on
+  // the stream itself (0; for comparison, or where only the gRPC port is
+  // reachable). A link that cannot be opened falls back to the stream with a
+  // warning.
+  bool negotiation_link = true;
 
   // --- Logging --------------------------------------------------------------
   // KOLO_LOG_LEVEL (alias HOROVOD_LOG_LEVEL): warn by default so a healthy

@@ -44,6 +44,7 @@ constexpr KnownVariable kKnownVariables[] = {
     {"KOLO_LOCAL_RANK", "worker (set by kolorun)", false},
     {"KOLO_LOCAL_SIZE", "user scripts (set by kolorun)", false},
     {"KOLO_LOG_LEVEL", "worker, kolorun, kolo-coordinator", false},
+    {"KOLO_NEGOTIATION_LINK", "worker, kolo-bench", false},
     {"KOLO_RANK", "worker (set by kolorun)", false},
     {"KOLO_SECRET", "worker (set by kolorun)", false},
     {"KOLO_SECRET_FILE", "worker, kolo-coordinator", false},

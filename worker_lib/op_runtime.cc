@@ -17,9 +17,14 @@ std::shared_ptr<spdlog::logger> Log() {
 
 }  // namespace
 
-OpRuntime::OpRuntime(std::shared_ptr<SessionClient> session, DataPlane* data,
+OpRuntime::OpRuntime(std::shared_ptr<SessionClient> session,
+                     std::unique_ptr<NegotiationLink> link, DataPlane* data,
                      int rank, int size)
-    : session_(std::move(session)), data_(data), rank_(rank), size_(size) {
+    : session_(std::move(session)),
+      link_(std::move(link)),
+      data_(data),
+      rank_(rank),
+      size_(size) {
   thread_ = std::thread([this] { ThreadMain(); });
 }
 
@@ -27,7 +32,8 @@ OpRuntime::~OpRuntime() { Stop(); }
 
 absl::StatusOr<Handle> OpRuntime::Submit(std::unique_ptr<PendingOp> op) {
   std::shared_ptr<PendingOp> shared;
-  proto::Announce announce;
+  proto::WorkerMessage msg;
+  proto::Announce& announce = *msg.mutable_announce();
   {
     MutexLock lock(&mu_);
     if (!terminal_.ok()) return terminal_;
@@ -47,7 +53,7 @@ absl::StatusOr<Handle> OpRuntime::Submit(std::unique_ptr<PendingOp> op) {
     ops_[shared->handle] = shared;
   }
   const Handle handle = shared->handle;
-  if (absl::Status s = session_->Announce(std::move(announce)); !s.ok()) {
+  if (absl::Status s = SendUp(std::move(msg)); !s.ok()) {
     Fail(s);  // the session ended: nothing can be negotiated any more
   }
   return handle;
@@ -58,6 +64,15 @@ void OpRuntime::Deliver(const proto::Plan& plan) {
   if (!terminal_.ok()) return;
   plans_.push_back(plan);
   plan_cv_.SignalAll();
+  if (link_ != nullptr) link_->Wake();
+}
+
+absl::Status OpRuntime::SendUp(proto::WorkerMessage msg) {
+  if (link_ != nullptr) return link_->Send(std::move(msg));
+  if (msg.has_announce()) {
+    return session_->Announce(std::move(*msg.mutable_announce()));
+  }
+  return session_->Done(msg.done().seq());
 }
 
 void OpRuntime::Fail(absl::Status why) {
@@ -80,6 +95,7 @@ void OpRuntime::Fail(absl::Status why) {
   }
   plan_cv_.SignalAll();
   done_cv_.SignalAll();
+  if (link_ != nullptr) link_->Wake();
 }
 
 void OpRuntime::Stop() {
@@ -96,7 +112,58 @@ void OpRuntime::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
+std::optional<proto::Plan> OpRuntime::NextPlanFromLink() {
+  while (true) {
+    {
+      MutexLock lock(&mu_);
+      if (stop_) return std::nullopt;
+      if (!plans_.empty()) {
+        proto::Plan plan = std::move(plans_.front());
+        plans_.pop_front();
+        return plan;
+      }
+    }
+    absl::StatusOr<std::optional<proto::CoordinatorMessage>> msg =
+        link_->Receive(absl::Seconds(1));
+    if (msg.ok()) {
+      if (msg->has_value() && (*msg)->has_plan()) {
+        return std::move(*(*msg)->mutable_plan());
+      }
+      if (msg->has_value()) {
+        Log()->warn("ignored a message of kind {} on the negotiation link",
+                    (*msg)->body_case());
+      }
+      continue;
+    }
+    // The link broke: wait for the Session's verdict a little, then give
+    // ours (announcements cannot reach the coordinator any more either).
+    bool verdict = false;
+    {
+      MutexLock lock(&mu_);
+      const absl::Time verdict_by = absl::Now() + absl::Seconds(2);
+      while (terminal_.ok() && !stop_) {
+        if (plan_cv_.WaitWithDeadline(&mu_, verdict_by)) break;
+      }
+      verdict = !terminal_.ok() || stop_;
+    }
+    if (!verdict) {
+      Fail(absl::UnavailableError(
+          absl::StrCat("rank ", rank_, ": ", msg.status().message(),
+                       "; no plan can reach this rank any more")));
+    }
+    MutexLock lock(&mu_);
+    while (!stop_) plan_cv_.Wait(&mu_);  // Fail cleared the queue for good
+    return std::nullopt;
+  }
+}
+
 void OpRuntime::ThreadMain() {
+  if (link_ != nullptr) {
+    while (std::optional<proto::Plan> plan = NextPlanFromLink()) {
+      RunPlan(*plan);
+    }
+    return;
+  }
   while (true) {
     proto::Plan plan;
     {
@@ -151,7 +218,9 @@ void OpRuntime::RunPlan(const proto::Plan& plan) {
   }
   // Done before the callers wake: their next announcement must not reach
   // the coordinator ahead of it (the coordinator would think this rank busy).
-  (void)session_->Done(plan.seq());
+  proto::WorkerMessage done;
+  done.mutable_done()->set_seq(plan.seq());
+  (void)SendUp(std::move(done));
   MutexLock lock(&mu_);
   size_t i = 0;
   for (Step& step : steps) {

@@ -3,14 +3,21 @@
 // plane in sequence order and completes the ops' handles.
 //
 // Flow: Submit() validates the op (op_request.h), records it under its name
-// and handle and announces it on the Session stream from the caller's thread
-// (a queued write: no extra thread hop before the coordinator sees it). The
-// Session's plan sink (Deliver) queues each Plan; the background thread
-// waits on a condition variable for plans (never spinning: DESIGN.md's
-// waiting policy spins only on data-plane waits), runs every response of a
-// plan in order (plan_executor.h), tells the coordinator Done(seq) — before
-// waking the callers, so that a caller's next announcement never overtakes
-// it — and then completes the handles.
+// and handle and announces it from the caller's thread (no extra thread hop
+// before the coordinator sees it) — on the negotiation link when there is
+// one (negotiation_link.h), else on the Session stream. With a link, the
+// background thread reads plans from the link itself (no hop between a
+// reader and it); plans that come on the stream (Deliver) are queued and
+// wake it too. It blocks in poll or on a condition variable, never
+// spinning (DESIGN.md's waiting policy spins only on data-plane waits), runs
+// every response of a plan in order (plan_executor.h), tells the coordinator
+// Done(seq) — before waking the callers, so that a caller's next
+// announcement never overtakes it — and then completes the handles.
+//
+// A link that breaks: the job is probably ending (the coordinator closes
+// links when it does), so the background thread waits up to 2 s for the
+// Session's verdict (Fail with the coordinator's reason); then it fails the
+// pending ops itself, naming the link.
 //
 // Errors: a name already in flight here → kInvalidArgument at once. Fail()
 // (the job ended, the coordinator was lost, shutdown) completes every pending
@@ -28,6 +35,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -40,6 +48,7 @@
 #include "kolo/kolo.h"
 #include "proto/kolo.pb.h"
 #include "worker_lib/data_plane.h"
+#include "worker_lib/negotiation_link.h"
 #include "worker_lib/op_request.h"
 #include "worker_lib/session_client.h"
 
@@ -47,8 +56,10 @@ namespace kolo::worker {
 
 class OpRuntime {
  public:
-  // `rank`/`size`: this worker's place in the epoch. Starts the thread.
-  OpRuntime(std::shared_ptr<SessionClient> session, DataPlane* data, int rank,
+  // `rank`/`size`: this worker's place in the epoch; `link` may be null
+  // (negotiation on the stream). Starts the thread.
+  OpRuntime(std::shared_ptr<SessionClient> session,
+            std::unique_ptr<NegotiationLink> link, DataPlane* data, int rank,
             int size);
   ~OpRuntime();
   OpRuntime(const OpRuntime&) = delete;
@@ -79,6 +90,10 @@ class OpRuntime {
 
  private:
   void ThreadMain() ABSL_LOCKS_EXCLUDED(mu_);
+  // With a link: the next plan (queued or read), or nullopt when stopping.
+  std::optional<proto::Plan> NextPlanFromLink() ABSL_LOCKS_EXCLUDED(mu_);
+  // Announce / Done on the link or the stream.
+  absl::Status SendUp(proto::WorkerMessage msg);
   void RunPlan(const proto::Plan& plan) ABSL_LOCKS_EXCLUDED(mu_);
   // kNotFound naming the handle.
   absl::Status Unknown(Handle handle) const;
@@ -87,6 +102,7 @@ class OpRuntime {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::shared_ptr<SessionClient> session_;
+  const std::unique_ptr<NegotiationLink> link_;
   DataPlane* const data_;
   const int rank_, size_;
 

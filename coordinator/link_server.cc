@@ -1,0 +1,468 @@
+#include "coordinator/link_server.h"
+
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "allreduce/tcp/socket_util.h"
+#include "common/auth.h"
+#include "common/framing.h"
+#include "common/log.h"
+#include "common/version.h"
+
+namespace kolo::coordinator {
+namespace {
+
+constexpr uint64_t kListenerTag = 0;
+constexpr uint64_t kWakeTag = ~0ull;
+// A link whose worker reads nothing while this much is queued is dropped.
+constexpr size_t kMaxQueuedBytes = size_t{256} << 20;
+
+std::shared_ptr<spdlog::logger> Log() {
+  static const auto logger = GetLogger("link");
+  return logger;
+}
+
+std::string ErrnoText(int err) { return std::strerror(err); }
+
+}  // namespace
+
+struct LinkServer::Conn {
+  enum class State { kHello, kProof, kBound };
+  uint64_t id = 0;  // the epoll tag
+  tcp::UniqueFd fd;
+  std::string peer;
+  State state = State::kHello;
+  absl::Time opened;
+  FrameDecoder in;
+  std::string out;        // bytes not yet taken by the socket
+  bool want_out = false;  // EPOLLOUT registered
+  std::unique_ptr<auth::ServerHandshake> handshake;
+  std::string worker_id;
+  uint64_t epoch = 0;
+  SessionId session = 0;
+};
+
+LinkServer::LinkServer(LinkServerOptions options, tcp::UniqueFd listener,
+                       tcp::UniqueFd epoll, tcp::UniqueFd wake, int port)
+    : options_(std::move(options)),
+      listener_(std::move(listener)),
+      epoll_(std::move(epoll)),
+      wake_(std::move(wake)),
+      port_(port) {}
+
+LinkServer::~LinkServer() { Stop(); }
+
+absl::StatusOr<std::unique_ptr<LinkServer>> LinkServer::Listen(
+    LinkServerOptions options) {
+  const std::string where =
+      options.bind_host.find(':') != std::string::npos
+          ? absl::StrCat("[", options.bind_host, "]:", options.port)
+          : absl::StrCat(options.bind_host, ":", options.port);
+  auto fail = [&](absl::string_view what) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot listen for negotiation links on ", where, ": ", what));
+  };
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  const std::string port_text = std::to_string(options.port);
+  if (int rc = ::getaddrinfo(options.bind_host.c_str(), port_text.c_str(),
+                             &hints, &found);
+      rc != 0 || found == nullptr) {
+    return fail(::gai_strerror(rc));
+  }
+  tcp::SockAddr addr;
+  std::memcpy(&addr.storage, found->ai_addr, found->ai_addrlen);
+  addr.len = found->ai_addrlen;
+  ::freeaddrinfo(found);
+  tcp::UniqueFd fd(::socket(addr.storage.ss_family,
+                            SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (fd.get() < 0) return fail(ErrnoText(errno));
+  int one = 1;
+  (void)::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&addr.storage),
+             addr.len) != 0 ||
+      ::listen(fd.get(), 128) != 0) {
+    return fail(ErrnoText(errno));
+  }
+  sockaddr_storage bound{};
+  socklen_t len = sizeof(bound);
+  if (::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&bound), &len) != 0) {
+    return fail(ErrnoText(errno));
+  }
+  const int port =
+      bound.ss_family == AF_INET6
+          ? ntohs(reinterpret_cast<const sockaddr_in6*>(&bound)->sin6_port)
+          : ntohs(reinterpret_cast<const sockaddr_in*>(&bound)->sin_port);
+  tcp::UniqueFd ep(::epoll_create1(EPOLL_CLOEXEC));
+  tcp::UniqueFd wake(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (ep.get() < 0 || wake.get() < 0) return fail(ErrnoText(errno));
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = kListenerTag;
+  if (::epoll_ctl(ep.get(), EPOLL_CTL_ADD, fd.get(), &ev) != 0) {
+    return fail(ErrnoText(errno));
+  }
+  ev.data.u64 = kWakeTag;
+  if (::epoll_ctl(ep.get(), EPOLL_CTL_ADD, wake.get(), &ev) != 0) {
+    return fail(ErrnoText(errno));
+  }
+  return std::unique_ptr<LinkServer>(new LinkServer(
+      std::move(options), std::move(fd), std::move(ep), std::move(wake), port));
+}
+
+absl::Status LinkServer::Start(BindFn bind, MessageFn on_message) {
+  bind_ = std::move(bind);
+  on_message_ = std::move(on_message);
+  thread_ = std::thread([this] { Loop(); });
+  return absl::OkStatus();
+}
+
+void LinkServer::Loop() {
+  epoll_event events[64];
+  while (true) {
+    {
+      MutexLock lock(&mu_);
+      if (stopping_) return;
+    }
+    int n = ::epoll_wait(epoll_.get(), events, 64, 500);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      Log()->error("epoll_wait: {}; negotiation links stop", ErrnoText(errno));
+      return;
+    }
+    for (int i = 0; i < n; ++i) {
+      const uint64_t tag = events[i].data.u64;
+      if (tag == kWakeTag) {
+        uint64_t v;
+        (void)!::read(wake_.get(), &v, sizeof(v));
+      } else if (tag == kListenerTag) {
+        Accept();
+      } else {
+        if ((events[i].events & EPOLLOUT) != 0) {
+          MutexLock lock(&mu_);
+          auto it = conns_.find(tag);
+          if (it != conns_.end() && !Flush(*it->second)) {
+            CloseLocked(tag, "its link broke while sending");
+          }
+        }
+        if ((events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) != 0) {
+          OnReadable(tag);
+        }
+      }
+    }
+    CloseExpired(absl::Now());
+  }
+}
+
+void LinkServer::Accept() {
+  while (true) {
+    int fd = ::accept4(listener_.get(), nullptr, nullptr,
+                       SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK) {
+        Log()->warn("accept on the link port: {}", ErrnoText(errno));
+      }
+      return;
+    }
+    auto conn = std::make_unique<Conn>();
+    conn->fd = tcp::UniqueFd(fd);
+    conn->peer = tcp::PeerAddress(fd);
+    conn->opened = absl::Now();
+    (void)tcp::SetNoDelay(fd);
+    MutexLock lock(&mu_);
+    const uint64_t id = next_id_++;
+    conn->id = id;
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = id;
+    if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) {
+      Log()->warn("cannot watch the link from {}: {}", conn->peer,
+                  ErrnoText(errno));
+      continue;
+    }
+    conns_.emplace(id, std::move(conn));
+  }
+}
+
+void LinkServer::OnReadable(uint64_t id) {
+  std::vector<proto::WorkerMessage> messages;
+  std::string broke;  // why the link ends after its messages, if it does
+  {
+    MutexLock lock(&mu_);
+    auto it = conns_.find(id);
+    if (it == conns_.end()) return;
+    Conn& c = *it->second;
+    char buf[64 * 1024];
+    while (broke.empty()) {
+      ssize_t n = ::recv(c.fd.get(), buf, sizeof(buf), 0);
+      if (n > 0) {
+        c.in.Append(buf, static_cast<size_t>(n));
+        continue;
+      }
+      if (n == 0) {
+        broke = "the worker closed it";
+      } else if (errno == EINTR) {
+        continue;
+      } else if (errno != EAGAIN && errno != EWOULDBLOCK) {
+        broke = ErrnoText(errno);
+      }
+      break;
+    }
+    while (true) {
+      absl::StatusOr<std::optional<std::string>> frame = c.in.Next();
+      if (!frame.ok()) {
+        broke = std::string(frame.status().message());
+        break;
+      }
+      if (!frame->has_value()) break;
+      proto::WorkerMessage& msg = messages.emplace_back();
+      if (!msg.ParseFromString(**frame)) {
+        messages.pop_back();
+        broke = "an unreadable message";
+        break;
+      }
+    }
+  }
+  for (const proto::WorkerMessage& msg : messages) {
+    std::optional<SessionId> session;
+    {
+      MutexLock lock(&mu_);
+      auto it = conns_.find(id);
+      if (it == conns_.end()) return;  // refused or unbound meanwhile
+      if (it->second->state == Conn::State::kBound) {
+        session = it->second->session;
+      }
+    }
+    if (session.has_value()) {
+      on_message_(*session, msg);
+    } else {
+      Handshake(id, msg);
+    }
+  }
+  if (!broke.empty()) {
+    MutexLock lock(&mu_);
+    CloseLocked(id, broke);
+  }
+}
+
+void LinkServer::Handshake(uint64_t id, const proto::WorkerMessage& msg) {
+  std::string worker_id;
+  uint64_t epoch = 0;
+  {
+    MutexLock lock(&mu_);
+    auto it = conns_.find(id);
+    if (it == conns_.end()) return;
+    Conn& c = *it->second;
+    if (c.state == Conn::State::kHello) {
+      std::string refusal;
+      if (!msg.has_hello()) {
+        refusal = "expected a Hello first";
+      } else if (msg.hello().protocol_version() != kProtocolVersion) {
+        refusal =
+            absl::StrCat("protocol version ", msg.hello().protocol_version(),
+                         " but this coordinator speaks ", kProtocolVersion);
+      } else if (msg.hello().job_id() != options_.job_id) {
+        refusal = absl::StrCat("job '", msg.hello().job_id(),
+                               "' but this coordinator runs job '",
+                               options_.job_id, "'");
+      } else if (msg.fence().incarnation() != options_.incarnation) {
+        refusal = "fenced: from another coordinator incarnation";
+      }
+      if (!refusal.empty()) {
+        Log()->warn("refused the negotiation link from {}: {}", c.peer,
+                    refusal);
+        proto::CoordinatorMessage out;
+        out.mutable_refusal()->set_reason(proto::Refusal::PROTOCOL_ERROR);
+        out.mutable_refusal()->set_message(refusal);
+        QueueLocked(c, out);
+        (void)Flush(c);
+        CloseLocked(id, "refused");
+        return;
+      }
+      c.worker_id = msg.hello().worker_id();
+      c.epoch = msg.fence().epoch();
+      c.handshake = std::make_unique<auth::ServerHandshake>(
+          options_.secret, options_.job_id, c.worker_id,
+          msg.hello().client_nonce());
+      proto::CoordinatorMessage out;
+      out.mutable_fence()->set_incarnation(options_.incarnation);
+      out.mutable_fence()->set_epoch(c.epoch);
+      out.mutable_challenge()->set_server_nonce(c.handshake->server_nonce());
+      out.mutable_challenge()->set_server_proof(c.handshake->server_proof());
+      QueueLocked(c, out);
+      c.state = Conn::State::kProof;
+      if (!Flush(c)) CloseLocked(id, "its link broke during the handshake");
+      return;
+    }
+    // kProof.
+    absl::Status verified =
+        msg.has_proof() ? c.handshake->Verify(msg.proof().mac())
+                        : absl::InvalidArgumentError("expected a Proof");
+    if (!verified.ok()) {
+      Log()->warn("refused the negotiation link of worker {} from {}: {}",
+                  c.worker_id, c.peer, std::string(verified.message()));
+      proto::CoordinatorMessage out;
+      out.mutable_refusal()->set_reason(proto::Refusal::AUTH_FAILED);
+      out.mutable_refusal()->set_message(absl::StrCat(
+          "authentication failed: ", verified.message(),
+          " (the worker and the coordinator must share KOLO_SECRET)"));
+      QueueLocked(c, out);
+      (void)Flush(c);
+      CloseLocked(id, "refused");
+      return;
+    }
+    worker_id = c.worker_id;
+    epoch = c.epoch;
+  }
+  // The core's lock is taken in bind_: call it without ours.
+  absl::StatusOr<SessionId> session = bind_(worker_id, epoch);
+  MutexLock lock(&mu_);
+  auto it = conns_.find(id);
+  if (it == conns_.end()) return;
+  Conn& c = *it->second;
+  proto::CoordinatorMessage out;
+  out.mutable_fence()->set_incarnation(options_.incarnation);
+  out.mutable_fence()->set_epoch(epoch);
+  if (!session.ok()) {
+    Log()->warn("refused the negotiation link of worker {} from {}: {}",
+                worker_id, c.peer, std::string(session.status().message()));
+    out.mutable_refusal()->set_reason(proto::Refusal::FENCED);
+    out.mutable_refusal()->set_message(std::string(session.status().message()));
+    QueueLocked(c, out);
+    (void)Flush(c);
+    CloseLocked(id, "refused");
+    return;
+  }
+  if (auto old = bound_.find(*session); old != bound_.end()) {
+    CloseLocked(old->second, "the worker opened a new link");
+  }
+  c.state = Conn::State::kBound;
+  c.session = *session;
+  bound_[*session] = id;
+  out.mutable_link_ready();
+  QueueLocked(c, out);
+  if (!Flush(c)) {
+    CloseLocked(id, "its link broke during the handshake");
+    return;
+  }
+  Log()->info("negotiation link of worker {} bound (from {})", worker_id,
+              c.peer);
+}
+
+void LinkServer::QueueLocked(Conn& conn,
+                             const google::protobuf::MessageLite& msg) {
+  AppendFrame(msg.SerializeAsString(), &conn.out);
+}
+
+bool LinkServer::Flush(Conn& conn) {
+  size_t off = 0;
+  bool ok = true;
+  while (off < conn.out.size()) {
+    ssize_t n = ::send(conn.fd.get(), conn.out.data() + off,
+                       conn.out.size() - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      off += static_cast<size_t>(n);
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      break;
+    } else {
+      ok = false;
+      break;
+    }
+  }
+  conn.out.erase(0, off);
+  if (!ok || conn.out.size() > kMaxQueuedBytes) return false;
+  const bool want_out = !conn.out.empty();
+  if (want_out != conn.want_out) {
+    epoll_event ev{};
+    ev.events = EPOLLIN | (want_out ? EPOLLOUT : 0u);
+    ev.data.u64 = conn.id;
+    (void)::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, conn.fd.get(), &ev);
+    conn.want_out = want_out;
+  }
+  return true;
+}
+
+bool LinkServer::Send(SessionId session, const proto::CoordinatorMessage& msg) {
+  MutexLock lock(&mu_);
+  auto b = bound_.find(session);
+  if (b == bound_.end()) return false;
+  const uint64_t id = b->second;
+  Conn& c = *conns_.at(id);
+  const bool idle = c.out.empty();
+  QueueLocked(c, msg);
+  if (!Flush(c)) {
+    CloseLocked(id, "its link broke while sending");
+    // Only a message that did not start to leave can go another way.
+    return !idle;
+  }
+  return true;
+}
+
+void LinkServer::Unbind(SessionId session) {
+  MutexLock lock(&mu_);
+  auto b = bound_.find(session);
+  if (b != bound_.end()) CloseLocked(b->second, "its Session ended");
+}
+
+void LinkServer::CloseLocked(uint64_t id, const std::string& why) {
+  auto it = conns_.find(id);
+  if (it == conns_.end()) return;
+  Conn& c = *it->second;
+  if (c.state == Conn::State::kBound) {
+    auto b = bound_.find(c.session);
+    if (b != bound_.end() && b->second == id) bound_.erase(b);
+    Log()->info("negotiation link of worker {} closed: {}", c.worker_id, why);
+  } else if (why != "refused") {
+    Log()->info("negotiation link from {} closed before it was bound: {}",
+                c.peer, why);
+  }
+  (void)::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, c.fd.get(), nullptr);
+  conns_.erase(it);  // closes the socket
+}
+
+void LinkServer::CloseExpired(absl::Time now) {
+  MutexLock lock(&mu_);
+  std::vector<uint64_t> expired;
+  for (const auto& [id, c] : conns_) {
+    if (c->state != Conn::State::kBound &&
+        now - c->opened > options_.handshake_timeout) {
+      expired.push_back(id);
+    }
+  }
+  for (uint64_t id : expired) {
+    CloseLocked(id,
+                absl::StrCat("no handshake within ",
+                             absl::FormatDuration(options_.handshake_timeout)));
+  }
+}
+
+void LinkServer::Stop() {
+  {
+    MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  uint64_t one = 1;
+  (void)!::write(wake_.get(), &one, sizeof(one));
+  if (thread_.joinable()) thread_.join();
+  MutexLock lock(&mu_);
+  bound_.clear();
+  conns_.clear();
+}
+
+}  // namespace kolo::coordinator

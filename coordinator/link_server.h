@@ -1,0 +1,115 @@
+// LinkServer: the coordinator's end of the negotiation links — a TCP listener
+// beside the gRPC server and one thread that serves every link with epoll.
+// Wire format and handshake: the header comment of proto/kolo.proto; why:
+// worker_lib/negotiation_link.h.
+//
+// A connection first proves the job secret (auth::ServerHandshake, a fresh
+// nonce per connection, the coordinator proving first); then `bind` maps its
+// worker id to a member's Session, and from then on every message it sends
+// goes to `on_message` under that Session's id, exactly as if it had come on
+// the stream. Send() writes to the link bound to a Session (false when there
+// is none, and the caller uses the stream). A connection that has not bound
+// within the handshake timeout is closed.
+//
+// Thread-safety: Send, Unbind, port and Stop may be called from any thread;
+// the callbacks run on the link thread with no lock of this class held, so
+// they may call Send and Unbind (lock order: the caller's locks, then this
+// class's mutex).
+// Lifetime: Stop() (or the destructor) joins the thread; the callbacks must
+// stay valid until then.
+#ifndef KOLO_COORDINATOR_LINK_SERVER_H_
+#define KOLO_COORDINATOR_LINK_SERVER_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "allreduce/tcp/unique_fd.h"
+#include "common/mutex.h"
+#include "coordinator/core.h"
+#include "proto/kolo.pb.h"
+
+namespace kolo::coordinator {
+
+struct LinkServerOptions {
+  std::string bind_host = "127.0.0.1";
+  int port = 0;  // 0: the kernel picks
+  std::string job_id, secret;
+  uint64_t incarnation = 0;
+  absl::Duration handshake_timeout = absl::Seconds(10);
+};
+
+class LinkServer {
+ public:
+  // Maps an authenticated worker id to its member Session; an error refuses
+  // the link with its message.
+  using BindFn = std::function<absl::StatusOr<SessionId>(
+      const std::string& worker_id, uint64_t epoch)>;
+  using MessageFn =
+      std::function<void(SessionId, const proto::WorkerMessage& message)>;
+
+  // Binds the listening socket (no thread yet, so that the port can go into
+  // the core's options before the callbacks exist).
+  static absl::StatusOr<std::unique_ptr<LinkServer>> Listen(
+      LinkServerOptions options);
+  ~LinkServer();
+  LinkServer(const LinkServer&) = delete;
+  LinkServer& operator=(const LinkServer&) = delete;
+
+  int port() const { return port_; }
+  // Starts the link thread. REQUIRES: called once.
+  absl::Status Start(BindFn bind, MessageFn on_message);
+  // Writes `msg` on the link bound to `session`; false when none is bound.
+  bool Send(SessionId session, const proto::CoordinatorMessage& msg)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Closes the link bound to `session`, if any.
+  void Unbind(SessionId session) ABSL_LOCKS_EXCLUDED(mu_);
+  // Closes every link and joins the thread. Idempotent.
+  void Stop() ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  struct Conn;
+  LinkServer(LinkServerOptions options, tcp::UniqueFd listener,
+             tcp::UniqueFd epoll, tcp::UniqueFd wake, int port);
+
+  void Loop();
+  void Accept() ABSL_LOCKS_EXCLUDED(mu_);
+  // Reads what `id` sent and handles whole messages.
+  void OnReadable(uint64_t id) ABSL_LOCKS_EXCLUDED(mu_);
+  // Runs one message of an unbound connection (the handshake).
+  void Handshake(uint64_t id, const proto::WorkerMessage& msg)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Writes what is queued for `conn`; false when the link broke.
+  bool Flush(Conn& conn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void QueueLocked(Conn& conn, const google::protobuf::MessageLite& msg)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Refuse(uint64_t id, const std::string& why) ABSL_LOCKS_EXCLUDED(mu_);
+  void CloseLocked(uint64_t id, const std::string& why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CloseExpired(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
+
+  const LinkServerOptions options_;
+  tcp::UniqueFd listener_, epoll_, wake_;
+  const int port_;
+  BindFn bind_;
+  MessageFn on_message_;
+  std::thread thread_;
+
+  Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  absl::flat_hash_map<uint64_t, std::unique_ptr<Conn>> conns_
+      ABSL_GUARDED_BY(mu_);
+  // Bound links: Session -> connection id.
+  absl::flat_hash_map<SessionId, uint64_t> bound_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace kolo::coordinator
+
+#endif  // KOLO_COORDINATOR_LINK_SERVER_H_
