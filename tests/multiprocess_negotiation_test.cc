@@ -5,8 +5,13 @@
 // tensor, the ranks and the values, and the next op works; a duplicate name
 // fails on its rank only; a stall is warned about and then resolves; a stall
 // past the shutdown time fails every pending op and ends the job; a killed
-// worker fails the others' pending handles within seconds, naming it.
+// worker fails the others' pending handles within seconds, naming it. The
+// same holds with negotiation on the Session streams (KOLO_NEGOTIATION_LINK=0)
+// as on the negotiation links (the default), and the default does use links.
+#include <map>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -30,12 +35,13 @@ struct JobRun {
 
 // kolorun -np n [flags] kolo-negotiation-worker args...
 JobRun Launch(int n, const std::vector<std::string>& flags,
-              const std::vector<std::string>& args) {
+              const std::vector<std::string>& args,
+              std::map<std::string, std::optional<std::string>> env = {}) {
   std::vector<std::string> argv = {Bin("kolorun"), "-np", std::to_string(n)};
   argv.insert(argv.end(), flags.begin(), flags.end());
   argv.push_back(Bin("kolo-negotiation-worker"));
   argv.insert(argv.end(), args.begin(), args.end());
-  Subprocess p(argv, {});
+  Subprocess p(argv, std::move(env));
   const absl::Time start = absl::Now();
   JobRun run;
   EXPECT_TRUE(p.Start().ok());
@@ -96,9 +102,32 @@ INSTANTIATE_TEST_SUITE_P(Sizes, Orders, ::testing::Values(1, 2, 3, 5),
                            return absl::StrCat(p.param, "ranks");
                          });
 
-TEST(Negotiation, EveryMismatchFailsOnEveryRankAndTheNextOpWorks) {
+TEST(Negotiation, TheDefaultCarriesNegotiationOnLinks) {
+  const int n = 2;
+  JobRun run = Launch(n, {"--log-level", "info"}, {"orders"});
+  ExpectOk(run, n, "orders");
+  EXPECT_EQ(Count(run.output, "negotiation link of worker w0 bound"), 1)
+      << run.output;
+  EXPECT_EQ(Count(run.output, "negotiation link of worker w1 bound"), 1)
+      << run.output;
+  EXPECT_EQ(Count(run.output, "negotiation stays on the Session"), 0)
+      << run.output;
+}
+
+TEST(Negotiation, StreamPathGivesExactResultsWithoutLinks) {
   const int n = 3;
-  JobRun run = Launch(n, {}, {"mismatch"});
+  JobRun run = Launch(n, {"--log-level", "info"}, {"orders"},
+                      {{"KOLO_NEGOTIATION_LINK", "0"}});
+  ExpectOk(run, n, "orders");
+  EXPECT_EQ(Count(run.output, "negotiation link of worker"), 0) << run.output;
+}
+
+class Mismatch : public ::testing::TestWithParam<bool> {};
+
+TEST_P(Mismatch, EveryMismatchFailsOnEveryRankAndTheNextOpWorks) {
+  const int n = 3;
+  JobRun run = Launch(n, {}, {"mismatch"},
+                      {{"KOLO_NEGOTIATION_LINK", GetParam() ? "1" : "0"}});
   ExpectOk(run, n, "mismatch");
   std::vector<Fields> errs = ParseTagged(run.output, "NEG_ERR");
   ASSERT_EQ(errs.size(), 11u * n) << run.output;
@@ -133,6 +162,11 @@ TEST(Negotiation, EveryMismatchFailsOnEveryRankAndTheNextOpWorks) {
     EXPECT_EQ(Count(run.output, m), n) << m << "\n" << run.output;
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Paths, Mismatch, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& p) {
+                           return p.param ? "Link" : "Stream";
+                         });
 
 TEST(Negotiation, DuplicateNameFailsAtOnceOnItsRankOnly) {
   const int n = 2;
@@ -180,9 +214,12 @@ TEST(Negotiation, StallShutdownFailsEveryPendingOpAndEndsTheJob) {
       << run.output;
 }
 
-TEST(Negotiation, KilledWorkerFailsEveryPendingHandleNamingIt) {
+class Killed : public ::testing::TestWithParam<bool> {};
+
+TEST_P(Killed, KilledWorkerFailsEveryPendingHandleNamingIt) {
   const int n = 3;
-  JobRun run = Launch(n, {}, {"kill", "1"});
+  JobRun run = Launch(n, {}, {"kill", "1"},
+                      {{"KOLO_NEGOTIATION_LINK", GetParam() ? "1" : "0"}});
   std::vector<Fields> killed = ParseTagged(run.output, "NEG_KILLED");
   ASSERT_EQ(killed.size(), 3u * (n - 1)) << run.output;
   for (const Fields& f : killed) {
@@ -197,6 +234,11 @@ TEST(Negotiation, KilledWorkerFailsEveryPendingHandleNamingIt) {
   }
   EXPECT_TRUE(run.exit.exited && run.exit.code != 0) << run.exit.ToString();
 }
+
+INSTANTIATE_TEST_SUITE_P(Paths, Killed, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& p) {
+                           return p.param ? "Link" : "Stream";
+                         });
 
 }  // namespace
 }  // namespace kolo::testing
