@@ -340,13 +340,24 @@ int Duplicate() {
   std::vector<int64_t> v(3, rank + 1), out(3, -1);
   Tensor in{DataType::kInt64, {3}, v.data()};
   Tensor o{DataType::kInt64, {3}, out.data()};
-  auto h = kolo::allreduce_async(in, o, {}, "dup");
-  if (!h.ok()) return Fail("first dup", h.status());
+  // The other ranks submit 'dup' only after rank 0 tried it twice, so that
+  // rank 0's first op is certainly still in flight then.
+  absl::StatusOr<Handle> h;
   if (rank == 0) {
+    h = kolo::allreduce_async(in, o, {}, "dup");
+    if (!h.ok()) return Fail("first dup", h.status());
     auto again = kolo::allreduce_async(in, o, {}, "dup");
     std::printf("NEG_DUP code=%d\n", static_cast<int>(again.status().code()));
     std::printf("NEG_MSG dup: %s\n",
                 std::string(again.status().message()).c_str());
+  }
+  if (auto tried = kolo::control_allgather("dup-tried", "", kWait);
+      !tried.ok()) {
+    return Fail("dup-tried", tried.status());
+  }
+  if (rank != 0) {
+    h = kolo::allreduce_async(in, o, {}, "dup");
+    if (!h.ok()) return Fail("first dup", h.status());
   }
   absl::Status s = kolo::synchronize(*h, kWait);
   if (!s.ok()) return Fail("dup", s);
