@@ -119,6 +119,7 @@ class OpRuntime {
   uint64_t last_seq_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status terminal_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  bool negotiated_spin_ = false;  // the background thread's own
   std::thread thread_;
 };
 
