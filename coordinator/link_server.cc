@@ -27,6 +27,8 @@ constexpr uint64_t kListenerTag = 0;
 constexpr uint64_t kWakeTag = ~0ull;
 // A link whose worker reads nothing while this much is queued is dropped.
 constexpr size_t kMaxQueuedBytes = size_t{256} << 20;
+// What an unauthenticated peer may make the coordinator hold.
+constexpr size_t kMaxHandshakeBytes = size_t{64} << 10;
 
 std::shared_ptr<spdlog::logger> Log() {
   static const auto logger = GetLogger("link");
@@ -207,10 +209,18 @@ void LinkServer::OnReadable(uint64_t id) {
     if (it == conns_.end()) return;
     Conn& c = *it->second;
     char buf[64 * 1024];
-    while (broke.empty()) {
+    // At most 1 MiB per call (epoll is level-triggered: the rest comes next
+    // round), so that Send() never waits long behind a burst.
+    size_t taken = 0;
+    while (broke.empty() && taken < (size_t{1} << 20)) {
       ssize_t n = ::recv(c.fd.get(), buf, sizeof(buf), 0);
       if (n > 0) {
         c.in.Append(buf, static_cast<size_t>(n));
+        taken += static_cast<size_t>(n);
+        if (c.state != Conn::State::kBound &&
+            c.in.buffered() > kMaxHandshakeBytes) {
+          broke = "more than 64 KiB before its handshake ended";
+        }
         continue;
       }
       if (n == 0) {
@@ -269,24 +279,28 @@ void LinkServer::Handshake(uint64_t id, const proto::WorkerMessage& msg) {
     Conn& c = *it->second;
     if (c.state == Conn::State::kHello) {
       std::string refusal;
+      proto::Refusal::Reason reason = proto::Refusal::PROTOCOL_ERROR;
       if (!msg.has_hello()) {
         refusal = "expected a Hello first";
       } else if (msg.hello().protocol_version() != kProtocolVersion) {
+        reason = proto::Refusal::VERSION_MISMATCH;
         refusal =
             absl::StrCat("protocol version ", msg.hello().protocol_version(),
                          " but this coordinator speaks ", kProtocolVersion);
       } else if (msg.hello().job_id() != options_.job_id) {
+        reason = proto::Refusal::WRONG_JOB;
         refusal = absl::StrCat("job '", msg.hello().job_id(),
                                "' but this coordinator runs job '",
                                options_.job_id, "'");
       } else if (msg.fence().incarnation() != options_.incarnation) {
+        reason = proto::Refusal::FENCED;
         refusal = "fenced: from another coordinator incarnation";
       }
       if (!refusal.empty()) {
         Log()->warn("refused the negotiation link from {}: {}", c.peer,
                     refusal);
         proto::CoordinatorMessage out;
-        out.mutable_refusal()->set_reason(proto::Refusal::PROTOCOL_ERROR);
+        out.mutable_refusal()->set_reason(reason);
         out.mutable_refusal()->set_message(refusal);
         QueueLocked(c, out);
         (void)Flush(c);
@@ -460,6 +474,7 @@ void LinkServer::Stop() {
   uint64_t one = 1;
   (void)!::write(wake_.get(), &one, sizeof(one));
   if (thread_.joinable()) thread_.join();
+  listener_.Reset();  // later connections are refused at once
   MutexLock lock(&mu_);
   bound_.clear();
   conns_.clear();

@@ -31,6 +31,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -365,8 +366,8 @@ TEST_F(LinkTest, WrongSecretOnTheWorkerFailsBeforeAnyBind) {
       NegotiationLink::Connect(o);
   ASSERT_FALSE(link.ok());
   // The worker checks the coordinator's proof first: it never answers, and
-  // reports the mismatch as its own failure to connect.
-  EXPECT_EQ(link.status().code(), absl::StatusCode::kUnavailable)
+  // reports the mismatch as an authentication failure.
+  EXPECT_EQ(link.status().code(), absl::StatusCode::kUnauthenticated)
       << link.status();
   EXPECT_THAT(link.status().message(),
               HasSubstr("could not prove it knows this job's secret"));
@@ -830,6 +831,35 @@ TEST_F(LinkTest, OversizedFrameClosesTheConnection) {
   absl::Status eof = raw.AwaitEof(Scaled(absl::Seconds(10)));
   EXPECT_TRUE(eof.ok()) << eof;
   EXPECT_THAT(Binds(), IsEmpty());
+}
+
+TEST_F(LinkTest, AHandshakeLargerThan64KiBClosesTheConnection) {
+  StartServer();
+  RawClient raw(server_->port());
+  ASSERT_TRUE(raw.connected());
+  // A frame announcing 1 MiB, and 128 KiB of it: an unauthenticated peer
+  // may not make the coordinator buffer that much.
+  std::string bytes = {'\x00', '\x10', '\x00', '\x00'};
+  bytes += std::string(128 << 10, 'x');
+  (void)raw.SendBytes(bytes);  // may fail once the server closed
+  // Closed with our bytes unread: an end of stream or a reset.
+  absl::Status eof = raw.AwaitEof(Scaled(absl::Seconds(10)));
+  EXPECT_TRUE(eof.ok() || absl::StrContains(eof.message(), "reset")) << eof;
+  EXPECT_THAT(Binds(), IsEmpty());
+}
+
+TEST_F(LinkTest, ConnectAfterStopIsRefusedAtOnce) {
+  StartServer();
+  server_->Stop();
+  LinkOptions o = WorkerOptions();
+  o.timeout = Scaled(absl::Seconds(10));
+  const absl::Time start = absl::Now();
+  absl::StatusOr<std::unique_ptr<NegotiationLink>> link =
+      NegotiationLink::Connect(o);
+  ASSERT_FALSE(link.ok());
+  EXPECT_EQ(link.status().code(), absl::StatusCode::kUnavailable)
+      << link.status();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2)) << link.status();
 }
 
 TEST_F(LinkTest, FirstMessageMustBeAHello) {

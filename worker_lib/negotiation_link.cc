@@ -105,7 +105,11 @@ absl::StatusOr<std::unique_ptr<NegotiationLink>> NegotiationLink::Connect(
   absl::StatusOr<std::string> mac =
       handshake.Answer(challenge->challenge().server_nonce(),
                        challenge->challenge().server_proof());
-  if (!mac.ok()) return fail(mac.status().message());
+  if (!mac.ok()) {
+    return absl::UnauthenticatedError(
+        absl::StrCat("negotiation link to the coordinator at ", where, ": ",
+                     mac.status().message()));
+  }
   proto::WorkerMessage proof;
   proof.mutable_proof()->set_mac(*mac);
   if (absl::Status s = link->Send(std::move(proof)); !s.ok()) return s;
