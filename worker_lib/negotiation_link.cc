@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -23,6 +24,13 @@ int PollMillis(absl::Time deadline) {
   if (left > absl::Seconds(1)) return 1000;  // re-check at least every second
   return static_cast<int>(absl::ToInt64Milliseconds(
       left + absl::Milliseconds(1) - absl::Nanoseconds(1)));
+}
+
+// The same with microsecond precision, for ppoll (Receive's short waits).
+timespec PollSpan(absl::Time deadline) {
+  absl::Duration left = std::clamp(deadline - absl::Now(), absl::ZeroDuration(),
+                                   absl::Seconds(1));
+  return absl::ToTimespec(left);
 }
 
 std::string ErrnoText(int err) { return std::strerror(err); }
@@ -120,14 +128,20 @@ absl::StatusOr<std::unique_ptr<NegotiationLink>> NegotiationLink::Connect(
 }
 
 absl::Status NegotiationLink::Send(proto::WorkerMessage msg) {
+  return SendAll(absl::MakeSpan(&msg, 1));
+}
+
+absl::Status NegotiationLink::SendAll(absl::Span<proto::WorkerMessage> msgs) {
   if (closed_.load()) {
     return absl::UnavailableError(
         absl::StrCat("the negotiation link to ", peer_, " is closed"));
   }
-  msg.mutable_fence()->set_incarnation(options_.incarnation);
-  msg.mutable_fence()->set_epoch(options_.epoch);
   std::string bytes;
-  AppendFrame(msg.SerializeAsString(), &bytes);
+  for (proto::WorkerMessage& msg : msgs) {
+    msg.mutable_fence()->set_incarnation(options_.incarnation);
+    msg.mutable_fence()->set_epoch(options_.epoch);
+    AppendFrame(msg.SerializeAsString(), &bytes);
+  }
   MutexLock lock(&send_mu_);
   return WriteAll(bytes, absl::Now() + options_.send_timeout);
 }
@@ -212,7 +226,8 @@ NegotiationLink::ReadMessage(absl::Time deadline, bool wakeable) {
       return broken_;
     }
     pollfd p[2] = {{fd_.get(), POLLIN, 0}, {wake_.get(), POLLIN, 0}};
-    int ready = ::poll(p, wakeable ? 2 : 1, PollMillis(deadline));
+    const timespec span = PollSpan(deadline);
+    int ready = ::ppoll(p, wakeable ? 2 : 1, &span, nullptr);
     if (ready < 0 && errno != EINTR) {
       broken_ = absl::InternalError(absl::StrCat("poll: ", ErrnoText(errno)));
       return broken_;

@@ -24,6 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "allreduce/tcp/unique_fd.h"
 #include "common/framing.h"
 #include "common/mutex.h"
@@ -53,6 +54,10 @@ class NegotiationLink {
 
   // Stamps the fence and writes the message.
   absl::Status Send(proto::WorkerMessage msg) ABSL_LOCKS_EXCLUDED(send_mu_);
+  // The same for several messages, in order, in one write (so that the
+  // coordinator reads them together).
+  absl::Status SendAll(absl::Span<proto::WorkerMessage> msgs)
+      ABSL_LOCKS_EXCLUDED(send_mu_);
   // The next message, waiting up to `timeout`; nullopt when the wait ended
   // without one (timeout, or Wake()). An error once the link is broken or
   // closed (it stays broken).

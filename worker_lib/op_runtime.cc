@@ -4,11 +4,18 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
 #include "common/log.h"
 #include "worker_lib/plan_executor.h"
 
 namespace kolo::worker {
 namespace {
+
+// How long a Done on the link waits for a submission to travel with (one
+// write, one wake-up of the coordinator instead of two) before it goes alone.
+// A tight submit/synchronize loop resubmits well within it; when nothing
+// follows, the coordinator learns that this rank is idle this much later.
+constexpr absl::Duration kDoneDelay = absl::Microseconds(200);
 
 std::shared_ptr<spdlog::logger> Log() {
   static const auto logger = GetLogger("runtime");
@@ -32,6 +39,7 @@ OpRuntime::~OpRuntime() { Stop(); }
 
 absl::StatusOr<Handle> OpRuntime::Submit(std::unique_ptr<PendingOp> op) {
   std::shared_ptr<PendingOp> shared;
+  uint64_t done_seq = 0;  // a Done to send first, in the same write
   proto::WorkerMessage msg;
   proto::Announce& announce = *msg.mutable_announce();
   {
@@ -48,12 +56,22 @@ absl::StatusOr<Handle> OpRuntime::Submit(std::unique_ptr<PendingOp> op) {
     }
     op->handle = next_handle_++;
     *announce.add_requests() = MakeRequest(*op, rank_, size_);
+    done_seq = std::exchange(unsent_done_, 0);
     shared = std::shared_ptr<PendingOp>(std::move(op));
     names_[shared->name] = shared->handle;
     ops_[shared->handle] = shared;
   }
   const Handle handle = shared->handle;
-  if (absl::Status s = SendUp(std::move(msg)); !s.ok()) {
+  absl::Status sent;
+  if (done_seq != 0) {
+    proto::WorkerMessage both[2];
+    both[0].mutable_done()->set_seq(done_seq);
+    both[1] = std::move(msg);
+    sent = link_->SendAll(absl::MakeSpan(both, 2));
+  } else {
+    sent = SendUp(std::move(msg));
+  }
+  if (absl::Status s = std::move(sent); !s.ok()) {
     Fail(s);  // the session ended: nothing can be negotiated any more
   }
   return handle;
@@ -114,6 +132,7 @@ void OpRuntime::Stop() {
 
 std::optional<proto::Plan> OpRuntime::NextPlanFromLink() {
   while (true) {
+    bool done_waits = false;
     {
       MutexLock lock(&mu_);
       if (stop_) return std::nullopt;
@@ -122,9 +141,23 @@ std::optional<proto::Plan> OpRuntime::NextPlanFromLink() {
         plans_.pop_front();
         return plan;
       }
+      done_waits = unsent_done_ != 0;
     }
     absl::StatusOr<std::optional<proto::CoordinatorMessage>> msg =
-        link_->Receive(absl::Seconds(1));
+        link_->Receive(done_waits ? kDoneDelay : absl::Seconds(1));
+    if (done_waits) {
+      // No submission took the Done along: it goes alone now.
+      uint64_t seq;
+      {
+        MutexLock lock(&mu_);
+        seq = std::exchange(unsent_done_, 0);
+      }
+      if (seq != 0) {
+        proto::WorkerMessage done;
+        done.mutable_done()->set_seq(seq);
+        (void)link_->Send(std::move(done));
+      }
+    }
     if (msg.ok()) {
       if (msg->has_value() && (*msg)->has_plan()) {
         return std::move(*(*msg)->mutable_plan());
@@ -221,12 +254,17 @@ void OpRuntime::RunPlan(const proto::Plan& plan) {
           Execute(*step.response, *op, *data_, rank_, size_, &op->result));
     }
   }
-  // Done before the callers wake: their next announcement must not reach
-  // the coordinator ahead of it (the coordinator would think this rank busy).
-  proto::WorkerMessage done;
-  done.mutable_done()->set_seq(plan.seq());
-  (void)SendUp(std::move(done));
+  // On the stream, Done goes before the callers wake: their next
+  // announcement must not reach the coordinator ahead of it (the coordinator
+  // would think this rank busy). On a link it waits (unsent_done_) for a
+  // caller's next submission to carry it in the same write, or kDoneDelay.
+  if (link_ == nullptr) {
+    proto::WorkerMessage done;
+    done.mutable_done()->set_seq(plan.seq());
+    (void)SendUp(std::move(done));
+  }
   MutexLock lock(&mu_);
+  if (link_ != nullptr) unsent_done_ = plan.seq();
   size_t i = 0;
   for (Step& step : steps) {
     for (auto& op : step.ops) {

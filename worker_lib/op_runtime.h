@@ -119,6 +119,8 @@ class OpRuntime {
   uint64_t last_seq_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status terminal_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  // A finished plan's Done not yet sent (0: none; links only, see RunPlan).
+  uint64_t unsent_done_ ABSL_GUARDED_BY(mu_) = 0;
   bool negotiated_spin_ = false;  // the background thread's own
   std::thread thread_;
 };
