@@ -174,7 +174,10 @@ absl::StatusOr<std::unique_ptr<Runtime>> StartRuntime(
     lo.worker_id = c.worker_id;
     lo.incarnation = rt->client->incarnation();
     lo.epoch = rt->client->epoch();
-    lo.timeout = std::max(absl::Seconds(1), deadline - absl::Now());
+    // The coordinator already answered on its gRPC port: a link that does
+    // not connect within seconds is filtered, and the stream will do.
+    lo.timeout =
+        std::clamp(deadline - absl::Now(), absl::Seconds(1), absl::Seconds(5));
     auto connected = worker::NegotiationLink::Connect(lo);
     if (connected.ok()) {
       link = *std::move(connected);
