@@ -30,7 +30,6 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/time/time.h"
 #include "absl/types/span.h"
 
 namespace kolo {
@@ -58,10 +57,6 @@ class Transport {
 
   // Waits until `op` completed, making progress on all pending ops.
   virtual absl::Status Wait(OpId op) = 0;
-  // How long later waits may poll before they block (DESIGN.md's waiting
-  // policy; the caller decides whether the cores are free). Thread-safe.
-  // Transports that never spin ignore it.
-  virtual void SetSpin(absl::Duration /*spin*/) {}
   // Waits for every op in `ops`.
   virtual absl::Status WaitAll(absl::Span<const OpId> ops);
 

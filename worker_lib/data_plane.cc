@@ -5,10 +5,8 @@
 #include <thread>
 #include <vector>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "allreduce/tcp/tcp_transport.h"
-#include "common/net.h"
 
 namespace kolo::worker {
 namespace {
@@ -18,19 +16,6 @@ namespace {
 AlgorithmOptions NotForced(AlgorithmOptions options) {
   options.algorithm = Algorithm::kAuto;
   return options;
-}
-
-// Whether the coordinator runs on this host: hosted by this process, or its
-// address is one of ours (the kernel routes to it from that same address).
-bool CoordinatorIsLocal(const WorkerConfig& config) {
-  if (config.host_coordinator) return true;
-  const std::string& host = config.coordinator.host;
-  if (host == "localhost" || absl::StartsWith(host, "127.") || host == "::1") {
-    return true;
-  }
-  absl::StatusOr<std::string> local =
-      net::LocalAddressToward(host, config.coordinator.port);
-  return local.ok() && *local == host;
 }
 
 }  // namespace
@@ -50,16 +35,11 @@ absl::StatusOr<std::unique_ptr<DataPlane>> DataPlane::Connect(
   o.secret = config.secret;
   o.listen_fd = listen_fd;
   o.timeout = config.data_timeout;
-  // DESIGN.md's waiting policy: spin only when every local rank has a core
-  // (and, for negotiated collectives, the coordinator too when it is here).
+  // DESIGN.md's waiting policy: spin only when every local rank has a core.
   const int cores =
       static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   o.spin =
       membership.local_size() <= cores ? config.spin : absl::ZeroDuration();
-  const int busy_with_coordinator =
-      membership.local_size() + (CoordinatorIsLocal(config) ? 1 : 0);
-  const absl::Duration negotiated_spin =
-      busy_with_coordinator <= cores ? config.spin : absl::ZeroDuration();
   o.connect_timeout = std::max(deadline - absl::Now(), absl::Seconds(1));
   o.congestion_control = config.tcp_congestion;
   o.send_buffer_bytes = static_cast<int>(config.socket_sndbuf);
@@ -79,8 +59,7 @@ absl::StatusOr<std::unique_ptr<DataPlane>> DataPlane::Connect(
           : DefaultSmallBytes(membership.size());
   algorithms.algorithm = config.allreduce_algorithm;
   algorithms.segment_bytes = static_cast<size_t>(config.segment_bytes);
-  return std::make_unique<DataPlane>(*std::move(transport), algorithms,
-                                     negotiated_spin);
+  return std::make_unique<DataPlane>(*std::move(transport), algorithms);
 }
 
 void DataPlane::Begin() { transport_->BeginOperation(next_seq_++); }

@@ -51,19 +51,8 @@ class DataPlane {
   // Makes every current and later collective fail with `why` at once.
   void Abort(absl::Status why);
 
-  // DESIGN.md's waiting policy, per use: data waits may spin only while
-  // every process that is busy during a collective has a core. Direct
-  // (kolo::raw) collectives keep only the local ranks busy; negotiated ones
-  // also the coordinator when it runs on this host (it answers every op), so
-  // the runtime switches to negotiated_spin() when it runs its first plan.
-  void UseNegotiatedSpin() { transport_->SetSpin(negotiated_spin_); }
-  absl::Duration negotiated_spin() const { return negotiated_spin_; }
-
-  DataPlane(std::unique_ptr<Transport> transport, AlgorithmOptions algorithms,
-            absl::Duration negotiated_spin = absl::ZeroDuration())
-      : transport_(std::move(transport)),
-        algorithms_(algorithms),
-        negotiated_spin_(negotiated_spin) {}
+  DataPlane(std::unique_ptr<Transport> transport, AlgorithmOptions algorithms)
+      : transport_(std::move(transport)), algorithms_(algorithms) {}
 
  private:
   // Stamps the next plan sequence number on the transport.
@@ -71,7 +60,6 @@ class DataPlane {
 
   const std::unique_ptr<Transport> transport_;  // Abort() is thread-safe
   const AlgorithmOptions algorithms_;
-  const absl::Duration negotiated_spin_;
   Mutex mu_;
   uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
 };

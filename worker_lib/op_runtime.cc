@@ -211,11 +211,6 @@ void OpRuntime::ThreadMain() {
 }
 
 void OpRuntime::RunPlan(const proto::Plan& plan) {
-  if (!negotiated_spin_) {
-    // From now on the data plane runs negotiated collectives (data_plane.h).
-    data_->UseNegotiatedSpin();
-    negotiated_spin_ = true;
-  }
   // Resolve the names first (the table may change meanwhile: only this
   // thread completes ops, but Fail may complete them all).
   struct Step {

@@ -121,7 +121,6 @@ class OpRuntime {
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   // A finished plan's Done not yet sent (0: none; links only, see RunPlan).
   uint64_t unsent_done_ ABSL_GUARDED_BY(mu_) = 0;
-  bool negotiated_spin_ = false;  // the background thread's own
   std::thread thread_;
 };
 

@@ -82,8 +82,7 @@ TcpTransport::TcpTransport(
     std::vector<std::unique_ptr<tcp::PeerChannel>> channels)
     : options_(options),
       poller_(std::move(poller)),
-      channels_(std::move(channels)),
-      spin_ns_(absl::ToInt64Nanoseconds(options.spin)) {}
+      channels_(std::move(channels)) {}
 
 std::string TcpTransport::Self() const {
   return RankName(options_, options_.rank);
@@ -204,9 +203,7 @@ absl::Status TcpTransport::Wait(OpId op) {
                      ", which was never started or was already waited for"));
   }
   absl::Time last_progress = absl::Now();
-  const absl::Time spin_until =
-      last_progress +
-      absl::Nanoseconds(spin_ns_.load(std::memory_order_relaxed));
+  const absl::Time spin_until = last_progress + options_.spin;
   while (true) {
     if (aborted_.load(std::memory_order_acquire)) return AbortStatus();
     size_t moved = ProgressAll();

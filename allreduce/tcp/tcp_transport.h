@@ -61,9 +61,6 @@ class TcpTransport : public Transport {
                                  size_t len) override;
   absl::StatusOr<OpId> StartRecv(int peer, void* data, size_t len) override;
   absl::Status Wait(OpId op) override;
-  void SetSpin(absl::Duration spin) override {
-    spin_ns_.store(absl::ToInt64Nanoseconds(spin), std::memory_order_relaxed);
-  }
   void Abort(absl::Status why) override;
 
  private:
@@ -92,7 +89,6 @@ class TcpTransport : public Transport {
   absl::Status first_error_;
   std::vector<std::pair<OpId, absl::Status>> done_scratch_;
 
-  std::atomic<int64_t> spin_ns_;  // starts as options_.spin
   std::atomic<bool> aborted_{false};
   mutable Mutex abort_mu_;
   absl::Status abort_status_ ABSL_GUARDED_BY(abort_mu_);
