@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "allreduce/types.h"
 #include "common/check.h"
+#include "proto/op_names.h"
 
 namespace kolo::coordinator {
 namespace {
@@ -97,7 +98,9 @@ std::string FormatPostscale(const proto::Request& r) {
   return FormatDouble(r.postscale());
 }
 
-std::string OpName(const proto::Request& r) { return OpTypeName(r.op()); }
+std::string OpName(const proto::Request& r) {
+  return proto::OpTypeName(r.op());
+}
 
 std::string FormatRoot(const proto::Request& r) {
   return absl::StrCat(r.root());
@@ -261,27 +264,6 @@ std::optional<std::string> CheckRunnable(const Requests& rs,
 
 }  // namespace
 
-std::string OpTypeName(int op) {
-  switch (op) {
-    case proto::ALLREDUCE:
-      return "allreduce";
-    case proto::ALLGATHER:
-      return "allgather";
-    case proto::BROADCAST:
-      return "broadcast";
-    case proto::ALLTOALL:
-      return "alltoall";
-    case proto::REDUCESCATTER:
-      return "reducescatter";
-    case proto::BARRIER:
-      return "barrier";
-    case proto::OP_UNSPECIFIED:
-      return "unspecified op";
-    default:
-      return absl::StrCat("unknown op ", op);
-  }
-}
-
 std::string RankList(const std::vector<int>& ranks) {
   return absl::StrCat(ranks.size() == 1 ? "rank " : "ranks ",
                       absl::StrJoin(ranks, ","));
@@ -312,7 +294,7 @@ proto::Response CheckAgreement(absl::string_view name, const Requests& rs) {
     return Error(name, failed, *m);
   }
   const proto::OpType type = rs[0]->op();
-  const std::string op = OpTypeName(type);
+  const std::string op = proto::OpTypeName(type);
   const std::vector<Field> tensor_fields = {{"dtype", FormatDtype},
                                             {"device", FormatDevice}};
   if (type != proto::BARRIER) {  // a barrier has no tensor

@@ -38,10 +38,6 @@ namespace kolo::coordinator {
 proto::Response CheckAgreement(
     absl::string_view name, const std::vector<const proto::Request*>& requests);
 
-// "allreduce", "allgather", "broadcast", "alltoall", "reducescatter",
-// "barrier"; "unknown op N" otherwise.
-std::string OpTypeName(int op);
-
 // "rank 2" for one rank, "ranks 0,1,3" for several (in the given order).
 std::string RankList(const std::vector<int>& ranks);
 

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "kolo/kolo.h"
+#include "proto/op_names.h"
 #include "worker_lib/api_internal.h"
 #include "worker_lib/op_request.h"
 
@@ -20,7 +21,7 @@ namespace {
 
 absl::StatusOr<Handle> Submit(std::unique_ptr<worker::PendingOp> op,
                               absl::string_view name) {
-  auto ops = internal::CurrentOps(worker::OpTypeName(op->op));
+  auto ops = internal::CurrentOps(proto::OpTypeName(op->op));
   if (!ops.ok()) return ops.status();
   op->name = std::string(name);
   return (*ops)->Submit(std::move(op));

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "allreduce/collective_checks.h"
+#include "proto/op_names.h"
 
 namespace kolo {
 
@@ -79,7 +80,8 @@ std::string CheckSplits(const char* op, const char* what,
 }
 
 std::string Validate(PendingOp& op, int rank, int size) {
-  const char* name = OpTypeName(op.op);
+  const std::string op_name = proto::OpTypeName(op.op);
+  const char* name = op_name.c_str();
   if (op.op == proto::BARRIER) return "";
   std::string bad = CheckTensor(name, "the input", op.input);
   if (!bad.empty()) return bad;
@@ -173,25 +175,6 @@ int64_t RowElements(const std::vector<int64_t>& shape) {
   int64_t n = 1;
   for (size_t i = 1; i < shape.size(); ++i) n *= shape[i];
   return n;
-}
-
-const char* OpTypeName(proto::OpType op) {
-  switch (op) {
-    case proto::ALLREDUCE:
-      return "allreduce";
-    case proto::ALLGATHER:
-      return "allgather";
-    case proto::BROADCAST:
-      return "broadcast";
-    case proto::ALLTOALL:
-      return "alltoall";
-    case proto::REDUCESCATTER:
-      return "reducescatter";
-    case proto::BARRIER:
-      return "barrier";
-    default:
-      return "unknown";
-  }
 }
 
 proto::Request MakeRequest(PendingOp& op, int rank, int size) {

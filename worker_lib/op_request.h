@@ -52,9 +52,6 @@ int64_t RowElements(const std::vector<int64_t>& shape);
 // op.splits with the default split where the caller gave none.
 proto::Request MakeRequest(PendingOp& op, int rank, int size);
 
-// "allreduce", "allgather", ...
-const char* OpTypeName(proto::OpType op);
-
 }  // namespace kolo::worker
 
 #endif  // KOLO_WORKER_LIB_OP_REQUEST_H_

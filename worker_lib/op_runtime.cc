@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "common/log.h"
+#include "proto/op_names.h"
 #include "worker_lib/plan_executor.h"
 
 namespace kolo::worker {
@@ -46,11 +47,12 @@ absl::StatusOr<Handle> OpRuntime::Submit(std::unique_ptr<PendingOp> op) {
     MutexLock lock(&mu_);
     if (!terminal_.ok()) return terminal_;
     if (op->name.empty()) {
-      op->name = absl::StrCat(OpTypeName(op->op), ".noname.", next_noname_++);
+      op->name =
+          absl::StrCat(proto::OpTypeName(op->op), ".noname.", next_noname_++);
     }
     if (auto it = names_.find(op->name); it != names_.end()) {
       return absl::InvalidArgumentError(absl::StrCat(
-          OpTypeName(op->op), " '", op->name, "' on rank ", rank_,
+          proto::OpTypeName(op->op), " '", op->name, "' on rank ", rank_,
           ": an op with this name is already in flight on this rank (handle ",
           it->second, "); wait for it, or give each op a distinct name"));
     }
@@ -307,7 +309,7 @@ absl::Status OpRuntime::Synchronize(Handle handle, absl::Duration timeout,
   while (!op->done) {
     if (done_cv_.WaitWithDeadline(&mu_, deadline) && !op->done) {
       return absl::DeadlineExceededError(absl::StrCat(
-          OpTypeName(op->op), " '", op->name, "' on rank ", rank_,
+          proto::OpTypeName(op->op), " '", op->name, "' on rank ", rank_,
           " did not finish within ", absl::FormatDuration(timeout),
           "; the handle stays valid (the coordinator's stall warnings name "
           "ranks that have not submitted it)"));

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "proto/op_names.h"
 
 namespace kolo::worker {
 namespace {
@@ -18,7 +19,7 @@ void* Allocate(PendingOp& op, const std::vector<int64_t>& shape, int64_t bytes,
       got.ok() ? absl::InvalidArgumentError("it returned null") : got.status();
   problem = absl::Status(
       problem.code(),
-      absl::StrCat(OpTypeName(op.op), " '", op.name,
+      absl::StrCat(proto::OpTypeName(op.op), " '", op.name,
                    "': the output allocator failed (", problem.message(),
                    "); the collective ran into scratch memory so that the "
                    "other ranks went on"));

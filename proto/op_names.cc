@@ -1,0 +1,28 @@
+#include "proto/op_names.h"
+
+#include "proto/kolo.pb.h"
+
+namespace kolo::proto {
+
+std::string OpTypeName(int op) {
+  switch (op) {
+    case ALLREDUCE:
+      return "allreduce";
+    case ALLGATHER:
+      return "allgather";
+    case BROADCAST:
+      return "broadcast";
+    case ALLTOALL:
+      return "alltoall";
+    case REDUCESCATTER:
+      return "reducescatter";
+    case BARRIER:
+      return "barrier";
+    case OP_UNSPECIFIED:
+      return "unspecified op";
+    default:
+      return "unknown op " + std::to_string(op);
+  }
+}
+
+}  // namespace kolo::proto
