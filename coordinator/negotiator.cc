@@ -210,8 +210,10 @@ void Negotiator::Inspect(absl::Time now, NegotiatorOutput& out) {
 
   if (options_.stall_shutdown > absl::ZeroDuration() && !shutdown_given_ &&
       oldest_age >= options_.stall_shutdown) {
+    // Every partial tensor fails with it, so every one is named (oldest
+    // first), not only those past the shutdown time.
     out.shutdown = absl::StrCat(
-        "stall shutdown: ", ListSome(describe(options_.stall_shutdown, true)),
+        "stall shutdown: ", ListSome(describe(absl::ZeroDuration(), true)),
         "; ", kStallCause, " (KOLO_STALL_SHUTDOWN_TIME_SECONDS=",
         KnobSeconds(options_.stall_shutdown), ")");
     shutdown_given_ = true;

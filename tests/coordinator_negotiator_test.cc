@@ -574,6 +574,23 @@ TEST(NegotiatorTest, StallShutdownGivenOnce) {
   EXPECT_FALSE(later.shutdown.has_value());
 }
 
+TEST(NegotiatorTest, StallShutdownNamesEveryPendingTensor) {
+  NegotiatorOptions o = Opts(3);
+  o.stall_check = absl::ZeroDuration();
+  o.stall_shutdown = absl::Seconds(2);
+  Negotiator n(o);
+  NegotiatorOutput out;
+  n.Announce(2, Ann({"old"}), kT0, out);
+  n.Announce(0, Ann({"young"}), At(absl::Seconds(1.5)), out);
+  n.Tick(At(absl::Seconds(2)), out);
+  ASSERT_TRUE(out.shutdown.has_value());
+  EXPECT_EQ(*out.shutdown,
+            "stall shutdown: 'old' waited 2.0 s for ranks 0,1 (submitted by "
+            "rank 2), 'young' waited 0.5 s for ranks 1,2 (submitted by rank "
+            "0); a rank may be stuck, or the ranks submit different tensors "
+            "(KOLO_STALL_SHUTDOWN_TIME_SECONDS=2)");
+}
+
 TEST(NegotiatorTest, StallShutdownAndWarningTogether) {
   NegotiatorOptions o = Opts(2);
   o.stall_check = absl::Seconds(2);
