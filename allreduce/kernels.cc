@@ -239,17 +239,35 @@ absl::StatusOr<Kernel> LookupKernel(DataType type, ReduceOp op) {
 
 // ---- Unary maps (DivideBy, Scale). ----
 
+// out[i] = f(in[i]); in == out (in place) or no overlap.
+template <typename T, typename F>
+void MapInto(const void* in, void* out, size_t n, F f) {
+  const T* src = static_cast<const T*>(in);
+  T* dst = static_cast<T*>(out);
+  if (src == dst) {
+    for (size_t i = 0; i < n; ++i) dst[i] = f(dst[i]);
+    return;
+  }
+  const T* __restrict a = src;
+  T* __restrict b = dst;
+  for (size_t i = 0; i < n; ++i) b[i] = f(a[i]);
+}
+
 template <typename T, typename F>
 void MapInPlace(void* data, size_t n, F f) {
-  T* p = static_cast<T*>(data);
-  for (size_t i = 0; i < n; ++i) p[i] = f(p[i]);
+  MapInto<T>(data, data, n, f);
 }
 
 // The 16-bit floats: decode, map in float, round back.
 template <typename Codec, typename F>
+void MapHalfInto(const void* in, void* out, size_t n, F f) {
+  MapInto<uint16_t>(in, out, n, [f](uint16_t h) {
+    return Codec::Encode(f(Codec::Decode(h)));
+  });
+}
+template <typename Codec, typename F>
 void MapHalfInPlace(void* data, size_t n, F f) {
-  MapInPlace<uint16_t>(
-      data, n, [f](uint16_t h) { return Codec::Encode(f(Codec::Decode(h))); });
+  MapHalfInto<Codec>(data, data, n, f);
 }
 
 // double -> integer of width T: truncate toward zero, then wrap modulo
@@ -377,6 +395,115 @@ absl::Status Scale(DataType type, void* data, size_t count, double factor) {
     case DataType::kFloat64:
       MapInPlace<double>(data, count,
                          [factor](double x) { return x * factor; });
+      break;
+    case DataType::kBool:
+      break;  // refused above
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ScaleCopy(DataType type, const void* in, void* out, size_t count,
+                       double factor) {
+  if (factor == 1.0) {
+    if (absl::Status s = CheckType(type, "scale"); !s.ok()) return s;
+    if (in != out && count > 0) {
+      std::memcpy(out, in, count * DataTypeSize(type));
+    }
+    return absl::OkStatus();
+  }
+  return FinishCopy(type, in, out, count, 1, factor);
+}
+
+absl::Status FinishCopy(DataType type, const void* in, void* out, size_t count,
+                        int64_t n, double postscale) {
+  if (absl::Status s = CheckType(type, "scale"); !s.ok()) return s;
+  const bool divide = n != 1, scale = postscale != 1.0;
+  if (type == DataType::kBool && (divide || scale)) {
+    return absl::InvalidArgumentError(
+        divide ? std::string(kBoolAverageError)
+               : "scale: bool tensors cannot be scaled (prescale/postscale "
+                 "factors apply to numeric tensors only)");
+  }
+  if (n < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "average: cannot divide by ", n, " ranks; the count must be >= 1"));
+  }
+  if (count == 0) return absl::OkStatus();
+  if (!divide && !scale) {
+    if (in != out) std::memcpy(out, in, count * DataTypeSize(type));
+    return absl::OkStatus();
+  }
+  // The same arithmetic as DivideBy followed by Scale, element by element,
+  // so that a fused op's result is bitwise the unfused one's.
+  const auto fn = static_cast<float>(n);
+  const auto dn = static_cast<double>(n);
+  const auto ff = static_cast<float>(postscale);
+  auto as_int = [&](auto zero) {
+    using T = decltype(zero);
+    if (!scale) {
+      MapInto<T>(in, out, count, [n](T x) {
+        return static_cast<T>(static_cast<int64_t>(x) / n);
+      });
+    } else if (!divide) {
+      MapInto<T>(in, out, count, [postscale](T x) {
+        return TruncateAndWrap<T>(static_cast<double>(x) * postscale);
+      });
+    } else {
+      MapInto<T>(in, out, count, [n, postscale](T x) {
+        const auto q = static_cast<T>(static_cast<int64_t>(x) / n);
+        return TruncateAndWrap<T>(static_cast<double>(q) * postscale);
+      });
+    }
+  };
+  // 16-bit floats round to their width between the two steps, as the two
+  // passes do.
+  auto half = [&](auto codec) {
+    using Codec = decltype(codec);
+    MapHalfInto<Codec>(in, out, count, [&](float x) {
+      if (divide) x = x / fn;
+      if (divide && scale) x = Codec::Decode(Codec::Encode(x));
+      if (scale) x = x * ff;
+      return x;
+    });
+  };
+  switch (type) {
+    case DataType::kUInt8:
+      as_int(uint8_t{0});
+      break;
+    case DataType::kInt8:
+      as_int(int8_t{0});
+      break;
+    case DataType::kInt16:
+      as_int(int16_t{0});
+      break;
+    case DataType::kInt32:
+      as_int(int32_t{0});
+      break;
+    case DataType::kInt64:
+      as_int(int64_t{0});
+      break;
+    case DataType::kFloat16:
+      half(HalfCodec{});
+      break;
+    case DataType::kBFloat16:
+      half(BFloat16Codec{});
+      break;
+    case DataType::kFloat32:
+      if (!scale) {
+        MapInto<float>(in, out, count, [fn](float x) { return x / fn; });
+      } else if (!divide) {
+        MapInto<float>(in, out, count, [ff](float x) { return x * ff; });
+      } else {
+        MapInto<float>(in, out, count,
+                       [fn, ff](float x) { return (x / fn) * ff; });
+      }
+      break;
+    case DataType::kFloat64:
+      MapInto<double>(in, out, count, [&](double x) {
+        if (divide) x = x / dn;
+        if (scale) x = x * postscale;
+        return x;
+      });
       break;
     case DataType::kBool:
       break;  // refused above

@@ -51,6 +51,17 @@ absl::Status DivideBy(DataType type, void* data, size_t count, int64_t n);
 // (never undefined behaviour). kInvalidArgument for bool.
 absl::Status Scale(DataType type, void* data, size_t count, double factor);
 
+// Fusion's pack and unpack (one pass each, no extra pass over the data):
+// ScaleCopy: out[i] = in[i] * factor with Scale's arithmetic (a plain copy
+// for factor 1). FinishCopy: out[i] = the result of DivideBy(n) (when
+// n != 1) then Scale(postscale) (when != 1) applied to in[i], bitwise the
+// same as those two passes. in == out is allowed; otherwise no overlap.
+// kInvalidArgument for bool when a division or scaling is asked.
+absl::Status ScaleCopy(DataType type, const void* in, void* out, size_t count,
+                       double factor);
+absl::Status FinishCopy(DataType type, const void* in, void* out, size_t count,
+                        int64_t n, double postscale);
+
 // Fills `count` elements with the identity of `op` (0 for sum/average, 1
 // for product, the type's largest value for min and smallest for max; for
 // bool: false for sum/max, true for product/min). Floats use +-inf for

@@ -6,6 +6,16 @@
 
 namespace kolo::bench {
 
+absl::Status MaxOverRanks(Mode mode, std::vector<double>& values) {
+  const auto count = static_cast<int64_t>(values.size());
+  if (mode == Mode::kRaw) {
+    return raw::allreduce(values.data(), values.data(), count,
+                          DataType::kFloat64, ReduceOp::kMax);
+  }
+  return kolo::allreduce(values.data(), values.data(), count,
+                         DataType::kFloat64, ReduceOp::kMax);
+}
+
 int64_t RoundedBytes(const BenchOptions& o, int64_t bytes, int n) {
   const auto elem = static_cast<int64_t>(DataTypeSize(o.dtype));
   const int64_t unit = SplitsSize(o.op) ? elem * n : elem;

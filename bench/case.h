@@ -37,6 +37,12 @@ inline constexpr absl::Duration kOpTimeout = absl::Minutes(5);
 // `bytes` rounded down to whole elements (per rank where the size is split).
 int64_t RoundedBytes(const BenchOptions& o, int64_t bytes, int n);
 
+// Max over ranks of each value (one allreduce of float64s), in the bench's
+// mode: raw and negotiated ops must never be in flight together, so in
+// negotiated (and step) mode every timed op is synchronized before this runs.
+// REQUIRES: every rank calls it with as many values.
+absl::Status MaxOverRanks(Mode mode, std::vector<double>& values);
+
 class Case {
  public:
   // REQUIRES: `o` outlives the Case; 0 <= rank < n.

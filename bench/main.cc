@@ -2,7 +2,8 @@
 // result, and prints the nccl-tests style table (and optionally JSON). Run it
 // under kolorun, e.g. `kolorun -np 2 kolo-bench --op allreduce`. See
 // bench/options.h for the flags, bench/case.h for one iteration in each
-// --mode, and bench/report.h for the figures.
+// --mode, bench/step.h for --mode step (one training step's tensors), and
+// bench/report.h for the figures.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -17,6 +18,7 @@
 #include "bench/case.h"
 #include "bench/options.h"
 #include "bench/report.h"
+#include "bench/step.h"
 #include "kolo/kolo.h"
 
 namespace kolo::bench {
@@ -24,19 +26,6 @@ namespace {
 
 double Micros(std::chrono::steady_clock::duration d) {
   return std::chrono::duration<double, std::micro>(d).count();
-}
-
-// Max over ranks of each value (one allreduce of float64s), in the bench's
-// mode: raw and negotiated ops must never be in flight together, and in
-// negotiated mode every timed op is synchronized before this runs.
-absl::Status MaxOverRanks(Mode mode, std::vector<double>& values) {
-  const auto count = static_cast<int64_t>(values.size());
-  if (mode == Mode::kRaw) {
-    return raw::allreduce(values.data(), values.data(), count,
-                          DataType::kFloat64, ReduceOp::kMax);
-  }
-  return kolo::allreduce(values.data(), values.data(), count,
-                         DataType::kFloat64, ReduceOp::kMax);
 }
 
 int Fail(int rank, const std::string& what, const absl::Status& st) {
@@ -106,6 +95,76 @@ std::string EnvOr(const char* name, const char* fallback) {
   return v != nullptr ? v : fallback;
 }
 
+// The first line (what runs, and the settings from the environment that
+// shape it) and the table header; rank 0 prints them.
+void PrintBanner(const BenchOptions& o, int n) {
+  const std::string cycle_ms =
+      EnvOr("KOLO_CYCLE_TIME_MS", EnvOr("HOROVOD_CYCLE_TIME", "1").c_str());
+  if (o.mode == Mode::kStep) {
+    const Preset preset = *o.preset;
+    std::printf(
+        "# kolo-bench: step, %s (%zu float32 tensors, %.2f MiB), %d ranks, "
+        "average allreduce, out of place, reverse order, %d warm-up + %d "
+        "timed steps per setting; env: fusion threshold %s, cache capacity "
+        "%s, cycle time %s ms, algorithm %s, spin %s us\n",
+        std::string(PresetName(preset)).c_str(), PresetCounts(preset).size(),
+        static_cast<double>(PresetBytes(preset)) / (1 << 20), n, o.warmup,
+        o.steps,
+        EnvOr("KOLO_FUSION_THRESHOLD",
+              EnvOr("HOROVOD_FUSION_THRESHOLD", "default").c_str())
+            .c_str(),
+        EnvOr("KOLO_CACHE_CAPACITY",
+              EnvOr("HOROVOD_CACHE_CAPACITY", "default").c_str())
+            .c_str(),
+        cycle_ms.c_str(), EnvOr("KOLO_ALLREDUCE_ALGORITHM", "auto").c_str(),
+        EnvOr("KOLO_SPIN_US", "default").c_str());
+    std::fputs(StepTableHeader().c_str(), stdout);
+    std::fflush(stdout);
+    return;
+  }
+  const std::string cycle = o.mode == Mode::kNegotiated
+                                ? absl::StrCat(", cycle time ", cycle_ms, " ms")
+                                : "";
+  std::printf(
+      "# kolo-bench: %s, %d ranks, %s%s%s, %s, %s mode; algorithm %s, "
+      "small allreduce <= %s B, spin %s us%s\n",
+      std::string(CollectiveName(o.op)).c_str(), n,
+      std::string(DataTypeName(o.dtype)).c_str(), Reduces(o.op) ? " " : "",
+      Reduces(o.op) ? std::string(ReduceOpName(o.reduce)).c_str() : "",
+      o.inplace ? "in place" : "out of place",
+      std::string(ModeName(o.mode)).c_str(),
+      EnvOr("KOLO_ALLREDUCE_ALGORITHM", "auto").c_str(),
+      EnvOr("KOLO_SMALL_ALLREDUCE_BYTES",
+            std::to_string(DefaultSmallBytes(n)).c_str())
+          .c_str(),
+      EnvOr("KOLO_SPIN_US", "default").c_str(), cycle.c_str());
+  std::fputs(TableHeader().c_str(), stdout);
+  std::fflush(stdout);
+}
+
+// The size sweep of --mode raw / negotiated; rank 0 prints each row. On a
+// failed collective returns 1 after printing it; else 0 and the rows.
+int RunSweep(const BenchOptions& o, std::vector<Row>& rows) {
+  const int rank = kolo::rank(), n = kolo::size();
+  for (int64_t size : SizeSeries(o.min_bytes, o.max_bytes, o.factor)) {
+    // Sizes that round down to the same number of elements run once.
+    if (!rows.empty() && RoundedBytes(o, size, n) == rows.back().bytes) {
+      continue;
+    }
+    Row row;
+    if (absl::Status st = RunSize(o, size, row); !st.ok()) {
+      return Fail(rank, absl::StrCat(CollectiveName(o.op), " of ", size, " B"),
+                  st);
+    }
+    rows.push_back(row);
+    if (rank == 0) {
+      std::fputs(TableLine(row).c_str(), stdout);
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}
+
 int Main(int argc, char** argv) {
   absl::StatusOr<BenchOptions> parsed =
       ParseBenchOptions(std::vector<std::string>(argv + 1, argv + argc));
@@ -130,52 +189,25 @@ int Main(int argc, char** argv) {
     (void)kolo::shutdown();
     return 2;
   }
-  if (rank == 0) {
-    const std::string cycle =
-        o.mode == Mode::kNegotiated
-            ? absl::StrCat(", cycle time ",
-                           EnvOr("KOLO_CYCLE_TIME_MS",
-                                 EnvOr("HOROVOD_CYCLE_TIME", "1").c_str()),
-                           " ms")
-            : "";
-    std::printf(
-        "# kolo-bench: %s, %d ranks, %s%s%s, %s, %s mode; algorithm %s, "
-        "small allreduce <= %s B, spin %s us%s\n",
-        std::string(CollectiveName(o.op)).c_str(), n,
-        std::string(DataTypeName(o.dtype)).c_str(), Reduces(o.op) ? " " : "",
-        Reduces(o.op) ? std::string(ReduceOpName(o.reduce)).c_str() : "",
-        o.inplace ? "in place" : "out of place",
-        std::string(ModeName(o.mode)).c_str(),
-        EnvOr("KOLO_ALLREDUCE_ALGORITHM", "auto").c_str(),
-        EnvOr("KOLO_SMALL_ALLREDUCE_BYTES",
-              std::to_string(DefaultSmallBytes(n)).c_str())
-            .c_str(),
-        EnvOr("KOLO_SPIN_US", "default").c_str(), cycle.c_str());
-    std::fputs(TableHeader().c_str(), stdout);
-    std::fflush(stdout);
-  }
-  std::vector<Row> rows;
+  if (rank == 0) PrintBanner(o, n);
   bool all_ok = true;
-  for (int64_t size : SizeSeries(o.min_bytes, o.max_bytes, o.factor)) {
-    // Sizes that round down to the same number of elements run once.
-    if (!rows.empty() && RoundedBytes(o, size, n) == rows.back().bytes) {
-      continue;
+  std::string json_text;
+  if (o.mode == Mode::kStep) {
+    std::vector<StepRow> rows;
+    if (absl::Status st = RunStepMode(o, rows); !st.ok()) {
+      return Fail(rank, "--mode step", st);
     }
-    Row row;
-    if (absl::Status st = RunSize(o, size, row); !st.ok()) {
-      return Fail(rank, absl::StrCat(CollectiveName(o.op), " of ", size, " B"),
-                  st);
-    }
-    all_ok &= row.check_ok;
-    rows.push_back(row);
-    if (rank == 0) {
-      std::fputs(TableLine(row).c_str(), stdout);
-      std::fflush(stdout);
-    }
+    for (const StepRow& row : rows) all_ok &= row.check_ok;
+    json_text = StepToJson(rows);
+  } else {
+    std::vector<Row> rows;
+    if (int failed = RunSweep(o, rows); failed != 0) return failed;
+    for (const Row& row : rows) all_ok &= row.check_ok;
+    json_text = ToJson(rows);
   }
   if (rank == 0 && !o.json_path.empty()) {
     std::ofstream json(o.json_path);
-    json << ToJson(rows);
+    json << json_text;
     json.close();
     if (!json) {
       std::fprintf(stderr, "kolo-bench: could not write %s\n",

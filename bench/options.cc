@@ -2,10 +2,12 @@
 
 #include <cmath>
 #include <limits>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 
 namespace kolo::bench {
 namespace {
@@ -26,17 +28,78 @@ absl::StatusOr<Collective> ParseCollective(absl::string_view name) {
 
 absl::StatusOr<Mode> ParseMode(absl::string_view name) {
   const std::string lower = absl::AsciiStrToLower(name);
-  for (Mode mode : {Mode::kRaw, Mode::kNegotiated}) {
+  for (Mode mode : {Mode::kRaw, Mode::kNegotiated, Mode::kStep}) {
     if (lower == ModeName(mode)) return mode;
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("--mode: unknown mode '", name, "'; use raw or negotiated"));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--mode: unknown mode '", name, "'; use raw, negotiated or step"));
 }
 
 absl::Status Bad(absl::string_view flag, absl::string_view value,
                  absl::string_view want) {
   return absl::InvalidArgumentError(
       absl::StrCat(flag, ": '", value, "' is not ", want));
+}
+
+// A comma-separated list of values >= 0 ("0,64M,128M"), each parsed by
+// `parse`; empty items are refused.
+template <typename Parse>
+absl::StatusOr<std::vector<int64_t>> ParseList(absl::string_view flag,
+                                               absl::string_view text,
+                                               absl::string_view want,
+                                               Parse parse) {
+  std::vector<int64_t> values;
+  for (absl::string_view item : absl::StrSplit(text, ',')) {
+    absl::StatusOr<int64_t> v = parse(absl::StripAsciiWhitespace(item));
+    if (!v.ok()) {
+      return Bad(flag, text, absl::StrCat("a comma-separated list of ", want));
+    }
+    values.push_back(*v);
+  }
+  return values;
+}
+
+absl::StatusOr<int64_t> ParseCount(absl::string_view text) {
+  int64_t v = 0;
+  if (!absl::SimpleAtoi(text, &v) || v < 0) {
+    return absl::InvalidArgumentError("not a count");
+  }
+  return v;
+}
+
+constexpr absl::string_view kStepFlags =
+    "--preset, --steps, --warmup, --fusion-threshold, --cache-capacity, "
+    "--json and --corrupt-rank";
+
+// The checks of --mode step once every flag is read. `sweep_flag` is the
+// first flag given that only the size sweep takes ("" if none).
+absl::Status CheckStepMode(const BenchOptions& o, bool op_given,
+                           bool dtype_given, bool reduce_given,
+                           const std::string& sweep_flag) {
+  if (!o.preset.has_value()) {
+    return absl::InvalidArgumentError(
+        "--mode step needs --preset resnet50 or --preset small161");
+  }
+  const absl::string_view what =
+      " does not apply to --mode step, which times float32 average "
+      "allreduces of the preset's tensors, out of place; its flags are ";
+  if (op_given && o.op != Collective::kAllreduce) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--op ", CollectiveName(o.op), what, kStepFlags));
+  }
+  if (dtype_given && o.dtype != DataType::kFloat32) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--dtype ", DataTypeName(o.dtype), what, kStepFlags));
+  }
+  if (reduce_given && o.reduce != ReduceOp::kAverage) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--reduce ", ReduceOpName(o.reduce), what, kStepFlags));
+  }
+  if (!sweep_flag.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(sweep_flag, what, kStepFlags));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -63,6 +126,8 @@ absl::string_view ModeName(Mode mode) {
       return "raw";
     case Mode::kNegotiated:
       return "negotiated";
+    case Mode::kStep:
+      return "step";
   }
   return "unknown";
 }
@@ -122,11 +187,21 @@ absl::StatusOr<BenchOptions> ParseBenchOptions(
     const std::vector<std::string>& args) {
   BenchOptions o;
   bool reduce_given = false, iters_given = false, seconds_given = false;
+  bool op_given = false, dtype_given = false;
+  std::string sweep_flag, step_flag;  // the first flag of each mode given
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& flag = args[i];
     if (flag == "-h" || flag == "--help") {
       o.help = true;
       continue;
+    }
+    if (flag == "--min-bytes" || flag == "--max-bytes" || flag == "--factor" ||
+        flag == "--iters" || flag == "--seconds" || flag == "--root" ||
+        flag == "--inplace") {
+      if (sweep_flag.empty()) sweep_flag = flag;
+    } else if (flag == "--preset" || flag == "--steps" ||
+               flag == "--fusion-threshold" || flag == "--cache-capacity") {
+      if (step_flag.empty()) step_flag = flag;
     }
     if (flag == "--inplace") {
       o.inplace = true;
@@ -141,6 +216,7 @@ absl::StatusOr<BenchOptions> ParseBenchOptions(
       absl::StatusOr<Collective> op = ParseCollective(v);
       if (!op.ok()) return op.status();
       o.op = *op;
+      op_given = true;
     } else if (flag == "--mode") {
       absl::StatusOr<Mode> mode = ParseMode(v);
       if (!mode.ok()) return mode.status();
@@ -149,6 +225,7 @@ absl::StatusOr<BenchOptions> ParseBenchOptions(
       absl::StatusOr<DataType> t = ParseDataType(v);
       if (!t.ok()) return Bad(flag, v, t.status().message());
       o.dtype = *t;
+      dtype_given = true;
     } else if (flag == "--reduce") {
       absl::StatusOr<ReduceOp> r = ParseReduceOp(v);
       if (!r.ok()) return Bad(flag, v, r.status().message());
@@ -188,10 +265,41 @@ absl::StatusOr<BenchOptions> ParseBenchOptions(
       if (!absl::SimpleAtoi(v, &o.corrupt_rank) || o.corrupt_rank < 0) {
         return Bad(flag, v, "a rank >= 0");
       }
+    } else if (flag == "--preset") {
+      absl::StatusOr<Preset> preset = ParsePreset(v);
+      if (!preset.ok()) return preset.status();
+      o.preset = *preset;
+    } else if (flag == "--steps") {
+      if (!absl::SimpleAtoi(v, &o.steps) || o.steps < 1) {
+        return Bad(flag, v, "a whole number >= 1");
+      }
+    } else if (flag == "--fusion-threshold") {
+      absl::StatusOr<std::vector<int64_t>> list =
+          ParseList(flag, v, "byte counts like 0, 64M or 128M", ParseBytes);
+      if (!list.ok()) return list.status();
+      o.fusion_thresholds = *std::move(list);
+    } else if (flag == "--cache-capacity") {
+      absl::StatusOr<std::vector<int64_t>> list =
+          ParseList(flag, v, "entry counts >= 0 like 0 or 1024", ParseCount);
+      if (!list.ok()) return list.status();
+      o.cache_capacities = *std::move(list);
     } else {
       return absl::InvalidArgumentError(
           absl::StrCat("unknown flag '", flag, "' (see --help)"));
     }
+  }
+  if (o.mode == Mode::kStep) {
+    if (absl::Status st =
+            CheckStepMode(o, op_given, dtype_given, reduce_given, sweep_flag);
+        !st.ok()) {
+      return st;
+    }
+    o.reduce = ReduceOp::kAverage;
+    return o;
+  }
+  if (!step_flag.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(step_flag, " applies to --mode step only"));
   }
   if (o.min_bytes > o.max_bytes) {
     return absl::InvalidArgumentError(absl::StrCat("--min-bytes (", o.min_bytes,
@@ -220,15 +328,32 @@ absl::StatusOr<BenchOptions> ParseBenchOptions(
   return o;
 }
 
+std::vector<StepSetting> StepSettings(const BenchOptions& o) {
+  const std::vector<int64_t> env = {StepSetting::kFromEnv};
+  const std::vector<int64_t>& thresholds =
+      o.fusion_thresholds.empty() ? env : o.fusion_thresholds;
+  const std::vector<int64_t>& capacities =
+      o.cache_capacities.empty() ? env : o.cache_capacities;
+  std::vector<StepSetting> settings;
+  for (int64_t threshold : thresholds) {
+    for (int64_t capacity : capacities) {
+      settings.push_back({threshold, capacity});
+    }
+  }
+  return settings;
+}
+
 std::string Usage() {
   return absl::StrCat(
       "usage: kolorun -np N kolo-bench [flags]\n"
+      "       kolorun -np N kolo-bench --mode step --preset NAME [flags]\n"
       "  --op NAME         ",
       kCollectives,
       " (allreduce)\n"
-      "  --mode NAME       raw: the data plane alone (kolo::raw::*), or\n"
+      "  --mode NAME       raw: the data plane alone (kolo::raw::*),\n"
       "                    negotiated: each op submitted through the\n"
-      "                    asynchronous API and synchronized (raw)\n"
+      "                    asynchronous API and synchronized, or step: one\n"
+      "                    training step of a preset (below) (raw)\n"
       "  --dtype NAME      uint8 int8 int16 int32 int64 float16 bfloat16\n"
       "                    float32 float64 bool (float32)\n"
       "  --reduce NAME     sum average min max product (sum; allreduce and\n"
@@ -247,7 +372,25 @@ std::string Usage() {
       "time = each rank's median per-iteration time, max over ranks;\n"
       "p90 = each rank's 90th percentile (nearest rank), max over ranks;\n"
       "algbw = size/time; busbw = algbw x 2(n-1)/n (allreduce), (n-1)/n\n"
-      "(allgather, reducescatter, alltoall), 1 (broadcast); GB = 1e9 B.\n");
+      "(allgather, reducescatter, alltoall), 1 (broadcast); GB = 1e9 B.\n"
+      "\n"
+      "--mode step: every rank submits the preset's tensors as float32\n"
+      "average allreduces (out of place, stable names) in reverse order, then\n"
+      "synchronizes them all; step time = first submit to the end of the\n"
+      "synchronize, enqueue = the submits alone.\n"
+      "  --preset NAME     resnet50 (ResNet-50's 161 parameter tensors,\n"
+      "                    97.5 MiB) or small161 (161 x 256 floats); required\n"
+      "  --steps N         timed steps per setting (20)\n"
+      "  --warmup N        untimed steps per setting (3)\n"
+      "  --fusion-threshold LIST  comma-separated byte counts, e.g. 0,64M\n"
+      "                    (the job's KOLO_FUSION_THRESHOLD: env)\n"
+      "  --cache-capacity LIST    comma-separated entry counts, e.g. 0,1024\n"
+      "                    (the job's KOLO_CACHE_CAPACITY: env)\n"
+      "  --json FILE, --corrupt-rank R  as above\n"
+      "Each threshold x capacity runs in turn in the same job (set on every\n"
+      "rank before its warm-up). step/p90/enqueue: each rank's median (90th\n"
+      "percentile) over the timed steps, max over ranks; busbw = preset bytes\n"
+      "x 2(n-1)/n / step time. Every output element is checked exactly.\n");
 }
 
 }  // namespace kolo::bench

@@ -5,6 +5,9 @@
 //              [--min-bytes 4] [--max-bytes 64M] [--factor 4]
 //              [--iters N | --seconds 1] [--warmup 3] [--root 0] [--inplace]
 //              [--json FILE] [--corrupt-rank R]
+//   kolo-bench --mode step --preset resnet50|small161 [--steps 20]
+//              [--warmup 3] [--fusion-threshold LIST] [--cache-capacity LIST]
+//              [--json FILE] [--corrupt-rank R]
 //
 // Sizes take K, M, G suffixes (powers of 1024, as nccl-tests). Every size is
 // the nccl-tests "size": the allreduce/broadcast buffer, allgather's output,
@@ -16,17 +19,28 @@
 // flips one output byte on that rank after the last iteration, to prove the
 // result check fails.
 //
+// --mode step times a training step instead of a size sweep: the preset's
+// tensors (bench/presets.h) submitted as float32 average allreduces, out of
+// place, in reverse order, then synchronized together; once per combination
+// of --fusion-threshold x --cache-capacity (comma-separated lists; none =
+// the job's KOLO_FUSION_THRESHOLD / KOLO_CACHE_CAPACITY, shown as "env").
+// The sweep's flags (--op other than allreduce, --dtype other than float32,
+// --reduce other than average, sizes, --iters, --seconds, --root,
+// --inplace) are refused in step mode, and the step flags outside it.
+//
 // Thread-safety: pure functions.
 #ifndef KOLO_BENCH_OPTIONS_H_
 #define KOLO_BENCH_OPTIONS_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "allreduce/types.h"
+#include "bench/presets.h"
 
 namespace kolo::bench {
 
@@ -39,9 +53,10 @@ enum class Collective {
 };
 absl::string_view CollectiveName(Collective op);
 // How kolo-bench calls the collectives: kRaw = kolo::raw::* (the data plane
-// without negotiation), kNegotiated = kolo::*_async + synchronize.
-enum class Mode { kRaw, kNegotiated };
-absl::string_view ModeName(Mode mode);  // "raw", "negotiated"
+// without negotiation), kNegotiated = kolo::*_async + synchronize, kStep =
+// one training step of a preset's tensors through the asynchronous API.
+enum class Mode { kRaw, kNegotiated, kStep };
+absl::string_view ModeName(Mode mode);  // "raw", "negotiated", "step"
 
 // Whether `op` reduces (takes --reduce): allreduce, reducescatter.
 bool Reduces(Collective op);
@@ -65,11 +80,29 @@ struct BenchOptions {
   std::string json_path;  // "" = no JSON
   int corrupt_rank = -1;  // -1 = none
   bool help = false;
+  // --mode step only (required there, refused elsewhere):
+  std::optional<Preset> preset;
+  int steps = 20;  // timed steps per setting (untimed: warmup)
+  // Settings to compare, each applied with kolo::set_fusion_threshold /
+  // set_cache_capacity; empty = leave the job's setting.
+  std::vector<int64_t> fusion_thresholds;  // bytes
+  std::vector<int64_t> cache_capacities;   // entries
 };
 
+// One combination of --mode step's settings; kFromEnv = leave the job's.
+struct StepSetting {
+  static constexpr int64_t kFromEnv = -1;
+  int64_t fusion_threshold = kFromEnv;  // bytes
+  int64_t cache_capacity = kFromEnv;    // entries
+};
+// Every threshold x capacity, thresholds outermost, in the order given; one
+// kFromEnv entry stands for an empty list.
+std::vector<StepSetting> StepSettings(const BenchOptions& o);
+
 // Parses argv[1..argc). Unknown flags, missing or bad values, min > max,
-// factor <= 1, and a reduce op or --inplace that the collective does not
-// take are kInvalidArgument naming the flag and what is accepted.
+// factor <= 1, a reduce op or --inplace that the collective does not take,
+// --mode step without --preset, and flags of the other mode are
+// kInvalidArgument naming the flag and what is accepted.
 absl::StatusOr<BenchOptions> ParseBenchOptions(
     const std::vector<std::string>& args);
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -82,6 +83,70 @@ std::string ToJson(const std::vector<Row>& rows) {
         r.op, r.mode, r.ranks, r.bytes, r.count, r.dtype, r.reduce,
         r.inplace ? "true" : "false", r.iters, r.time_us, r.p90_us,
         r.min_time_us, r.algbw, r.busbw, r.check_ok ? "ok" : "fail",
+        i + 1 < rows.size() ? "," : "");
+  }
+  out += "]\n";
+  return out;
+}
+
+void ComputeStepBandwidth(StepRow& row) {
+  row.algbw = row.step_ms > 0
+                  ? static_cast<double>(row.bytes) / (row.step_ms * 1e6)
+                  : 0;
+  row.busbw = row.algbw * BusFactor(Collective::kAllreduce, row.ranks);
+}
+
+std::string SettingText(int64_t value, bool bytes) {
+  if (value < 0) return "env";
+  if (bytes && value > 0) {
+    for (const auto& [shift, suffix] :
+         {std::pair{30, "G"}, std::pair{20, "M"}, std::pair{10, "K"}}) {
+      if (value % (int64_t{1} << shift) == 0) {
+        return absl::StrCat(value >> shift, suffix);
+      }
+    }
+  }
+  return absl::StrCat(value);
+}
+
+std::string StepTableHeader() {
+  return absl::StrFormat(
+      "# %9s %5s %7s %8s %7s %9s %10s %10s %10s %8s %6s\n"
+      "# %9s %5s %7s %8s %7s %9s %10s %10s %10s %8s %6s\n",
+      "preset", "ranks", "tensors", "size", "fusion", "cache", "step", "p90",
+      "enqueue", "busbw", "check", "", "", "", "(MiB)", "(B)", "(entries)",
+      "(ms)", "(ms)", "(ms)", "(GB/s)", "");
+}
+
+std::string StepTableLine(const StepRow& row) {
+  return absl::StrFormat(
+      "  %9s %5d %7d %8.2f %7s %9s %10.3f %10.3f %10.3f %8.3f %6s\n",
+      row.preset, row.ranks, row.tensors,
+      static_cast<double>(row.bytes) / (1 << 20),
+      SettingText(row.fusion_threshold, true),
+      SettingText(row.cache_capacity, false), row.step_ms, row.step_p90_ms,
+      row.enqueue_ms, row.busbw, row.check_ok ? "ok" : "FAIL");
+}
+
+std::string StepToJson(const std::vector<StepRow>& rows) {
+  auto setting = [](int64_t v) {
+    return v < 0 ? std::string("\"env\"") : absl::StrCat(v);
+  };
+  std::string out = "[\n";
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const StepRow& r = rows[i];
+    absl::StrAppendFormat(
+        &out,
+        "  {\"mode\": \"step\", \"preset\": \"%s\", \"ranks\": %d, "
+        "\"tensors\": %d, \"bytes\": %d, \"mib\": %.3f, "
+        "\"fusion_threshold\": %s, \"cache_capacity\": %s, \"steps\": %d, "
+        "\"warmup\": %d, \"step_ms\": %.4f, \"step_p90_ms\": %.4f, "
+        "\"enqueue_ms\": %.4f, \"algbw_gbps\": %.6f, \"busbw_gbps\": %.6f, "
+        "\"check\": \"%s\"}%s\n",
+        r.preset, r.ranks, r.tensors, r.bytes,
+        static_cast<double>(r.bytes) / (1 << 20), setting(r.fusion_threshold),
+        setting(r.cache_capacity), r.steps, r.warmup, r.step_ms, r.step_p90_ms,
+        r.enqueue_ms, r.algbw, r.busbw, r.check_ok ? "ok" : "fail",
         i + 1 < rows.size() ? "," : "");
   }
   out += "]\n";

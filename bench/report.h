@@ -1,6 +1,7 @@
-// Report: kolo-bench's figures for one size — the statistics (per-rank
-// median and 90th percentile, then max over ranks), bandwidths in the
-// nccl-tests convention, and their text and JSON forms.
+// Report: kolo-bench's figures for one size (or, in --mode step, one
+// setting) — the statistics (per-rank median and 90th percentile, then max
+// over ranks), bandwidths in the nccl-tests convention, and their text and
+// JSON forms.
 //
 // Thread-safety: pure functions on values.
 #ifndef KOLO_BENCH_REPORT_H_
@@ -54,6 +55,42 @@ std::string TableLine(const Row& row);
 
 // A JSON array with one object per row (keys as the Row fields).
 std::string ToJson(const std::vector<Row>& rows);
+
+// One setting of --mode step.
+struct StepRow {
+  std::string preset;
+  int ranks = 0;
+  int tensors = 0;
+  int64_t bytes = 0;  // all the preset's tensors
+  // The setting applied, StepSetting::kFromEnv (-1) = the job's ("env").
+  int64_t fusion_threshold = -1;  // bytes
+  int64_t cache_capacity = -1;    // entries
+  int steps = 0;                  // timed
+  int warmup = 0;
+  double step_ms = 0;      // max over ranks of each rank's median step time
+  double step_p90_ms = 0;  // max over ranks of each rank's 90th percentile
+  double enqueue_ms = 0;   // max over ranks of each rank's median enqueue
+  double algbw = 0;        // GB/s = bytes / step time, GB = 1e9 B
+  double busbw = 0;        // algbw x 2(n-1)/n
+  bool check_ok = false;
+};
+
+// Fills algbw and busbw from bytes, ranks and step_ms.
+void ComputeStepBandwidth(StepRow& row);
+
+// A setting as shown in the table: "env" for kFromEnv, else the value, with
+// a K/M/G suffix when `bytes` and it is a whole multiple ("64M", "0").
+std::string SettingText(int64_t value, bool bytes);
+
+// The --mode step table: a header (two lines starting with '#') and one line
+// per setting.
+std::string StepTableHeader();
+std::string StepTableLine(const StepRow& row);
+
+// A JSON array with one object per setting: "mode": "step", the StepRow
+// fields ("bytes", "mib", times in ms, bandwidths in GB/s), and the setting
+// as a number, or the string "env" for the job's own.
+std::string StepToJson(const std::vector<StepRow>& rows);
 
 }  // namespace kolo::bench
 

@@ -248,6 +248,19 @@ Periodic ExpectedReduction(DataType type, ReduceOp op, int n) {
   return Periodic(type, values, tolerance);
 }
 
+Periodic ExactFloat32Average(int n) {
+  std::vector<double> values(kPeriod);
+  for (int64_t k = 0; k < kPeriod; ++k) {
+    float sum = 0;  // |sum| <= 3n: exact in float for any plausible n
+    for (int r = 0; r < n; ++r) {
+      sum += static_cast<float>(
+          InputValue(DataType::kFloat32, ReduceOp::kSum, (k + r) % kPeriod));
+    }
+    values[k] = sum / static_cast<float>(n);  // one float rounding, as kolo
+  }
+  return Periodic(DataType::kFloat32, values);
+}
+
 void Poison(void* data, size_t bytes) {
   if (bytes > 0) std::memset(data, 0x5a, bytes);
 }

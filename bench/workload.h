@@ -57,6 +57,11 @@ class Periodic {
 Periodic InputStream(DataType type, ReduceOp op, int64_t s);
 // The reduction with `op` over streams 0..n-1 (rank r's input is stream r).
 Periodic ExpectedReduction(DataType type, ReduceOp op, int n);
+// The float32 average over streams 0..n-1 of ReduceOp::kSum inputs as
+// --mode step checks it, exactly (no tolerance): the float sum of the ranks'
+// small integers (exact) divided by static_cast<float>(n), the computation
+// kolo's average and Horovod's both do. REQUIRES: n >= 1.
+Periodic ExactFloat32Average(int n);
 // A value that no stream holds, to poison outputs before the last iteration.
 void Poison(void* data, size_t bytes);
 

@@ -9,6 +9,7 @@
 #include "common/check.h"
 #include "common/log.h"
 #include "coordinator/negotiator_checks.h"
+#include "fusion/fusion_planner.h"
 
 namespace kolo::coordinator {
 namespace {
@@ -40,43 +41,112 @@ constexpr absl::string_view kStallCause =
 }  // namespace
 
 Negotiator::Negotiator(NegotiatorOptions options)
-    : options_(std::move(options)) {
+    : options_(std::move(options)),
+      fusion_threshold_(options_.fusion_threshold),
+      fusion_direct_bytes_(options_.fusion_direct_bytes),
+      cache_(options_.size, options_.cache_capacity) {
   KOLO_CHECK(options_.size >= 1) << "negotiator size " << options_.size;
   done_.assign(options_.size, 0);
+  settings_.resize(options_.size);
+}
+
+void Negotiator::UpdateSettings(int rank, const proto::Settings& settings) {
+  settings_[rank] = settings;
+  uint64_t threshold = UINT64_MAX, direct = UINT64_MAX;
+  uint32_t capacity = UINT32_MAX;
+  bool timeline = false;
+  for (const std::optional<proto::Settings>& s : settings_) {
+    if (!s.has_value()) return;  // until every rank sent its own
+    threshold = std::min<uint64_t>(threshold, s->fusion_threshold());
+    direct = std::min<uint64_t>(direct, s->fusion_direct_bytes());
+    capacity = std::min(capacity, s->cache_capacity());
+    timeline = timeline || s->timeline();
+  }
+  fusion_threshold_ = threshold;
+  fusion_direct_bytes_ = direct;
+  timeline_ = timeline;
+  if (capacity != cache_.capacity()) {
+    cache_.SetCapacity(capacity, last_seq_ + 1, &evicted_);
+  }
 }
 
 void Negotiator::Announce(int rank, const proto::Announce& announce,
                           absl::Time now, NegotiatorOutput& out) {
   KOLO_CHECK(rank >= 0 && rank < options_.size)
       << "rank " << rank << " of " << options_.size;
-  for (const proto::Request& request : announce.requests()) {
-    const std::string& name = request.name();
-    auto [it, inserted] = partial_.try_emplace(name);
-    Partial& p = it->second;
-    if (held_names_.contains(name) ||
-        (!inserted && p.by_rank[rank].has_value())) {
-      if (inserted) partial_.erase(it);
+  if (announce.has_settings()) UpdateSettings(rank, announce.settings());
+  for (uint32_t bit : announce.cached()) {
+    const proto::Request* request = cache_.Lookup(bit, rank);
+    if (request == nullptr) {
       GetLogger("coordinator")
-          ->warn(
-              "rank {} announced tensor '{}' again before its response was "
-              "dispatched; the duplicate is ignored (the worker should have "
-              "refused it)",
-              rank, name);
+          ->error(
+              "rank {} announced response cache bit {}, which no tensor "
+              "holds; ignored (a worker bug: that rank's op will stall)",
+              rank, bit);
       continue;
     }
-    if (inserted) {
-      p.by_rank.resize(options_.size);
-      p.first = now;
-      p.order = next_order_++;
-      by_order_.emplace(p.order, name);
-    }
-    p.by_rank[rank] = request;
-    if (++p.count < options_.size) continue;
-    proto::Response response = Resolve(name, p.by_rank);
-    by_order_.erase(p.order);
-    partial_.erase(it);
-    Ready(std::move(response), now, out);
+    AnnounceOne(rank, *request, bit, now);
   }
+  for (const proto::Request& request : announce.requests()) {
+    AnnounceOne(rank, request, -1, now);
+  }
+  MaybeDispatch(out);
+}
+
+void Negotiator::AnnounceOne(int rank, const proto::Request& request,
+                             int64_t bit, absl::Time now) {
+  const std::string& name = request.name();
+  auto [it, inserted] = partial_.try_emplace(name);
+  Partial& p = it->second;
+  if (held_names_.contains(name) ||
+      (!inserted && p.by_rank[rank].has_value())) {
+    if (inserted) partial_.erase(it);
+    GetLogger("coordinator")
+        ->warn(
+            "rank {} announced tensor '{}' again before its response was "
+            "dispatched; the duplicate is ignored (the worker should have "
+            "refused it)",
+            rank, name);
+    return;
+  }
+  if (inserted) {
+    p.by_rank.resize(options_.size);
+    p.at.resize(options_.size);
+    p.first = now;
+    p.order = next_order_++;
+    by_order_.emplace(p.order, name);
+  }
+  p.by_rank[rank] = request;
+  p.at[rank] = now;
+  if (bit >= 0) {
+    if (p.by_bit == 0 || p.bit == bit) ++p.by_bit;
+    p.bit = bit;
+  }
+  if (++p.count < options_.size) return;
+
+  Held held;
+  std::optional<uint32_t> live = cache_.BitOf(name);
+  if (p.by_bit == options_.size && live.has_value() && *live == p.bit) {
+    held.response = *cache_.Response(*live);  // unchanged everywhere: a hit
+    held.response.clear_cache_bits();         // set again as the plan goes out
+    held.hit_bit = p.bit;
+  } else {
+    held.response = Resolve(name, p.by_rank);
+  }
+  held.requests.reserve(options_.size);
+  for (std::optional<proto::Request>& r : p.by_rank) {
+    held.requests.push_back(std::move(*r));
+  }
+  if (timeline_) {
+    for (absl::Time t : p.at) {
+      held.ready_us.push_back(absl::ToInt64Microseconds(t - p.first));
+    }
+  }
+  by_order_.erase(p.order);
+  partial_.erase(it);
+  if (held_.empty()) held_since_ = now;
+  held_names_.insert(name);
+  held_.push_back(std::move(held));
 }
 
 void Negotiator::Done(int rank, uint64_t seq, absl::Time /*now*/,
@@ -93,7 +163,8 @@ void Negotiator::Done(int rank, uint64_t seq, absl::Time /*now*/,
     return;
   }
   done_[rank] = seq;
-  if (!held_.empty() && DataPlaneIdle()) Flush(out);
+  cache_.Retire(*std::min_element(done_.begin(), done_.end()));
+  MaybeDispatch(out);
 }
 
 void Negotiator::Tick(absl::Time now, NegotiatorOutput& out) {
@@ -147,24 +218,101 @@ bool Negotiator::DataPlaneIdle() const {
                      [&](uint64_t seq) { return seq >= last_seq_; });
 }
 
-void Negotiator::Ready(proto::Response response, absl::Time now,
-                       NegotiatorOutput& out) {
-  if (held_.empty() && DataPlaneIdle()) {
-    proto::Plan& plan = out.plans.emplace_back();
-    plan.set_seq(++last_seq_);
-    *plan.add_responses() = std::move(response);
-    return;
-  }
-  if (held_.empty()) held_since_ = now;
-  for (const std::string& name : response.names()) held_names_.insert(name);
-  held_.push_back(std::move(response));
+void Negotiator::MaybeDispatch(NegotiatorOutput& out) {
+  if (!held_.empty() && DataPlaneIdle()) Flush(out);
 }
+
+namespace {
+
+// What the fusion planner needs to know of a ready response.
+fusion::Candidate CandidateOf(const proto::Response& response,
+                              const std::vector<proto::Request>& requests,
+                              uint64_t direct_bytes) {
+  fusion::Candidate c;
+  if (response.error_code() != 0 || requests.empty()) return c;  // kOther
+  const proto::Request& r = requests[0];
+  const auto dtype = static_cast<DataType>(r.dtype());
+  if (r.dtype() < 0 || DataTypeSize(dtype) == 0) return c;
+  uint64_t row = 1;
+  for (size_t i = 1; i < static_cast<size_t>(r.shape_size()); ++i) {
+    row *= static_cast<uint64_t>(r.shape(static_cast<int>(i)));
+  }
+  const uint64_t element = DataTypeSize(dtype);  // checked above
+  uint64_t bytes = 0;
+  if (response.op() == proto::ALLREDUCE) {
+    c.op = fusion::OpKind::kAllreduce;
+    bytes = element;
+    for (int64_t d : r.shape()) bytes *= static_cast<uint64_t>(d);
+    c.reduce_op = static_cast<ReduceOp>(r.reduce_op());
+    c.prescale = r.prescale();
+    c.postscale = r.postscale();
+  } else if (response.op() == proto::ALLGATHER) {
+    if (r.shape_size() == 0) return c;
+    c.op = fusion::OpKind::kAllgather;
+    for (int64_t rows : response.sizes()) {
+      bytes += static_cast<uint64_t>(rows) * row * element;
+    }
+  } else {
+    return c;
+  }
+  c.dtype = dtype;
+  c.device = r.device();
+  c.bytes = bytes;
+  if (bytes >= direct_bytes) c.op = fusion::OpKind::kOther;  // runs in place
+  return c;
+}
+
+}  // namespace
 
 void Negotiator::Flush(NegotiatorOutput& out) {
   proto::Plan& plan = out.plans.emplace_back();
   plan.set_seq(++last_seq_);
-  for (proto::Response& response : held_) {
-    *plan.add_responses() = std::move(response);
+  // The cache first: Put may evict (into this plan's cache_evicted).
+  std::vector<fusion::Candidate> candidates;
+  candidates.reserve(held_.size());
+  const bool cache_on = cache_.capacity() > 0 || cache_.live() > 0;
+  for (Held& h : held_) {
+    const std::string& name = h.response.names(0);
+    int32_t bit = -1;
+    // A hit whose entry a capacity change evicted meanwhile is put again.
+    if (h.hit_bit >= 0 && cache_.BitOf(name) == h.hit_bit) {
+      cache_.Touch(static_cast<uint32_t>(h.hit_bit));
+      bit = static_cast<int32_t>(h.hit_bit);
+    } else {
+      bit = cache_.Put(name, h.requests, h.response, plan.seq(), &evicted_);
+    }
+    if (cache_on || !evicted_.empty()) h.response.add_cache_bits(bit);
+    for (int64_t us : h.ready_us) h.response.add_ready_us(us);
+    candidates.push_back(
+        CandidateOf(h.response, h.requests, fusion_direct_bytes_));
+  }
+  // A bit given out (or hit) and then evicted by a later Put of this plan:
+  // the name holds none after this plan.
+  if (!evicted_.empty()) {
+    const absl::flat_hash_set<uint32_t> gone(evicted_.begin(), evicted_.end());
+    for (Held& h : held_) {
+      if (h.response.cache_bits_size() == 0) {
+        h.response.add_cache_bits(-1);
+      } else if (h.response.cache_bits(0) >= 0 &&
+                 gone.contains(
+                     static_cast<uint32_t>(h.response.cache_bits(0)))) {
+        h.response.set_cache_bits(0, -1);
+      }
+    }
+  }
+  for (uint32_t bit : evicted_) plan.add_cache_evicted(bit);
+  evicted_.clear();
+  for (const fusion::Group& group :
+       fusion::PlanFusion(candidates, fusion_threshold_)) {
+    proto::Response& r = *plan.add_responses();
+    r = std::move(held_[group.members[0]].response);
+    for (size_t i = 1; i < group.members.size(); ++i) {
+      proto::Response& m = held_[group.members[i]].response;
+      r.add_names(m.names(0));
+      r.mutable_sizes()->MergeFrom(m.sizes());
+      r.mutable_cache_bits()->MergeFrom(m.cache_bits());
+      r.mutable_ready_us()->MergeFrom(m.ready_us());
+    }
   }
   held_.clear();
   held_names_.clear();

@@ -13,12 +13,23 @@
 // - One global plan sequence per epoch (1, 2, ...); every plan goes to every
 //   rank.
 // - Dispatch: when the data plane is idle (every rank's Done covers every
-//   plan sent) a ready response goes out at once in a plan of its own; while
-//   it is busy, responses that become ready are held and go out together in
-//   one plan as soon as it becomes idle, or once the oldest held one has
-//   waited the cycle time, whichever comes first. (Several names that
-//   become ready in one call while idle: the first goes out at once, which
-//   makes the data plane busy, and the others are held.)
+//   plan sent) the responses that became ready in one call go out at once in
+//   one plan; while it is busy, responses that become ready are held and go
+//   out together in one plan as soon as it becomes idle, or once the oldest
+//   held one has waited the cycle time, whichever comes first.
+// - Fusion (fusion/fusion_planner.h): the responses of one plan are grouped
+//   by PlanFusion with the fusion threshold; a group of several becomes one
+//   Response whose names run as one collective over one buffer, in name
+//   order. Tensors of at least the direct-bytes size never fuse (they run in
+//   place, without the copies). Error responses and other ops never fuse.
+// - Settings (proto Settings): each rank sends its own; the negotiator uses
+//   the smallest threshold, direct size and cache capacity over the ranks
+//   (the options' values until every rank sent one), and gives ready ticks
+//   when any rank asks for a timeline.
+// - Response cache (response_cache.h): a dispatched name gets a bit; a rank
+//   may then announce the bit instead of its Request. A name every rank
+//   announced by its live bit reuses the cached response without checks.
+//   Bits evicted in a plan go out in Plan.cache_evicted.
 // - Stall inspector: a name announced by some ranks but not all for longer
 //   than stall_check gives a warning naming the missing ranks and some
 //   tensors, repeated every stall_check while it lasts; past stall_shutdown
@@ -43,6 +54,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/time/time.h"
+#include "coordinator/response_cache.h"
 #include "proto/kolo.pb.h"
 
 namespace kolo::coordinator {
@@ -56,6 +68,10 @@ struct NegotiatorOptions {
   absl::Duration stall_check = absl::Seconds(60);
   // KOLO_STALL_SHUTDOWN_TIME_SECONDS; zero = never.
   absl::Duration stall_shutdown = absl::ZeroDuration();
+  // The settings used until every rank sent its own (proto Settings).
+  uint64_t fusion_threshold = uint64_t{128} << 20;
+  uint64_t fusion_direct_bytes = uint64_t{1} << 20;
+  uint32_t cache_capacity = 1024;
 };
 
 // What one call produced.
@@ -95,28 +111,48 @@ class Negotiator {
  private:
   struct Partial {
     std::vector<std::optional<proto::Request>> by_rank;  // size entries
+    std::vector<absl::Time> at;  // each rank's announcement
     int count = 0;
+    int by_bit = 0;      // ranks that announced it by its cache bit
+    int64_t bit = -1;    // the bit they announced
     absl::Time first;    // first announcement
     uint64_t order = 0;  // arrival order of the first announcement
   };
+  // A ready response waiting for its plan.
+  struct Held {
+    proto::Response response;              // names = {name}
+    std::vector<proto::Request> requests;  // every rank's, for the cache
+    int64_t hit_bit = -1;                  // every rank announced this live bit
+    std::vector<int64_t> ready_us;         // per rank, with a timeline
+  };
 
+  // One rank's announcement of one request (`bit` >= 0: by that bit).
+  void AnnounceOne(int rank, const proto::Request& request, int64_t bit,
+                   absl::Time now);
   // The response for a name every rank announced: a run, or an error.
   proto::Response Resolve(const std::string& name,
                           const std::vector<std::optional<proto::Request>>& r);
   bool DataPlaneIdle() const;
-  // Sends `response` at once in a plan of its own when the data plane is
-  // idle and nothing is held; holds it otherwise.
-  void Ready(proto::Response response, absl::Time now, NegotiatorOutput& out);
+  // Dispatches held responses now when the data plane is idle.
+  void MaybeDispatch(NegotiatorOutput& out);
   void Flush(NegotiatorOutput& out);
   void Inspect(absl::Time now, NegotiatorOutput& out);
+  // The effective settings (see the class comment).
+  void UpdateSettings(int rank, const proto::Settings& settings);
 
   const NegotiatorOptions options_;
   absl::flat_hash_map<std::string, Partial> partial_;
   // The names of partial_ by Partial::order: oldest first.
   std::map<uint64_t, std::string> by_order_;
   uint64_t next_order_ = 0;
-  std::vector<proto::Response> held_;
+  std::vector<Held> held_;
   absl::flat_hash_set<std::string> held_names_;  // the names in held_
+  // Per rank: the latest Settings (nullopt until sent).
+  std::vector<std::optional<proto::Settings>> settings_;
+  uint64_t fusion_threshold_, fusion_direct_bytes_;
+  bool timeline_ = false;
+  ResponseCache cache_;
+  std::vector<uint32_t> evicted_;  // for the next plan's cache_evicted
   absl::Time held_since_ = absl::InfiniteFuture();
   uint64_t last_seq_ = 0;
   std::vector<uint64_t> done_;  // per rank

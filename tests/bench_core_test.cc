@@ -1,10 +1,13 @@
-// kolo-bench's pieces without processes: flag parsing, the size series, the
-// periodic workload and its expected reductions (checked against a direct
-// per-element computation), and the statistics and bandwidth figures.
+// kolo-bench's pieces without processes: flag parsing (both the size sweep
+// and --mode step), the size series, the step presets, the periodic workload
+// and its expected reductions (checked against a direct per-element
+// computation), and the statistics and bandwidth figures.
+#include <cmath>
 #include <cstring>
 #include <vector>
 
 #include "bench/options.h"
+#include "bench/presets.h"
 #include "bench/report.h"
 #include "bench/workload.h"
 #include "gtest/gtest.h"
@@ -73,7 +76,7 @@ TEST(BenchOptions, BadInputNamesTheFlag) {
   for (const Case& c : std::vector<Case>{
            {{"--op", "allsum"}, "--op: unknown collective 'allsum'"},
            {{"--mode", "fast"},
-            "--mode: unknown mode 'fast'; use raw or negotiated"},
+            "--mode: unknown mode 'fast'; use raw, negotiated or step"},
            {{"--mode"}, "missing value: '--mode'"},
            {{"--dtype", "complex"}, "--dtype: 'complex'"},
            {{"--min-bytes", "12Q"}, "--min-bytes: '12Q'"},
@@ -93,6 +96,157 @@ TEST(BenchOptions, BadInputNamesTheFlag) {
     EXPECT_NE(o.status().message().find(c.message), std::string::npos)
         << o.status();
   }
+}
+
+TEST(BenchOptions, StepMode) {
+  absl::StatusOr<BenchOptions> o =
+      Parse({"--mode", "step", "--preset", "resnet50"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->mode, Mode::kStep);
+  EXPECT_EQ(ModeName(o->mode), "step");
+  ASSERT_TRUE(o->preset.has_value());
+  EXPECT_EQ(*o->preset, Preset::kResnet50);
+  EXPECT_EQ(o->steps, 20);
+  EXPECT_EQ(o->warmup, 3);
+  EXPECT_EQ(o->reduce, ReduceOp::kAverage);
+  EXPECT_TRUE(o->fusion_thresholds.empty());
+  EXPECT_TRUE(o->cache_capacities.empty());
+  // No list: one setting that leaves the job's values.
+  std::vector<StepSetting> settings = StepSettings(*o);
+  ASSERT_EQ(settings.size(), 1u);
+  EXPECT_EQ(settings[0].fusion_threshold, StepSetting::kFromEnv);
+  EXPECT_EQ(settings[0].cache_capacity, StepSetting::kFromEnv);
+
+  o = Parse({"--mode",
+             "STEP",
+             "--preset",
+             "Small161",
+             "--steps",
+             "7",
+             "--warmup",
+             "0",
+             "--fusion-threshold",
+             "0,64M, 128m",
+             "--cache-capacity",
+             "0,1024",
+             "--json",
+             "/tmp/s.json",
+             "--corrupt-rank",
+             "1",
+             "--op",
+             "allreduce",
+             "--dtype",
+             "float32",
+             "--reduce",
+             "average"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(*o->preset, Preset::kSmall161);
+  EXPECT_EQ(o->steps, 7);
+  EXPECT_EQ(o->warmup, 0);
+  EXPECT_EQ(o->fusion_thresholds,
+            (std::vector<int64_t>{0, int64_t{64} << 20, int64_t{128} << 20}));
+  EXPECT_EQ(o->cache_capacities, (std::vector<int64_t>{0, 1024}));
+  EXPECT_EQ(o->json_path, "/tmp/s.json");
+  EXPECT_EQ(o->corrupt_rank, 1);
+  // Thresholds outermost, in the order given.
+  settings = StepSettings(*o);
+  ASSERT_EQ(settings.size(), 6u);
+  const int64_t want[6][2] = {{0, 0},
+                              {0, 1024},
+                              {int64_t{64} << 20, 0},
+                              {int64_t{64} << 20, 1024},
+                              {int64_t{128} << 20, 0},
+                              {int64_t{128} << 20, 1024}};
+  for (size_t i = 0; i < settings.size(); ++i) {
+    EXPECT_EQ(settings[i].fusion_threshold, want[i][0]) << i;
+    EXPECT_EQ(settings[i].cache_capacity, want[i][1]) << i;
+  }
+  // One list alone: the other stays the job's.
+  o = Parse(
+      {"--mode", "step", "--preset", "small161", "--cache-capacity", "0,5"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  settings = StepSettings(*o);
+  ASSERT_EQ(settings.size(), 2u);
+  EXPECT_EQ(settings[1].fusion_threshold, StepSetting::kFromEnv);
+  EXPECT_EQ(settings[1].cache_capacity, 5);
+}
+
+TEST(BenchOptions, StepModeRefusals) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  const std::vector<std::string> step = {"--mode", "step", "--preset",
+                                         "small161"};
+  auto with = [&](std::vector<std::string> more) {
+    std::vector<std::string> args = step;
+    args.insert(args.end(), more.begin(), more.end());
+    return args;
+  };
+  for (const Case& c : std::vector<Case>{
+           {{"--mode", "step"}, "--mode step needs --preset"},
+           {{"--preset", "resnet50"}, "--preset applies to --mode step only"},
+           {{"--mode", "negotiated", "--steps", "3"},
+            "--steps applies to --mode step only"},
+           {{"--fusion-threshold", "0"}, "--fusion-threshold applies to"},
+           {{"--cache-capacity", "0"}, "--cache-capacity applies to"},
+           {{"--mode", "step", "--preset", "vgg16"},
+            "--preset: unknown preset 'vgg16'; use resnet50 or small161"},
+           {with({"--op", "broadcast"}),
+            "--op broadcast does not apply to --mode step"},
+           {with({"--dtype", "float16"}),
+            "--dtype float16 does not apply to --mode step"},
+           {with({"--reduce", "sum"}),
+            "--reduce sum does not apply to --mode step"},
+           {with({"--max-bytes", "1M"}),
+            "--max-bytes does not apply to --mode step"},
+           {with({"--iters", "5"}), "--iters does not apply to --mode step"},
+           {with({"--inplace"}), "--inplace does not apply to --mode step"},
+           {with({"--root", "1"}), "--root does not apply to --mode step"},
+           {with({"--steps", "0"}), "--steps: '0' is not a whole number >= 1"},
+           {with({"--fusion-threshold", "0,,64M"}),
+            "--fusion-threshold: '0,,64M' is not a comma-separated list"},
+           {with({"--fusion-threshold", "-1"}), "--fusion-threshold: '-1'"},
+           {with({"--fusion-threshold", ""}), "--fusion-threshold: ''"},
+           {with({"--cache-capacity", "1K"}),
+            "--cache-capacity: '1K' is not a comma-separated list of entry "
+            "counts"},
+           {with({"--cache-capacity", "-3"}), "--cache-capacity: '-3'"},
+           {with({"--cache-capacity"}), "missing value: '--cache-capacity'"},
+       }) {
+    absl::StatusOr<BenchOptions> o = Parse(c.args);
+    ASSERT_FALSE(o.ok()) << c.message;
+    EXPECT_EQ(o.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(o.status().message().find(c.message), std::string::npos)
+        << o.status();
+  }
+}
+
+// The embedded ResNet-50 table against the facts of
+// ../shared/anchors/resnet50_param_sizes.txt and the Horovod anchor.
+TEST(Presets, SizesAndNames) {
+  const absl::Span<const int64_t> resnet = PresetCounts(Preset::kResnet50);
+  ASSERT_EQ(resnet.size(), 161u);
+  int64_t sum = 0;
+  for (int64_t c : resnet) {
+    EXPECT_GT(c, 0);
+    sum += c;
+  }
+  EXPECT_EQ(sum, 25557032);
+  EXPECT_EQ(PresetBytes(Preset::kResnet50), 102228128);
+  EXPECT_EQ(resnet.front(), 9408);                // conv1: 64 x 3 x 7 x 7
+  EXPECT_EQ(resnet[resnet.size() - 2], 2048000);  // fc.weight: 1000 x 2048
+  EXPECT_EQ(resnet.back(), 1000);                 // fc.bias
+  EXPECT_NEAR(static_cast<double>(PresetBytes(Preset::kResnet50)) / (1 << 20),
+              97.49, 0.01);
+  const absl::Span<const int64_t> small = PresetCounts(Preset::kSmall161);
+  ASSERT_EQ(small.size(), 161u);
+  for (int64_t c : small) EXPECT_EQ(c, 256);
+  EXPECT_EQ(PresetBytes(Preset::kSmall161), 161 * 1024);
+  EXPECT_EQ(PresetTensorName(Preset::kResnet50, 160), "resnet50/param.160");
+  EXPECT_EQ(PresetTensorName(Preset::kSmall161, 0), "small161/param.0");
+  EXPECT_EQ(*ParsePreset("ResNet50"), Preset::kResnet50);
+  EXPECT_FALSE(ParsePreset("resnet").ok());
 }
 
 TEST(BenchOptions, ParseBytesAndSeries) {
@@ -198,6 +352,42 @@ TEST(Workload, FloatAverageToleratesRounding) {
   EXPECT_FALSE(p.Check(0, kPeriod, got.data(), "avg").ok());
 }
 
+// --mode step's expected values: rank r's tensor t holds stream r from
+// position t; the average is the exact float sum over the ranks divided by
+// static_cast<float>(n), compared bitwise.
+TEST(Workload, ExactFloat32AverageIsFloatSumOverN) {
+  for (int n : {1, 2, 3, 5, 7}) {
+    for (int64_t tensor : {0, 1, 20, 160}) {
+      const int64_t count = 100;
+      std::vector<std::vector<float>> in(n, std::vector<float>(count));
+      for (int r = 0; r < n; ++r) {
+        InputStream(DataType::kFloat32, ReduceOp::kSum, r)
+            .Fill(tensor, count, in[r].data());
+      }
+      std::vector<float> want(count);
+      for (int64_t i = 0; i < count; ++i) {
+        float sum = 0;
+        for (int r = 0; r < n; ++r) sum += in[r][i];
+        EXPECT_EQ(sum, std::round(sum)) << "small integers sum exactly";
+        want[i] = sum / static_cast<float>(n);
+      }
+      const Periodic expected = ExactFloat32Average(n);
+      EXPECT_TRUE(expected.Check(tensor, count, want.data(), "x").ok())
+          << n << " ranks, tensor " << tensor;
+      // No tolerance: one ulp off fails (n = 1: the inputs themselves).
+      want[17] = std::nextafter(want[17], 100.0f);
+      absl::Status st = expected.Check(tensor, count, want.data(), "t");
+      EXPECT_EQ(st.code(), absl::StatusCode::kDataLoss) << n;
+      EXPECT_NE(st.message().find("t: element 17"), std::string::npos) << st;
+    }
+  }
+  // Tensors differ: tensor 0 and tensor 1 of rank 0 are shifted streams.
+  std::vector<float> a(4), b(4);
+  InputStream(DataType::kFloat32, ReduceOp::kSum, 0).Fill(0, 4, a.data());
+  InputStream(DataType::kFloat32, ReduceOp::kSum, 0).Fill(1, 4, b.data());
+  EXPECT_NE(a, b);
+}
+
 // Nearest rank: the ceil(p/100 x n)-th smallest, never an interpolation.
 TEST(Report, PercentileIsNearestRank) {
   EXPECT_EQ(Percentile({}, 90), 0);
@@ -247,6 +437,67 @@ TEST(Report, MedianAndBandwidth) {
   EXPECT_NE(json.find("\"busbw_gbps\": 2.000000"), std::string::npos) << json;
   EXPECT_NE(json.find("},\n  {"), std::string::npos) << json;
   EXPECT_NE(TableLine(row).find(" ok"), std::string::npos);
+}
+
+TEST(Report, StepRowTableAndJson) {
+  EXPECT_EQ(SettingText(-1, true), "env");
+  EXPECT_EQ(SettingText(-1, false), "env");
+  EXPECT_EQ(SettingText(0, true), "0");
+  EXPECT_EQ(SettingText(int64_t{64} << 20, true), "64M");
+  EXPECT_EQ(SettingText(int64_t{2} << 30, true), "2G");
+  EXPECT_EQ(SettingText(3072, true), "3K");
+  EXPECT_EQ(SettingText(1536, true), "1536");
+  EXPECT_EQ(SettingText(1000, true), "1000");
+  EXPECT_EQ(SettingText(1024, false), "1024");  // entries: no suffix
+  StepRow row;
+  row.preset = "resnet50";
+  row.ranks = 2;
+  row.tensors = 161;
+  row.bytes = 102228128;
+  row.fusion_threshold = int64_t{64} << 20;
+  row.cache_capacity = StepSetting::kFromEnv;
+  row.steps = 20;
+  row.warmup = 3;
+  row.step_ms = 102.228128;  // 1e9 B/s algbw; busbw x 2(n-1)/n = x 1
+  row.step_p90_ms = 150.5;
+  row.enqueue_ms = 0.25;
+  row.check_ok = true;
+  ComputeStepBandwidth(row);
+  EXPECT_DOUBLE_EQ(row.algbw, 1.0);
+  EXPECT_DOUBLE_EQ(row.busbw, 1.0);
+  row.ranks = 4;
+  ComputeStepBandwidth(row);
+  EXPECT_DOUBLE_EQ(row.busbw, 1.5);
+  const std::string line = StepTableLine(row);
+  for (const char* field :
+       {" resnet50 ", " 161 ", " 97.49 ", " 64M ", " env ", " 102.228 ",
+        " 150.500 ", " 0.250 ", " 1.500 ", " ok"}) {
+    EXPECT_NE(line.find(field), std::string::npos) << field << " in " << line;
+  }
+  EXPECT_NE(StepTableHeader().find(" enqueue "), std::string::npos);
+  EXPECT_NE(StepTableHeader().find(" fusion "), std::string::npos);
+  StepRow other = row;
+  other.fusion_threshold = 0;
+  other.cache_capacity = 1024;
+  other.check_ok = false;
+  const std::string json = StepToJson({row, other});
+  EXPECT_NE(json.find("\"mode\": \"step\", \"preset\": \"resnet50\", "
+                      "\"ranks\": 4, \"tensors\": 161, \"bytes\": 102228128"),
+            std::string::npos)
+      << json;
+  EXPECT_NE(json.find("\"fusion_threshold\": 67108864, \"cache_capacity\": "
+                      "\"env\""),
+            std::string::npos)
+      << json;
+  EXPECT_NE(json.find("\"fusion_threshold\": 0, \"cache_capacity\": 1024"),
+            std::string::npos)
+      << json;
+  EXPECT_NE(json.find("\"step_ms\": 102.2281, \"step_p90_ms\": 150.5000, "
+                      "\"enqueue_ms\": 0.2500"),
+            std::string::npos)
+      << json;
+  EXPECT_NE(json.find("\"check\": \"ok\"},\n  {"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"check\": \"fail\"}\n]"), std::string::npos) << json;
 }
 
 }  // namespace

@@ -16,6 +16,10 @@ kolo_add_test(coordinator_negotiator_test
   SOURCES coordinator_negotiator_test.cc
   LIBS kolo_coordinator_core
   LABELS unit tsan)
+kolo_add_test(coordinator_response_cache_test
+  SOURCES coordinator_response_cache_test.cc
+  LIBS kolo_coordinator_core
+  LABELS unit tsan)
 # The negotiation link: LinkServer against the worker's NegotiationLink, which
 # lives in the worker library `kolo` (it links gRPC, so not under TSan).
 kolo_add_test(coordinator_link_test

@@ -131,31 +131,23 @@ TEST(NegotiatorTest, ReadyInOrderOfLastAnnouncement) {
   n.Announce(1, Ann({"c"}), kT0, out);
   n.Done(0, 1, kT0, out);
   n.Done(1, 1, kT0, out);
-  n.Announce(1, Ann({"b", "a"}), kT0, out);  // b at once, a held
-  n.Done(0, 2, kT0, out);
-  n.Done(1, 2, kT0, out);  // idle: a goes out
-  ASSERT_EQ(out.plans.size(), 3u);
-  EXPECT_THAT(Seqs(out), ElementsAre(1, 2, 3));
+  n.Announce(1, Ann({"b", "a"}), kT0, out);  // both ready in one call
+  ASSERT_EQ(out.plans.size(), 2u);
+  EXPECT_THAT(Seqs(out), ElementsAre(1, 2));
   EXPECT_THAT(Names(out.plans[0]), ElementsAre("c"));
-  EXPECT_THAT(Names(out.plans[1]), ElementsAre("b"));
-  EXPECT_THAT(Names(out.plans[2]), ElementsAre("a"));
+  EXPECT_THAT(Names(out.plans[1]), ElementsAre("b", "a"));
 }
 
-// Several names ready in one call while idle: the first goes out at once
-// (the data plane is then busy), the others are held for the next plan.
-TEST(NegotiatorTest, SeveralReadyInOneCallFirstGoesAlone) {
+// Several names ready in one call while idle go out together in one plan.
+TEST(NegotiatorTest, SeveralReadyInOneCallGoTogether) {
   Negotiator n(Opts(2));
   NegotiatorOutput out;
   n.Announce(0, Ann({"a", "b", "c"}), kT0, out);
   n.Announce(1, Ann({"a", "b", "c"}), kT0, out);
   ASSERT_EQ(out.plans.size(), 1u);
-  EXPECT_THAT(Names(out.plans[0]), ElementsAre("a"));
-  EXPECT_EQ(n.NextWake(), kT0 + absl::Milliseconds(10));
-  n.Tick(At(absl::Milliseconds(10)), out);
-  ASSERT_EQ(out.plans.size(), 2u);
-  EXPECT_EQ(out.plans[1].seq(), 2u);
-  EXPECT_THAT(Names(out.plans[1]), ElementsAre("b", "c"));
-  EXPECT_EQ(out.plans[1].responses_size(), 2);
+  EXPECT_EQ(out.plans[0].seq(), 1u);
+  EXPECT_THAT(Names(out.plans[0]), ElementsAre("a", "b", "c"));
+  EXPECT_EQ(n.NextWake(), absl::InfiniteFuture());
 }
 
 TEST(NegotiatorTest, OpMismatch) {
@@ -636,6 +628,233 @@ TEST(NegotiatorTest, PendingOldestFirstWithSortedRanks) {
   EXPECT_THAT(p[1].ranks(), ElementsAre(0, 2));
   EXPECT_DOUBLE_EQ(p[1].seconds(), 3.0);
   EXPECT_THAT(out.plans, IsEmpty());
+}
+
+// ---- Fusion, settings, response cache, ready ticks (issue 5) -------------
+
+// The names of each response of `plan`, one list per response.
+std::vector<std::vector<std::string>> Groups(const proto::Plan& plan) {
+  std::vector<std::vector<std::string>> out;
+  for (const proto::Response& r : plan.responses()) {
+    out.emplace_back(r.names().begin(), r.names().end());
+  }
+  return out;
+}
+
+proto::Settings Set(uint64_t threshold, uint32_t capacity,
+                    uint64_t direct = uint64_t{1} << 20,
+                    bool timeline = false) {
+  proto::Settings s;
+  s.set_fusion_threshold(threshold);
+  s.set_cache_capacity(capacity);
+  s.set_fusion_direct_bytes(direct);
+  s.set_timeline(timeline);
+  return s;
+}
+
+proto::Request Typed(const std::string& name, DataType dtype,
+                     std::vector<int64_t> shape = {4}) {
+  proto::Request r = Req(name, std::move(shape));
+  r.set_dtype(static_cast<int>(dtype));
+  return r;
+}
+
+// Compatible responses of one plan fuse, with look-ahead past a mismatch.
+TEST(NegotiatorTest, FusesCompatibleResponsesWithLookAhead) {
+  Negotiator n(Opts(2));
+  NegotiatorOutput out;
+  for (int r = 0; r < 2; ++r) {
+    n.Announce(
+        r,
+        AnnReq({Req("a"), Typed("b", DataType::kInt32), Req("c"),
+                Req("d", {2}, proto::BROADCAST), Typed("e", DataType::kInt32)}),
+        kT0, out);
+  }
+  ASSERT_EQ(out.plans.size(), 1u);
+  using V = std::vector<std::string>;
+  EXPECT_THAT(Groups(out.plans[0]),
+              ElementsAre(V{"a", "c"}, V{"b", "e"}, V{"d"}));
+}
+
+// The smallest threshold over the ranks counts; 16-byte tensors sit 64
+// bytes apart, so a 64-byte threshold holds one and 80 holds two.
+TEST(NegotiatorTest, FusionThresholdIsTheSmallestOverRanks) {
+  Negotiator n(Opts(2));
+  NegotiatorOutput out;
+  proto::Announce a0 = Ann({"a", "b", "c"}), a1 = Ann({"a", "b", "c"});
+  *a0.mutable_settings() = Set(80, 0);
+  *a1.mutable_settings() = Set(1 << 20, 0);
+  n.Announce(0, a0, kT0, out);
+  n.Announce(1, a1, kT0, out);
+  ASSERT_EQ(out.plans.size(), 1u);
+  using V = std::vector<std::string>;
+  EXPECT_THAT(Groups(out.plans[0]), ElementsAre(V{"a", "b"}, V{"c"}));
+  // Threshold 0 on one rank: no fusion at all.
+  proto::Announce b0 = Ann({"x", "y"});
+  *b0.mutable_settings() = Set(0, 0);
+  n.Done(0, 1, kT0, out);
+  n.Done(1, 1, kT0, out);
+  n.Announce(0, b0, kT0, out);
+  n.Announce(1, Ann({"x", "y"}), kT0, out);
+  ASSERT_EQ(out.plans.size(), 2u);
+  EXPECT_THAT(Groups(out.plans[1]), ElementsAre(V{"x"}, V{"y"}));
+}
+
+// A tensor of at least the direct size runs alone (in place).
+TEST(NegotiatorTest, TensorsOfTheDirectSizeNeverFuse) {
+  Negotiator n(Opts(2));
+  NegotiatorOutput out;
+  for (int r = 0; r < 2; ++r) {
+    proto::Announce a = AnnReq({Req("small"), Req("big", {256}), Req("s2")});
+    *a.mutable_settings() = Set(1 << 20, 0, /*direct=*/1024);
+    n.Announce(r, a, kT0, out);
+  }
+  ASSERT_EQ(out.plans.size(), 1u);
+  using V = std::vector<std::string>;
+  EXPECT_THAT(Groups(out.plans[0]), ElementsAre(V{"small", "s2"}, V{"big"}));
+}
+
+// Fused allgathers carry every member's per-rank rows, name major.
+TEST(NegotiatorTest, FusedAllgatherCarriesEveryMembersSizes) {
+  Negotiator n(Opts(2));
+  NegotiatorOutput out;
+  n.Announce(0,
+             AnnReq({Req("g1", {1, 3}, proto::ALLGATHER),
+                     Req("g2", {2}, proto::ALLGATHER)}),
+             kT0, out);
+  n.Announce(1,
+             AnnReq({Req("g1", {4, 3}, proto::ALLGATHER),
+                     Req("g2", {5}, proto::ALLGATHER)}),
+             kT0, out);
+  ASSERT_EQ(out.plans.size(), 1u);
+  ASSERT_EQ(out.plans[0].responses_size(), 1);
+  const proto::Response& r = out.plans[0].responses(0);
+  EXPECT_THAT(r.names(), ElementsAre("g1", "g2"));
+  EXPECT_THAT(r.sizes(), ElementsAre(1, 4, 2, 5));
+}
+
+// A dispatched name gets a bit; announced by that bit on every rank, it is
+// a hit (the cached response, the same bit); a rank's metadata change is
+// checked again (here a mismatch: an error, and the bit is evicted).
+TEST(NegotiatorTest, ResponseCacheHitThenInvalidation) {
+  Negotiator n(Opts(2));
+  NegotiatorOutput out;
+  for (int r = 0; r < 2; ++r) n.Announce(r, Ann({"t"}), kT0, out);
+  ASSERT_EQ(out.plans.size(), 1u);
+  ASSERT_EQ(out.plans[0].responses(0).cache_bits_size(), 1);
+  const int32_t bit = out.plans[0].responses(0).cache_bits(0);
+  EXPECT_EQ(bit, 0);
+  for (int r = 0; r < 2; ++r) n.Done(r, 1, kT0, out);
+
+  proto::Announce by_bit;
+  by_bit.add_cached(static_cast<uint32_t>(bit));
+  for (int r = 0; r < 2; ++r) n.Announce(r, by_bit, kT0, out);
+  ASSERT_EQ(out.plans.size(), 2u);
+  EXPECT_THAT(Names(out.plans[1]), ElementsAre("t"));
+  EXPECT_EQ(out.plans[1].responses(0).error_code(), 0);
+  EXPECT_THAT(out.plans[1].responses(0).cache_bits(), ElementsAre(bit));
+  EXPECT_EQ(out.plans[1].cache_evicted_size(), 0);
+  for (int r = 0; r < 2; ++r) n.Done(r, 2, kT0, out);
+
+  // Rank 1 changes the shape; rank 0 still announces the bit.
+  n.Announce(0, by_bit, kT0, out);
+  n.Announce(1, AnnReq({Req("t", {8})}), kT0, out);
+  ASSERT_EQ(out.plans.size(), 3u);
+  const proto::Response& r = out.plans[2].responses(0);
+  EXPECT_EQ(r.error_code(),
+            static_cast<int>(absl::StatusCode::kFailedPrecondition));
+  EXPECT_THAT(r.error(), HasSubstr("shape [4] on rank 0 but [8] on rank 1"));
+  EXPECT_THAT(r.cache_bits(), ElementsAre(-1));
+  EXPECT_THAT(out.plans[2].cache_evicted(), ElementsAre(bit));
+}
+
+// A metadata change every rank agrees on keeps the name's bit.
+TEST(NegotiatorTest, ResponseCacheAgreedChangeKeepsTheBit) {
+  Negotiator n(Opts(2));
+  NegotiatorOutput out;
+  for (int r = 0; r < 2; ++r) n.Announce(r, Ann({"t"}), kT0, out);
+  for (int r = 0; r < 2; ++r) n.Done(r, 1, kT0, out);
+  for (int r = 0; r < 2; ++r) n.Announce(r, AnnReq({Req("t", {9})}), kT0, out);
+  ASSERT_EQ(out.plans.size(), 2u);
+  EXPECT_EQ(out.plans[1].responses(0).error_code(), 0);
+  EXPECT_THAT(out.plans[1].responses(0).cache_bits(), ElementsAre(0));
+}
+
+// Capacity 0 (the smallest over the ranks): no bits at all.
+TEST(NegotiatorTest, ResponseCacheCapacityZeroGivesNoBits) {
+  Negotiator n(Opts(2));
+  NegotiatorOutput out;
+  proto::Announce a0 = Ann({"t"}), a1 = Ann({"t"});
+  *a0.mutable_settings() = Set(1 << 20, 0);
+  *a1.mutable_settings() = Set(1 << 20, 1024);
+  n.Announce(0, a0, kT0, out);
+  n.Announce(1, a1, kT0, out);
+  ASSERT_EQ(out.plans.size(), 1u);
+  EXPECT_EQ(out.plans[0].responses(0).cache_bits_size(), 0);
+}
+
+// Shrinking the capacity evicts the least recently used entries in the
+// next plan.
+TEST(NegotiatorTest, ResponseCacheShrinkEvictsInTheNextPlan) {
+  Negotiator n(Opts(2));
+  NegotiatorOutput out;
+  for (int r = 0; r < 2; ++r) n.Announce(r, Ann({"a", "b", "c"}), kT0, out);
+  ASSERT_EQ(out.plans.size(), 1u);
+  for (int r = 0; r < 2; ++r) n.Done(r, 1, kT0, out);
+  for (int r = 0; r < 2; ++r) {
+    proto::Announce a = Ann({"d"});
+    *a.mutable_settings() = Set(1 << 20, 2);
+    n.Announce(r, a, kT0, out);
+  }
+  ASSERT_EQ(out.plans.size(), 2u);
+  // a, b, c held bits 0, 1, 2; capacity 2 keeps the two most recent after
+  // d: c and d.
+  EXPECT_THAT(out.plans[1].cache_evicted(),
+              testing::UnorderedElementsAre(0u, 1u));
+  EXPECT_THAT(out.plans[1].responses(0).cache_bits(), ElementsAre(Not(-1)));
+}
+
+// A bit no tensor holds is ignored (and logged): nothing becomes ready.
+TEST(NegotiatorTest, UnknownCacheBitIsIgnored) {
+  Negotiator n(Opts(2));
+  NegotiatorOutput out;
+  proto::Announce a;
+  a.add_cached(7);
+  n.Announce(0, a, kT0, out);
+  n.Announce(1, a, kT0, out);
+  EXPECT_TRUE(out.plans.empty());
+  EXPECT_TRUE(n.Pending(kT0).empty());
+}
+
+// With a timeline asked for, responses carry each rank's ready tick.
+TEST(NegotiatorTest, ReadyTicksWithATimeline) {
+  Negotiator n(Opts(3));
+  NegotiatorOutput out;
+  proto::Announce a = Ann({"t"});
+  *a.mutable_settings() = Set(1 << 20, 0, 1 << 20, /*timeline=*/true);
+  n.Announce(2, a, kT0, out);
+  proto::Announce b = Ann({"t"});
+  *b.mutable_settings() = Set(1 << 20, 0);
+  n.Announce(0, b, At(absl::Microseconds(30)), out);
+  n.Announce(1, b, At(absl::Microseconds(75)), out);
+  ASSERT_EQ(out.plans.size(), 1u);
+  EXPECT_THAT(out.plans[0].responses(0).ready_us(), ElementsAre(30, 75, 0));
+}
+
+// A plan that gives a bit out and evicts it again (more new names than the
+// capacity): that name holds no bit after the plan.
+TEST(NegotiatorTest, BitGivenAndEvictedInOnePlanIsNotKept) {
+  Negotiator n(Opts(2));
+  NegotiatorOutput out;
+  for (int r = 0; r < 2; ++r) {
+    proto::Announce a = Ann({"b", "c"});
+    *a.mutable_settings() = Set(1 << 20, 1);
+    n.Announce(r, a, kT0, out);
+  }
+  ASSERT_EQ(out.plans.size(), 1u);
+  ASSERT_EQ(out.plans[0].responses_size(), 1);  // fused
+  EXPECT_THAT(out.plans[0].responses(0).cache_bits(), ElementsAre(-1, 1));
+  EXPECT_THAT(out.plans[0].cache_evicted(), ElementsAre(0u));
 }
 
 }  // namespace

@@ -2,10 +2,13 @@
 // (including 0 and sizes that do not split evenly) passes its result check
 // and writes one JSON record per size, in raw and in negotiated mode; a
 // corrupted result on one rank makes the run fail, naming that rank and
-// element.
+// element. --mode step runs a preset's training step once per setting
+// (fusion threshold x cache capacity) and checks it the same way.
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -165,6 +168,61 @@ TEST(Bench, CorruptedResultFailsTheRun) {
       << run.output;
 }
 
+// Every "<key>": <number> value in `json`, in order.
+std::vector<double> Numbers(const std::string& json, const std::string& key) {
+  std::vector<double> values;
+  const std::string needle = absl::StrCat("\"", key, "\": ");
+  for (size_t at = json.find(needle); at != std::string::npos;
+       at = json.find(needle, at + 1)) {
+    values.push_back(std::strtod(json.c_str() + at + needle.size(), nullptr));
+  }
+  return values;
+}
+
+// --mode step: one record per threshold x capacity, in that order, each
+// checked exactly, with positive times; the settings change in one job.
+TEST(Bench, StepModeComparesSettings) {
+  BenchRun run = Bench(
+      2, {"--mode", "step", "--preset", "small161", "--steps", "3", "--warmup",
+          "1", "--fusion-threshold", "0,64M", "--cache-capacity", "0,1024"});
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("# kolo-bench: step, small161 (161 float32 "
+                            "tensors, 0.16 MiB), 2 ranks"),
+            std::string::npos)
+      << run.output;
+  EXPECT_EQ(Count(run.output, " ok\n"), 4) << run.output;
+  EXPECT_EQ(Count(run.json, "\"mode\": \"step\""), 4) << run.json;
+  EXPECT_EQ(Count(run.json, "\"check\": \"ok\""), 4) << run.json;
+  EXPECT_EQ(Count(run.json,
+                  "\"preset\": \"small161\", \"ranks\": 2, "
+                  "\"tensors\": 161, \"bytes\": 164864"),
+            4)
+      << run.json;
+  EXPECT_EQ(Numbers(run.json, "fusion_threshold"),
+            (std::vector<double>{0, 0, 67108864, 67108864}))
+      << run.json;
+  EXPECT_EQ(Numbers(run.json, "cache_capacity"),
+            (std::vector<double>{0, 1024, 0, 1024}))
+      << run.json;
+  for (const char* key : {"step_ms", "step_p90_ms", "enqueue_ms"}) {
+    const std::vector<double> times = Numbers(run.json, key);
+    ASSERT_EQ(times.size(), 4u) << key << run.json;
+    for (double t : times) EXPECT_GT(t, 0) << key << run.json;
+  }
+  for (double t : Numbers(run.json, "busbw_gbps")) EXPECT_GT(t, 0) << run.json;
+}
+
+TEST(Bench, StepModeCorruptedResultFailsTheRun) {
+  BenchRun run = Bench(2, {"--mode", "step", "--preset", "small161", "--steps",
+                           "2", "--warmup", "0", "--corrupt-rank", "1"});
+  EXPECT_NE(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("CHECK FAILED: small161/param.0 on rank 1 of 2: "
+                            "element 0 is "),
+            std::string::npos)
+      << run.output;
+  EXPECT_EQ(Count(run.json, "\"check\": \"fail\""), 1) << run.json;
+}
+
 TEST(Bench, BadFlagIsRefusedBeforeAnyWork) {
   Subprocess p({Bin("kolo-bench"), "--op", "allsum"});
   ASSERT_TRUE(p.Start().ok());
@@ -176,10 +234,18 @@ TEST(Bench, BadFlagIsRefusedBeforeAnyWork) {
   ASSERT_TRUE(m.Start().ok());
   ASSERT_TRUE(m.Wait(Scaled(absl::Seconds(30))).ok());
   EXPECT_EQ(m.exit_info().code, 2);
-  EXPECT_NE(m.output().find("--mode: unknown mode 'fast'; use raw or "
-                            "negotiated"),
+  EXPECT_NE(m.output().find("--mode: unknown mode 'fast'; use raw, "
+                            "negotiated or step"),
             std::string::npos)
       << m.output();
+  Subprocess s({Bin("kolo-bench"), "--mode", "step"});
+  ASSERT_TRUE(s.Start().ok());
+  ASSERT_TRUE(s.Wait(Scaled(absl::Seconds(30))).ok());
+  EXPECT_EQ(s.exit_info().code, 2);
+  EXPECT_NE(s.output().find("--mode step needs --preset resnet50 or --preset "
+                            "small161"),
+            std::string::npos)
+      << s.output();
 }
 
 }  // namespace

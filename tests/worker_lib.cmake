@@ -2,6 +2,8 @@
 # TSan), and the Session client against an in-process coordinator.
 kolo_add_test(worker_lib_config_test SOURCES worker_lib_config_test.cc
   LIBS kolo_worker_config LABELS unit tsan)
+kolo_add_test(worker_lib_timeline_test SOURCES worker_lib_timeline_test.cc
+  LIBS kolo_timeline protobuf::libprotobuf LABELS unit tsan)
 kolo_add_test(worker_lib_session_test SOURCES worker_lib_session_test.cc
   LIBS kolo LABELS unit)
 kolo_add_test(worker_lib_lease_test SOURCES worker_lib_lease_test.cc
@@ -11,3 +13,5 @@ kolo_add_test(worker_lib_api_test SOURCES worker_lib_api_test.cc
 
 # Multi-process starts (torchrun, Slurm, Open MPI, standalone coordinator)
 # are in multiprocess.cmake.
+kolo_add_test(worker_lib_cache_mirror_test SOURCES worker_lib_cache_mirror_test.cc
+  LIBS kolo LABELS unit)

@@ -186,8 +186,24 @@ absl::StatusOr<std::unique_ptr<Runtime>> StartRuntime(
                   std::string(connected.status().message()));
     }
   }
-  rt->ops = std::make_shared<worker::OpRuntime>(
-      rt->client, std::move(link), rt->data.get(), m.rank(), m.size());
+  worker::RuntimeOptions ro;
+  ro.fusion_threshold = c.fusion_threshold;
+  ro.fusion_direct_bytes = c.fusion_direct_bytes;
+  ro.cache_capacity = c.cache_capacity;
+  if (!c.timeline.empty() && m.rank() == 0) {
+    // As Horovod: rank 0 writes the timeline. A path that cannot be
+    // written is reported and the job goes on without one.
+    auto timeline = worker::Timeline::Open(c.timeline, m.rank());
+    if (timeline.ok()) {
+      ro.timeline = *std::move(timeline);
+    } else {
+      Log()->warn("{}; the job goes on without a timeline",
+                  std::string(timeline.status().message()));
+    }
+  }
+  rt->ops = std::make_shared<worker::OpRuntime>(rt->client, std::move(link),
+                                                rt->data.get(), m.rank(),
+                                                m.size(), std::move(ro));
   rt->client->OnPlan([weak = std::weak_ptr<worker::OpRuntime>(rt->ops)](
                          const proto::Plan& plan) {
     if (std::shared_ptr<worker::OpRuntime> ops = weak.lock()) {

@@ -131,6 +131,18 @@ absl::StatusOr<Handle> barrier_async(absl::string_view name) {
   return Submit(NewOp(proto::BARRIER, Tensor{}), name);
 }
 
+absl::Status set_fusion_threshold(int64_t bytes) {
+  auto ops = internal::CurrentOps("set_fusion_threshold");
+  if (!ops.ok()) return ops.status();
+  return (*ops)->SetFusionThreshold(bytes);
+}
+
+absl::Status set_cache_capacity(int64_t entries) {
+  auto ops = internal::CurrentOps("set_cache_capacity");
+  if (!ops.ok()) return ops.status();
+  return (*ops)->SetCacheCapacity(entries);
+}
+
 absl::StatusOr<bool> poll(Handle handle) {
   auto ops = internal::CurrentOps("poll");
   if (!ops.ok()) return ops.status();

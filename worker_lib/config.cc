@@ -61,6 +61,14 @@ absl::StatusOr<int> ParseInt(const std::string& name, const std::string& value,
   return v;
 }
 
+absl::StatusOr<int64_t> ParseInt64(const Found& f, int64_t min, int64_t max) {
+  int64_t v = 0;
+  if (!absl::SimpleAtoi(f.value, &v) || v < min || v > max) {
+    return Bad(f.name, f.value, absl::StrCat("an integer in ", min, "..", max));
+  }
+  return v;
+}
+
 // A required integer variable of launch mode `mode`.
 absl::StatusOr<int> RequiredInt(const EnvMap& env, const std::string& name,
                                 int min, LaunchMode mode) {
@@ -341,6 +349,25 @@ absl::Status ParseNegotiation(const EnvMap& env, WorkerConfig& c) {
         ParseAmount(*f, absl::Seconds(1), "seconds", /*allow_zero=*/true, 1e7);
     if (!d.ok()) return d.status();
     c.stall_shutdown = *d;
+  }
+  if (auto f =
+          First(env, {"KOLO_FUSION_THRESHOLD", "HOROVOD_FUSION_THRESHOLD"})) {
+    auto v = ParseInt64(*f, 0, int64_t{1} << 40);
+    if (!v.ok()) return v.status();
+    c.fusion_threshold = *v;
+  }
+  if (auto f = First(env, {"KOLO_FUSION_DIRECT_BYTES"})) {
+    auto v = ParseInt64(*f, 0, int64_t{1} << 40);
+    if (!v.ok()) return v.status();
+    c.fusion_direct_bytes = *v;
+  }
+  if (auto f = First(env, {"KOLO_CACHE_CAPACITY", "HOROVOD_CACHE_CAPACITY"})) {
+    auto v = ParseInt64(*f, 0, int64_t{1} << 20);
+    if (!v.ok()) return v.status();
+    c.cache_capacity = *v;
+  }
+  if (auto f = First(env, {"KOLO_TIMELINE", "HOROVOD_TIMELINE"})) {
+    c.timeline = f->value;
   }
   return absl::OkStatus();
 }

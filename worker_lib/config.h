@@ -159,6 +159,28 @@ struct WorkerConfig {
   // warning.
   bool negotiation_link = true;
 
+  // --- Fusion, response cache, timeline (issue 5) ----------------------------
+  // KOLO_FUSION_THRESHOLD (alias HOROVOD_FUSION_THRESHOLD), bytes: ready
+  // allreduces (and allgathers) that agree on dtype, reduce op, scale factors
+  // and device are packed into one buffer of at most this size and run as
+  // one collective. 128 MiB, as Horovod: a ResNet-50 step fits in one buffer.
+  // 0 = no fusion. The coordinator uses the smallest value over the ranks;
+  // kolo::set_fusion_threshold changes it at run time.
+  int64_t fusion_threshold = int64_t{128} << 20;
+  // KOLO_FUSION_DIRECT_BYTES, bytes: tensors at least this big never fuse;
+  // they run in place, skipping the copies into and out of the fusion
+  // buffer, which cost more than a collective's fixed cost from about this
+  // size (README "Measured"). 0 = nothing fuses.
+  int64_t fusion_direct_bytes = int64_t{1} << 20;
+  // KOLO_CACHE_CAPACITY (alias HOROVOD_CACHE_CAPACITY), entries: tensors
+  // announced again with unchanged metadata travel as a cache bit instead of
+  // a Request. 1024, as Horovod: above the tensor count of common models.
+  // 0 = no cache. kolo::set_cache_capacity changes it at run time.
+  int64_t cache_capacity = 1024;
+  // KOLO_TIMELINE (alias HOROVOD_TIMELINE): a path; rank 0 writes a Chrome
+  // trace of every op there (chrome://tracing, Perfetto). Empty = none.
+  std::string timeline;
+
   // --- Logging --------------------------------------------------------------
   // KOLO_LOG_LEVEL (alias HOROVOD_LOG_LEVEL): warn by default so a healthy
   // job prints nothing from kolo.

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "allreduce/collectives.h"
 #include "kolo/kolo.h"
 #include "proto/kolo.pb.h"
@@ -36,6 +37,8 @@ struct PendingOp {
   // (filled in from the default split when the caller gave none). Empty when
   // the caller's splits were invalid.
   std::vector<int64_t> splits;
+  proto::Request request;  // as announced (the cache compares it)
+  absl::Time submitted;    // for the timeline
 
   // Completion (guarded by OpRuntime's mutex).
   bool running = false;  // its collective is on the data plane

@@ -1,9 +1,13 @@
 #include "worker_lib/op_runtime.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/types/span.h"
 #include "common/log.h"
 #include "proto/op_names.h"
@@ -18,6 +22,23 @@ namespace {
 // follows, the coordinator learns that this rank is idle this much later.
 constexpr absl::Duration kDoneDelay = absl::Microseconds(200);
 
+// The longest a submission waits in the outbox when the caller neither
+// waits for an op nor submits more than kOutboxBytes meanwhile (see the
+// header): a burst of submissions (a backward pass's gradients) shares one
+// write, and the coordinator sees them in one message, so that they become
+// ready together and fuse. Short next to Horovod's 1 ms cycle.
+constexpr absl::Duration kCoalesce = absl::Microseconds(100);
+// An outbox this big goes out at once.
+constexpr size_t kOutboxBytes = 64 * 1024;
+
+// "[2,3]"
+std::string ShapeText(const std::vector<int64_t>& shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ","), "]");
+}
+
+// "ALLREDUCE": the timeline's activity names, as Horovod's.
+std::string Upper(absl::string_view op) { return absl::AsciiStrToUpper(op); }
+
 std::shared_ptr<spdlog::logger> Log() {
   static const auto logger = GetLogger("runtime");
   return logger;
@@ -27,22 +48,60 @@ std::shared_ptr<spdlog::logger> Log() {
 
 OpRuntime::OpRuntime(std::shared_ptr<SessionClient> session,
                      std::unique_ptr<NegotiationLink> link, DataPlane* data,
-                     int rank, int size)
+                     int rank, int size, RuntimeOptions options)
     : session_(std::move(session)),
       link_(std::move(link)),
       data_(data),
       rank_(rank),
-      size_(size) {
+      size_(size),
+      timeline_(std::move(options.timeline)) {
+  {
+    MutexLock lock(&mu_);
+    settings_.set_fusion_threshold(
+        static_cast<uint64_t>(std::max<int64_t>(0, options.fusion_threshold)));
+    settings_.set_fusion_direct_bytes(static_cast<uint64_t>(
+        std::max<int64_t>(0, options.fusion_direct_bytes)));
+    settings_.set_cache_capacity(static_cast<uint32_t>(
+        std::clamp<int64_t>(options.cache_capacity, 0, UINT32_MAX)));
+    settings_.set_timeline(timeline_ != nullptr);
+  }
   thread_ = std::thread([this] { ThreadMain(); });
 }
 
 OpRuntime::~OpRuntime() { Stop(); }
 
+absl::Status OpRuntime::SetFusionThreshold(int64_t bytes) {
+  if (bytes < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "set_fusion_threshold(", bytes,
+        "): the threshold is a number of bytes >= 0 (0 turns fusion off)"));
+  }
+  MutexLock lock(&mu_);
+  if (!terminal_.ok()) return terminal_;
+  settings_.set_fusion_threshold(static_cast<uint64_t>(bytes));
+  settings_changed_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status OpRuntime::SetCacheCapacity(int64_t entries) {
+  if (entries < 0 || entries > UINT32_MAX) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("set_cache_capacity(", entries,
+                     "): the capacity is a number of entries in 0..",
+                     UINT32_MAX, " (0 turns the response cache off)"));
+  }
+  MutexLock lock(&mu_);
+  if (!terminal_.ok()) return terminal_;
+  settings_.set_cache_capacity(static_cast<uint32_t>(entries));
+  settings_changed_ = true;
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Handle> OpRuntime::Submit(std::unique_ptr<PendingOp> op) {
-  std::shared_ptr<PendingOp> shared;
-  uint64_t done_seq = 0;  // a Done to send first, in the same write
-  proto::WorkerMessage msg;
-  proto::Announce& announce = *msg.mutable_announce();
+  Handle handle = 0;
+  bool send_now = false, wake = false;
+  absl::Time now;
+  MutexLock send_lock(&send_mu_);
   {
     MutexLock lock(&mu_);
     if (!terminal_.ok()) return terminal_;
@@ -56,27 +115,95 @@ absl::StatusOr<Handle> OpRuntime::Submit(std::unique_ptr<PendingOp> op) {
           ": an op with this name is already in flight on this rank (handle ",
           it->second, "); wait for it, or give each op a distinct name"));
     }
-    op->handle = next_handle_++;
-    *announce.add_requests() = MakeRequest(*op, rank_, size_);
-    done_seq = std::exchange(unsent_done_, 0);
-    shared = std::shared_ptr<PendingOp>(std::move(op));
-    names_[shared->name] = shared->handle;
-    ops_[shared->handle] = shared;
+    handle = op->handle = next_handle_++;
+    op->request = MakeRequest(*op, rank_, size_);
+    if (std::optional<uint32_t> bit = cache_.BitFor(op->request)) {
+      outbox_.add_cached(*bit);
+    } else {
+      *outbox_.add_requests() = op->request;
+    }
+    now = absl::Now();
+    op->submitted = now;
+    if (link_ == nullptr) {
+      send_now = true;
+    } else if (flush_at_ == absl::InfiniteFuture()) {  // the outbox was empty
+      flush_at_ = now + kCoalesce;
+      // The background thread sends it if nobody else does first; wake it
+      // unless it will wake up in time anyway.
+      wake = bg_wakes_at_ > flush_at_;
+    } else {
+      send_now = now >= flush_at_ ||
+                 outbox_bytes_ + op->request.name().size() > kOutboxBytes;
+    }
+    outbox_bytes_ += op->request.name().size() + 32;
+    std::shared_ptr<PendingOp> shared(std::move(op));
+    names_[shared->name] = handle;
+    ops_[handle] = std::move(shared);
+    if (timeline_ != nullptr) {
+      const PendingOp& o = *ops_[handle];
+      timeline_->Begin(
+          o.name, absl::StrCat("NEGOTIATE_", Upper(proto::OpTypeName(o.op))),
+          now,
+          {{"dtype", std::string(DataTypeName(o.input.dtype))},
+           {"shape", ShapeText(o.input.shape)}});
+    }
   }
-  const Handle handle = shared->handle;
-  absl::Status sent;
-  if (done_seq != 0) {
-    proto::WorkerMessage both[2];
-    both[0].mutable_done()->set_seq(done_seq);
-    both[1] = std::move(msg);
-    sent = link_->SendAll(absl::MakeSpan(both, 2));
-  } else {
-    sent = SendUp(std::move(msg));
-  }
-  if (absl::Status s = std::move(sent); !s.ok()) {
-    Fail(s);  // the session ended: nothing can be negotiated any more
+  if (wake) link_->Wake();
+  if (send_now) {
+    if (absl::Status s = Flush(/*with_done=*/true); !s.ok()) {
+      Fail(s);  // the session ended: nothing can be negotiated any more
+    }
   }
   return handle;
+}
+
+std::optional<proto::WorkerMessage> OpRuntime::TakeOutbox() {
+  if (outbox_.requests_size() == 0 && outbox_.cached_size() == 0) {
+    return std::nullopt;
+  }
+  proto::WorkerMessage msg;
+  proto::Announce& announce = *msg.mutable_announce();
+  announce.Swap(&outbox_);
+  if (settings_changed_) {
+    *announce.mutable_settings() = settings_;
+    settings_changed_ = false;
+  }
+  flush_at_ = absl::InfiniteFuture();
+  outbox_bytes_ = 0;
+  return msg;
+}
+
+absl::Status OpRuntime::Flush(bool with_done) {
+  std::optional<proto::WorkerMessage> announce;
+  uint64_t done = 0;
+  {
+    MutexLock lock(&mu_);
+    announce = TakeOutbox();
+    if (with_done) done = std::exchange(unsent_done_, 0);
+  }
+  if (link_ == nullptr) {
+    if (announce.has_value()) {
+      absl::Status s =
+          session_->Announce(std::move(*announce->mutable_announce()));
+      if (!s.ok()) return s;
+    }
+    return done != 0 ? session_->Done(done) : absl::OkStatus();
+  }
+  proto::WorkerMessage msgs[2];
+  size_t n = 0;
+  if (announce.has_value()) msgs[n++] = std::move(*announce);
+  if (done != 0) msgs[n++].mutable_done()->set_seq(done);
+  if (n == 0) return absl::OkStatus();
+  return link_->SendAll(absl::MakeSpan(msgs, n));
+}
+
+void OpRuntime::FlushOutbox() {
+  {
+    MutexLock lock(&mu_);
+    if (flush_at_ == absl::InfiniteFuture()) return;  // empty
+  }
+  MutexLock send_lock(&send_mu_);
+  if (absl::Status s = Flush(/*with_done=*/true); !s.ok()) Fail(s);
 }
 
 void OpRuntime::Deliver(const proto::Plan& plan) {
@@ -85,14 +212,6 @@ void OpRuntime::Deliver(const proto::Plan& plan) {
   plans_.push_back(plan);
   plan_cv_.SignalAll();
   if (link_ != nullptr) link_->Wake();
-}
-
-absl::Status OpRuntime::SendUp(proto::WorkerMessage msg) {
-  if (link_ != nullptr) return link_->Send(std::move(msg));
-  if (msg.has_announce()) {
-    return session_->Announce(std::move(*msg.mutable_announce()));
-  }
-  return session_->Done(msg.done().seq());
 }
 
 void OpRuntime::Fail(absl::Status why) {
@@ -109,6 +228,9 @@ void OpRuntime::Fail(absl::Status why) {
   }
   names_.clear();
   plans_.clear();
+  outbox_.Clear();
+  outbox_bytes_ = 0;
+  flush_at_ = absl::InfiniteFuture();
   if (failed > 0) {
     Log()->info("{} pending op(s) failed: {}", failed,
                 std::string(terminal_.message()));
@@ -130,11 +252,13 @@ void OpRuntime::Stop() {
   Fail(why);
   data_->Abort(why);  // a collective in flight returns at once
   if (thread_.joinable()) thread_.join();
+  if (timeline_ != nullptr) timeline_->Close();
 }
 
 std::optional<proto::Plan> OpRuntime::NextPlanFromLink() {
   while (true) {
     bool done_waits = false;
+    absl::Duration timeout = absl::Seconds(1);
     {
       MutexLock lock(&mu_);
       if (stop_) return std::nullopt;
@@ -144,21 +268,25 @@ std::optional<proto::Plan> OpRuntime::NextPlanFromLink() {
         return plan;
       }
       done_waits = unsent_done_ != 0;
+      if (done_waits) timeout = kDoneDelay;
+      const absl::Time now = absl::Now();
+      if (flush_at_ != absl::InfiniteFuture()) {
+        timeout =
+            std::min(timeout, std::max(absl::ZeroDuration(), flush_at_ - now));
+      }
+      bg_wakes_at_ = now + timeout;
     }
     absl::StatusOr<std::optional<proto::CoordinatorMessage>> msg =
-        link_->Receive(done_waits ? kDoneDelay : absl::Seconds(1));
-    if (done_waits) {
-      // No submission took the Done along: it goes alone now.
-      uint64_t seq;
-      {
-        MutexLock lock(&mu_);
-        seq = std::exchange(unsent_done_, 0);
-      }
-      if (seq != 0) {
-        proto::WorkerMessage done;
-        done.mutable_done()->set_seq(seq);
-        (void)link_->Send(std::move(done));
-      }
+        link_->Receive(timeout);
+    bool flush = done_waits;  // no submission took the Done along
+    {
+      MutexLock lock(&mu_);
+      bg_wakes_at_ = absl::InfinitePast();        // awake
+      flush = flush || flush_at_ <= absl::Now();  // the outbox's window ended
+    }
+    if (flush) {
+      MutexLock send_lock(&send_mu_);
+      (void)Flush(/*with_done=*/true);
     }
     if (msg.ok()) {
       if (msg->has_value() && (*msg)->has_plan()) {
@@ -195,7 +323,7 @@ std::optional<proto::Plan> OpRuntime::NextPlanFromLink() {
 void OpRuntime::ThreadMain() {
   if (link_ != nullptr) {
     while (std::optional<proto::Plan> plan = NextPlanFromLink()) {
-      RunPlan(*plan);
+      RunPlan(*plan, absl::Now());
     }
     return;
   }
@@ -208,18 +336,48 @@ void OpRuntime::ThreadMain() {
       plan = std::move(plans_.front());
       plans_.pop_front();
     }
-    RunPlan(plan);
+    RunPlan(plan, absl::Now());
   }
 }
 
-void OpRuntime::RunPlan(const proto::Plan& plan) {
+void OpRuntime::TracePlan(const proto::Plan& plan, absl::Time arrived) {
+  size_t tensors = 0;
+  for (const proto::Response& r : plan.responses()) {
+    tensors += static_cast<size_t>(r.names_size());
+    for (int i = 0; i < r.names_size(); ++i) {
+      const std::string& name = r.names(i);
+      // Each rank's ready tick, placed back from the arrival by how much
+      // earlier than the last rank it announced (the coordinator's clock).
+      if (r.ready_us_size() == r.names_size() * size_) {
+        int64_t last = 0;
+        for (int k = 0; k < size_; ++k) {
+          last = std::max(last, r.ready_us(i * size_ + k));
+        }
+        for (int k = 0; k < size_; ++k) {
+          timeline_->Instant(
+              name, absl::StrCat("rank ", k, " ready"),
+              arrived - absl::Microseconds(last - r.ready_us(i * size_ + k)));
+        }
+      }
+      timeline_->End(name, arrived);  // NEGOTIATE_*
+      timeline_->Begin(name, "QUEUE", arrived);
+    }
+  }
+  timeline_->Marker(absl::StrCat("plan ", plan.seq()), arrived,
+                    {{"responses", absl::StrCat(plan.responses_size())},
+                     {"tensors", absl::StrCat(tensors)}});
+}
+
+void OpRuntime::RunPlan(const proto::Plan& plan, absl::Time arrived) {
   // Resolve the names first (the table may change meanwhile: only this
-  // thread completes ops, but Fail may complete them all).
+  // thread completes ops, but Fail may complete them all). ops[i] is the op
+  // of names(i), null when it is not pending here.
   struct Step {
     const proto::Response* response;
     std::vector<std::shared_ptr<PendingOp>> ops;
   };
   std::vector<Step> steps;
+  size_t in_plan = 0;
   {
     MutexLock lock(&mu_);
     if (!terminal_.ok()) return;
@@ -228,6 +386,12 @@ void OpRuntime::RunPlan(const proto::Plan& plan) {
                    plan.seq(), last_seq_);
     }
     last_seq_ = plan.seq();
+    // The cache changes apply before this plan can be reported done (see
+    // cache_mirror.h).
+    cache_.Apply(plan, [&](const std::string& name) -> const proto::Request* {
+      auto it = names_.find(name);
+      return it == names_.end() ? nullptr : &ops_.at(it->second)->request;
+    });
     for (const proto::Response& r : plan.responses()) {
       Step step{&r, {}};
       for (const std::string& name : r.names()) {
@@ -235,39 +399,74 @@ void OpRuntime::RunPlan(const proto::Plan& plan) {
         if (it == names_.end()) {
           Log()->error("plan {} names '{}', which is not pending on rank {}",
                        plan.seq(), name, rank_);
+          step.ops.push_back(nullptr);
           continue;
         }
         std::shared_ptr<PendingOp> op = ops_.at(it->second);
         op->running = true;
         step.ops.push_back(std::move(op));
+        ++in_plan;
       }
       steps.push_back(std::move(step));
     }
   }
-  std::vector<absl::Status> results;
+  if (timeline_ != nullptr) TracePlan(plan, arrived);
+  std::vector<std::vector<absl::Status>> results;
   for (Step& step : steps) {
+    if (timeline_ != nullptr) {
+      const absl::Time now = absl::Now();
+      for (auto& op : step.ops) {
+        if (op != nullptr) timeline_->End(op->name, now);  // QUEUE
+      }
+    }
+    if (IsFused(*step.response)) {
+      std::vector<PendingOp*> ops;
+      for (auto& op : step.ops) ops.push_back(op.get());
+      results.push_back(ExecuteFused(*step.response, ops, *data_, rank_, size_,
+                                     fusion_buffer_, timeline_.get()));
+      continue;
+    }
+    std::vector<absl::Status>& out = results.emplace_back();
     for (auto& op : step.ops) {
-      results.push_back(
+      if (op == nullptr) {
+        out.emplace_back();
+        continue;
+      }
+      const bool traced =
+          timeline_ != nullptr && step.response->error_code() == 0;
+      if (traced) {
+        timeline_->Begin(op->name, Upper(proto::OpTypeName(op->op)),
+                         absl::Now());
+      }
+      out.push_back(
           Execute(*step.response, *op, *data_, rank_, size_, &op->result));
+      if (traced) timeline_->End(op->name, absl::Now());
     }
   }
-  // On the stream, Done goes before the callers wake: their next
-  // announcement must not reach the coordinator ahead of it (the coordinator
-  // would think this rank busy). On a link it waits (unsent_done_) for a
+  // Done(seq). On the stream, and whenever ops of this rank still wait for
+  // plans (the coordinator may hold their responses until this rank is
+  // idle), it goes now, before the callers wake: their next announcement
+  // must not reach the coordinator ahead of it (the coordinator would think
+  // this rank busy). Otherwise, on a link, it waits (unsent_done_) for a
   // caller's next submission to carry it in the same write, or kDoneDelay.
-  if (link_ == nullptr) {
-    proto::WorkerMessage done;
-    done.mutable_done()->set_seq(plan.seq());
-    (void)SendUp(std::move(done));
+  bool send_done;
+  {
+    MutexLock lock(&mu_);
+    unsent_done_ = plan.seq();
+    send_done = link_ == nullptr || names_.size() > in_plan;
+  }
+  if (send_done) {
+    MutexLock send_lock(&send_mu_);
+    (void)Flush(/*with_done=*/true);
   }
   MutexLock lock(&mu_);
-  if (link_ != nullptr) unsent_done_ = plan.seq();
-  size_t i = 0;
-  for (Step& step : steps) {
-    for (auto& op : step.ops) {
+  for (size_t k = 0; k < steps.size(); ++k) {
+    for (size_t i = 0; i < steps[k].ops.size(); ++i) {
+      PendingOp* op = steps[k].ops[i].get();
+      if (op == nullptr) continue;
       op->running = false;
       op->done = true;
-      op->status = std::move(results[i++]);
+      op->status = std::move(results[k][i]);
       if (auto it = names_.find(op->name);
           it != names_.end() && it->second == op->handle) {
         names_.erase(it);
@@ -293,6 +492,7 @@ absl::Status OpRuntime::Take(Handle handle, OpResult* result) {
 }
 
 absl::StatusOr<bool> OpRuntime::Poll(Handle handle) {
+  FlushOutbox();  // the caller waits: nothing more comes soon
   MutexLock lock(&mu_);
   auto it = ops_.find(handle);
   if (it == ops_.end()) return Unknown(handle);
@@ -301,6 +501,7 @@ absl::StatusOr<bool> OpRuntime::Poll(Handle handle) {
 
 absl::Status OpRuntime::Synchronize(Handle handle, absl::Duration timeout,
                                     OpResult* result) {
+  FlushOutbox();  // the caller waits: nothing more comes soon
   const absl::Time deadline = absl::Now() + timeout;
   MutexLock lock(&mu_);
   auto it = ops_.find(handle);
@@ -331,6 +532,7 @@ std::vector<absl::Status> OpRuntime::SynchronizeAll(
 
 absl::StatusOr<size_t> OpRuntime::WaitAny(absl::Span<const Handle> handles,
                                           absl::Duration timeout) {
+  FlushOutbox();  // the caller waits: nothing more comes soon
   const absl::Time deadline = absl::Now() + timeout;
   MutexLock lock(&mu_);
   if (handles.empty()) {

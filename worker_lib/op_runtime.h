@@ -14,6 +14,25 @@
 // Done(seq) — before waking the callers, so that a caller's next
 // announcement never overtakes it — and then completes the handles.
 //
+// Announcements (link only): a submission waits in an outbox that goes out
+// when the caller starts waiting (synchronize, wait_any, poll), when it
+// holds 64 KiB, or after kCoalesce (100 µs; the next submission or the
+// background thread sends it) — a backward pass's burst of submissions costs
+// one write, not one each, and its tensors become ready together and fuse. A
+// tensor whose Request equals the one its cache bit was assigned for goes as
+// that bit (cache_mirror.h). Send order: every write carries the outbox first,
+// then a pending Done; a mutex held from taking them to writing them keeps
+// writes in that order, so the coordinator never sees Done(s) before an
+// announcement built before plan s's cache changes were applied (which happens
+// as a plan starts).
+//
+// Fusion: a fused response runs through fused_executor.h over this
+// runtime's persistent fusion buffer.
+//
+// Timeline (rank 0 with KOLO_TIMELINE): negotiation from submission to the
+// plan with each rank's ready tick, queueing, fusion copies and the
+// collective, per tensor; a marker per plan.
+//
 // A link that breaks: the job is probably ending (the coordinator closes
 // links when it does), so the background thread waits up to 2 s for the
 // Session's verdict (Fail with the coordinator's reason); then it fails the
@@ -47,12 +66,24 @@
 #include "common/mutex.h"
 #include "kolo/kolo.h"
 #include "proto/kolo.pb.h"
+#include "worker_lib/cache_mirror.h"
 #include "worker_lib/data_plane.h"
+#include "worker_lib/fused_executor.h"
 #include "worker_lib/negotiation_link.h"
 #include "worker_lib/op_request.h"
 #include "worker_lib/session_client.h"
+#include "worker_lib/timeline.h"
 
 namespace kolo::worker {
+
+// What the runtime starts with (WorkerConfig's knobs; the settings change
+// at run time through SetFusionThreshold / SetCacheCapacity).
+struct RuntimeOptions {
+  int64_t fusion_threshold = int64_t{128} << 20;
+  int64_t fusion_direct_bytes = int64_t{1} << 20;
+  int64_t cache_capacity = 1024;
+  std::unique_ptr<Timeline> timeline;  // null: none
+};
 
 class OpRuntime {
  public:
@@ -60,7 +91,7 @@ class OpRuntime {
   // (negotiation on the stream). Starts the thread.
   OpRuntime(std::shared_ptr<SessionClient> session,
             std::unique_ptr<NegotiationLink> link, DataPlane* data, int rank,
-            int size);
+            int size, RuntimeOptions options = {});
   ~OpRuntime();
   OpRuntime(const OpRuntime&) = delete;
   OpRuntime& operator=(const OpRuntime&) = delete;
@@ -80,6 +111,11 @@ class OpRuntime {
                                  absl::Duration timeout)
       ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Runtime settings for ops submitted later (kolo::set_fusion_threshold,
+  // set_cache_capacity): told to the coordinator with the next announcement.
+  absl::Status SetFusionThreshold(int64_t bytes) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status SetCacheCapacity(int64_t entries) ABSL_LOCKS_EXCLUDED(mu_);
+
   // The Session's plan sink.
   void Deliver(const proto::Plan& plan) ABSL_LOCKS_EXCLUDED(mu_);
   // Completes every pending op with `why` (the first call wins) and refuses
@@ -94,7 +130,20 @@ class OpRuntime {
   std::optional<proto::Plan> NextPlanFromLink() ABSL_LOCKS_EXCLUDED(mu_);
   // Announce / Done on the link or the stream.
   absl::Status SendUp(proto::WorkerMessage msg);
-  void RunPlan(const proto::Plan& plan) ABSL_LOCKS_EXCLUDED(mu_);
+  // Writes the outbox (if any) and then the pending Done (if any, and if
+  // `with_done`). Call with send_mu_ held, not mu_.
+  absl::Status Flush(bool with_done) ABSL_EXCLUSIVE_LOCKS_REQUIRED(send_mu_)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Flush(false) if the outbox holds anything (a caller starts waiting).
+  void FlushOutbox() ABSL_LOCKS_EXCLUDED(mu_, send_mu_);
+  // The outbox as a message (and empties it), with the settings if they
+  // changed; nullopt when empty.
+  std::optional<proto::WorkerMessage> TakeOutbox()
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RunPlan(const proto::Plan& plan, absl::Time arrived)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Timeline events of a plan's arrival (rank 0 with a timeline only).
+  void TracePlan(const proto::Plan& plan, absl::Time arrived);
   // kNotFound naming the handle.
   absl::Status Unknown(Handle handle) const;
   // Finished: release the handle and give its result.
@@ -105,7 +154,11 @@ class OpRuntime {
   const std::unique_ptr<NegotiationLink> link_;
   DataPlane* const data_;
   const int rank_, size_;
+  const std::unique_ptr<Timeline> timeline_;  // may be null
 
+  // Orders writes to the coordinator (see the header comment); taken before
+  // mu_.
+  Mutex send_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   Mutex mu_;
   CondVar plan_cv_;  // plans queued, or stopping
   CondVar done_cv_;  // an op completed
@@ -121,6 +174,16 @@ class OpRuntime {
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   // A finished plan's Done not yet sent (0: none; links only, see RunPlan).
   uint64_t unsent_done_ ABSL_GUARDED_BY(mu_) = 0;
+  // Announcements not yet sent (links only), and when they must go.
+  proto::Announce outbox_ ABSL_GUARDED_BY(mu_);
+  absl::Time flush_at_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+  size_t outbox_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // about
+  // When the background thread's wait ends (InfinitePast: it is awake).
+  absl::Time bg_wakes_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  proto::Settings settings_ ABSL_GUARDED_BY(mu_);
+  bool settings_changed_ ABSL_GUARDED_BY(mu_) = true;  // first announce
+  CacheMirror cache_ ABSL_GUARDED_BY(mu_);
+  FusionBuffer fusion_buffer_;  // the background thread's
   std::thread thread_;
 };
 

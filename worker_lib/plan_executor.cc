@@ -7,12 +7,10 @@
 #include "proto/op_names.h"
 
 namespace kolo::worker {
-namespace {
 
-// Output memory of `bytes` for `op` from its allocator, or `scratch` (and
-// the allocator's problem in `problem`).
-void* Allocate(PendingOp& op, const std::vector<int64_t>& shape, int64_t bytes,
-               std::vector<char>& scratch, absl::Status& problem) {
+void* AllocateOutput(PendingOp& op, const std::vector<int64_t>& shape,
+                     int64_t bytes, std::vector<char>& scratch,
+                     absl::Status& problem) {
   absl::StatusOr<void*> got = op.allocator(shape);
   if (got.ok() && (*got != nullptr || bytes == 0)) return *got;
   problem =
@@ -26,8 +24,6 @@ void* Allocate(PendingOp& op, const std::vector<int64_t>& shape, int64_t bytes,
   scratch.assign(static_cast<size_t>(bytes), 0);
   return scratch.data();
 }
-
-}  // namespace
 
 absl::Status Execute(const proto::Response& response, PendingOp& op,
                      DataPlane& data, int rank, int size, OpResult* result) {
@@ -87,8 +83,8 @@ absl::Status Execute(const proto::Response& response, PendingOp& op,
       result->splits = rows;
       std::vector<char> scratch;
       absl::Status problem;
-      void* out =
-          Allocate(op, result->shape, total * row * element, scratch, problem);
+      void* out = AllocateOutput(op, result->shape, total * row * element,
+                                 scratch, problem);
       absl::Status s =
           data.Allgather(in.dtype, in.data, in.num_elements(), counts, out);
       return s.ok() ? problem : s;
@@ -114,8 +110,8 @@ absl::Status Execute(const proto::Response& response, PendingOp& op,
       result->splits = recv_rows;
       std::vector<char> scratch;
       absl::Status problem;
-      void* out =
-          Allocate(op, result->shape, total * row * element, scratch, problem);
+      void* out = AllocateOutput(op, result->shape, total * row * element,
+                                 scratch, problem);
       absl::Status s = data.Alltoall(in.dtype, in.data, send, out, recv);
       return s.ok() ? problem : s;
     }

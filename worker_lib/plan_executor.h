@@ -13,12 +13,22 @@
 #ifndef KOLO_WORKER_LIB_PLAN_EXECUTOR_H_
 #define KOLO_WORKER_LIB_PLAN_EXECUTOR_H_
 
+#include <cstdint>
+#include <vector>
+
 #include "absl/status/status.h"
 #include "proto/kolo.pb.h"
 #include "worker_lib/data_plane.h"
 #include "worker_lib/op_request.h"
 
 namespace kolo::worker {
+
+// Output memory of `bytes` for `op` (of shape `shape`) from its allocator;
+// when the allocator fails or gives null for a non-empty output: `scratch`,
+// and `problem` says so (the op then fails on this rank only).
+void* AllocateOutput(PendingOp& op, const std::vector<int64_t>& shape,
+                     int64_t bytes, std::vector<char>& scratch,
+                     absl::Status& problem);
 
 // REQUIRES: response.names() contains op.name; 0 <= rank < size.
 absl::Status Execute(const proto::Response& response, PendingOp& op,

@@ -167,6 +167,18 @@ absl::StatusOr<size_t> wait_any(
     absl::Span<const Handle> handles,
     absl::Duration timeout = absl::InfiniteDuration());
 
+// ---- Runtime settings -------------------------------------------------------
+// Fusion and the response cache start from KOLO_FUSION_THRESHOLD (default
+// 128 MiB) and KOLO_CACHE_CAPACITY (default 1024 entries); these change them
+// for the ops submitted after the call (to compare settings in one job, as
+// kolo-bench --mode step does). Call them identically on every rank, with no
+// op in flight: while ranks differ, the coordinator uses the smallest value.
+// A threshold of 0 turns fusion off; a capacity of 0 turns the cache off
+// (and drops every entry). Negative values → kInvalidArgument;
+// kFailedPrecondition before init().
+absl::Status set_fusion_threshold(int64_t bytes);
+absl::Status set_cache_capacity(int64_t entries);
+
 // ---- Blocking collectives on host buffers --------------------------------
 // Thin wrappers: submit the asynchronous op (unnamed, so every rank must call
 // the same collectives in the same order, as with Horovod's blocking calls)

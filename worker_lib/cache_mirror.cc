@@ -1,0 +1,96 @@
+#include "worker_lib/cache_mirror.h"
+
+#include <cstring>
+
+#include "common/log.h"
+
+namespace kolo::worker {
+namespace {
+
+bool SameBits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+template <typename Repeated>
+bool SameList(const Repeated& a, const Repeated& b) {
+  if (a.size() != b.size()) return false;
+  for (int i = 0; i < a.size(); ++i) {
+    if (a.Get(i) != b.Get(i)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool SameRequest(const proto::Request& a, const proto::Request& b) {
+  return a.op() == b.op() && a.dtype() == b.dtype() &&
+         a.reduce_op() == b.reduce_op() && a.root() == b.root() &&
+         a.device() == b.device() && SameBits(a.prescale(), b.prescale()) &&
+         SameBits(a.postscale(), b.postscale()) &&
+         SameList(a.shape(), b.shape()) && SameList(a.splits(), b.splits()) &&
+         a.name() == b.name() && a.invalid() == b.invalid();
+}
+
+std::optional<uint32_t> CacheMirror::BitFor(
+    const proto::Request& request) const {
+  if (!request.invalid().empty()) return std::nullopt;
+  auto it = by_name_.find(request.name());
+  if (it == by_name_.end() || !SameRequest(it->second.request, request)) {
+    return std::nullopt;
+  }
+  return it->second.bit;
+}
+
+void CacheMirror::Evict(uint32_t bit) {
+  auto it = by_bit_.find(bit);
+  if (it == by_bit_.end()) return;
+  by_name_.erase(it->second);
+  by_bit_.erase(it);
+}
+
+void CacheMirror::Apply(
+    const proto::Plan& plan,
+    const std::function<const proto::Request*(const std::string&)>&
+        request_of) {
+  for (uint32_t bit : plan.cache_evicted()) Evict(bit);
+  for (const proto::Response& r : plan.responses()) {
+    if (r.cache_bits_size() == 0) continue;
+    if (r.cache_bits_size() != r.names_size()) {
+      GetLogger("runtime")->error(
+          "plan {} gives {} cache bits for {} names; the cache is not "
+          "updated (the coordinator and this worker disagree on the protocol)",
+          plan.seq(), r.cache_bits_size(), r.names_size());
+      continue;
+    }
+    for (int i = 0; i < r.names_size(); ++i) {
+      const std::string& name = r.names(i);
+      const int32_t bit = r.cache_bits(i);
+      if (bit < 0) {
+        // Not cached (any more): forget a bit the name held.
+        if (auto it = by_name_.find(name); it != by_name_.end()) {
+          Evict(it->second.bit);
+        }
+        continue;
+      }
+      const proto::Request* request = request_of(name);
+      if (request == nullptr) continue;
+      const auto b = static_cast<uint32_t>(bit);
+      if (auto it = by_name_.find(name); it != by_name_.end()) {
+        if (it->second.bit != b) Evict(it->second.bit);
+      }
+      Evict(b);  // a bit names one tensor
+      by_name_[name] = Entry{b, *request};
+      by_bit_[b] = name;
+    }
+  }
+}
+
+void CacheMirror::Clear() {
+  by_name_.clear();
+  by_bit_.clear();
+}
+
+const std::string* CacheMirror::NameOf(uint32_t bit) const {
+  auto it = by_bit_.find(bit);
+  return it == by_bit_.end() ? nullptr : &it->second;
+}
+
+}  // namespace kolo::worker
