@@ -66,7 +66,9 @@ void Negotiator::UpdateSettings(int rank, const proto::Settings& settings) {
   fusion_direct_bytes_ = direct;
   timeline_ = timeline;
   if (capacity != cache_.capacity()) {
+    const size_t from = evicted_.size();
     cache_.SetCapacity(capacity, last_seq_ + 1, &evicted_);
+    DivertEvicted(from);
   }
 }
 
@@ -75,38 +77,114 @@ void Negotiator::Announce(int rank, const proto::Announce& announce,
   KOLO_CHECK(rank >= 0 && rank < options_.size)
       << "rank " << rank << " of " << options_.size;
   if (announce.has_settings()) UpdateSettings(rank, announce.settings());
-  for (uint32_t bit : announce.cached()) {
-    const proto::Request* request = cache_.Lookup(bit, rank);
-    if (request == nullptr) {
-      GetLogger("coordinator")
-          ->error(
-              "rank {} announced response cache bit {}, which no tensor "
-              "holds; ignored (a worker bug: that rank's op will stall)",
-              rank, bit);
-      continue;
-    }
-    AnnounceOne(rank, *request, bit, now);
-  }
+  for (uint32_t bit : announce.cached()) AnnounceBit(rank, bit, now);
   for (const proto::Request& request : announce.requests()) {
     AnnounceOne(rank, request, -1, now);
   }
   MaybeDispatch(out);
 }
 
+void Negotiator::Warn(int rank, const std::string& name) const {
+  GetLogger("coordinator")
+      ->warn(
+          "rank {} announced tensor '{}' again before its response was "
+          "dispatched; the duplicate is ignored (the worker should have "
+          "refused it)",
+          rank, name);
+}
+
+void Negotiator::AnnounceBit(int rank, uint32_t bit, absl::Time now) {
+  const proto::Request* request = cache_.Lookup(bit, rank);
+  if (request == nullptr) {
+    GetLogger("coordinator")
+        ->error(
+            "rank {} announced response cache bit {}, which no tensor "
+            "holds; ignored (a worker bug: that rank's op will stall)",
+            rank, bit);
+    return;
+  }
+  const bool idle =
+      bit >= bits_.size() || (!bits_[bit].active && !bits_[bit].held);
+  // A tombstone (evicted after this rank announced it), or a name some rank
+  // announced in full (a metadata change): the name path.
+  if (cache_.Response(bit) == nullptr ||
+      (idle && partial_.contains(request->name()))) {
+    AnnounceOne(rank, *request, bit, now);
+    return;
+  }
+  if (bit >= bits_.size()) bits_.resize(bit + 1);
+  BitPartial& b = bits_[bit];
+  if (b.held || (b.active && b.ranks[rank] != 0)) {
+    Warn(rank, request->name());
+    return;
+  }
+  if (!b.active) {
+    b.active = true;
+    b.count = 0;
+    b.ranks.assign(options_.size, 0);
+    b.at.resize(options_.size);
+    b.first = now;
+    b.order = next_order_++;
+    by_order_.emplace(b.order, PartialKey{static_cast<int64_t>(bit), {}});
+  }
+  b.ranks[rank] = 1;
+  b.at[rank] = now;
+  if (++b.count < options_.size) return;
+
+  Held held;  // a hit: every rank announced this live bit
+  held.hit_bit = bit;
+  if (timeline_) {
+    for (absl::Time t : b.at) {
+      held.ready_us.push_back(absl::ToInt64Microseconds(t - b.first));
+    }
+  }
+  by_order_.erase(b.order);
+  b.active = false;
+  b.held = true;
+  if (held_.empty()) held_since_ = now;
+  held_.push_back(std::move(held));
+}
+
+void Negotiator::ToNamePartial(uint32_t bit) {
+  BitPartial& b = bits_[bit];
+  const std::string name = cache_.Lookup(bit, 0)->name();
+  Partial& p = partial_[name];
+  p.by_rank.resize(options_.size);
+  p.at.resize(options_.size);
+  for (int r = 0; r < options_.size; ++r) {
+    if (b.ranks[r] == 0) continue;
+    p.by_rank[r] = *cache_.Lookup(bit, r);
+    p.at[r] = b.at[r];
+  }
+  p.count = p.by_bit = b.count;
+  p.bit = bit;
+  p.first = b.first;
+  p.order = b.order;
+  by_order_[b.order] = PartialKey{-1, name};
+  b.active = false;
+}
+
+void Negotiator::DivertEvicted(size_t from) {
+  for (size_t i = from; i < evicted_.size(); ++i) {
+    const uint32_t bit = evicted_[i];
+    if (bit < bits_.size() && bits_[bit].active) ToNamePartial(bit);
+  }
+}
+
 void Negotiator::AnnounceOne(int rank, const proto::Request& request,
                              int64_t bit, absl::Time now) {
   const std::string& name = request.name();
+  const std::optional<uint32_t> live = cache_.BitOf(name);
+  const BitPartial* bp =
+      live.has_value() && *live < bits_.size() ? &bits_[*live] : nullptr;
+  // A name whose bit some ranks announced: it continues by name.
+  if (bp != nullptr && bp->active) ToNamePartial(*live);
   auto [it, inserted] = partial_.try_emplace(name);
   Partial& p = it->second;
-  if (held_names_.contains(name) ||
+  if (held_names_.contains(name) || (bp != nullptr && bp->held) ||
       (!inserted && p.by_rank[rank].has_value())) {
     if (inserted) partial_.erase(it);
-    GetLogger("coordinator")
-        ->warn(
-            "rank {} announced tensor '{}' again before its response was "
-            "dispatched; the duplicate is ignored (the worker should have "
-            "refused it)",
-            rank, name);
+    Warn(rank, name);
     return;
   }
   if (inserted) {
@@ -114,7 +192,7 @@ void Negotiator::AnnounceOne(int rank, const proto::Request& request,
     p.at.resize(options_.size);
     p.first = now;
     p.order = next_order_++;
-    by_order_.emplace(p.order, name);
+    by_order_.emplace(p.order, PartialKey{-1, name});
   }
   p.by_rank[rank] = request;
   p.at[rank] = now;
@@ -125,10 +203,10 @@ void Negotiator::AnnounceOne(int rank, const proto::Request& request,
   if (++p.count < options_.size) return;
 
   Held held;
-  std::optional<uint32_t> live = cache_.BitOf(name);
-  if (p.by_bit == options_.size && live.has_value() && *live == p.bit) {
-    held.response = *cache_.Response(*live);  // unchanged everywhere: a hit
-    held.response.clear_cache_bits();         // set again as the plan goes out
+  const std::optional<uint32_t> now_live = cache_.BitOf(name);
+  if (p.by_bit == options_.size && now_live.has_value() && *now_live == p.bit) {
+    held.response = *cache_.Response(*now_live);  // unchanged: a hit
+    held.response.clear_cache_bits();  // set again as the plan goes out
     held.hit_bit = p.bit;
   } else {
     held.response = Resolve(name, p.by_rank);
@@ -176,7 +254,7 @@ absl::Time Negotiator::NextWake() const {
   absl::Time wake = absl::InfiniteFuture();
   if (!held_.empty()) wake = held_since_ + options_.cycle_time;
   if (by_order_.empty()) return wake;
-  const absl::Time oldest = partial_.at(by_order_.begin()->second).first;
+  const absl::Time oldest = KeyFirst(by_order_.begin()->second);
   if (options_.stall_check > absl::ZeroDuration()) {
     wake = std::min(
         wake, std::max(oldest + options_.stall_check, next_stall_warning_));
@@ -189,16 +267,30 @@ absl::Time Negotiator::NextWake() const {
 
 std::vector<proto::PendingTensor> Negotiator::Pending(absl::Time now) const {
   std::vector<proto::PendingTensor> out;
-  for (const auto& [order, name] : by_order_) {
-    const Partial& p = partial_.at(name);
+  for (const auto& [order, key] : by_order_) {
     proto::PendingTensor& t = out.emplace_back();
-    t.set_name(name);
+    t.set_name(KeyName(key));
     for (int r = 0; r < options_.size; ++r) {
-      if (p.by_rank[r].has_value()) t.add_ranks(r);
+      if (KeyAnnounced(key, r)) t.add_ranks(r);
     }
-    t.set_seconds(absl::ToDoubleSeconds(now - p.first));
+    t.set_seconds(absl::ToDoubleSeconds(now - KeyFirst(key)));
   }
   return out;
+}
+
+std::string Negotiator::KeyName(const PartialKey& key) const {
+  if (key.bit < 0) return key.name;
+  return cache_.Lookup(static_cast<uint32_t>(key.bit), 0)->name();
+}
+
+absl::Time Negotiator::KeyFirst(const PartialKey& key) const {
+  if (key.bit < 0) return partial_.at(key.name).first;
+  return bits_[key.bit].first;
+}
+
+bool Negotiator::KeyAnnounced(const PartialKey& key, int rank) const {
+  if (key.bit < 0) return partial_.at(key.name).by_rank[rank].has_value();
+  return bits_[key.bit].ranks[rank] != 0;
 }
 
 proto::Response Negotiator::Resolve(
@@ -224,13 +316,14 @@ void Negotiator::MaybeDispatch(NegotiatorOutput& out) {
 
 namespace {
 
-// What the fusion planner needs to know of a ready response.
+// What the fusion planner needs to know of a ready response (`first`: rank
+// 0's request).
 fusion::Candidate CandidateOf(const proto::Response& response,
-                              const std::vector<proto::Request>& requests,
+                              const proto::Request* first,
                               uint64_t direct_bytes) {
   fusion::Candidate c;
-  if (response.error_code() != 0 || requests.empty()) return c;  // kOther
-  const proto::Request& r = requests[0];
+  if (response.error_code() != 0 || first == nullptr) return c;  // kOther
+  const proto::Request& r = *first;
   const auto dtype = static_cast<DataType>(r.dtype());
   if (r.dtype() < 0 || DataTypeSize(dtype) == 0) return c;
   uint64_t row = 1;
@@ -267,11 +360,42 @@ fusion::Candidate CandidateOf(const proto::Response& response,
 void Negotiator::Flush(NegotiatorOutput& out) {
   proto::Plan& plan = out.plans.emplace_back();
   plan.set_seq(++last_seq_);
-  // The cache first: Put may evict (into this plan's cache_evicted).
-  std::vector<fusion::Candidate> candidates;
-  candidates.reserve(held_.size());
+  const size_t evicted_before = evicted_.size();
   const bool cache_on = cache_.capacity() > 0 || cache_.live() > 0;
-  for (Held& h : held_) {
+  std::vector<fusion::Candidate> candidates(held_.size());
+  // Hits of the fast path first: their response and requests live in the
+  // cache (pointers valid until the next Put), and touching them first
+  // keeps them from being this plan's least recently used.
+  for (size_t i = 0; i < held_.size(); ++i) {
+    Held& h = held_[i];
+    if (h.hit_bit < 0 || h.response.names_size() > 0) continue;
+    const auto bit = static_cast<uint32_t>(h.hit_bit);
+    bits_[bit].held = false;
+    const proto::Response* cached = cache_.Response(bit);
+    if (cached == nullptr) {
+      // Evicted after it became ready (a capacity change): resolved again
+      // from the tombstone's requests, and put below.
+      std::vector<std::optional<proto::Request>> requests;
+      for (int r = 0; r < options_.size; ++r) {
+        requests.emplace_back(*cache_.Lookup(bit, r));
+        h.requests.push_back(*cache_.Lookup(bit, r));
+      }
+      const std::string name = h.requests[0].name();
+      h.response = Resolve(name, requests);
+      h.hit_bit = -1;
+      continue;
+    }
+    cache_.Touch(bit);
+    h.response.add_names(cached->names(0));
+    h.response.set_op(cached->op());
+    *h.response.mutable_sizes() = cached->sizes();
+    h.response.add_cache_bits(h.hit_bit);
+    candidates[i] =
+        CandidateOf(h.response, cache_.Lookup(bit, 0), fusion_direct_bytes_);
+  }
+  for (size_t i = 0; i < held_.size(); ++i) {
+    Held& h = held_[i];
+    if (h.response.cache_bits_size() > 0) continue;  // a fast hit, done
     const std::string& name = h.response.names(0);
     int32_t bit = -1;
     // A hit whose entry a capacity change evicted meanwhile is put again.
@@ -282,10 +406,14 @@ void Negotiator::Flush(NegotiatorOutput& out) {
       bit = cache_.Put(name, h.requests, h.response, plan.seq(), &evicted_);
     }
     if (cache_on || !evicted_.empty()) h.response.add_cache_bits(bit);
-    for (int64_t us : h.ready_us) h.response.add_ready_us(us);
-    candidates.push_back(
-        CandidateOf(h.response, h.requests, fusion_direct_bytes_));
+    candidates[i] =
+        CandidateOf(h.response, h.requests.empty() ? nullptr : &h.requests[0],
+                    fusion_direct_bytes_);
   }
+  for (Held& h : held_) {
+    for (int64_t us : h.ready_us) h.response.add_ready_us(us);
+  }
+  DivertEvicted(evicted_before);
   // A bit given out (or hit) and then evicted by a later Put of this plan:
   // the name holds none after this plan.
   if (!evicted_.empty()) {
@@ -308,7 +436,7 @@ void Negotiator::Flush(NegotiatorOutput& out) {
     r = std::move(held_[group.members[0]].response);
     for (size_t i = 1; i < group.members.size(); ++i) {
       proto::Response& m = held_[group.members[i]].response;
-      r.add_names(m.names(0));
+      r.add_names(std::move(*m.mutable_names(0)));
       r.mutable_sizes()->MergeFrom(m.sizes());
       r.mutable_cache_bits()->MergeFrom(m.cache_bits());
       r.mutable_ready_us()->MergeFrom(m.ready_us());
@@ -325,23 +453,22 @@ void Negotiator::Inspect(absl::Time now, NegotiatorOutput& out) {
   // name at least `age` old, oldest first; `waited` adds its age.
   auto describe = [&](absl::Duration age, bool waited) {
     std::vector<std::string> items;
-    for (const auto& [order, name] : by_order_) {
-      const Partial& p = partial_.at(name);
-      if (now - p.first < age) continue;
+    for (const auto& [order, key] : by_order_) {
+      const absl::Time first = KeyFirst(key);
+      if (now - first < age) continue;
       std::vector<int> missing, submitted;
       for (int r = 0; r < options_.size; ++r) {
-        (p.by_rank[r].has_value() ? submitted : missing).push_back(r);
+        (KeyAnnounced(key, r) ? submitted : missing).push_back(r);
       }
       items.push_back(absl::StrCat(
-          "'", name, "' ",
-          waited ? absl::StrCat("waited ", FormatAge(now - p.first), " for ")
+          "'", KeyName(key), "' ",
+          waited ? absl::StrCat("waited ", FormatAge(now - first), " for ")
                  : "waits for ",
           RankList(missing), " (submitted by ", RankList(submitted), ")"));
     }
     return items;
   };
-  const absl::Duration oldest_age =
-      now - partial_.at(by_order_.begin()->second).first;
+  const absl::Duration oldest_age = now - KeyFirst(by_order_.begin()->second);
 
   if (options_.stall_check > absl::ZeroDuration() &&
       now >= next_stall_warning_ && oldest_age >= options_.stall_check) {

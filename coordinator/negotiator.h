@@ -118,10 +118,26 @@ class Negotiator {
     absl::Time first;    // first announcement
     uint64_t order = 0;  // arrival order of the first announcement
   };
+  // A live cache bit some ranks announced (the hot path of a steady-state
+  // step: no per-name state, no copies). Indexed by bit in bits_.
+  struct BitPartial {
+    bool active = false;
+    bool held = false;  // complete, in held_ (a hit)
+    int count = 0;
+    std::vector<uint8_t> ranks;  // size entries: announced
+    std::vector<absl::Time> at;  // each rank's announcement
+    absl::Time first;
+    uint64_t order = 0;
+  };
+  // What by_order_ orders: a name in partial_, or a bit in bits_.
+  struct PartialKey {
+    int64_t bit = -1;  // >= 0: bits_[bit]
+    std::string name;  // else partial_[name]
+  };
   // A ready response waiting for its plan.
   struct Held {
-    proto::Response response;              // names = {name}
-    std::vector<proto::Request> requests;  // every rank's, for the cache
+    proto::Response response;              // names = {name}; empty for a hit
+    std::vector<proto::Request> requests;  // every rank's; empty for a hit
     int64_t hit_bit = -1;                  // every rank announced this live bit
     std::vector<int64_t> ready_us;         // per rank, with a timeline
   };
@@ -129,6 +145,19 @@ class Negotiator {
   // One rank's announcement of one request (`bit` >= 0: by that bit).
   void AnnounceOne(int rank, const proto::Request& request, int64_t bit,
                    absl::Time now);
+  // One rank's announcement of a cache bit.
+  void AnnounceBit(int rank, uint32_t bit, absl::Time now);
+  // Moves bits_[bit] (active) into partial_ under its name.
+  void ToNamePartial(uint32_t bit);
+  // Active bit partials of bits evicted since evicted_[from] go to the name
+  // path (their bits no longer stand for a cached response).
+  void DivertEvicted(size_t from);
+  // The name, first announcement and ranks of a partial, for the stall
+  // inspector and Pending().
+  std::string KeyName(const PartialKey& key) const;
+  absl::Time KeyFirst(const PartialKey& key) const;
+  bool KeyAnnounced(const PartialKey& key, int rank) const;
+  void Warn(int rank, const std::string& name) const;
   // The response for a name every rank announced: a run, or an error.
   proto::Response Resolve(const std::string& name,
                           const std::vector<std::optional<proto::Request>>& r);
@@ -142,8 +171,9 @@ class Negotiator {
 
   const NegotiatorOptions options_;
   absl::flat_hash_map<std::string, Partial> partial_;
-  // The names of partial_ by Partial::order: oldest first.
-  std::map<uint64_t, std::string> by_order_;
+  // The partials (names of partial_, active bits_) by order: oldest first.
+  std::map<uint64_t, PartialKey> by_order_;
+  std::vector<BitPartial> bits_;
   uint64_t next_order_ = 0;
   std::vector<Held> held_;
   absl::flat_hash_set<std::string> held_names_;  // the names in held_

@@ -857,5 +857,58 @@ TEST(NegotiatorTest, BitGivenAndEvictedInOnePlanIsNotKept) {
   EXPECT_THAT(out.plans[0].cache_evicted(), ElementsAre(0u));
 }
 
+// A cache bit some ranks announced is a pending tensor like any other: it
+// is listed by name and stall warnings name it.
+TEST(NegotiatorTest, PartiallyAnnouncedBitsArePendingByName) {
+  NegotiatorOptions o = Opts(2);
+  o.stall_check = absl::Seconds(60);
+  Negotiator n(o);
+  NegotiatorOutput out;
+  for (int r = 0; r < 2; ++r) n.Announce(r, Ann({"grad/w"}), kT0, out);
+  for (int r = 0; r < 2; ++r) n.Done(r, 1, kT0, out);
+  proto::Announce by_bit;
+  by_bit.add_cached(0);
+  n.Announce(1, by_bit, kT0, out);
+  const std::vector<proto::PendingTensor> pending =
+      n.Pending(At(absl::Seconds(2)));
+  ASSERT_EQ(pending.size(), 1u);
+  EXPECT_EQ(pending[0].name(), "grad/w");
+  EXPECT_THAT(pending[0].ranks(), ElementsAre(1));
+  EXPECT_EQ(pending[0].seconds(), 2.0);
+  EXPECT_EQ(n.NextWake(), At(absl::Seconds(60)));
+  n.Tick(At(absl::Seconds(61)), out);
+  ASSERT_EQ(out.warnings.size(), 1u);
+  EXPECT_THAT(out.warnings[0],
+              HasSubstr("'grad/w' waits for rank 0 (submitted by rank 1)"));
+  n.Announce(0, by_bit, At(absl::Seconds(62)), out);  // resolves it
+  ASSERT_EQ(out.plans.size(), 2u);
+  EXPECT_THAT(Names(out.plans[1]), ElementsAre("grad/w"));
+  EXPECT_TRUE(n.Pending(At(absl::Seconds(63))).empty());
+}
+
+// A capacity change that evicts a bit some ranks announced: the tensor
+// still completes (from the evicted entry's request), and holds no bit.
+TEST(NegotiatorTest, EvictionOfAPartiallyAnnouncedBitKeepsIt) {
+  Negotiator n(Opts(2));
+  NegotiatorOutput out;
+  for (int r = 0; r < 2; ++r) {
+    proto::Announce a = Ann({"t"});
+    *a.mutable_settings() = Set(1 << 20, 4);
+    n.Announce(r, a, kT0, out);
+  }
+  for (int r = 0; r < 2; ++r) n.Done(r, 1, kT0, out);
+  proto::Announce by_bit;
+  by_bit.add_cached(0);
+  n.Announce(0, by_bit, kT0, out);
+  proto::Announce full = Ann({"t"});
+  *full.mutable_settings() = Set(1 << 20, 0);  // evicts bit 0 first
+  n.Announce(1, full, kT0, out);
+  ASSERT_EQ(out.plans.size(), 2u);
+  EXPECT_THAT(Names(out.plans[1]), ElementsAre("t"));
+  EXPECT_EQ(out.plans[1].responses(0).error_code(), 0);
+  EXPECT_THAT(out.plans[1].cache_evicted(), ElementsAre(0u));
+  EXPECT_THAT(out.plans[1].responses(0).cache_bits(), ElementsAre(-1));
+}
+
 }  // namespace
 }  // namespace kolo::coordinator

@@ -190,6 +190,7 @@ absl::StatusOr<std::unique_ptr<Runtime>> StartRuntime(
   ro.fusion_threshold = c.fusion_threshold;
   ro.fusion_direct_bytes = c.fusion_direct_bytes;
   ro.cache_capacity = c.cache_capacity;
+  ro.announce_window = c.cycle_time;
   if (!c.timeline.empty() && m.rank() == 0) {
     // As Horovod: rank 0 writes the timeline. A path that cannot be
     // written is reported and the job goes on without one.

@@ -74,7 +74,13 @@ void CacheMirror::Apply(
       if (request == nullptr) continue;
       const auto b = static_cast<uint32_t>(bit);
       if (auto it = by_name_.find(name); it != by_name_.end()) {
-        if (it->second.bit != b) Evict(it->second.bit);
+        if (it->second.bit == b) {  // kept (a hit), or a changed request
+          if (!SameRequest(it->second.request, *request)) {
+            it->second.request = *request;
+          }
+          continue;
+        }
+        Evict(it->second.bit);
       }
       Evict(b);  // a bit names one tensor
       by_name_[name] = Entry{b, *request};

@@ -135,7 +135,9 @@ struct WorkerConfig {
   // --- Negotiation (used when this process hosts the coordinator) -----------
   // KOLO_CYCLE_TIME_MS (alias HOROVOD_CYCLE_TIME), milliseconds, may be
   // fractional: the longest a ready tensor waits for others to batch with
-  // while the data plane is busy (an idle data plane gets it at once). 1 ms,
+  // while the data plane is busy (an idle data plane gets it at once), and
+  // the longest a worker holds a submission to announce it together with
+  // later ones while its caller waits for nothing (op_runtime.h). 1 ms,
   // as Horovod: long enough to fuse a backward pass's burst of gradients,
   // short next to a step. Must be > 0.
   absl::Duration cycle_time = absl::Milliseconds(1);

@@ -22,12 +22,6 @@ namespace {
 // follows, the coordinator learns that this rank is idle this much later.
 constexpr absl::Duration kDoneDelay = absl::Microseconds(200);
 
-// The longest a submission waits in the outbox when the caller neither
-// waits for an op nor submits more than kOutboxBytes meanwhile (see the
-// header): a burst of submissions (a backward pass's gradients) shares one
-// write, and the coordinator sees them in one message, so that they become
-// ready together and fuse. Short next to Horovod's 1 ms cycle.
-constexpr absl::Duration kCoalesce = absl::Microseconds(100);
 // An outbox this big goes out at once.
 constexpr size_t kOutboxBytes = 64 * 1024;
 
@@ -54,7 +48,8 @@ OpRuntime::OpRuntime(std::shared_ptr<SessionClient> session,
       data_(data),
       rank_(rank),
       size_(size),
-      timeline_(std::move(options.timeline)) {
+      timeline_(std::move(options.timeline)),
+      announce_window_(options.announce_window) {
   {
     MutexLock lock(&mu_);
     settings_.set_fusion_threshold(
@@ -127,7 +122,7 @@ absl::StatusOr<Handle> OpRuntime::Submit(std::unique_ptr<PendingOp> op) {
     if (link_ == nullptr) {
       send_now = true;
     } else if (flush_at_ == absl::InfiniteFuture()) {  // the outbox was empty
-      flush_at_ = now + kCoalesce;
+      flush_at_ = now + announce_window_;
       // The background thread sends it if nobody else does first; wake it
       // unless it will wake up in time anyway.
       wake = bg_wakes_at_ > flush_at_;

@@ -16,9 +16,10 @@
 //
 // Announcements (link only): a submission waits in an outbox that goes out
 // when the caller starts waiting (synchronize, wait_any, poll), when it
-// holds 64 KiB, or after kCoalesce (100 µs; the next submission or the
-// background thread sends it) — a backward pass's burst of submissions costs
-// one write, not one each, and its tensors become ready together and fuse. A
+// holds 64 KiB, or at the latest after the announce window (the cycle time:
+// the next submission or the background thread sends it) — a backward
+// pass's burst of submissions costs one write, not one each, and its
+// tensors become ready together and fuse. A
 // tensor whose Request equals the one its cache bit was assigned for goes as
 // that bit (cache_mirror.h). Send order: every write carries the outbox first,
 // then a pending Done; a mutex held from taking them to writing them keeps
@@ -82,6 +83,10 @@ struct RuntimeOptions {
   int64_t fusion_threshold = int64_t{128} << 20;
   int64_t fusion_direct_bytes = int64_t{1} << 20;
   int64_t cache_capacity = 1024;
+  // The longest a submission waits to share a write with later ones while
+  // the caller does not wait for any op (KOLO_CYCLE_TIME_MS, as Horovod's
+  // background loop picks up submissions once per cycle).
+  absl::Duration announce_window = absl::Milliseconds(1);
   std::unique_ptr<Timeline> timeline;  // null: none
 };
 
@@ -155,6 +160,7 @@ class OpRuntime {
   DataPlane* const data_;
   const int rank_, size_;
   const std::unique_ptr<Timeline> timeline_;  // may be null
+  const absl::Duration announce_window_;
 
   // Orders writes to the coordinator (see the header comment); taken before
   // mu_.
