@@ -160,6 +160,9 @@ Actions CoordinatorCore::OnMessage(SessionId id,
       HandleLeave(id, s, out);
       return out;
     case proto::WorkerMessage::kAnnounce: {
+      // A worker's negotiation link is a second connection: what it sent
+      // there before its Leave may arrive after the Leave. Harmless.
+      if (s.state == State::kLeft) return out;
       if (s.state != State::kMember) break;
       NegotiatorOutput result;
       negotiator_->Announce(s.rank, message.announce(), s.last_heard, result);
@@ -167,6 +170,7 @@ Actions CoordinatorCore::OnMessage(SessionId id,
       return out;
     }
     case proto::WorkerMessage::kDone: {
+      if (s.state == State::kLeft) return out;  // as Announce above
       if (s.state != State::kMember) break;
       NegotiatorOutput result;
       negotiator_->Done(s.rank, message.done().seq(), s.last_heard, result);

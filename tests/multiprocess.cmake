@@ -38,3 +38,14 @@ kolo_add_test(multiprocess_negotiation_test
   SOURCES multiprocess_negotiation_test.cc
   LIBS kolo_mp_testing LABELS multiprocess SERIAL TIMEOUT 600)
 add_dependencies(multiprocess_negotiation_test kolo-negotiation-worker kolorun)
+
+# Fusion, the response cache and the timeline of issue 5: exact results over
+# the grid of settings, settings switched at run time, metadata changes, and
+# the timeline file (tests/workers/fusion_worker.cc).
+add_executable(kolo-fusion-worker workers/fusion_worker.cc)
+target_link_libraries(kolo-fusion-worker PRIVATE kolo)
+kolo_target_warnings(kolo-fusion-worker)
+kolo_add_test(multiprocess_fusion_test SOURCES multiprocess_fusion_test.cc
+  LIBS kolo_mp_testing protobuf::libprotobuf LABELS multiprocess SERIAL
+  TIMEOUT 600)
+add_dependencies(multiprocess_fusion_test kolo-fusion-worker kolorun)

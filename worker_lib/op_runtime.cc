@@ -256,7 +256,10 @@ std::optional<proto::Plan> OpRuntime::NextPlanFromLink() {
     absl::Duration timeout = absl::Seconds(1);
     {
       MutexLock lock(&mu_);
-      if (stop_) return std::nullopt;
+      if (stop_) {
+        unsent_done_ = 0;  // shutting down: nothing follows
+        return std::nullopt;
+      }
       if (!plans_.empty()) {
         proto::Plan plan = std::move(plans_.front());
         plans_.pop_front();
@@ -278,6 +281,7 @@ std::optional<proto::Plan> OpRuntime::NextPlanFromLink() {
       MutexLock lock(&mu_);
       bg_wakes_at_ = absl::InfinitePast();        // awake
       flush = flush || flush_at_ <= absl::Now();  // the outbox's window ended
+      if (stop_) flush = false;
     }
     if (flush) {
       MutexLock send_lock(&send_mu_);

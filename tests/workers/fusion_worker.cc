@@ -1,7 +1,7 @@
 // kolo-fusion-worker: the program the fusion, response cache and timeline
 // tests run under kolorun (tests/multiprocess_fusion_test.cc, issue 5 point
 // 5). Usage: kolo-fusion-worker MODE [STEPS]
-//   steps STEPS  the "step": 69 tensors (allreduce of float32, int32,
+//   steps STEPS  the "step": 79 tensors (allreduce of float32, int32,
 //     float64, float16 and bfloat16 with every reduce op, some with
 //     prescale / postscale 0.5, 2 or 4, counts 0, 1, 7, 1000 and 70000, in
 //     place and not; three of at least 1 MiB, which run direct; ten
@@ -11,12 +11,15 @@
 //     step), then synchronize_all, STEPS times, every output checked bit
 //     for bit. The settings come from the environment (KOLO_FUSION_THRESHOLD,
 //     KOLO_CACHE_CAPACITY): the test runs the grid of them.
+//   churn STEPS  as steps, but each step submits a different subset of the
+//     tensors (the same on every rank).
 //   switch  the same step seven times, changing the settings with
 //     kolo::set_fusion_threshold / set_cache_capacity between steps, the
 //     same on every rank (kSwitches below).
 //   metadata  eight steps of a smaller set in which some names change
 //     metadata: at step 2 on every rank (shape, dtype, reduce op, scale
-//     factors, an allgather's row shape), and back at step 7; at step 4 on
+//     factors, an allgather's row shape, the collective), and back at step
+//     7; at step 4 on
 //     the last rank only (n >= 2), which must fail those tensors on every
 //     rank with kFailedPrecondition naming each, while the others in the
 //     step are exact, and the step after works again.
@@ -453,18 +456,30 @@ std::vector<Spec> StepSpecs(int n) {
   constexpr int64_t kCounts[] = {0, 1, 7, 1000, 70000};
   std::vector<Spec> specs;
   int seed = 0;
-  // 40 allreduces: every dtype x op, counts and scale factors varied.
-  for (int t = 0; t < 40; ++t) {
-    const int64_t count = kCounts[(t * 2 + t / 5) % 5];
-    std::vector<int64_t> shape = {count};
-    if (count == 1000 && t % 2 == 1) shape = {10, 100};
-    if (count == 1 && t % 3 == 0) shape = {};  // a scalar
-    Spec s = Allreduce(absl::StrCat("ar/", t), kTypes[t % 5], kOps[(t / 5) % 5],
-                       shape, seed++);
-    s.prescale = t % 7 == 3 ? 2.0 : t % 7 == 5 ? 0.5 : t % 7 == 6 ? 4.0 : 1.0;
-    s.postscale = t % 6 == 1 ? 0.5 : t % 6 == 4 ? 2.0 : 1.0;
-    s.in_place = t % 4 == 2;
-    specs.push_back(std::move(s));
+  // 50 allreduces: two of every dtype x op, which may fuse with each other
+  // (their scale factors agree), with varied counts and scale factors.
+  constexpr double kPrescales[] = {1.0, 2.0, 0.5, 4.0, 1.0};
+  constexpr double kPostscales[] = {1.0, 0.5, 2.0};
+  for (int d = 0; d < 5; ++d) {
+    for (int o = 0; o < 5; ++o) {
+      double prescale = kPrescales[(d + o) % 5];
+      // A product of prescale 4 could overflow float16 with 5 ranks.
+      if (kOps[o] == ReduceOp::kProduct && prescale == 4.0) prescale = 2.0;
+      for (int k = 0; k < 2; ++k) {
+        const int64_t count = kCounts[(d * 6 + o + 2 * k) % 5];
+        std::vector<int64_t> shape = {count};
+        if (count == 1000 && k == 1) shape = {10, 100};
+        if (count == 1 && (d + o) % 3 == 0) shape = {};  // a scalar
+        Spec s =
+            Allreduce(absl::StrCat("ar/", kolo::DataTypeName(kTypes[d]), "/",
+                                   kolo::ReduceOpName(kOps[o]), "/", k),
+                      kTypes[d], kOps[o], shape, seed++);
+        s.prescale = prescale;
+        s.postscale = kPostscales[(d + 2 * o) % 3];
+        s.in_place = (d + o + k) % 4 == 2;
+        specs.push_back(std::move(s));
+      }
+    }
   }
   // 12 plain sums that fuse with each other (float32 and float16).
   constexpr int64_t kPlain[] = {1, 7, 1000, 70000, 0, 3, 1000, 7};
@@ -514,17 +529,28 @@ std::vector<Spec> StepSpecs(int n) {
   return specs;
 }
 
-int Steps(int steps) {
-  const std::vector<Spec> specs = StepSpecs(kolo::size());
+// `steps`, or with `churn` a different subset of the step's tensors every
+// step (the same on every rank: about two thirds, chosen by a hash of the
+// step and the tensor), so that names leave and come back to a small cache.
+int Steps(int steps, bool churn) {
+  const std::vector<Spec> all = StepSpecs(kolo::size());
   int64_t elements = 0;
+  size_t submitted = 0;
   for (int step = 0; step < steps; ++step) {
+    std::vector<Spec> specs;
+    for (size_t i = 0; i < all.size(); ++i) {
+      if (!churn || (i * 7 + step * 13 + i * step) % 3 != 0) {
+        specs.push_back(all[i]);
+      }
+    }
+    submitted += specs.size();
     if (int rc = RunStep(specs, step, &elements); rc != 0) return rc;
   }
   std::printf(
-      "FUS_OK mode=steps rank=%d size=%d steps=%d tensors=%zu "
+      "FUS_OK mode=%s rank=%d size=%d steps=%d tensors=%zu submitted=%zu "
       "elements=%lld\n",
-      kolo::rank(), kolo::size(), steps, specs.size(),
-      static_cast<long long>(elements));
+      churn ? "churn" : "steps", kolo::rank(), kolo::size(), steps, all.size(),
+      submitted, static_cast<long long>(elements));
   return 0;
 }
 
@@ -628,6 +654,12 @@ std::vector<Spec> MetadataSpecs(int step, int rank, int n) {
   if (odd) gather.shape = {5};
   specs.push_back(gather);
 
+  // The collective itself changes: allreduce, then allgather.
+  specs.push_back(changed
+                      ? Allgather("meta/op", DataType::kFloat32, {2}, 2, seed++)
+                      : Allreduce("meta/op", DataType::kFloat32, ReduceOp::kSum,
+                                  {6}, seed++));
+
   if (step == kMismatchStep && n >= 2) {
     for (Spec& s : specs) {
       s.expect_error = s.name == "meta/shape" || s.name == "meta/dtype" ||
@@ -690,9 +722,10 @@ int TimelineMode(int steps) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr,
-                 "usage: kolo-fusion-worker steps|switch|metadata|timeline "
-                 "[STEPS]\n");
+    std::fprintf(
+        stderr,
+        "usage: kolo-fusion-worker steps|churn|switch|metadata|timeline "
+        "[STEPS]\n");
     return 2;
   }
   const std::string mode = argv[1];
@@ -700,8 +733,8 @@ int main(int argc, char** argv) {
   if (argc > 2 && (!absl::SimpleAtoi(argv[2], &steps) || steps < 1)) return 2;
   if (absl::Status s = kolo::init(); !s.ok()) return Fail("init", s);
   int rc;
-  if (mode == "steps") {
-    rc = Steps(steps);
+  if (mode == "steps" || mode == "churn") {
+    rc = Steps(steps, mode == "churn");
   } else if (mode == "switch") {
     rc = SwitchMode();
   } else if (mode == "metadata") {
