@@ -22,6 +22,9 @@ namespace {
 // follows, the coordinator learns that this rank is idle this much later.
 constexpr absl::Duration kDoneDelay = absl::Microseconds(200);
 
+// The background thread keeps waking once per announce window for this
+// long after the last submission (see NextPlanFromLink).
+constexpr absl::Duration kActive = absl::Seconds(1);
 // An outbox this big goes out at once.
 constexpr size_t kOutboxBytes = 64 * 1024;
 
@@ -119,6 +122,7 @@ absl::StatusOr<Handle> OpRuntime::Submit(std::unique_ptr<PendingOp> op) {
     }
     now = absl::Now();
     op->submitted = now;
+    last_submit_ = now;
     if (link_ == nullptr) {
       send_now = true;
     } else if (flush_at_ == absl::InfiniteFuture()) {  // the outbox was empty
@@ -268,6 +272,12 @@ std::optional<proto::Plan> OpRuntime::NextPlanFromLink() {
       done_waits = unsent_done_ != 0;
       if (done_waits) timeout = kDoneDelay;
       const absl::Time now = absl::Now();
+      // While the caller submits, wake at least once per announce window,
+      // so that a submission never needs a wake-up of its own (a Wake per
+      // op costs a context switch on a busy host).
+      if (now - last_submit_ < kActive) {
+        timeout = std::min(timeout, announce_window_);
+      }
       if (flush_at_ != absl::InfiniteFuture()) {
         timeout =
             std::min(timeout, std::max(absl::ZeroDuration(), flush_at_ - now));

@@ -184,6 +184,7 @@ class OpRuntime {
   proto::Announce outbox_ ABSL_GUARDED_BY(mu_);
   absl::Time flush_at_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   size_t outbox_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // about
+  absl::Time last_submit_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   // When the background thread's wait ends (InfinitePast: it is awake).
   absl::Time bg_wakes_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   proto::Settings settings_ ABSL_GUARDED_BY(mu_);
