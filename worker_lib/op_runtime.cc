@@ -398,6 +398,7 @@ void OpRuntime::RunPlan(const proto::Plan& plan, absl::Time arrived) {
     // The cache changes apply before this plan can be reported done (see
     // cache_mirror.h).
     cache_.Apply(plan, [&](const std::string& name) -> const proto::Request* {
+      mu_.AssertHeld();  // called by Apply, under the lock above
       auto it = names_.find(name);
       return it == names_.end() ? nullptr : &ops_.at(it->second)->request;
     });
