@@ -10,6 +10,7 @@
 #include "common/log.h"
 #include "coordinator/negotiator_checks.h"
 #include "fusion/fusion_planner.h"
+#include "proto/op_names.h"
 
 namespace kolo::coordinator {
 namespace {
@@ -48,23 +49,60 @@ Negotiator::Negotiator(NegotiatorOptions options)
   KOLO_CHECK(options_.size >= 1) << "negotiator size " << options_.size;
   done_.assign(options_.size, 0);
   settings_.resize(options_.size);
+  joined_.assign(options_.size, 0);
+  for (int r = 0; r < options_.size; ++r) all_ranks_.push_back(r);
+}
+
+const std::vector<int>* Negotiator::Members(int32_t set) const {
+  if (set == 0) return &all_ranks_;
+  auto it = sets_.find(set);
+  return it == sets_.end() ? nullptr : &it->second;
+}
+
+template <typename Announced>
+bool Negotiator::Complete(int32_t set, Announced announced) const {
+  const std::vector<int>* members = Members(set);
+  if (members == nullptr) return false;
+  bool any = false;
+  for (int r : *members) {
+    if (announced(r)) {
+      any = true;
+    } else if (joined_[r] == 0) {
+      return false;
+    }
+  }
+  return any;
+}
+
+template <typename Announced>
+std::vector<int> Negotiator::Absent(int32_t set, Announced announced) const {
+  std::vector<int> absent;
+  if (joined_count_ == 0) return absent;
+  const std::vector<int>* members = Members(set);
+  if (members == nullptr) return absent;
+  for (int r : *members) {
+    if (joined_[r] != 0 && !announced(r)) absent.push_back(r);
+  }
+  return absent;
 }
 
 void Negotiator::UpdateSettings(int rank, const proto::Settings& settings) {
   settings_[rank] = settings;
   uint64_t threshold = UINT64_MAX, direct = UINT64_MAX;
   uint32_t capacity = UINT32_MAX;
-  bool timeline = false;
+  bool timeline = false, disable_group_fusion = false;
   for (const std::optional<proto::Settings>& s : settings_) {
     if (!s.has_value()) return;  // until every rank sent its own
     threshold = std::min<uint64_t>(threshold, s->fusion_threshold());
     direct = std::min<uint64_t>(direct, s->fusion_direct_bytes());
     capacity = std::min(capacity, s->cache_capacity());
     timeline = timeline || s->timeline();
+    disable_group_fusion = disable_group_fusion || s->disable_group_fusion();
   }
   fusion_threshold_ = threshold;
   fusion_direct_bytes_ = direct;
   timeline_ = timeline;
+  disable_group_fusion_ = disable_group_fusion;
   if (capacity != cache_.capacity()) {
     const size_t from = evicted_.size();
     cache_.SetCapacity(capacity, last_seq_ + 1, &evicted_);
@@ -129,20 +167,116 @@ void Negotiator::AnnounceBit(int rank, uint32_t bit, absl::Time now) {
   }
   b.ranks[rank] = 1;
   b.at[rank] = now;
-  if (++b.count < options_.size) return;
+  ++b.count;
+  if (joined_count_ == 0 ? b.count < options_.size : !Complete(0, [&](int r) {
+        return b.ranks[r] != 0;
+      })) {
+    return;
+  }
+  CompleteBit(bit, now);
+}
 
-  Held held;  // a hit: every rank announced this live bit
+void Negotiator::CompleteBit(uint32_t bit, absl::Time now) {
+  BitPartial& b = bits_[bit];
+  Held held;  // a hit: every rank (that has not joined) announced this bit
   held.hit_bit = bit;
+  held.absent = Absent(0, [&](int r) { return b.ranks[r] != 0; });
   if (timeline_) {
-    for (absl::Time t : b.at) {
-      held.ready_us.push_back(absl::ToInt64Microseconds(t - b.first));
+    for (int r = 0; r < options_.size; ++r) {
+      held.ready_us.push_back(
+          b.ranks[r] != 0 ? absl::ToInt64Microseconds(b.at[r] - b.first) : 0);
     }
   }
+  const proto::Request& first = *cache_.Lookup(bit, 0);
+  held.group = first.group();
+  held.group_size = first.group_size();
   by_order_.erase(b.order);
   b.active = false;
   b.held = true;
-  if (held_.empty()) held_since_ = now;
-  held_.push_back(std::move(held));
+  Hold(std::move(held), now);
+}
+
+void Negotiator::Hold(Held held, absl::Time now) {
+  const bool was_empty = held_.empty();
+  const bool grouped = !held.group.empty();
+  if (grouped && held.response.names_size() == 0) {
+    // A fast hit that may wait for its group across plans: it takes its
+    // response and requests along now (the entry may be evicted meanwhile).
+    const auto bit = static_cast<uint32_t>(held.hit_bit);
+    held.response = *cache_.Response(bit);
+    held.response.clear_cache_bits();
+    for (int r = 0; r < options_.size; ++r) {
+      held.requests.push_back(*cache_.Lookup(bit, r));
+    }
+    held.cacheable = held.absent.empty();
+    bits_[bit].held = false;
+  }
+  if (!grouped || broken_groups_.contains(held.group)) {
+    if (held.response.names_size() > 0) {
+      held_names_.insert(held.response.names(0));
+    }
+    held_.push_back(std::move(held));
+  } else {
+    const std::string group = held.group;
+    std::vector<Held>& members = groups_[group];
+    const bool error = held.response.error_code() != 0;
+    const auto want = static_cast<size_t>(std::max(1, held.group_size));
+    group_names_.insert(held.response.names(0));
+    members.push_back(std::move(held));
+    // An error releases the group at once (its members may never all
+    // come, when the ranks disagree on the group); later members go alone.
+    if (error) broken_groups_.insert(group);
+    if (!error && members.size() < want) return;
+    for (Held& m : members) {
+      group_names_.erase(m.response.names(0));
+      held_names_.insert(m.response.names(0));
+      held_.push_back(std::move(m));
+    }
+    groups_.erase(group);
+  }
+  if (was_empty && !held_.empty()) held_since_ = now;
+}
+
+void Negotiator::Join(int rank, const proto::Request& request, absl::Time now) {
+  if (joined_[rank] != 0) {
+    Warn(rank, request.name());
+    return;
+  }
+  joined_[rank] = 1;
+  ++joined_count_;
+  last_joined_ = rank;
+  CompleteJoined(now);
+  if (joined_count_ < options_.size) return;
+  Held held;  // every rank joined
+  held.response.add_names(request.name());
+  held.response.set_op(proto::JOIN);
+  held.response.add_sizes(last_joined_);
+  joined_.assign(options_.size, 0);
+  joined_count_ = 0;
+  last_joined_ = -1;
+  Hold(std::move(held), now);
+}
+
+void Negotiator::CompleteJoined(absl::Time now) {
+  std::vector<PartialKey> keys;
+  keys.reserve(by_order_.size());
+  for (const auto& [order, key] : by_order_) keys.push_back(key);
+  for (const PartialKey& key : keys) {
+    if (key.bit >= 0) {
+      const auto bit = static_cast<uint32_t>(key.bit);
+      const BitPartial& b = bits_[bit];
+      if (b.active && Complete(0, [&](int r) { return b.ranks[r] != 0; })) {
+        CompleteBit(bit, now);
+      }
+      continue;
+    }
+    auto it = partial_.find(key.name);
+    if (it == partial_.end()) continue;
+    const Partial& p = it->second;
+    if (Complete(p.set, [&](int r) { return p.by_rank[r].has_value(); })) {
+      CompleteName(key.name, now);
+    }
+  }
 }
 
 void Negotiator::ToNamePartial(uint32_t bit) {
@@ -174,6 +308,22 @@ void Negotiator::DivertEvicted(size_t from) {
 void Negotiator::AnnounceOne(int rank, const proto::Request& request,
                              int64_t bit, absl::Time now) {
   const std::string& name = request.name();
+  if (request.op() == proto::JOIN) {
+    Join(rank, request, now);
+    return;
+  }
+  const std::vector<int>* members = Members(request.process_set());
+  if (members == nullptr ||
+      !std::binary_search(members->begin(), members->end(), rank)) {
+    GetLogger("coordinator")
+        ->error(
+            "rank {} announced tensor '{}' on process set {}, {}; ignored "
+            "(the worker should have refused it)",
+            rank, name, request.process_set(),
+            members == nullptr ? "which does not exist"
+                               : "which it is not a member of");
+    return;
+  }
   const std::optional<uint32_t> live = cache_.BitOf(name);
   const BitPartial* bp =
       live.has_value() && *live < bits_.size() ? &bits_[*live] : nullptr;
@@ -181,13 +331,15 @@ void Negotiator::AnnounceOne(int rank, const proto::Request& request,
   if (bp != nullptr && bp->active) ToNamePartial(*live);
   auto [it, inserted] = partial_.try_emplace(name);
   Partial& p = it->second;
-  if (held_names_.contains(name) || (bp != nullptr && bp->held) ||
+  if (held_names_.contains(name) || group_names_.contains(name) ||
+      (bp != nullptr && bp->held) ||
       (!inserted && p.by_rank[rank].has_value())) {
     if (inserted) partial_.erase(it);
     Warn(rank, name);
     return;
   }
   if (inserted) {
+    p.set = request.process_set();
     p.by_rank.resize(options_.size);
     p.at.resize(options_.size);
     p.first = now;
@@ -200,9 +352,32 @@ void Negotiator::AnnounceOne(int rank, const proto::Request& request,
     if (p.by_bit == 0 || p.bit == bit) ++p.by_bit;
     p.bit = bit;
   }
-  if (++p.count < options_.size) return;
+  ++p.count;
+  if (joined_count_ == 0 && p.set == 0
+          ? p.count < options_.size
+          : !Complete(p.set, [&](int r) { return p.by_rank[r].has_value(); })) {
+    return;
+  }
+  CompleteName(name, now);
+}
 
+namespace {
+
+// The ops the response cache keeps: the collectives.
+bool Cacheable(proto::OpType op) {
+  return op != proto::JOIN && op != proto::PROCESS_SET_ADD &&
+         op != proto::PROCESS_SET_REMOVE;
+}
+
+}  // namespace
+
+void Negotiator::CompleteName(const std::string& name, absl::Time now) {
+  auto it = partial_.find(name);
+  Partial& p = it->second;
+  auto announced = [&](int r) { return p.by_rank[r].has_value(); };
   Held held;
+  held.set = p.set;
+  held.absent = Absent(p.set, announced);
   const std::optional<uint32_t> now_live = cache_.BitOf(name);
   if (p.by_bit == options_.size && now_live.has_value() && *now_live == p.bit) {
     held.response = *cache_.Response(*now_live);  // unchanged: a hit
@@ -211,20 +386,24 @@ void Negotiator::AnnounceOne(int rank, const proto::Request& request,
   } else {
     held.response = Resolve(name, p.by_rank);
   }
-  held.requests.reserve(options_.size);
-  for (std::optional<proto::Request>& r : p.by_rank) {
-    held.requests.push_back(std::move(*r));
-  }
   if (timeline_) {
-    for (absl::Time t : p.at) {
-      held.ready_us.push_back(absl::ToInt64Microseconds(t - p.first));
+    for (int r = 0; r < options_.size; ++r) {
+      held.ready_us.push_back(
+          announced(r) ? absl::ToInt64Microseconds(p.at[r] - p.first) : 0);
     }
   }
+  held.requests.reserve(options_.size);
+  for (std::optional<proto::Request>& r : p.by_rank) {
+    if (r.has_value()) held.requests.push_back(std::move(*r));
+  }
+  const proto::Request& first = held.requests[0];
+  held.group = first.group();
+  held.group_size = first.group_size();
+  held.cacheable = p.set == 0 && Cacheable(first.op()) &&
+                   held.requests.size() == static_cast<size_t>(options_.size);
   by_order_.erase(p.order);
   partial_.erase(it);
-  if (held_.empty()) held_since_ = now;
-  held_names_.insert(name);
-  held_.push_back(std::move(held));
+  Hold(std::move(held), now);
 }
 
 void Negotiator::Done(int rank, uint64_t seq, absl::Time /*now*/,
@@ -283,6 +462,10 @@ std::string Negotiator::KeyName(const PartialKey& key) const {
   return cache_.Lookup(static_cast<uint32_t>(key.bit), 0)->name();
 }
 
+int32_t Negotiator::KeySet(const PartialKey& key) const {
+  return key.bit < 0 ? partial_.at(key.name).set : 0;
+}
+
 absl::Time Negotiator::KeyFirst(const PartialKey& key) const {
   if (key.bit < 0) return partial_.at(key.name).first;
   return bits_[key.bit].first;
@@ -297,12 +480,14 @@ proto::Response Negotiator::Resolve(
     const std::string& name,
     const std::vector<std::optional<proto::Request>>& r) {
   std::vector<const proto::Request*> requests;
-  requests.reserve(r.size());
-  for (const std::optional<proto::Request>& request : r) {
-    KOLO_CHECK(request.has_value()) << "tensor '" << name << "' not ready";
-    requests.push_back(&*request);
+  std::vector<int> ranks;
+  for (int rank = 0; rank < static_cast<int>(r.size()); ++rank) {
+    if (!r[rank].has_value()) continue;  // joined, or not a member
+    requests.push_back(&*r[rank]);
+    ranks.push_back(rank);
   }
-  return CheckAgreement(name, requests);
+  KOLO_CHECK(!requests.empty()) << "tensor '" << name << "' not ready";
+  return CheckAgreement(name, requests, ranks);
 }
 
 bool Negotiator::DataPlaneIdle() const {
@@ -357,12 +542,131 @@ fusion::Candidate CandidateOf(const proto::Response& response,
 
 }  // namespace
 
+void Negotiator::FinishHeld(size_t index, const proto::Request& first) {
+  Held& h = held_[index];
+  proto::Response& r = h.response;
+  r.set_process_set(h.set);
+  const proto::OpType op = r.op();
+  if (r.error_code() == 0 && h.absent.empty() &&
+      (op == proto::PROCESS_SET_ADD || op == proto::PROCESS_SET_REMOVE)) {
+    FinishProcessSetOp(index, first);
+  }
+  if (h.absent.empty() || r.error_code() != 0 || op == proto::BARRIER) return;
+  if (op == proto::ALLREDUCE) {  // the joined ranks contribute the identity
+    for (int rank : h.absent) r.add_joined(rank);
+    r.set_dtype(first.dtype());
+    r.set_reduce_op(first.reduce_op());
+    r.set_postscale(first.postscale());
+    int64_t count = 1;
+    for (int64_t d : first.shape()) count *= d;
+    r.add_counts(count);
+    return;
+  }
+  r.clear_sizes();
+  r.set_error_code(static_cast<int>(absl::StatusCode::kFailedPrecondition));
+  r.set_error(absl::StrCat(
+      proto::OpTypeName(op), " '", r.names(0), "' cannot run while ",
+      RankList(h.absent), h.absent.size() == 1 ? " has" : " have",
+      " joined (kolo::join): a joined rank takes part only in allreduces "
+      "and barriers; submit it before join() on every rank, or on a process "
+      "set without the joined ranks"));
+}
+
+void Negotiator::FinishProcessSetOp(size_t index, const proto::Request& first) {
+  proto::Response& r = held_[index].response;
+  auto fail = [&](absl::StatusCode code, const std::string& why) {
+    r.set_error_code(static_cast<int>(code));
+    r.set_error(why);
+  };
+  if (r.op() == proto::PROCESS_SET_ADD) {
+    const std::vector<int> ranks(first.splits().begin(), first.splits().end());
+    const std::string text =
+        absl::StrCat("add_process_set([", absl::StrJoin(ranks, ","), "])");
+    if (ranks.empty() || !std::is_sorted(ranks.begin(), ranks.end()) ||
+        std::adjacent_find(ranks.begin(), ranks.end()) != ranks.end() ||
+        ranks.front() < 0 || ranks.back() >= options_.size) {
+      fail(absl::StatusCode::kInvalidArgument,
+           absl::StrCat(text, ": a process set is distinct ranks in 0..",
+                        options_.size - 1, ", in ascending order"));
+      return;
+    }
+    if (ranks == all_ranks_) {
+      fail(absl::StatusCode::kInvalidArgument,
+           absl::StrCat(text,
+                        ": these ranks form the global process set (id 0); "
+                        "use it instead"));
+      return;
+    }
+    for (const auto& [id, members] : sets_) {
+      if (members != ranks) continue;
+      fail(absl::StatusCode::kInvalidArgument,
+           absl::StrCat(text, ": these ranks already form process set ", id,
+                        "; use it, or remove it first"));
+      return;
+    }
+    const int32_t id = next_set_++;
+    sets_[id] = ranks;
+    r.add_sizes(id);
+    return;
+  }
+  const int32_t id = first.root();
+  const std::string text = absl::StrCat("remove_process_set(", id, ")");
+  if (id == 0) {
+    fail(absl::StatusCode::kInvalidArgument,
+         absl::StrCat(text, ": the global process set cannot be removed"));
+    return;
+  }
+  if (!sets_.contains(id)) {
+    fail(absl::StatusCode::kInvalidArgument,
+         absl::StrCat(text, ": there is no process set ", id,
+                      " (never added, or removed already)"));
+    return;
+  }
+  std::vector<std::string> pending;
+  for (const auto& [name, p] : partial_) {
+    if (p.set == id) pending.push_back(absl::StrCat("'", name, "'"));
+  }
+  for (const auto& [group, members] : groups_) {
+    for (const Held& m : members) {
+      if (m.set == id) {
+        pending.push_back(absl::StrCat("'", m.response.names(0), "'"));
+      }
+    }
+  }
+  for (size_t i = index + 1; i < held_.size(); ++i) {
+    if (held_[i].set == id && held_[i].response.names_size() > 0) {
+      pending.push_back(absl::StrCat("'", held_[i].response.names(0), "'"));
+    }
+  }
+  if (!pending.empty()) {
+    std::sort(pending.begin(), pending.end());
+    fail(
+        absl::StatusCode::kFailedPrecondition,
+        absl::StrCat(text, ": ops on it are still pending (", ListSome(pending),
+                     "); wait for them on every member first"));
+    return;
+  }
+  sets_.erase(id);
+  r.add_sizes(id);
+}
+
 void Negotiator::Flush(NegotiatorOutput& out) {
   proto::Plan& plan = out.plans.emplace_back();
   plan.set_seq(++last_seq_);
   const size_t evicted_before = evicted_.size();
   const bool cache_on = cache_.capacity() > 0 || cache_.live() > 0;
   std::vector<fusion::Candidate> candidates(held_.size());
+  // Fusion domains: responses fuse only within their process set, their
+  // group under KOLO_DISABLE_GROUP_FUSION, and their joined ranks.
+  absl::flat_hash_map<std::string, uint64_t> domains;
+  auto domain = [&](const Held& h) -> uint64_t {
+    const bool by_group = disable_group_fusion_ && !h.group.empty();
+    if (h.set == 0 && !by_group && h.response.joined().empty()) return 0;
+    const std::string key =
+        absl::StrCat(h.set, "|", by_group ? h.group : "", "|",
+                     absl::StrJoin(h.response.joined(), ","));
+    return domains.try_emplace(key, domains.size() + 1).first->second;
+  };
   // Hits of the fast path first: their response and requests live in the
   // cache (pointers valid until the next Put), and touching them first
   // keeps them from being this plan's least recently used.
@@ -383,6 +687,7 @@ void Negotiator::Flush(NegotiatorOutput& out) {
       const std::string name = h.requests[0].name();
       h.response = Resolve(name, requests);
       h.hit_bit = -1;
+      h.cacheable = true;
       continue;
     }
     cache_.Touch(bit);
@@ -390,8 +695,10 @@ void Negotiator::Flush(NegotiatorOutput& out) {
     h.response.set_op(cached->op());
     *h.response.mutable_sizes() = cached->sizes();
     h.response.add_cache_bits(h.hit_bit);
-    candidates[i] =
-        CandidateOf(h.response, cache_.Lookup(bit, 0), fusion_direct_bytes_);
+    const proto::Request* first = cache_.Lookup(bit, 0);
+    FinishHeld(i, *first);
+    candidates[i] = CandidateOf(h.response, first, fusion_direct_bytes_);
+    candidates[i].domain = domain(h);
   }
   for (size_t i = 0; i < held_.size(); ++i) {
     Held& h = held_[i];
@@ -402,13 +709,14 @@ void Negotiator::Flush(NegotiatorOutput& out) {
     if (h.hit_bit >= 0 && cache_.BitOf(name) == h.hit_bit) {
       cache_.Touch(static_cast<uint32_t>(h.hit_bit));
       bit = static_cast<int32_t>(h.hit_bit);
-    } else {
+    } else if (h.cacheable) {
       bit = cache_.Put(name, h.requests, h.response, plan.seq(), &evicted_);
     }
     if (cache_on || !evicted_.empty()) h.response.add_cache_bits(bit);
-    candidates[i] =
-        CandidateOf(h.response, h.requests.empty() ? nullptr : &h.requests[0],
-                    fusion_direct_bytes_);
+    const proto::Request* first = h.requests.empty() ? nullptr : &h.requests[0];
+    if (first != nullptr) FinishHeld(i, *first);
+    candidates[i] = CandidateOf(h.response, first, fusion_direct_bytes_);
+    candidates[i].domain = domain(h);
   }
   for (Held& h : held_) {
     for (int64_t us : h.ready_us) h.response.add_ready_us(us);
@@ -440,6 +748,7 @@ void Negotiator::Flush(NegotiatorOutput& out) {
       r.mutable_sizes()->MergeFrom(m.sizes());
       r.mutable_cache_bits()->MergeFrom(m.cache_bits());
       r.mutable_ready_us()->MergeFrom(m.ready_us());
+      r.mutable_counts()->MergeFrom(m.counts());
     }
   }
   held_.clear();
@@ -457,8 +766,13 @@ void Negotiator::Inspect(absl::Time now, NegotiatorOutput& out) {
       const absl::Time first = KeyFirst(key);
       if (now - first < age) continue;
       std::vector<int> missing, submitted;
-      for (int r = 0; r < options_.size; ++r) {
-        (KeyAnnounced(key, r) ? submitted : missing).push_back(r);
+      const std::vector<int>* members = Members(KeySet(key));
+      for (int r : members != nullptr ? *members : all_ranks_) {
+        if (KeyAnnounced(key, r)) {
+          submitted.push_back(r);
+        } else if (joined_[r] == 0) {
+          missing.push_back(r);
+        }
       }
       items.push_back(absl::StrCat(
           "'", KeyName(key), "' ",

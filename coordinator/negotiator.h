@@ -30,6 +30,22 @@
 //   may then announce the bit instead of its Request. A name every rank
 //   announced by its live bit reuses the cached response without checks.
 //   Bits evicted in a plan go out in Plan.cache_evicted.
+// - Process sets: a request names its set (0 = every rank); a name is ready
+//   when every member of its set announced it. Sets are registered and
+//   removed by negotiated ops over every rank (PROCESS_SET_ADD/REMOVE): an
+//   add of ranks that already form a set, or a remove of an unknown set or
+//   of one with ops pending, fails on every rank. Ids count from 1 and are
+//   never reused within an epoch. Set ops do not use the response cache.
+//   All sets share the one plan sequence (DESIGN.md: separate orders
+//   deadlock).
+// - Join (JOIN): a joined rank counts as having announced every name of
+//   its sets; an allreduce it did not announce carries it in
+//   Response.joined (it contributes the identity), a barrier completes, and
+//   any other op fails on every rank that announced it. When every rank
+//   joined, a JOIN response names the last one, and the join state resets.
+// - Groups (Request.group): the members of a group wait for each other and
+//   go out in one plan. Under Settings.disable_group_fusion (any rank) they
+//   fuse only with each other.
 // - Stall inspector: a name announced by some ranks but not all for longer
 //   than stall_check gives a warning naming the missing ranks and some
 //   tensors, repeated every stall_check while it lasts; past stall_shutdown
@@ -110,6 +126,7 @@ class Negotiator {
 
  private:
   struct Partial {
+    int32_t set = 0;                                     // its process set
     std::vector<std::optional<proto::Request>> by_rank;  // size entries
     std::vector<absl::Time> at;  // each rank's announcement
     int count = 0;
@@ -136,10 +153,17 @@ class Negotiator {
   };
   // A ready response waiting for its plan.
   struct Held {
-    proto::Response response;              // names = {name}; empty for a hit
-    std::vector<proto::Request> requests;  // every rank's; empty for a hit
-    int64_t hit_bit = -1;                  // every rank announced this live bit
-    std::vector<int64_t> ready_us;         // per rank, with a timeline
+    proto::Response response;  // names = {name}; empty for a fast hit
+    // The requests of the members that announced it, in rank order (every
+    // rank's when `cacheable`); empty for a fast hit.
+    std::vector<proto::Request> requests;
+    int64_t hit_bit = -1;           // every rank announced this live bit
+    std::vector<int64_t> ready_us;  // per rank, with a timeline
+    std::vector<int> absent;        // joined members that did not announce
+    int32_t set = 0;
+    std::string group;  // a grouped op's group, and its member count
+    int32_t group_size = 0;
+    bool cacheable = false;  // every rank's request, a collective of set 0
   };
 
   // One rank's announcement of one request (`bit` >= 0: by that bit).
@@ -147,14 +171,40 @@ class Negotiator {
                    absl::Time now);
   // One rank's announcement of a cache bit.
   void AnnounceBit(int rank, uint32_t bit, absl::Time now);
+  // A JOIN from `rank`.
+  void Join(int rank, const proto::Request& request, absl::Time now);
+  // The members of process set `set` (null: no such set).
+  const std::vector<int>* Members(int32_t set) const;
+  // Whether every member of `set` that has not joined announced (by
+  // `announced(rank)`), and at least one did.
+  template <typename Announced>
+  bool Complete(int32_t set, Announced announced) const;
+  // Joined members of `set` that did not announce.
+  template <typename Announced>
+  std::vector<int> Absent(int32_t set, Announced announced) const;
+  // Moves the complete name partial `name` / bit partial `bit` to held.
+  void CompleteName(const std::string& name, absl::Time now);
+  void CompleteBit(uint32_t bit, absl::Time now);
+  // Every partial that a join made complete.
+  void CompleteJoined(absl::Time now);
+  // Into held_, or into its group's wait until the group is complete.
+  void Hold(Held held, absl::Time now);
+  // In Flush, for the held response held_[index] (`first`: a request of
+  // it): process set registration, and the join rules (Response.joined, or
+  // an error).
+  void FinishHeld(size_t index, const proto::Request& first);
+  // add_process_set / remove_process_set: registers or removes the set, or
+  // turns the response into an error.
+  void FinishProcessSetOp(size_t index, const proto::Request& first);
   // Moves bits_[bit] (active) into partial_ under its name.
   void ToNamePartial(uint32_t bit);
   // Active bit partials of bits evicted since evicted_[from] go to the name
   // path (their bits no longer stand for a cached response).
   void DivertEvicted(size_t from);
-  // The name, first announcement and ranks of a partial, for the stall
+  // The name, first announcement, set and ranks of a partial, for the stall
   // inspector and Pending().
   std::string KeyName(const PartialKey& key) const;
+  int32_t KeySet(const PartialKey& key) const;
   absl::Time KeyFirst(const PartialKey& key) const;
   bool KeyAnnounced(const PartialKey& key, int rank) const;
   void Warn(int rank, const std::string& name) const;
@@ -177,6 +227,20 @@ class Negotiator {
   uint64_t next_order_ = 0;
   std::vector<Held> held_;
   absl::flat_hash_set<std::string> held_names_;  // the names in held_
+  // Groups some of whose members are complete, by group; their names.
+  absl::flat_hash_map<std::string, std::vector<Held>> groups_;
+  absl::flat_hash_set<std::string> group_names_;
+  // Groups released early by an error: their later members go alone.
+  absl::flat_hash_set<std::string> broken_groups_;
+  // Process sets by id (0, every rank, is implicit); the next id to give.
+  std::vector<int> all_ranks_;
+  std::map<int32_t, std::vector<int>> sets_;
+  int32_t next_set_ = 1;
+  // Join: per rank, whether it joined; how many; the last to join.
+  std::vector<uint8_t> joined_;
+  int joined_count_ = 0;
+  int last_joined_ = -1;
+  bool disable_group_fusion_ = false;
   // Per rank: the latest Settings (nullopt until sent).
   std::vector<std::optional<proto::Settings>> settings_;
   uint64_t fusion_threshold_, fusion_direct_bytes_;

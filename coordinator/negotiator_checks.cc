@@ -19,6 +19,9 @@ namespace {
 
 using Requests = std::vector<const proto::Request*>;
 
+// The ranks requests come from: ranks[i] is the rank of the i-th request.
+using Ranks = std::vector<int>;
+
 struct Group {
   std::string value;
   std::vector<int> ranks;
@@ -102,6 +105,14 @@ std::string OpName(const proto::Request& r) {
   return proto::OpTypeName(r.op());
 }
 
+std::string FormatGroupSize(const proto::Request& r) {
+  return r.group().empty() ? "none" : absl::StrCat(r.group_size());
+}
+
+std::string FormatRemovedSet(const proto::Request& r) {
+  return absl::StrCat(r.root());
+}
+
 std::string FormatRoot(const proto::Request& r) {
   return absl::StrCat(r.root());
 }
@@ -131,6 +142,10 @@ std::vector<Field> OpFields(proto::OpType op) {
     case proto::ALLGATHER:
     case proto::ALLTOALL:
       return {{"shape", FormatTrailingShape}};
+    case proto::PROCESS_SET_ADD:
+      return {{"ranks", FormatSplits}};
+    case proto::PROCESS_SET_REMOVE:
+      return {{"process set", FormatRemovedSet}};
     default:
       return {};
   }
@@ -138,8 +153,8 @@ std::vector<Field> OpFields(proto::OpType op) {
 
 // "<op> <what> X on ranks .. but Y on rank .." when the ranks disagree on
 // field; nullopt when they agree.
-std::optional<std::string> Mismatch(const Requests& rs, absl::string_view op,
-                                    const Field& field) {
+std::optional<std::string> Mismatch(const Requests& rs, const Ranks& ranks,
+                                    absl::string_view op, const Field& field) {
   std::vector<std::string> values;
   values.reserve(rs.size());
   for (const proto::Request* r : rs) values.push_back(field.value(*r));
@@ -148,15 +163,17 @@ std::optional<std::string> Mismatch(const Requests& rs, absl::string_view op,
     return std::nullopt;
   }
   return absl::StrCat(op, op.empty() ? "" : " ", field.what, " ",
-                      DescribeGroups(values));
+                      DescribeGroups(values, ranks));
 }
 
 // The first field of `fields` the ranks disagree on; nullopt if none.
-std::optional<std::string> FirstMismatch(const Requests& rs,
+std::optional<std::string> FirstMismatch(const Requests& rs, const Ranks& ranks,
                                          absl::string_view op,
                                          const std::vector<Field>& fields) {
   for (const Field& field : fields) {
-    if (std::optional<std::string> m = Mismatch(rs, op, field)) return m;
+    if (std::optional<std::string> m = Mismatch(rs, ranks, op, field)) {
+      return m;
+    }
   }
   return std::nullopt;
 }
@@ -172,13 +189,14 @@ proto::Response Error(absl::string_view name, absl::StatusCode code,
 
 // "invalid on rank 2: R" / "invalid on ranks 1,3: R" / "invalid on rank 1:
 // R1; on rank 3: R2"; nullopt when no rank flagged the request.
-std::optional<std::string> DescribeInvalid(const Requests& rs) {
+std::optional<std::string> DescribeInvalid(const Requests& rs,
+                                           const Ranks& from) {
   std::vector<std::string> reasons;
   std::vector<int> ranks;
   for (int r = 0; r < static_cast<int>(rs.size()); ++r) {
     if (rs[r]->invalid().empty()) continue;
     reasons.push_back(rs[r]->invalid());
-    ranks.push_back(r);
+    ranks.push_back(from[r]);
   }
   if (ranks.empty()) return std::nullopt;
   std::vector<std::string> parts;
@@ -193,14 +211,14 @@ std::optional<std::string> DescribeInvalid(const Requests& rs) {
 
 // Allgather and alltoall split the first dimension: a scalar cannot take
 // part (a correct worker flags it invalid itself).
-std::optional<std::string> CheckHasRows(const Requests& rs,
+std::optional<std::string> CheckHasRows(const Requests& rs, const Ranks& ranks,
                                         const std::string& op) {
   if (rs[0]->op() != proto::ALLGATHER && rs[0]->op() != proto::ALLTOALL) {
     return std::nullopt;
   }
   for (int r = 0; r < static_cast<int>(rs.size()); ++r) {
     if (rs[r]->shape().empty()) {
-      return absl::StrCat(op, " of a scalar on rank ", r,
+      return absl::StrCat(op, " of a scalar on rank ", ranks[r],
                           ": the tensor needs at least one dimension");
     }
   }
@@ -221,7 +239,7 @@ bool SplitsFit(const proto::Request& r, int size) {
 
 // Guards against requests a correct worker flags invalid itself; nullopt
 // when the agreed request can run.
-std::optional<std::string> CheckRunnable(const Requests& rs,
+std::optional<std::string> CheckRunnable(const Requests& rs, const Ranks& ranks,
                                          const std::string& op) {
   const int size = static_cast<int>(rs.size());
   const proto::Request& first = *rs[0];
@@ -232,7 +250,7 @@ std::optional<std::string> CheckRunnable(const Requests& rs,
       for (int r = 0; r < size; ++r) {
         if (!SplitsFit(*rs[r], size)) {
           return absl::StrCat(op, " splits ", FormatSplits(*rs[r]), " on rank ",
-                              r, " are not ", size,
+                              ranks[r], " are not ", size,
                               " non-negative entries summing to the first "
                               "dimension of shape ",
                               FormatShape(*rs[r]));
@@ -249,13 +267,15 @@ std::optional<std::string> CheckRunnable(const Requests& rs,
                           "dimension of shape ",
                           FormatShape(first));
     case proto::BROADCAST:
-      if (first.root() < 0 || first.root() >= size) {
-        return absl::StrCat(op, " root ", first.root(), " is not a rank (size ",
-                            size, ")");
+      if (std::find(ranks.begin(), ranks.end(), first.root()) == ranks.end()) {
+        return absl::StrCat(op, " root ", first.root(), " is not one of its ",
+                            RankList(ranks));
       }
       return std::nullopt;
     case proto::ALLREDUCE:
     case proto::BARRIER:
+    case proto::PROCESS_SET_ADD:
+    case proto::PROCESS_SET_REMOVE:
       return std::nullopt;
     default:
       return absl::StrCat(op, " on every rank: not a collective kolo knows");
@@ -269,8 +289,14 @@ std::string RankList(const std::vector<int>& ranks) {
                       absl::StrJoin(ranks, ","));
 }
 
-std::string DescribeGroups(const std::vector<std::string>& values) {
-  const std::vector<Group> groups = GroupByValue(values);
+std::string DescribeGroups(const std::vector<std::string>& values,
+                           const std::vector<int>& ranks) {
+  std::vector<Group> groups = GroupByValue(values);
+  if (!ranks.empty()) {
+    for (Group& g : groups) {
+      for (int& r : g.ranks) r = ranks[r];
+    }
+  }
   std::string out;
   for (size_t i = 0; i < groups.size(); ++i) {
     if (i == 1) {
@@ -283,14 +309,21 @@ std::string DescribeGroups(const std::vector<std::string>& values) {
   return out;
 }
 
-proto::Response CheckAgreement(absl::string_view name, const Requests& rs) {
+proto::Response CheckAgreement(absl::string_view name, const Requests& rs,
+                               const std::vector<int>& from) {
   KOLO_CHECK(!rs.empty()) << "no requests for tensor '" << name << "'";
+  Ranks ranks = from;
+  if (ranks.empty()) {
+    for (int r = 0; r < static_cast<int>(rs.size()); ++r) ranks.push_back(r);
+  }
+  KOLO_CHECK(ranks.size() == rs.size())
+      << ranks.size() << " ranks for " << rs.size() << " requests";
   const auto failed = absl::StatusCode::kFailedPrecondition;
   const auto invalid = absl::StatusCode::kInvalidArgument;
-  if (std::optional<std::string> flagged = DescribeInvalid(rs)) {
+  if (std::optional<std::string> flagged = DescribeInvalid(rs, ranks)) {
     return Error(name, invalid, *flagged);
   }
-  if (std::optional<std::string> m = Mismatch(rs, "", {"op", OpName})) {
+  if (std::optional<std::string> m = Mismatch(rs, ranks, "", {"op", OpName})) {
     return Error(name, failed, *m);
   }
   const proto::OpType type = rs[0]->op();
@@ -298,23 +331,30 @@ proto::Response CheckAgreement(absl::string_view name, const Requests& rs) {
   const std::vector<Field> tensor_fields = {{"dtype", FormatDtype},
                                             {"device", FormatDevice}};
   if (type != proto::BARRIER) {  // a barrier has no tensor
-    if (std::optional<std::string> m = FirstMismatch(rs, op, tensor_fields)) {
+    if (std::optional<std::string> m =
+            FirstMismatch(rs, ranks, op, tensor_fields)) {
       return Error(name, failed, *m);
     }
   }
-  if (std::optional<std::string> bad = CheckHasRows(rs, op)) {
-    return Error(name, invalid, *bad);
-  }
-  if (std::optional<std::string> m = FirstMismatch(rs, op, OpFields(type))) {
+  if (std::optional<std::string> m =
+          Mismatch(rs, ranks, op, {"group size", FormatGroupSize})) {
     return Error(name, failed, *m);
   }
-  if (std::optional<std::string> bad = CheckRunnable(rs, op)) {
+  if (std::optional<std::string> bad = CheckHasRows(rs, ranks, op)) {
+    return Error(name, invalid, *bad);
+  }
+  if (std::optional<std::string> m =
+          FirstMismatch(rs, ranks, op, OpFields(type))) {
+    return Error(name, failed, *m);
+  }
+  if (std::optional<std::string> bad = CheckRunnable(rs, ranks, op)) {
     return Error(name, invalid, *bad);
   }
 
   proto::Response response;
   response.add_names(std::string(name));
   response.set_op(type);
+  response.set_process_set(rs[0]->process_set());
   if (type == proto::ALLGATHER) {  // every rank's first dimension
     for (const proto::Request* r : rs) response.add_sizes(r->shape(0));
   } else if (type == proto::ALLTOALL) {  // sender major

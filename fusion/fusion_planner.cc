@@ -31,7 +31,7 @@ bool Fits(size_t end, size_t bytes, size_t threshold, size_t& offset) {
 }  // namespace
 
 bool Compatible(const Candidate& a, const Candidate& b) {
-  if (a.op != b.op) return false;
+  if (a.op != b.op || a.domain != b.domain) return false;
   switch (a.op) {
     case OpKind::kAllreduce:
       return a.dtype == b.dtype && a.reduce_op == b.reduce_op &&

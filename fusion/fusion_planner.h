@@ -9,7 +9,8 @@
 // - Only allreduce and allgather fuse. Two candidates are compatible when
 //   they have the same op and, for allreduce, the same dtype, reduce op,
 //   prescale, postscale and device; for allgather, the same dtype and device
-//   (reduce op and scale factors are ignored). Scale factors compare
+//   (reduce op and scale factors are ignored); always the same domain (the
+//   caller's partition: a process set, a group). Scale factors compare
 //   bitwise, so that a fused group gives bitwise the result of its members
 //   run alone (0.0 and -0.0 differ; a NaN matches only the same NaN). kOther
 //   is compatible with nothing, itself included.
@@ -68,6 +69,9 @@ struct Candidate {
   double prescale = 1.0;                // allreduce only
   double postscale = 1.0;               // allreduce only
   int device = -1;                      // -1 = host memory
+  // Only candidates of the same domain fuse. The coordinator uses the
+  // process set, and a grouped op's group under KOLO_DISABLE_GROUP_FUSION.
+  uint64_t domain = 0;
   // The bytes this member takes in the fusion buffer. The planner does not
   // interpret it: the caller decides what it is per op (for an allgather,
   // the whole gathered output, say).

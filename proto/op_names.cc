@@ -18,6 +18,12 @@ std::string OpTypeName(int op) {
       return "reducescatter";
     case BARRIER:
       return "barrier";
+    case JOIN:
+      return "join";
+    case PROCESS_SET_ADD:
+      return "add_process_set";
+    case PROCESS_SET_REMOVE:
+      return "remove_process_set";
     case OP_UNSPECIFIED:
       return "unspecified op";
     default:

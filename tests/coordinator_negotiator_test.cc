@@ -267,7 +267,7 @@ TEST(NegotiatorTest, BroadcastRootOutOfRange) {
   proto::Request r = Req("x", {4}, proto::BROADCAST);
   r.set_root(2);
   ExpectError(Resolve({r, r}), absl::StatusCode::kInvalidArgument,
-              "tensor 'x': broadcast root 2 is not a rank (size 2)");
+              "tensor 'x': broadcast root 2 is not one of its ranks 0,1");
 }
 
 TEST(NegotiatorTest, AllgatherTrailingDimensionsAndSizes) {
