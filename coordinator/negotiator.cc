@@ -211,7 +211,12 @@ void Negotiator::Hold(Held held, absl::Time now) {
     held.cacheable = held.absent.empty();
     bits_[bit].held = false;
   }
-  if (!grouped || broken_groups_.contains(held.group)) {
+  auto broken =
+      grouped ? broken_groups_.find(held.group) : broken_groups_.end();
+  if (!grouped || broken != broken_groups_.end()) {
+    if (broken != broken_groups_.end() && --broken->second <= 0) {
+      broken_groups_.erase(broken);  // the next use of the name waits again
+    }
     if (held.response.names_size() > 0) {
       held_names_.insert(held.response.names(0));
     }
@@ -224,8 +229,11 @@ void Negotiator::Hold(Held held, absl::Time now) {
     group_names_.insert(held.response.names(0));
     members.push_back(std::move(held));
     // An error releases the group at once (its members may never all
-    // come, when the ranks disagree on the group); later members go alone.
-    if (error) broken_groups_.insert(group);
+    // come, when the ranks disagree on the group); the rest of this use of
+    // the group go alone.
+    if (error && members.size() < want) {
+      broken_groups_[group] = static_cast<int>(want - members.size());
+    }
     if (!error && members.size() < want) return;
     for (Held& m : members) {
       group_names_.erase(m.response.names(0));
@@ -546,13 +554,14 @@ void Negotiator::FinishHeld(size_t index, const proto::Request& first) {
   Held& h = held_[index];
   proto::Response& r = h.response;
   r.set_process_set(h.set);
-  const proto::OpType op = r.op();
+  const proto::OpType op = first.op();
   if (r.error_code() == 0 && h.absent.empty() &&
       (op == proto::PROCESS_SET_ADD || op == proto::PROCESS_SET_REMOVE)) {
     FinishProcessSetOp(index, first);
   }
-  if (h.absent.empty() || r.error_code() != 0 || op == proto::BARRIER) return;
+  if (h.absent.empty() || op == proto::BARRIER) return;
   if (op == proto::ALLREDUCE) {  // the joined ranks contribute the identity
+    if (r.error_code() != 0) return;
     for (int rank : h.absent) r.add_joined(rank);
     r.set_dtype(first.dtype());
     r.set_reduce_op(first.reduce_op());
@@ -562,6 +571,8 @@ void Negotiator::FinishHeld(size_t index, const proto::Request& first) {
     r.add_counts(count);
     return;
   }
+  // Any other op: the joined ranks cannot take part. This error wins over
+  // the agreement checks', which saw only the ranks that announced.
   r.clear_sizes();
   r.set_error_code(static_cast<int>(absl::StatusCode::kFailedPrecondition));
   r.set_error(absl::StrCat(

@@ -230,8 +230,9 @@ class Negotiator {
   // Groups some of whose members are complete, by group; their names.
   absl::flat_hash_map<std::string, std::vector<Held>> groups_;
   absl::flat_hash_set<std::string> group_names_;
-  // Groups released early by an error: their later members go alone.
-  absl::flat_hash_set<std::string> broken_groups_;
+  // Groups released early by an error: how many of their members are still
+  // to come (they go alone).
+  absl::flat_hash_map<std::string, int> broken_groups_;
   // Process sets by id (0, every rank, is implicit); the next id to give.
   std::vector<int> all_ranks_;
   std::map<int32_t, std::vector<int>> sets_;

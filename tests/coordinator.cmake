@@ -16,6 +16,10 @@ kolo_add_test(coordinator_negotiator_test
   SOURCES coordinator_negotiator_test.cc
   LIBS kolo_coordinator_core
   LABELS unit tsan)
+kolo_add_test(coordinator_negotiator_sets_test
+  SOURCES coordinator_negotiator_sets_test.cc
+  LIBS kolo_coordinator_core
+  LABELS unit tsan)
 kolo_add_test(coordinator_response_cache_test
   SOURCES coordinator_response_cache_test.cc
   LIBS kolo_coordinator_core

@@ -49,3 +49,14 @@ kolo_add_test(multiprocess_fusion_test SOURCES multiprocess_fusion_test.cc
   LIBS kolo_mp_testing protobuf::libprotobuf LABELS multiprocess SERIAL
   TIMEOUT 600)
 add_dependencies(multiprocess_fusion_test kolo-fusion-worker kolorun)
+
+# Every collective and option through the negotiated API with exact values,
+# and the errors of each on every rank (issue 6 point 1): one kolorun job per
+# world size 2..5 (tests/workers/collectives_worker.cc).
+add_executable(kolo-collectives-worker workers/collectives_worker.cc)
+target_link_libraries(kolo-collectives-worker PRIVATE kolo)
+kolo_target_warnings(kolo-collectives-worker)
+kolo_add_test(multiprocess_collectives_test
+  SOURCES multiprocess_collectives_test.cc
+  LIBS kolo_mp_testing LABELS multiprocess SERIAL TIMEOUT 600)
+add_dependencies(multiprocess_collectives_test kolo-collectives-worker kolorun)

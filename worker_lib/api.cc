@@ -190,6 +190,7 @@ absl::StatusOr<std::unique_ptr<Runtime>> StartRuntime(
   ro.fusion_threshold = c.fusion_threshold;
   ro.fusion_direct_bytes = c.fusion_direct_bytes;
   ro.cache_capacity = c.cache_capacity;
+  ro.disable_group_fusion = c.disable_group_fusion;
   ro.announce_window = c.cycle_time;
   if (!c.timeline.empty() && m.rank() == 0) {
     // As Horovod: rank 0 writes the timeline. A path that cannot be
@@ -287,6 +288,24 @@ absl::Status init() {
       "data at {}",
       m.rank(), m.size(), m.local_rank(), m.local_size(), m.cross_rank(),
       m.cross_size(), runtime->listener->address());
+  return absl::OkStatus();
+}
+
+absl::Status init(const InitOptions& options) {
+  if (!options.process_sets.empty() && is_initialized()) {
+    return absl::FailedPreconditionError(
+        "init(options): kolo is initialised already; static process sets "
+        "are registered by the first init() (use add_process_set now)");
+  }
+  if (absl::Status s = init(); !s.ok()) return s;
+  for (size_t i = 0; i < options.process_sets.size(); ++i) {
+    absl::StatusOr<ProcessSet> id = add_process_set(options.process_sets[i]);
+    if (!id.ok()) {
+      return absl::Status(id.status().code(),
+                          absl::StrCat("init: static process set ", i, ": ",
+                                       id.status().message()));
+    }
+  }
   return absl::OkStatus();
 }
 

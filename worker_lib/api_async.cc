@@ -4,6 +4,7 @@
 // (worker_lib/op_runtime.h).
 //
 // Thread-safety: every function may be called from any thread.
+#include <functional>
 #include <memory>
 #include <numeric>
 #include <utility>
@@ -28,11 +29,41 @@ absl::StatusOr<Handle> Submit(std::unique_ptr<worker::PendingOp> op,
 }
 
 std::unique_ptr<worker::PendingOp> NewOp(proto::OpType type,
-                                         const Tensor& input) {
+                                         const Tensor& input,
+                                         ProcessSet process_set) {
   auto op = std::make_unique<worker::PendingOp>();
   op->op = type;
   op->input = input;
+  op->process_set = process_set;
   return op;
+}
+
+void SetReduce(worker::PendingOp& op, const AllreduceOptions& options) {
+  op.reduce.op = options.op;
+  op.reduce.prescale = options.prescale;
+  op.reduce.postscale = options.postscale;
+}
+
+// The members of a grouped op, or kInvalidArgument when there are as many
+// outputs as inputs.
+absl::StatusOr<Handle> SubmitGroup(
+    proto::OpType type, absl::Span<const Tensor> inputs, size_t outputs,
+    absl::string_view name, ProcessSet process_set,
+    const std::function<void(size_t, worker::PendingOp&)>& fill) {
+  const std::string op = absl::StrCat("grouped_", proto::OpTypeName(type));
+  auto ops = internal::CurrentOps(op);
+  if (!ops.ok()) return ops.status();
+  if (inputs.size() != outputs) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, " '", name, "': ", inputs.size(), " inputs but ",
+                     outputs, " outputs; give one output per input"));
+  }
+  std::vector<std::unique_ptr<worker::PendingOp>> members;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    members.push_back(NewOp(type, inputs[i], process_set));
+    fill(i, *members.back());
+  }
+  return (*ops)->SubmitGroup(std::move(members), name);
 }
 
 // Runs `submitted` to completion (the blocking wrappers).
@@ -80,25 +111,26 @@ absl::Status SameSplits(const char* op, const char* what,
 absl::StatusOr<Handle> allreduce_async(const Tensor& input,
                                        const Tensor& output,
                                        const AllreduceOptions& options,
-                                       absl::string_view name) {
-  auto op = NewOp(proto::ALLREDUCE, input);
+                                       absl::string_view name,
+                                       ProcessSet process_set) {
+  auto op = NewOp(proto::ALLREDUCE, input, process_set);
   op->output = output;
-  op->reduce.op = options.op;
-  op->reduce.prescale = options.prescale;
-  op->reduce.postscale = options.postscale;
+  SetReduce(*op, options);
   return Submit(std::move(op), name);
 }
 
 absl::StatusOr<Handle> allgather_async(const Tensor& input, Allocator output,
-                                       absl::string_view name) {
-  auto op = NewOp(proto::ALLGATHER, input);
+                                       absl::string_view name,
+                                       ProcessSet process_set) {
+  auto op = NewOp(proto::ALLGATHER, input, process_set);
   op->allocator = std::move(output);
   return Submit(std::move(op), name);
 }
 
 absl::StatusOr<Handle> broadcast_async(const Tensor& tensor, int root,
-                                       absl::string_view name) {
-  auto op = NewOp(proto::BROADCAST, tensor);
+                                       absl::string_view name,
+                                       ProcessSet process_set) {
+  auto op = NewOp(proto::BROADCAST, tensor, process_set);
   op->output = tensor;
   op->root = root;
   return Submit(std::move(op), name);
@@ -106,8 +138,9 @@ absl::StatusOr<Handle> broadcast_async(const Tensor& tensor, int root,
 
 absl::StatusOr<Handle> alltoall_async(const Tensor& input, Allocator output,
                                       absl::Span<const int64_t> splits,
-                                      absl::string_view name) {
-  auto op = NewOp(proto::ALLTOALL, input);
+                                      absl::string_view name,
+                                      ProcessSet process_set) {
+  auto op = NewOp(proto::ALLTOALL, input, process_set);
   op->allocator = std::move(output);
   op->splits.assign(splits.begin(), splits.end());
   return Submit(std::move(op), name);
@@ -117,18 +150,79 @@ absl::StatusOr<Handle> reducescatter_async(const Tensor& input,
                                            const Tensor& output,
                                            const AllreduceOptions& options,
                                            absl::Span<const int64_t> counts,
-                                           absl::string_view name) {
-  auto op = NewOp(proto::REDUCESCATTER, input);
+                                           absl::string_view name,
+                                           ProcessSet process_set) {
+  auto op = NewOp(proto::REDUCESCATTER, input, process_set);
   op->output = output;
-  op->reduce.op = options.op;
-  op->reduce.prescale = options.prescale;
-  op->reduce.postscale = options.postscale;
+  SetReduce(*op, options);
   op->splits.assign(counts.begin(), counts.end());
   return Submit(std::move(op), name);
 }
 
-absl::StatusOr<Handle> barrier_async(absl::string_view name) {
-  return Submit(NewOp(proto::BARRIER, Tensor{}), name);
+absl::StatusOr<Handle> barrier_async(absl::string_view name,
+                                     ProcessSet process_set) {
+  return Submit(NewOp(proto::BARRIER, Tensor{}, process_set), name);
+}
+
+absl::StatusOr<Handle> grouped_allreduce_async(absl::Span<const Tensor> inputs,
+                                               absl::Span<const Tensor> outputs,
+                                               const AllreduceOptions& options,
+                                               absl::string_view name,
+                                               ProcessSet process_set) {
+  return SubmitGroup(proto::ALLREDUCE, inputs, outputs.size(), name,
+                     process_set, [&](size_t i, worker::PendingOp& op) {
+                       op.output = outputs[i];
+                       SetReduce(op, options);
+                     });
+}
+
+absl::StatusOr<Handle> grouped_allgather_async(
+    absl::Span<const Tensor> inputs, absl::Span<const Allocator> outputs,
+    absl::string_view name, ProcessSet process_set) {
+  return SubmitGroup(
+      proto::ALLGATHER, inputs, outputs.size(), name, process_set,
+      [&](size_t i, worker::PendingOp& op) { op.allocator = outputs[i]; });
+}
+
+absl::StatusOr<Handle> grouped_reducescatter_async(
+    absl::Span<const Tensor> inputs, absl::Span<const Tensor> outputs,
+    const AllreduceOptions& options, absl::string_view name,
+    ProcessSet process_set) {
+  return SubmitGroup(proto::REDUCESCATTER, inputs, outputs.size(), name,
+                     process_set, [&](size_t i, worker::PendingOp& op) {
+                       op.output = outputs[i];
+                       SetReduce(op, options);
+                     });
+}
+
+absl::StatusOr<int> join(absl::Duration timeout) {
+  auto ops = internal::CurrentOps("join");
+  if (!ops.ok()) return ops.status();
+  return (*ops)->Join(timeout);
+}
+
+absl::StatusOr<ProcessSet> add_process_set(absl::Span<const int> ranks) {
+  auto ops = internal::CurrentOps("add_process_set");
+  if (!ops.ok()) return ops.status();
+  return (*ops)->AddProcessSet(std::vector<int>(ranks.begin(), ranks.end()));
+}
+
+absl::Status remove_process_set(ProcessSet id) {
+  auto ops = internal::CurrentOps("remove_process_set");
+  if (!ops.ok()) return ops.status();
+  return (*ops)->RemoveProcessSet(id);
+}
+
+absl::StatusOr<std::vector<int>> process_set_ranks(ProcessSet id) {
+  auto ops = internal::CurrentOps("process_set_ranks");
+  if (!ops.ok()) return ops.status();
+  return (*ops)->ProcessSetRanks(id);
+}
+
+std::vector<ProcessSet> process_sets() {
+  auto ops = internal::CurrentOps("process_sets");
+  if (!ops.ok()) return {};
+  return (*ops)->ProcessSetIds();
 }
 
 absl::Status set_fusion_threshold(int64_t bytes) {

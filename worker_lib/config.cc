@@ -369,6 +369,12 @@ absl::Status ParseNegotiation(const EnvMap& env, WorkerConfig& c) {
   if (auto f = First(env, {"KOLO_TIMELINE", "HOROVOD_TIMELINE"})) {
     c.timeline = f->value;
   }
+  if (auto f = First(
+          env, {"KOLO_DISABLE_GROUP_FUSION", "HOROVOD_DISABLE_GROUP_FUSION"})) {
+    auto v = ParseBool(*f);
+    if (!v.ok()) return v.status();
+    c.disable_group_fusion = *v;
+  }
   return absl::OkStatus();
 }
 

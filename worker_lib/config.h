@@ -182,6 +182,10 @@ struct WorkerConfig {
   // KOLO_TIMELINE (alias HOROVOD_TIMELINE): a path; rank 0 writes a Chrome
   // trace of every op there (chrome://tracing, Perfetto). Empty = none.
   std::string timeline;
+  // KOLO_DISABLE_GROUP_FUSION (alias HOROVOD_DISABLE_GROUP_FUSION): 1 = the
+  // members of a grouped op fuse only with each other, not with other
+  // tensors. Default 0.
+  bool disable_group_fusion = false;
 
   // --- Logging --------------------------------------------------------------
   // KOLO_LOG_LEVEL (alias HOROVOD_LOG_LEVEL): warn by default so a healthy

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "allreduce/subset_transport.h"
 #include "allreduce/tcp/tcp_transport.h"
 
 namespace kolo::worker {
@@ -121,5 +122,17 @@ absl::Status DataPlane::Barrier() {
 }
 
 void DataPlane::Abort(absl::Status why) { transport_->Abort(std::move(why)); }
+
+void DataPlane::Stamp(uint64_t first) {
+  MutexLock lock(&mu_);
+  next_seq_ = first;
+}
+
+std::unique_ptr<DataPlane> DataPlane::Subset(std::vector<int> members) {
+  AlgorithmOptions algorithms = algorithms_;
+  return std::make_unique<DataPlane>(
+      std::make_unique<SubsetTransport>(transport_.get(), std::move(members)),
+      algorithms);
+}
 
 }  // namespace kolo::worker

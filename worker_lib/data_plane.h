@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -50,6 +51,18 @@ class DataPlane {
 
   // Makes every current and later collective fail with `why` at once.
   void Abort(absl::Status why);
+
+  // The collectives that follow are stamped with sequence numbers from
+  // `first` on (the transport's frames carry them). The negotiated runtime
+  // derives it from the plan, so that every member of a process set stamps
+  // a collective alike even when other ranks skip the set's collectives.
+  void Stamp(uint64_t first);
+
+  // A data plane over the ranks `members` (ascending, this rank included)
+  // of this one's transport: a process set's. It shares the connections
+  // (SubsetTransport); this data plane must outlive it, and the two must
+  // not run collectives at the same time (the runtime runs one at a time).
+  std::unique_ptr<DataPlane> Subset(std::vector<int> members);
 
   DataPlane(std::unique_ptr<Transport> transport, AlgorithmOptions algorithms)
       : transport_(std::move(transport)), algorithms_(algorithms) {}

@@ -34,6 +34,7 @@ constexpr KnownVariable kKnownVariables[] = {
     {"KOLO_CACHE_CAPACITY", "worker", false},
     {"KOLO_COORDINATOR", "worker (set by kolorun)", false},
     {"KOLO_CYCLE_TIME_MS", "worker, kolorun, kolo-coordinator", false},
+    {"KOLO_DISABLE_GROUP_FUSION", "worker", false},
     {"KOLO_FUSION_DIRECT_BYTES", "worker", false},
     {"KOLO_FUSION_THRESHOLD", "worker", false},
     {"KOLO_HEARTBEAT_INTERVAL_MS", "worker", false},

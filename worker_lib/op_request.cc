@@ -82,7 +82,26 @@ std::string CheckSplits(const char* op, const char* what,
 std::string Validate(PendingOp& op, int rank, int size) {
   const std::string op_name = proto::OpTypeName(op.op);
   const char* name = op_name.c_str();
-  if (op.op == proto::BARRIER) return "";
+  if (op.op == proto::BARRIER || op.op == proto::JOIN ||
+      op.op == proto::PROCESS_SET_REMOVE) {
+    return "";
+  }
+  if (op.op == proto::PROCESS_SET_ADD) {
+    const std::vector<int64_t>& ranks = op.splits;
+    if (ranks.empty()) return "add_process_set: no ranks given";
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      if (ranks[i] < 0 || ranks[i] >= size) {
+        return absl::StrCat("add_process_set: rank ", ranks[i],
+                            " is out of range for ", size, " ranks (0..",
+                            size - 1, ")");
+      }
+      if (i > 0 && ranks[i] == ranks[i - 1]) {
+        return absl::StrCat("add_process_set: rank ", ranks[i],
+                            " is given twice");
+      }
+    }
+    return "";
+  }
   std::string bad = CheckTensor(name, "the input", op.input);
   if (!bad.empty()) return bad;
   const std::vector<int64_t>& shape = op.input.shape;
@@ -129,12 +148,24 @@ std::string Validate(PendingOp& op, int rank, int size) {
       return CheckTensor(name, "the output", op.output);
     }
     case proto::BROADCAST:
-      if (op.root < 0 || op.root >= size) {
-        return absl::StrCat("broadcast: root ", op.root,
-                            " is out of range for ", size, " ranks (0..",
-                            size - 1, ")");
+      if (op.members.empty()) {
+        if (op.root < 0 || op.root >= size) {
+          return absl::StrCat("broadcast: root ", op.root,
+                              " is out of range for ", size, " ranks (0..",
+                              size - 1, ")");
+        }
+        op.set_root = op.root;
+        return "";
       }
-      return "";
+      for (size_t i = 0; i < op.members.size(); ++i) {
+        if (op.members[i] == op.root) {
+          op.set_root = static_cast<int>(i);
+          return "";
+        }
+      }
+      return absl::StrCat("broadcast: root ", op.root,
+                          " is not a member of process set ", op.process_set,
+                          " (ranks ", absl::StrJoin(op.members, ","), ")");
     case proto::ALLGATHER:
     case proto::ALLTOALL:
       if (!op.allocator) {
@@ -182,7 +213,13 @@ proto::Request MakeRequest(PendingOp& op, int rank, int size) {
   r.set_name(op.name);
   r.set_op(op.op);
   std::string invalid = Validate(op, rank, size);
-  if (op.op != proto::BARRIER) {
+  r.set_process_set(op.process_set);
+  if (!op.group.empty()) {
+    r.set_group(op.group);
+    r.set_group_size(op.group_size);
+  }
+  if (op.op != proto::BARRIER && op.op != proto::JOIN &&
+      op.op != proto::PROCESS_SET_ADD && op.op != proto::PROCESS_SET_REMOVE) {
     r.set_dtype(static_cast<int>(op.input.dtype));
     for (int64_t d : op.input.shape) r.add_shape(d);
     r.set_device(op.input.device);

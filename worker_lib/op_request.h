@@ -36,7 +36,16 @@ struct PendingOp {
   // alltoall: rows sent to each rank; reducescatter: rows each rank gets
   // (filled in from the default split when the caller gave none). Empty when
   // the caller's splits were invalid.
+  // add_process_set: the set's ranks, ascending.
   std::vector<int64_t> splits;
+  // The process set (0 = every rank), and its members (global ranks,
+  // ascending; filled in by the runtime, empty for set 0).
+  int32_t process_set = 0;
+  std::vector<int> members;
+  int set_root = 0;  // broadcast: the root's index among the set's ranks
+  // A grouped op's member: the group's (qualified) name and size.
+  std::string group;
+  int32_t group_size = 0;
   proto::Request request;  // as announced (the cache compares it)
   absl::Time submitted;    // for the timeline
 
@@ -51,8 +60,10 @@ struct PendingOp {
 // or 1-d tensor).
 int64_t RowElements(const std::vector<int64_t>& shape);
 
-// The Request announcing `op` on rank `rank` of `size` ranks; fills
-// op.splits with the default split where the caller gave none.
+// The Request announcing `op` on rank `rank` of `size` ranks (of its
+// process set, whose global ranks are op.members, or 0..size-1 when empty);
+// fills op.splits with the default split where the caller gave none, and
+// op.set_root.
 proto::Request MakeRequest(PendingOp& op, int rank, int size);
 
 }  // namespace kolo::worker

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/types/span.h"
+#include "allreduce/kernels.h"
 #include "common/log.h"
 #include "proto/op_names.h"
 #include "worker_lib/plan_executor.h"
@@ -62,6 +63,7 @@ OpRuntime::OpRuntime(std::shared_ptr<SessionClient> session,
     settings_.set_cache_capacity(static_cast<uint32_t>(
         std::clamp<int64_t>(options.cache_capacity, 0, UINT32_MAX)));
     settings_.set_timeline(timeline_ != nullptr);
+    settings_.set_disable_group_fusion(options.disable_group_fusion);
   }
   thread_ = std::thread([this] { ThreadMain(); });
 }
@@ -96,32 +98,123 @@ absl::Status OpRuntime::SetCacheCapacity(int64_t entries) {
 }
 
 absl::StatusOr<Handle> OpRuntime::Submit(std::unique_ptr<PendingOp> op) {
-  Handle handle = 0;
+  std::vector<std::unique_ptr<PendingOp>> ops;
+  ops.push_back(std::move(op));
+  return SubmitOps(std::move(ops), /*group=*/false, "");
+}
+
+absl::StatusOr<Handle> OpRuntime::SubmitGroup(
+    std::vector<std::unique_ptr<PendingOp>> members, absl::string_view name) {
+  if (members.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("grouped op '", name, "' on rank ", rank_,
+                     ": a group needs at least one tensor"));
+  }
+  return SubmitOps(std::move(members), /*group=*/true, name);
+}
+
+absl::StatusOr<Handle> OpRuntime::SubmitOps(
+    std::vector<std::unique_ptr<PendingOp>> ops, bool group,
+    absl::string_view group_name) {
+  Handle result = 0;
   bool send_now = false, wake = false;
   absl::Time now;
   MutexLock send_lock(&send_mu_);
   {
     MutexLock lock(&mu_);
     if (!terminal_.ok()) return terminal_;
-    if (op->name.empty()) {
-      op->name =
-          absl::StrCat(proto::OpTypeName(op->op), ".noname.", next_noname_++);
+    const PendingOp& head = *ops[0];
+    const std::string op_name = proto::OpTypeName(head.op);
+    const int32_t set = head.process_set;
+    // The set: this rank's place in it.
+    int set_rank = rank_, set_size = size_;
+    const std::vector<int>* members = nullptr;
+    if (set != 0) {
+      auto it = sets_.find(set);
+      if (it == sets_.end()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            op_name, " '", head.name, "' on rank ", rank_, ": process set ",
+            set,
+            " does not exist (ids come from add_process_set; a removed set "
+            "is gone)"));
+      }
+      members = &it->second;
+      auto me = std::find(members->begin(), members->end(), rank_);
+      if (me == members->end()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(op_name, " '", head.name, "' on rank ", rank_,
+                         ": this rank is not a member of process set ", set,
+                         " (ranks ", absl::StrJoin(*members, ","), ")"));
+      }
+      set_rank = static_cast<int>(me - members->begin());
+      set_size = static_cast<int>(members->size());
     }
-    if (auto it = names_.find(op->name); it != names_.end()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          proto::OpTypeName(op->op), " '", op->name, "' on rank ", rank_,
-          ": an op with this name is already in flight on this rank (handle ",
-          it->second, "); wait for it, or give each op a distinct name"));
-    }
-    handle = op->handle = next_handle_++;
-    op->request = MakeRequest(*op, rank_, size_);
-    if (std::optional<uint32_t> bit = cache_.BitFor(op->request)) {
-      outbox_.add_cached(*bit);
+    auto qualify = [set](std::string name) {
+      return set == 0 ? name : absl::StrCat(name, " (process set ", set, ")");
+    };
+    // Names: made up per set when empty; a group's members are
+    // "<group>.<i>".
+    std::string group_key;
+    if (group) {
+      std::string base(group_name);
+      if (base.empty()) {
+        base =
+            absl::StrCat("grouped_", op_name, ".noname.", next_noname_[set]++);
+      }
+      for (size_t i = 0; i < ops.size(); ++i) {
+        ops[i]->name = qualify(absl::StrCat(base, ".", i));
+      }
+      group_key = qualify(base);
+    } else if (ops[0]->name.empty()) {
+      ops[0]->name =
+          qualify(absl::StrCat(op_name, ".noname.", next_noname_[set]++));
     } else {
-      *outbox_.add_requests() = op->request;
+      ops[0]->name = qualify(ops[0]->name);
+    }
+    for (const auto& op : ops) {
+      if (auto it = names_.find(op->name); it != names_.end()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            proto::OpTypeName(op->op), " '", op->name, "' on rank ", rank_,
+            ": an op with this name is already in flight on this rank "
+            "(handle ",
+            it->second, "); wait for it, or give each op a distinct name"));
+      }
     }
     now = absl::Now();
-    op->submitted = now;
+    std::vector<Handle> handles;
+    for (auto& op : ops) {
+      const Handle handle = op->handle = next_handle_++;
+      handles.push_back(handle);
+      if (members != nullptr) op->members = *members;
+      if (group) {
+        op->group = group_key;
+        op->group_size = static_cast<int32_t>(ops.size());
+      }
+      op->request = MakeRequest(*op, set_rank, set_size);
+      if (std::optional<uint32_t> bit = cache_.BitFor(op->request)) {
+        outbox_.add_cached(*bit);
+      } else {
+        *outbox_.add_requests() = op->request;
+      }
+      op->submitted = now;
+      outbox_bytes_ += op->request.name().size() + 32;
+      std::shared_ptr<PendingOp> shared(std::move(op));
+      names_[shared->name] = handle;
+      if (timeline_ != nullptr) {
+        timeline_->Begin(
+            shared->name,
+            absl::StrCat("NEGOTIATE_", Upper(proto::OpTypeName(shared->op))),
+            now,
+            {{"dtype", std::string(DataTypeName(shared->input.dtype))},
+             {"shape", ShapeText(shared->input.shape)}});
+      }
+      ops_[handle] = std::move(shared);
+    }
+    result = handles[0];
+    if (group) {
+      result = next_handle_++;
+      groups_[result] = std::move(handles);
+    }
     last_submit_ = now;
     if (link_ == nullptr) {
       send_now = true;
@@ -131,20 +224,7 @@ absl::StatusOr<Handle> OpRuntime::Submit(std::unique_ptr<PendingOp> op) {
       // unless it will wake up in time anyway.
       wake = bg_wakes_at_ > flush_at_;
     } else {
-      send_now = now >= flush_at_ ||
-                 outbox_bytes_ + op->request.name().size() > kOutboxBytes;
-    }
-    outbox_bytes_ += op->request.name().size() + 32;
-    std::shared_ptr<PendingOp> shared(std::move(op));
-    names_[shared->name] = handle;
-    ops_[handle] = std::move(shared);
-    if (timeline_ != nullptr) {
-      const PendingOp& o = *ops_[handle];
-      timeline_->Begin(
-          o.name, absl::StrCat("NEGOTIATE_", Upper(proto::OpTypeName(o.op))),
-          now,
-          {{"dtype", std::string(DataTypeName(o.input.dtype))},
-           {"shape", ShapeText(o.input.shape)}});
+      send_now = now >= flush_at_ || outbox_bytes_ > kOutboxBytes;
     }
   }
   if (wake) link_->Wake();
@@ -153,7 +233,86 @@ absl::StatusOr<Handle> OpRuntime::Submit(std::unique_ptr<PendingOp> op) {
       Fail(s);  // the session ended: nothing can be negotiated any more
     }
   }
-  return handle;
+  return result;
+}
+
+absl::StatusOr<int> OpRuntime::Join(absl::Duration timeout) {
+  Handle handle = 0;
+  {
+    MutexLock lock(&mu_);
+    handle = join_handle_;
+  }
+  if (handle == 0) {
+    auto op = std::make_unique<PendingOp>();
+    op->op = proto::JOIN;
+    op->name = "join";
+    absl::StatusOr<Handle> submitted = Submit(std::move(op));
+    if (!submitted.ok()) return submitted.status();
+    handle = *submitted;
+    MutexLock lock(&mu_);
+    join_handle_ = handle;
+  }
+  OpResult result;
+  absl::Status s = Synchronize(handle, timeout, &result);
+  if (absl::IsDeadlineExceeded(s)) return s;  // still joined: call again
+  {
+    MutexLock lock(&mu_);
+    if (join_handle_ == handle) join_handle_ = 0;
+  }
+  if (!s.ok()) return s;
+  return static_cast<int>(result.splits.at(0));
+}
+
+absl::StatusOr<int32_t> OpRuntime::AddProcessSet(std::vector<int> ranks) {
+  std::sort(ranks.begin(), ranks.end());
+  auto op = std::make_unique<PendingOp>();
+  op->op = proto::PROCESS_SET_ADD;
+  op->splits.assign(ranks.begin(), ranks.end());
+  {
+    MutexLock lock(&mu_);
+    op->name = absl::StrCat("process_set.", registrations_++);
+  }
+  absl::StatusOr<Handle> submitted = Submit(std::move(op));
+  if (!submitted.ok()) return submitted.status();
+  OpResult result;
+  absl::Status s = Synchronize(*submitted, absl::InfiniteDuration(), &result);
+  if (!s.ok()) return s;
+  return static_cast<int32_t>(result.splits.at(0));
+}
+
+absl::Status OpRuntime::RemoveProcessSet(int32_t id) {
+  auto op = std::make_unique<PendingOp>();
+  op->op = proto::PROCESS_SET_REMOVE;
+  op->root = id;
+  {
+    MutexLock lock(&mu_);
+    op->name = absl::StrCat("process_set.", registrations_++);
+  }
+  absl::StatusOr<Handle> submitted = Submit(std::move(op));
+  if (!submitted.ok()) return submitted.status();
+  return Synchronize(*submitted, absl::InfiniteDuration(), nullptr);
+}
+
+absl::StatusOr<std::vector<int>> OpRuntime::ProcessSetRanks(int32_t id) {
+  if (id == 0) {
+    std::vector<int> all(static_cast<size_t>(size_));
+    for (int r = 0; r < size_; ++r) all[static_cast<size_t>(r)] = r;
+    return all;
+  }
+  MutexLock lock(&mu_);
+  auto it = sets_.find(id);
+  if (it == sets_.end()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("process set ", id, " does not exist on rank ", rank_));
+  }
+  return it->second;
+}
+
+std::vector<int32_t> OpRuntime::ProcessSetIds() {
+  MutexLock lock(&mu_);
+  std::vector<int32_t> ids = {0};
+  for (const auto& [id, members] : sets_) ids.push_back(id);
+  return ids;
 }
 
 std::optional<proto::WorkerMessage> OpRuntime::TakeOutbox() {
@@ -377,6 +536,54 @@ void OpRuntime::TracePlan(const proto::Plan& plan, absl::Time arrived) {
                      {"tensors", absl::StrCat(tensors)}});
 }
 
+namespace {
+
+// An allreduce this rank runs without having submitted it (it has joined):
+// its input and output are a buffer of the reduce op's identity.
+struct JoinedOp : PendingOp {
+  std::vector<char> buffer;
+};
+
+// The op a joined rank runs for names(i) of `r`, or null when it cannot.
+std::shared_ptr<PendingOp> MakeJoinedOp(const proto::Response& r, int i) {
+  if (r.counts_size() != r.names_size() || r.dtype() < 0 ||
+      r.dtype() >= kNumDataTypes || r.reduce_op() < 0 ||
+      r.reduce_op() >= kNumReduceOps) {
+    return nullptr;
+  }
+  auto op = std::make_shared<JoinedOp>();
+  op->name = r.names(i);
+  op->op = proto::ALLREDUCE;
+  const auto dtype = static_cast<DataType>(r.dtype());
+  const int64_t count = r.counts(i);
+  op->buffer.resize(static_cast<size_t>(count) * DataTypeSize(dtype));
+  op->input = Tensor{dtype, {count}, op->buffer.data(), kCpu};
+  op->output = op->input;
+  op->reduce.op = static_cast<ReduceOp>(r.reduce_op());
+  op->reduce.postscale = r.postscale();  // the prescale is for real inputs
+  if (!FillIdentity(dtype, op->reduce.op, op->buffer.data(),
+                    static_cast<size_t>(count))
+           .ok()) {
+    return nullptr;
+  }
+  return op;
+}
+
+// The sequence number a response's first collective is stamped with: the
+// same on every rank that runs it (see the header).
+uint64_t StampOf(uint64_t plan_seq, size_t response) {
+  return (plan_seq << 32) | (static_cast<uint64_t>(response) << 8);
+}
+
+}  // namespace
+
+DataPlane& OpRuntime::PlaneFor(int32_t set, const std::vector<int>& members) {
+  if (set == 0) return *data_;
+  std::unique_ptr<DataPlane>& plane = set_planes_[set];
+  if (plane == nullptr) plane = data_->Subset(members);
+  return *plane;
+}
+
 void OpRuntime::RunPlan(const proto::Plan& plan, absl::Time arrived) {
   // Resolve the names first (the table may change meanwhile: only this
   // thread completes ops, but Fail may complete them all). ops[i] is the op
@@ -384,6 +591,9 @@ void OpRuntime::RunPlan(const proto::Plan& plan, absl::Time arrived) {
   struct Step {
     const proto::Response* response;
     std::vector<std::shared_ptr<PendingOp>> ops;
+    bool member = true;  // of the response's process set
+    std::vector<int> members;
+    int rank = 0, size = 0;  // in the set
   };
   std::vector<Step> steps;
   size_t in_plan = 0;
@@ -402,14 +612,34 @@ void OpRuntime::RunPlan(const proto::Plan& plan, absl::Time arrived) {
       auto it = names_.find(name);
       return it == names_.end() ? nullptr : &ops_.at(it->second)->request;
     });
+    const bool joined = join_handle_ != 0;
     for (const proto::Response& r : plan.responses()) {
-      Step step{&r, {}};
-      for (const std::string& name : r.names()) {
+      Step step{&r, {}, true, {}, rank_, size_};
+      if (const int32_t set = r.process_set(); set != 0) {
+        auto it = sets_.find(set);
+        if (it != sets_.end()) step.members = it->second;
+        auto me = std::find(step.members.begin(), step.members.end(), rank_);
+        if (me == step.members.end()) {
+          step.member = false;  // another set's names: nothing to do here
+          steps.push_back(std::move(step));
+          continue;
+        }
+        step.rank = static_cast<int>(me - step.members.begin());
+        step.size = static_cast<int>(step.members.size());
+      }
+      const bool joined_here = std::find(r.joined().begin(), r.joined().end(),
+                                         rank_) != r.joined().end();
+      for (int i = 0; i < r.names_size(); ++i) {
+        const std::string& name = r.names(i);
         auto it = names_.find(name);
         if (it == names_.end()) {
-          Log()->error("plan {} names '{}', which is not pending on rank {}",
-                       plan.seq(), name, rank_);
-          step.ops.push_back(nullptr);
+          std::shared_ptr<PendingOp> stand_in;
+          if (joined_here) stand_in = MakeJoinedOp(r, i);
+          if (stand_in == nullptr && !joined) {
+            Log()->error("plan {} names '{}', which is not pending on rank {}",
+                         plan.seq(), name, rank_);
+          }
+          step.ops.push_back(std::move(stand_in));
           continue;
         }
         std::shared_ptr<PendingOp> op = ops_.at(it->second);
@@ -422,7 +652,13 @@ void OpRuntime::RunPlan(const proto::Plan& plan, absl::Time arrived) {
   }
   if (timeline_ != nullptr) TracePlan(plan, arrived);
   std::vector<std::vector<absl::Status>> results;
-  for (Step& step : steps) {
+  for (size_t k = 0; k < steps.size(); ++k) {
+    Step& step = steps[k];
+    std::vector<absl::Status>& out = results.emplace_back();
+    if (!step.member) continue;
+    const int32_t set = step.response->process_set();
+    DataPlane& plane = PlaneFor(set, step.members);
+    plane.Stamp(StampOf(plan.seq(), k));
     if (timeline_ != nullptr) {
       const absl::Time now = absl::Now();
       for (auto& op : step.ops) {
@@ -432,11 +668,10 @@ void OpRuntime::RunPlan(const proto::Plan& plan, absl::Time arrived) {
     if (IsFused(*step.response)) {
       std::vector<PendingOp*> ops;
       for (auto& op : step.ops) ops.push_back(op.get());
-      results.push_back(ExecuteFused(*step.response, ops, *data_, rank_, size_,
-                                     fusion_buffer_, timeline_.get()));
+      out = ExecuteFused(*step.response, ops, plane, step.rank, step.size,
+                         fusion_buffer_, timeline_.get());
       continue;
     }
-    std::vector<absl::Status>& out = results.emplace_back();
     for (auto& op : step.ops) {
       if (op == nullptr) {
         out.emplace_back();
@@ -448,9 +683,19 @@ void OpRuntime::RunPlan(const proto::Plan& plan, absl::Time arrived) {
         timeline_->Begin(op->name, Upper(proto::OpTypeName(op->op)),
                          absl::Now());
       }
-      out.push_back(
-          Execute(*step.response, *op, *data_, rank_, size_, &op->result));
+      out.push_back(Execute(*step.response, *op, plane, step.rank, step.size,
+                            &op->result));
       if (traced) timeline_->End(op->name, absl::Now());
+    }
+  }
+  // A removed process set's data plane goes (this thread's).
+  for (size_t k = 0; k < steps.size(); ++k) {
+    for (size_t i = 0; i < steps[k].ops.size(); ++i) {
+      const PendingOp* op = steps[k].ops[i].get();
+      if (op != nullptr && op->op == proto::PROCESS_SET_REMOVE &&
+          results[k][i].ok()) {
+        set_planes_.erase(op->root);
+      }
     }
   }
   // Done(seq). On the stream, and whenever ops of this rank still wait for
@@ -477,6 +722,12 @@ void OpRuntime::RunPlan(const proto::Plan& plan, absl::Time arrived) {
       op->running = false;
       op->done = true;
       op->status = std::move(results[k][i]);
+      if (op->status.ok() && op->op == proto::PROCESS_SET_ADD) {
+        sets_[static_cast<int32_t>(op->result.splits.at(0))] =
+            std::vector<int>(op->splits.begin(), op->splits.end());
+      } else if (op->status.ok() && op->op == proto::PROCESS_SET_REMOVE) {
+        sets_.erase(op->root);
+      }
       if (auto it = names_.find(op->name);
           it != names_.end() && it->second == op->handle) {
         names_.erase(it);
@@ -493,7 +744,32 @@ absl::Status OpRuntime::Unknown(Handle handle) const {
                    "synchronize() already released it"));
 }
 
+std::optional<bool> OpRuntime::Finished(Handle handle) const {
+  if (auto g = groups_.find(handle); g != groups_.end()) {
+    for (Handle member : g->second) {
+      if (!ops_.at(member)->done) return false;
+    }
+    return true;
+  }
+  auto it = ops_.find(handle);
+  if (it == ops_.end()) return std::nullopt;
+  return it->second->done;
+}
+
 absl::Status OpRuntime::Take(Handle handle, OpResult* result) {
+  if (auto g = groups_.find(handle); g != groups_.end()) {
+    const std::vector<Handle> members = std::move(g->second);
+    groups_.erase(g);
+    absl::Status first;
+    if (result != nullptr) *result = OpResult{};
+    for (Handle member : members) {
+      OpResult r;
+      absl::Status s = Take(member, &r);
+      if (first.ok()) first = s;
+      if (result != nullptr) result->members.push_back(std::move(r));
+    }
+    return first;
+  }
   auto it = ops_.find(handle);
   std::shared_ptr<PendingOp> op = std::move(it->second);
   ops_.erase(it);
@@ -504,9 +780,9 @@ absl::Status OpRuntime::Take(Handle handle, OpResult* result) {
 absl::StatusOr<bool> OpRuntime::Poll(Handle handle) {
   FlushOutbox();  // the caller waits: nothing more comes soon
   MutexLock lock(&mu_);
-  auto it = ops_.find(handle);
-  if (it == ops_.end()) return Unknown(handle);
-  return it->second->done;
+  std::optional<bool> finished = Finished(handle);
+  if (!finished.has_value()) return Unknown(handle);
+  return *finished;
 }
 
 absl::Status OpRuntime::Synchronize(Handle handle, absl::Duration timeout,
@@ -514,17 +790,23 @@ absl::Status OpRuntime::Synchronize(Handle handle, absl::Duration timeout,
   FlushOutbox();  // the caller waits: nothing more comes soon
   const absl::Time deadline = absl::Now() + timeout;
   MutexLock lock(&mu_);
-  auto it = ops_.find(handle);
-  if (it == ops_.end()) return Unknown(handle);
-  std::shared_ptr<PendingOp> op = it->second;
-  while (!op->done) {
-    if (done_cv_.WaitWithDeadline(&mu_, deadline) && !op->done) {
+  std::optional<bool> finished = Finished(handle);
+  if (!finished.has_value()) return Unknown(handle);
+  while (!*finished) {
+    if (done_cv_.WaitWithDeadline(&mu_, deadline)) {
+      finished = Finished(handle);
+      if (*finished) break;
+      auto g = groups_.find(handle);
+      const PendingOp& op =
+          *ops_.at(g == groups_.end() ? handle : g->second[0]);
       return absl::DeadlineExceededError(absl::StrCat(
-          proto::OpTypeName(op->op), " '", op->name, "' on rank ", rank_,
-          " did not finish within ", absl::FormatDuration(timeout),
+          g == groups_.end() ? "" : "grouped ", proto::OpTypeName(op.op), " '",
+          op.name, "' on rank ", rank_, " did not finish within ",
+          absl::FormatDuration(timeout),
           "; the handle stays valid (the coordinator's stall warnings name "
           "ranks that have not submitted it)"));
     }
+    finished = Finished(handle);
   }
   return Take(handle, result);
 }
@@ -551,9 +833,9 @@ absl::StatusOr<size_t> OpRuntime::WaitAny(absl::Span<const Handle> handles,
   bool timed_out = false;
   while (true) {
     for (size_t i = 0; i < handles.size(); ++i) {
-      auto it = ops_.find(handles[i]);
-      if (it == ops_.end()) return Unknown(handles[i]);
-      if (it->second->done) return i;
+      std::optional<bool> finished = Finished(handles[i]);
+      if (!finished.has_value()) return Unknown(handles[i]);
+      if (*finished) return i;
     }
     if (timed_out) {
       return absl::DeadlineExceededError(

@@ -30,6 +30,22 @@
 // Fusion: a fused response runs through fused_executor.h over this
 // runtime's persistent fusion buffer.
 //
+// Process sets: the runtime keeps the registered sets (add/remove are
+// negotiated ops; a set is registered here when its plan runs, before the
+// caller wakes). Names of set N are qualified ("<name> (process set N)")
+// so that every set has its own names, and unnamed ops count per set. A
+// set's collectives run on a subset data plane over the same connections;
+// every collective is stamped with a sequence number derived from (plan,
+// response), so ranks outside a set, which skip its responses, stay in
+// step with the members.
+//
+// Grouped ops: one handle stands for its members' handles; it is finished
+// when every member is (the coordinator sends them in one plan).
+//
+// Join: while this rank's join is pending, an allreduce it did not submit
+// runs with the reduce op's identity as its input (Response.joined), and
+// responses for other names it lacks are skipped quietly.
+//
 // Timeline (rank 0 with KOLO_TIMELINE): negotiation from submission to the
 // plan with each rank's ready tick, queueing, fusion copies and the
 // collective, per tensor; a marker per plan.
@@ -54,10 +70,12 @@
 
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
@@ -87,6 +105,8 @@ struct RuntimeOptions {
   // the caller does not wait for any op (KOLO_CYCLE_TIME_MS, as Horovod's
   // background loop picks up submissions once per cycle).
   absl::Duration announce_window = absl::Milliseconds(1);
+  // KOLO_DISABLE_GROUP_FUSION: grouped ops fuse only within their group.
+  bool disable_group_fusion = false;
   std::unique_ptr<Timeline> timeline;  // null: none
 };
 
@@ -105,6 +125,23 @@ class OpRuntime {
   // handle.
   absl::StatusOr<Handle> Submit(std::unique_ptr<PendingOp> op)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // Announces the members of a group (same op and process set) under
+  // `name` (may be empty) and returns the group's handle.
+  absl::StatusOr<Handle> SubmitGroup(
+      std::vector<std::unique_ptr<PendingOp>> members, absl::string_view name)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // kolo::join: submits the join (or goes on waiting for the pending one)
+  // and returns the last rank to join.
+  absl::StatusOr<int> Join(absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Process sets (kolo::add_process_set and friends).
+  absl::StatusOr<int32_t> AddProcessSet(std::vector<int> ranks)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status RemoveProcessSet(int32_t id) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<std::vector<int>> ProcessSetRanks(int32_t id)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  std::vector<int32_t> ProcessSetIds() ABSL_LOCKS_EXCLUDED(mu_);
 
   absl::StatusOr<bool> Poll(Handle handle) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Synchronize(Handle handle, absl::Duration timeout,
@@ -131,6 +168,16 @@ class OpRuntime {
 
  private:
   void ThreadMain() ABSL_LOCKS_EXCLUDED(mu_);
+  // Submits `ops` (one op, or a group's members when `group`), returning
+  // the op's or the group's handle.
+  absl::StatusOr<Handle> SubmitOps(std::vector<std::unique_ptr<PendingOp>> ops,
+                                   bool group, absl::string_view group_name)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Whether `handle` (an op or a group) finished; nullopt if unknown.
+  std::optional<bool> Finished(Handle handle) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A process set's data plane (the background thread's; made on first use).
+  DataPlane& PlaneFor(int32_t set, const std::vector<int>& members);
   // With a link: the next plan (queued or read), or nullopt when stopping.
   std::optional<proto::Plan> NextPlanFromLink() ABSL_LOCKS_EXCLUDED(mu_);
   // Announce / Done on the link or the stream.
@@ -174,7 +221,15 @@ class OpRuntime {
   absl::flat_hash_map<std::string, Handle> names_ ABSL_GUARDED_BY(mu_);
   std::deque<proto::Plan> plans_ ABSL_GUARDED_BY(mu_);
   Handle next_handle_ ABSL_GUARDED_BY(mu_) = 1;
-  uint64_t next_noname_ ABSL_GUARDED_BY(mu_) = 0;
+  // Unnamed ops, per process set; process set registrations.
+  absl::flat_hash_map<int32_t, uint64_t> next_noname_ ABSL_GUARDED_BY(mu_);
+  uint64_t registrations_ ABSL_GUARDED_BY(mu_) = 0;
+  // Registered process sets (0 not included): id -> ranks, ascending.
+  std::map<int32_t, std::vector<int>> sets_ ABSL_GUARDED_BY(mu_);
+  // Grouped ops: the group's handle -> its members' handles.
+  absl::flat_hash_map<Handle, std::vector<Handle>> groups_ ABSL_GUARDED_BY(mu_);
+  // The pending join's handle (0: none).
+  Handle join_handle_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t last_seq_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status terminal_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
@@ -191,6 +246,8 @@ class OpRuntime {
   bool settings_changed_ ABSL_GUARDED_BY(mu_) = true;  // first announce
   CacheMirror cache_ ABSL_GUARDED_BY(mu_);
   FusionBuffer fusion_buffer_;  // the background thread's
+  // Process sets' data planes (the background thread's).
+  absl::flat_hash_map<int32_t, std::unique_ptr<DataPlane>> set_planes_;
   std::thread thread_;
 };
 

@@ -46,9 +46,21 @@ absl::Status Execute(const proto::Response& response, PendingOp& op,
                             in.num_elements(), op.reduce);
     case proto::BROADCAST:
       result->shape = in.shape;
-      return data.Broadcast(in.dtype, in.data, in.num_elements(), op.root);
+      return data.Broadcast(in.dtype, in.data, in.num_elements(), op.set_root);
     case proto::BARRIER:
       // Every rank announced it: they have all entered the barrier.
+      return absl::OkStatus();
+    case proto::JOIN:  // every rank joined: sizes = {the last to join}
+    case proto::PROCESS_SET_ADD:  // sizes = {the set's id}
+    case proto::PROCESS_SET_REMOVE:
+      if (response.sizes_size() != 1) {
+        return absl::InternalError(absl::StrCat(
+            "the plan for ", proto::OpTypeName(op.op), " '", op.name,
+            "' carries ", response.sizes_size(),
+            " sizes, not 1; the coordinator and this worker disagree on the "
+            "protocol"));
+      }
+      result->splits = {response.sizes(0)};
       return absl::OkStatus();
     case proto::REDUCESCATTER: {
       std::vector<int64_t> counts;

@@ -30,6 +30,9 @@ void* AllocateOutput(PendingOp& op, const std::vector<int64_t>& shape,
                      int64_t bytes, std::vector<char>& scratch,
                      absl::Status& problem);
 
+// `data`, `rank` and `size`: the op's process set's data plane, and this
+// rank's place in the set. Join and process set ops only give their result
+// (OpResult.splits = {the last rank to join / the set's id}).
 // REQUIRES: response.names() contains op.name; 0 <= rank < size.
 absl::Status Execute(const proto::Response& response, PendingOp& op,
                      DataPlane& data, int rank, int size, OpResult* result);

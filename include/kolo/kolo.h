@@ -35,6 +35,14 @@ namespace kolo {
 // Calling init() again while initialised is a no-op returning OK.
 absl::Status init();
 
+// What init() may be given besides the environment.
+struct InitOptions {
+  // Static process sets, registered in this order once the job formed (ids
+  // 1, 2, ...), as add_process_set() would; every rank must pass the same.
+  std::vector<std::vector<int>> process_sets;
+};
+absl::Status init(const InitOptions& options);
+
 // Leaves the job in order. On the rank that hosts the coordinator it waits
 // (bounded) for the other workers to leave first. Idempotent.
 absl::Status shutdown();
@@ -94,8 +102,19 @@ struct Tensor {
 using Allocator =
     std::function<absl::StatusOr<void*>(absl::Span<const int64_t> shape)>;
 
-// Identifies one submitted op until synchronize() returns its result.
+// Identifies one submitted op (or group of ops) until synchronize() returns
+// its result.
 using Handle = int64_t;
+
+// A process set: some ranks that run collectives among themselves, with
+// their own tensor names (DESIGN.md "Negotiation and fusion"). 0 is every
+// rank; others come from add_process_set() or InitOptions. In a set, ranks
+// are counted in the set's order (ascending global ranks): average divides
+// by the set's size, allgather concatenates in set order, alltoall splits
+// and reducescatter counts have one entry per member; a broadcast root is a
+// global rank that must be a member (as in Horovod).
+using ProcessSet = int32_t;
+inline constexpr ProcessSet kGlobalProcessSet = 0;
 
 struct AllreduceOptions {
   ReduceOp op = ReduceOp::kSum;
@@ -108,34 +127,43 @@ struct OpResult {
   std::vector<int64_t> shape;  // the output's shape
   // alltoall: rows received from each rank; allgather: rows from each rank.
   std::vector<int64_t> splits;
+  // A grouped op: each member's result, in member order.
+  std::vector<OpResult> members;
 };
 
-// An empty `name` gets "<op>.noname.<N>" from a per-process counter, which
-// matches across ranks only when every rank submits unnamed ops in the same
-// order (as in Horovod). Errors returned at once: kFailedPrecondition before
-// init() or after the job ended; kInvalidArgument for a name in flight.
+// An empty `name` gets "<op>.noname.<N>" from a per-process-set counter,
+// which matches across ranks only when every rank submits unnamed ops in the
+// same order (as in Horovod). `process_set`: the ranks that take part (0 =
+// all); names of other sets are their own (kolo appends " (process set
+// <id>)" to them in messages). Errors returned at once: kFailedPrecondition
+// before init() or after the job ended; kInvalidArgument for a name in
+// flight, and for a process set that does not exist or that this rank is
+// not a member of.
 
 // output = op over every rank's input (same shape; in place when
 // output.data == input.data). Average divides by size(); integers truncate
 // toward zero.
-absl::StatusOr<Handle> allreduce_async(const Tensor& input,
-                                       const Tensor& output,
-                                       const AllreduceOptions& options = {},
-                                       absl::string_view name = "");
+absl::StatusOr<Handle> allreduce_async(
+    const Tensor& input, const Tensor& output,
+    const AllreduceOptions& options = {}, absl::string_view name = "",
+    ProcessSet process_set = kGlobalProcessSet);
 // Concatenates every rank's input along the first dimension, in rank order;
 // the other dimensions must agree. Output shape [sum of first dims, ...].
-absl::StatusOr<Handle> allgather_async(const Tensor& input, Allocator output,
-                                       absl::string_view name = "");
+absl::StatusOr<Handle> allgather_async(
+    const Tensor& input, Allocator output, absl::string_view name = "",
+    ProcessSet process_set = kGlobalProcessSet);
 // Copies root's tensor into every rank's `tensor` (same shape everywhere).
-absl::StatusOr<Handle> broadcast_async(const Tensor& tensor, int root,
-                                       absl::string_view name = "");
+absl::StatusOr<Handle> broadcast_async(
+    const Tensor& tensor, int root, absl::string_view name = "",
+    ProcessSet process_set = kGlobalProcessSet);
 // Sends splits[r] rows (consecutive blocks along the first dimension) to rank
 // r; empty splits = the first dimension divided evenly (it must divide by
 // size()). Receives from every rank in rank order; OpResult.splits says how
 // many rows came from each.
-absl::StatusOr<Handle> alltoall_async(const Tensor& input, Allocator output,
-                                      absl::Span<const int64_t> splits = {},
-                                      absl::string_view name = "");
+absl::StatusOr<Handle> alltoall_async(
+    const Tensor& input, Allocator output,
+    absl::Span<const int64_t> splits = {}, absl::string_view name = "",
+    ProcessSet process_set = kGlobalProcessSet);
 // Reduces every rank's input (same shape) and gives rank r counts[r] rows of
 // the result, starting at row counts[0] + ... + counts[r-1]. Empty counts =
 // shape[0] / size() rows each, the first shape[0] % size() ranks one more.
@@ -143,9 +171,59 @@ absl::StatusOr<Handle> alltoall_async(const Tensor& input, Allocator output,
 absl::StatusOr<Handle> reducescatter_async(
     const Tensor& input, const Tensor& output,
     const AllreduceOptions& options = {}, absl::Span<const int64_t> counts = {},
-    absl::string_view name = "");
-// Completes once every rank has submitted it.
-absl::StatusOr<Handle> barrier_async(absl::string_view name = "");
+    absl::string_view name = "", ProcessSet process_set = kGlobalProcessSet);
+// Completes once every rank (of the set) has submitted it.
+absl::StatusOr<Handle> barrier_async(
+    absl::string_view name = "", ProcessSet process_set = kGlobalProcessSet);
+
+// ---- Grouped ops ------------------------------------------------------------
+// Several tensors as one op: member i is named "<name>.<i>" (name: as
+// above, "grouped_<op>.noname.<N>" when empty); the members become ready
+// together (none is dispatched before every member is ready on every rank)
+// and complete together, under one handle whose OpResult.members holds each
+// member's result; the status is the first member's error, if any. Members
+// may fuse with other tensors unless KOLO_DISABLE_GROUP_FUSION=1 (then only
+// with each other). No members, or inputs and outputs of different lengths
+// → kInvalidArgument at once.
+absl::StatusOr<Handle> grouped_allreduce_async(
+    absl::Span<const Tensor> inputs, absl::Span<const Tensor> outputs,
+    const AllreduceOptions& options = {}, absl::string_view name = "",
+    ProcessSet process_set = kGlobalProcessSet);
+absl::StatusOr<Handle> grouped_allgather_async(
+    absl::Span<const Tensor> inputs, absl::Span<const Allocator> outputs,
+    absl::string_view name = "", ProcessSet process_set = kGlobalProcessSet);
+// Each member with the default split of its first dimension.
+absl::StatusOr<Handle> grouped_reducescatter_async(
+    absl::Span<const Tensor> inputs, absl::Span<const Tensor> outputs,
+    const AllreduceOptions& options = {}, absl::string_view name = "",
+    ProcessSet process_set = kGlobalProcessSet);
+
+// ---- Join -------------------------------------------------------------------
+// This rank has no more data (uneven batch counts per rank): until every
+// rank joined, it contributes the reduce op's identity to the other ranks'
+// allreduces (0 for sum and average, 1 for product, the dtype's largest
+// value for min and smallest for max; an average still divides by the full
+// set size) and barriers complete; allgather, broadcast, alltoall and
+// reducescatter fail on every rank that submitted them (kFailedPrecondition
+// saying which ranks joined). Returns the last rank to join, once every rank
+// has. After `timeout` it returns kDeadlineExceeded and the rank stays
+// joined: call join() again to go on waiting.
+absl::StatusOr<int> join(absl::Duration timeout = absl::InfiniteDuration());
+
+// ---- Process sets -----------------------------------------------------------
+// Registers the set of `ranks` (any order; kolo sorts them) and returns its
+// id. Call it identically on every rank, in the same order as other
+// registrations: it is negotiated over every rank. Ranks that differ
+// between ranks, a duplicate rank, a rank out of range, or ranks that
+// already form a set → kInvalidArgument / kFailedPrecondition on every rank.
+absl::StatusOr<ProcessSet> add_process_set(absl::Span<const int> ranks);
+// Removes a set (identically on every rank). Unknown id, id 0, or ops still
+// pending on the set → an error on every rank; the set stays.
+absl::Status remove_process_set(ProcessSet id);
+// The set's ranks, ascending; kInvalidArgument for an unknown id.
+absl::StatusOr<std::vector<int>> process_set_ranks(ProcessSet id);
+// The ids of every registered set, 0 included, ascending.
+std::vector<ProcessSet> process_sets();
 
 // True once the op finished (with success or an error); unknown handle →
 // kNotFound.
