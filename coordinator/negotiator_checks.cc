@@ -282,6 +282,32 @@ std::optional<std::string> CheckRunnable(const Requests& rs, const Ranks& ranks,
   }
 }
 
+// The blocking calls' expectations (Request.expect): a rank that expects
+// other rows from some rank than that rank sends; nullopt when every
+// expectation holds.
+std::optional<std::string> CheckExpected(const Requests& rs, const Ranks& ranks,
+                                         const std::string& op) {
+  const proto::OpType type = rs[0]->op();
+  if (type != proto::ALLGATHER && type != proto::ALLTOALL) return std::nullopt;
+  for (size_t i = 0; i < rs.size(); ++i) {
+    if (rs[i]->expect().empty()) continue;
+    std::vector<int64_t> sent;  // what each rank sends rank ranks[i]
+    for (const proto::Request* r : rs) {
+      sent.push_back(type == proto::ALLGATHER ? r->shape(0)
+                                              : r->splits(static_cast<int>(i)));
+    }
+    const std::vector<int64_t> expected(rs[i]->expect().begin(),
+                                        rs[i]->expect().end());
+    if (expected == sent) continue;
+    return absl::StrCat(
+        op, type == proto::ALLGATHER ? " counts [" : " recv_splits [",
+        absl::StrJoin(expected, ","), "] on rank ", ranks[i],
+        " do not match what the ranks send it: [", absl::StrJoin(sent, ","),
+        "]");
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::string RankList(const std::vector<int>& ranks) {
@@ -348,6 +374,9 @@ proto::Response CheckAgreement(absl::string_view name, const Requests& rs,
     return Error(name, failed, *m);
   }
   if (std::optional<std::string> bad = CheckRunnable(rs, ranks, op)) {
+    return Error(name, invalid, *bad);
+  }
+  if (std::optional<std::string> bad = CheckExpected(rs, ranks, op)) {
     return Error(name, invalid, *bad);
   }
 

@@ -18,6 +18,8 @@
 //      not `size` non-negative entries summing to the first dimension, the
 //      same for explicit reducescatter splits, a broadcast root that is not
 //      one of the ranks, an op kolo does not know         kInvalidArgument
+//   7. the blocking allgather's counts / alltoall's recv_splits (Request.
+//      expect) that contradict what the ranks send       kInvalidArgument
 // A disagreement reads, groups of ranks by value, largest group first (ties:
 // lowest rank first):
 //   tensor 'grad/fc.weight': allreduce shape [1000,2048] on ranks 0,1,3 but

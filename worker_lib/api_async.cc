@@ -281,10 +281,12 @@ absl::Status allgather(const void* input, int64_t count, DataType type,
                        absl::Span<const int64_t> counts, void* output) {
   const int64_t total =
       std::accumulate(counts.begin(), counts.end(), int64_t{0});
+  auto op =
+      NewOp(proto::ALLGATHER, Vector(type, count, input), kGlobalProcessSet);
+  op->allocator = Exactly(output, total, "allgather");
+  op->expect.assign(counts.begin(), counts.end());  // checked on every rank
   OpResult result;
-  absl::Status s = Wait(allgather_async(Vector(type, count, input),
-                                        Exactly(output, total, "allgather")),
-                        &result);
+  absl::Status s = Wait(Submit(std::move(op), ""), &result);
   if (!s.ok()) return s;
   return SameSplits("allgather", "counts", counts, result.splits);
 }
@@ -300,11 +302,13 @@ absl::Status alltoall(const void* input, DataType type,
       std::accumulate(send_splits.begin(), send_splits.end(), int64_t{0});
   const int64_t received =
       std::accumulate(recv_splits.begin(), recv_splits.end(), int64_t{0});
+  auto op =
+      NewOp(proto::ALLTOALL, Vector(type, sent, input), kGlobalProcessSet);
+  op->allocator = Exactly(output, received, "alltoall");
+  op->splits.assign(send_splits.begin(), send_splits.end());
+  op->expect.assign(recv_splits.begin(), recv_splits.end());
   OpResult result;
-  absl::Status s =
-      Wait(alltoall_async(Vector(type, sent, input),
-                          Exactly(output, received, "alltoall"), send_splits),
-           &result);
+  absl::Status s = Wait(Submit(std::move(op), ""), &result);
   if (!s.ok()) return s;
   return SameSplits("alltoall", "recv_splits", recv_splits, result.splits);
 }

@@ -231,6 +231,7 @@ proto::Request MakeRequest(PendingOp& op, int rank, int size) {
   r.set_postscale(op.reduce.postscale);
   r.set_root(op.root);
   for (int64_t s : op.splits) r.add_splits(s);
+  for (int64_t e : op.expect) r.add_expect(e);
   r.set_invalid(invalid);
   return r;
 }

@@ -43,6 +43,9 @@ struct PendingOp {
   int32_t process_set = 0;
   std::vector<int> members;
   int set_root = 0;  // broadcast: the root's index among the set's ranks
+  // The blocking allgather / alltoall: rows expected from each rank (see
+  // proto Request.expect); empty for the asynchronous calls.
+  std::vector<int64_t> expect;
   // A grouped op's member: the group's (qualified) name and size.
   std::string group;
   int32_t group_size = 0;
