@@ -60,3 +60,14 @@ kolo_add_test(multiprocess_collectives_test
   SOURCES multiprocess_collectives_test.cc
   LIBS kolo_mp_testing LABELS multiprocess SERIAL TIMEOUT 600)
 add_dependencies(multiprocess_collectives_test kolo-collectives-worker kolorun)
+
+# Grouped ops, join with uneven batches and overlapping process sets through
+# the public API, with exact values and the errors of each on every rank: one
+# kolorun job per world size 2..5, and one of three ranks with static sets and
+# KOLO_DISABLE_GROUP_FUSION=1 (tests/workers/groups_worker.cc).
+add_executable(kolo-groups-worker workers/groups_worker.cc)
+target_link_libraries(kolo-groups-worker PRIVATE kolo)
+kolo_target_warnings(kolo-groups-worker)
+kolo_add_test(multiprocess_groups_test SOURCES multiprocess_groups_test.cc
+  LIBS kolo_mp_testing LABELS multiprocess SERIAL TIMEOUT 600)
+add_dependencies(multiprocess_groups_test kolo-groups-worker kolorun)

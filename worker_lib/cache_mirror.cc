@@ -26,10 +26,9 @@ bool SameRequest(const proto::Request& a, const proto::Request& b) {
          a.device() == b.device() && SameBits(a.prescale(), b.prescale()) &&
          SameBits(a.postscale(), b.postscale()) &&
          SameList(a.shape(), b.shape()) && SameList(a.splits(), b.splits()) &&
-         SameList(a.expect(), b.expect()) &&
-         a.name() == b.name() && a.invalid() == b.invalid() &&
-         a.process_set() == b.process_set() && a.group() == b.group() &&
-         a.group_size() == b.group_size();
+         SameList(a.expect(), b.expect()) && a.name() == b.name() &&
+         a.invalid() == b.invalid() && a.process_set() == b.process_set() &&
+         a.group() == b.group() && a.group_size() == b.group_size();
 }
 
 std::optional<uint32_t> CacheMirror::BitFor(

@@ -126,6 +126,11 @@ absl::StatusOr<Handle> OpRuntime::SubmitOps(
     const PendingOp& head = *ops[0];
     const std::string op_name = proto::OpTypeName(head.op);
     const int32_t set = head.process_set;
+    // What the caller submitted, for messages: "allreduce 'x'" or
+    // "grouped_allreduce 'g'".
+    const std::string what =
+        group ? absl::StrCat("grouped_", op_name, " '", group_name, "'")
+              : absl::StrCat(op_name, " '", head.name, "'");
     // The set: this rank's place in it.
     int set_rank = rank_, set_size = size_;
     const std::vector<int>* members = nullptr;
@@ -133,8 +138,7 @@ absl::StatusOr<Handle> OpRuntime::SubmitOps(
       auto it = sets_.find(set);
       if (it == sets_.end()) {
         return absl::InvalidArgumentError(absl::StrCat(
-            op_name, " '", head.name, "' on rank ", rank_, ": process set ",
-            set,
+            what, " on rank ", rank_, ": process set ", set,
             " does not exist (ids come from add_process_set; a removed set "
             "is gone)"));
       }
@@ -142,7 +146,7 @@ absl::StatusOr<Handle> OpRuntime::SubmitOps(
       auto me = std::find(members->begin(), members->end(), rank_);
       if (me == members->end()) {
         return absl::InvalidArgumentError(
-            absl::StrCat(op_name, " '", head.name, "' on rank ", rank_,
+            absl::StrCat(what, " on rank ", rank_,
                          ": this rank is not a member of process set ", set,
                          " (ranks ", absl::StrJoin(*members, ","), ")"));
       }
@@ -508,12 +512,14 @@ void OpRuntime::ThreadMain() {
   }
 }
 
-void OpRuntime::TracePlan(const proto::Plan& plan, absl::Time arrived) {
+void OpRuntime::TracePlan(const proto::Plan& plan, absl::Time arrived,
+                          const absl::flat_hash_set<std::string>& mine) {
   size_t tensors = 0;
   for (const proto::Response& r : plan.responses()) {
     tensors += static_cast<size_t>(r.names_size());
     for (int i = 0; i < r.names_size(); ++i) {
       const std::string& name = r.names(i);
+      if (!mine.contains(name)) continue;  // another set's, or joined
       // Each rank's ready tick, placed back from the arrival by how much
       // earlier than the last rank it announced (the coordinator's clock).
       if (r.ready_us_size() == r.names_size() * size_) {
@@ -597,6 +603,7 @@ void OpRuntime::RunPlan(const proto::Plan& plan, absl::Time arrived) {
   };
   std::vector<Step> steps;
   size_t in_plan = 0;
+  absl::flat_hash_set<std::string> traced;  // this rank's ops (timeline)
   {
     MutexLock lock(&mu_);
     if (!terminal_.ok()) return;
@@ -644,13 +651,14 @@ void OpRuntime::RunPlan(const proto::Plan& plan, absl::Time arrived) {
         }
         std::shared_ptr<PendingOp> op = ops_.at(it->second);
         op->running = true;
+        if (timeline_ != nullptr) traced.insert(name);
         step.ops.push_back(std::move(op));
         ++in_plan;
       }
       steps.push_back(std::move(step));
     }
   }
-  if (timeline_ != nullptr) TracePlan(plan, arrived);
+  if (timeline_ != nullptr) TracePlan(plan, arrived, traced);
   std::vector<std::vector<absl::Status>> results;
   for (size_t k = 0; k < steps.size(); ++k) {
     Step& step = steps[k];
@@ -659,17 +667,22 @@ void OpRuntime::RunPlan(const proto::Plan& plan, absl::Time arrived) {
     const int32_t set = step.response->process_set();
     DataPlane& plane = PlaneFor(set, step.members);
     plane.Stamp(StampOf(plan.seq(), k));
-    if (timeline_ != nullptr) {
+    // Stand-ins of a joined rank (handle 0) have no timeline rows.
+    const bool stand_ins = std::any_of(
+        step.ops.begin(), step.ops.end(),
+        [](const auto& op) { return op != nullptr && op->handle == 0; });
+    Timeline* const timeline = stand_ins ? nullptr : timeline_.get();
+    if (timeline != nullptr) {
       const absl::Time now = absl::Now();
       for (auto& op : step.ops) {
-        if (op != nullptr) timeline_->End(op->name, now);  // QUEUE
+        if (op != nullptr) timeline->End(op->name, now);  // QUEUE
       }
     }
     if (IsFused(*step.response)) {
       std::vector<PendingOp*> ops;
       for (auto& op : step.ops) ops.push_back(op.get());
       out = ExecuteFused(*step.response, ops, plane, step.rank, step.size,
-                         fusion_buffer_, timeline_.get());
+                         fusion_buffer_, timeline);
       continue;
     }
     for (auto& op : step.ops) {
@@ -677,15 +690,15 @@ void OpRuntime::RunPlan(const proto::Plan& plan, absl::Time arrived) {
         out.emplace_back();
         continue;
       }
-      const bool traced =
-          timeline_ != nullptr && step.response->error_code() == 0;
-      if (traced) {
-        timeline_->Begin(op->name, Upper(proto::OpTypeName(op->op)),
-                         absl::Now());
+      const bool trace =
+          timeline != nullptr && step.response->error_code() == 0;
+      if (trace) {
+        timeline->Begin(op->name, Upper(proto::OpTypeName(op->op)),
+                        absl::Now());
       }
       out.push_back(Execute(*step.response, *op, plane, step.rank, step.size,
                             &op->result));
-      if (traced) timeline_->End(op->name, absl::Now());
+      if (trace) timeline->End(op->name, absl::Now());
     }
   }
   // A removed process set's data plane goes (this thread's).

@@ -78,6 +78,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -195,7 +196,9 @@ class OpRuntime {
   void RunPlan(const proto::Plan& plan, absl::Time arrived)
       ABSL_LOCKS_EXCLUDED(mu_);
   // Timeline events of a plan's arrival (rank 0 with a timeline only).
-  void TracePlan(const proto::Plan& plan, absl::Time arrived);
+  // `mine`: the names of this rank's ops in the plan.
+  void TracePlan(const proto::Plan& plan, absl::Time arrived,
+                 const absl::flat_hash_set<std::string>& mine);
   // kNotFound naming the handle.
   absl::Status Unknown(Handle handle) const;
   // Finished: release the handle and give its result.
