@@ -178,12 +178,17 @@ std::optional<std::string> FirstMismatch(const Requests& rs, const Ranks& ranks,
   return std::nullopt;
 }
 
+// "tensor 'x': ..." (or "process set registration 'process_set.3': ...").
 proto::Response Error(absl::string_view name, absl::StatusCode code,
-                      absl::string_view text) {
+                      absl::string_view text, proto::OpType op) {
   proto::Response response;
   response.add_names(std::string(name));
   response.set_error_code(static_cast<int>(code));
-  response.set_error(absl::StrCat("tensor '", name, "': ", text));
+  const bool registration =
+      op == proto::PROCESS_SET_ADD || op == proto::PROCESS_SET_REMOVE;
+  response.set_error(
+      absl::StrCat(registration ? "process set registration '" : "tensor '",
+                   name, "': ", text));
   return response;
 }
 
@@ -347,10 +352,10 @@ proto::Response CheckAgreement(absl::string_view name, const Requests& rs,
   const auto failed = absl::StatusCode::kFailedPrecondition;
   const auto invalid = absl::StatusCode::kInvalidArgument;
   if (std::optional<std::string> flagged = DescribeInvalid(rs, ranks)) {
-    return Error(name, invalid, *flagged);
+    return Error(name, invalid, *flagged, rs[0]->op());
   }
   if (std::optional<std::string> m = Mismatch(rs, ranks, "", {"op", OpName})) {
-    return Error(name, failed, *m);
+    return Error(name, failed, *m, rs[0]->op());
   }
   const proto::OpType type = rs[0]->op();
   const std::string op = proto::OpTypeName(type);
@@ -359,25 +364,25 @@ proto::Response CheckAgreement(absl::string_view name, const Requests& rs,
   if (type != proto::BARRIER) {  // a barrier has no tensor
     if (std::optional<std::string> m =
             FirstMismatch(rs, ranks, op, tensor_fields)) {
-      return Error(name, failed, *m);
+      return Error(name, failed, *m, rs[0]->op());
     }
   }
   if (std::optional<std::string> m =
           Mismatch(rs, ranks, op, {"group size", FormatGroupSize})) {
-    return Error(name, failed, *m);
+    return Error(name, failed, *m, rs[0]->op());
   }
   if (std::optional<std::string> bad = CheckHasRows(rs, ranks, op)) {
-    return Error(name, invalid, *bad);
+    return Error(name, invalid, *bad, rs[0]->op());
   }
   if (std::optional<std::string> m =
           FirstMismatch(rs, ranks, op, OpFields(type))) {
-    return Error(name, failed, *m);
+    return Error(name, failed, *m, rs[0]->op());
   }
   if (std::optional<std::string> bad = CheckRunnable(rs, ranks, op)) {
-    return Error(name, invalid, *bad);
+    return Error(name, invalid, *bad, rs[0]->op());
   }
   if (std::optional<std::string> bad = CheckExpected(rs, ranks, op)) {
-    return Error(name, invalid, *bad);
+    return Error(name, invalid, *bad, rs[0]->op());
   }
 
   proto::Response response;

@@ -208,7 +208,8 @@ TEST(NegotiatorSetsTest, AddProcessSetRanksDisagree) {
   ASSERT_EQ(out.plans[0].responses_size(), 1);
   const proto::Response& r = out.plans[0].responses(0);
   ExpectError(r, absl::StatusCode::kFailedPrecondition,
-              "tensor 'process_set.add.0': add_process_set ranks [0,1] on "
+              "process set registration 'process_set.add.0': add_process_set "
+              "ranks [0,1] on "
               "ranks 0,2 but [0,2] on rank 1");
   EXPECT_THAT(r.sizes(), IsEmpty());
   // Nothing was registered: the next add gets id 1.
@@ -510,7 +511,8 @@ TEST(NegotiatorSetsTest, RemoveProcessSetRanksDisagree) {
   ASSERT_EQ(out.plans.size(), before + 1);
   ExpectError(out.plans.back().responses(0),
               absl::StatusCode::kFailedPrecondition,
-              "tensor 'process_set.remove.0': remove_process_set process set "
+              "process set registration 'process_set.remove.0': "
+              "remove_process_set process set "
               "1 on ranks 0,2 but 2 on rank 1");
   DoneAll(n, 3, out);
   // Both sets still exist.
