@@ -17,6 +17,7 @@
 #ifndef KOLO_ALLREDUCE_SUBSET_TRANSPORT_H_
 #define KOLO_ALLREDUCE_SUBSET_TRANSPORT_H_
 
+#include <utility>
 #include <vector>
 
 #include "allreduce/transport.h"

@@ -21,3 +21,9 @@ kolo_add_test(allreduce_algorithms_errors_test
   SOURCES allreduce_algorithms_errors_test.cc
   LIBS kolo_collective_testing kolo_allreduce
   LABELS unit tsan)
+# SubsetTransport: collectives on subsets of one LocalFabric mesh, while other
+# subsets of the same mesh run other collectives.
+kolo_add_test(allreduce_subset_transport_test
+  SOURCES allreduce_subset_transport_test.cc
+  LIBS kolo_collective_testing kolo_allreduce
+  LABELS unit tsan)

@@ -129,10 +129,9 @@ void DataPlane::Stamp(uint64_t first) {
 }
 
 std::unique_ptr<DataPlane> DataPlane::Subset(std::vector<int> members) {
-  AlgorithmOptions algorithms = algorithms_;
   return std::make_unique<DataPlane>(
       std::make_unique<SubsetTransport>(transport_.get(), std::move(members)),
-      algorithms);
+      algorithms_);
 }
 
 }  // namespace kolo::worker
