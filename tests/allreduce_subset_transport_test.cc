@@ -135,7 +135,7 @@ Collective AllgatherCase(int n, int64_t salt, int64_t base) {
     Bytes want;
   };
   auto st = std::make_shared<State>();
-  const DataType type = DataType::kFloat32;
+  constexpr DataType type = DataType::kFloat32;
   const size_t elem = DataTypeSize(type);
   for (int r = 0; r < n; ++r) {
     st->counts.push_back(r % 3 == 1 ? 0 : base + 2 * r);
@@ -148,7 +148,7 @@ Collective AllgatherCase(int n, int64_t salt, int64_t base) {
       .kind = "allgather",
       .name = absl::StrCat("allgather counts ", absl::StrJoin(st->counts, ",")),
       .run =
-          [st, type, options](Transport& t) {
+          [st, options](Transport& t) {
             const int r = t.rank();
             return Allgather(t, type, st->inputs[r].data(), st->counts[r],
                              st->counts, st->outputs[r].data(), options);
@@ -169,7 +169,7 @@ Collective BroadcastCase(int n, int64_t salt, int root, Algorithm algorithm,
     Bytes want;
   };
   auto st = std::make_shared<State>();
-  const DataType type = DataType::kInt16;
+  constexpr DataType type = DataType::kInt16;
   const size_t elem = DataTypeSize(type);
   st->want = Pattern(salt + 100 + root, count * elem);
   st->data.assign(n, Bytes(count * elem, '\xcd'));
@@ -181,7 +181,7 @@ Collective BroadcastCase(int n, int64_t salt, int root, Algorithm algorithm,
       .name = absl::StrCat("broadcast root ", root, " ",
                            AlgorithmName(algorithm), " count ", count),
       .run =
-          [st, type, count, root, options](Transport& t) {
+          [st, count, root, options](Transport& t) {
             return Broadcast(t, type, st->data[t.rank()].data(), count, root,
                              options);
           },
@@ -202,7 +202,7 @@ Collective AlltoallCase(int n, int64_t salt, int64_t base) {
     std::vector<Bytes> inputs, outputs;
   };
   auto st = std::make_shared<State>();
-  const DataType type = DataType::kInt32;
+  constexpr DataType type = DataType::kInt32;
   const size_t elem = DataTypeSize(type);
   st->send.assign(n, std::vector<int64_t>(n));
   st->recv.assign(n, std::vector<int64_t>(n));
@@ -228,7 +228,7 @@ Collective AlltoallCase(int n, int64_t salt, int64_t base) {
   return Collective{.kind = "alltoall",
                     .name = absl::StrCat("alltoall base ", base),
                     .run =
-                        [st, type](Transport& t) {
+                        [st](Transport& t) {
                           const int r = t.rank();
                           return Alltoall(t, type, st->inputs[r].data(),
                                           Total(st->send[r]), st->send[r],
