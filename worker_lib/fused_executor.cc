@@ -141,8 +141,10 @@ std::vector<absl::Status> FusedAllgather(const proto::Response& response,
 
   phases.Begin("MEMCPY_IN_FUSION_BUFFER");
   for (size_t i = 0; i < n; ++i) {
+    const int64_t bytes = ops[i]->input.num_bytes();
+    if (bytes == 0) continue;  // no rows here: the data may be null
     std::memcpy(in + start[i][rank] * element, ops[i]->input.data,
-                ops[i]->input.num_bytes());
+                static_cast<size_t>(bytes));
   }
   phases.End();
 
