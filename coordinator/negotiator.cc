@@ -146,7 +146,7 @@ void Negotiator::AnnounceBit(int rank, uint32_t bit, absl::Time now) {
   // A tombstone (evicted after this rank announced it), or a name some rank
   // announced in full (a metadata change): the name path.
   if (cache_.Response(bit) == nullptr ||
-      (idle && partial_.contains(request->name()))) {
+      (idle && !partial_.empty() && partial_.contains(request->name()))) {
     AnnounceOne(rank, *request, bit, now);
     return;
   }
@@ -163,7 +163,7 @@ void Negotiator::AnnounceBit(int rank, uint32_t bit, absl::Time now) {
     b.at.resize(options_.size);
     b.first = now;
     b.order = next_order_++;
-    by_order_.emplace(b.order, PartialKey{static_cast<int64_t>(bit), {}});
+    by_order_.Append(b.order, PartialKey{static_cast<int64_t>(bit), {}});
   }
   b.ranks[rank] = 1;
   b.at[rank] = now;
@@ -190,7 +190,7 @@ void Negotiator::CompleteBit(uint32_t bit, absl::Time now) {
   const proto::Request& first = *cache_.Lookup(bit, 0);
   held.group = first.group();
   held.group_size = first.group_size();
-  by_order_.erase(b.order);
+  by_order_.Erase(b.order);
   b.active = false;
   b.held = true;
   Hold(std::move(held), now);
@@ -268,7 +268,7 @@ void Negotiator::Join(int rank, const proto::Request& request, absl::Time now) {
 void Negotiator::CompleteJoined(absl::Time now) {
   std::vector<PartialKey> keys;
   keys.reserve(by_order_.size());
-  for (const auto& [order, key] : by_order_) keys.push_back(key);
+  by_order_.ForEach([&](const PartialKey& key) { keys.push_back(key); });
   for (const PartialKey& key : keys) {
     if (key.bit >= 0) {
       const auto bit = static_cast<uint32_t>(key.bit);
@@ -302,7 +302,7 @@ void Negotiator::ToNamePartial(uint32_t bit) {
   p.bit = bit;
   p.first = b.first;
   p.order = b.order;
-  by_order_[b.order] = PartialKey{-1, name};
+  *by_order_.Find(b.order) = PartialKey{-1, name};
   b.active = false;
 }
 
@@ -352,7 +352,7 @@ void Negotiator::AnnounceOne(int rank, const proto::Request& request,
     p.at.resize(options_.size);
     p.first = now;
     p.order = next_order_++;
-    by_order_.emplace(p.order, PartialKey{-1, name});
+    by_order_.Append(p.order, PartialKey{-1, name});
   }
   p.by_rank[rank] = request;
   p.at[rank] = now;
@@ -409,7 +409,7 @@ void Negotiator::CompleteName(const std::string& name, absl::Time now) {
   held.group_size = first.group_size();
   held.cacheable = p.set == 0 && Cacheable(first.op()) &&
                    held.requests.size() == static_cast<size_t>(options_.size);
-  by_order_.erase(p.order);
+  by_order_.Erase(p.order);
   partial_.erase(it);
   Hold(std::move(held), now);
 }
@@ -441,7 +441,7 @@ absl::Time Negotiator::NextWake() const {
   absl::Time wake = absl::InfiniteFuture();
   if (!held_.empty()) wake = held_since_ + options_.cycle_time;
   if (by_order_.empty()) return wake;
-  const absl::Time oldest = KeyFirst(by_order_.begin()->second);
+  const absl::Time oldest = KeyFirst(by_order_.oldest());
   if (options_.stall_check > absl::ZeroDuration()) {
     wake = std::min(
         wake, std::max(oldest + options_.stall_check, next_stall_warning_));
@@ -454,14 +454,14 @@ absl::Time Negotiator::NextWake() const {
 
 std::vector<proto::PendingTensor> Negotiator::Pending(absl::Time now) const {
   std::vector<proto::PendingTensor> out;
-  for (const auto& [order, key] : by_order_) {
+  by_order_.ForEach([&](const PartialKey& key) {
     proto::PendingTensor& t = out.emplace_back();
     t.set_name(KeyName(key));
     for (int r = 0; r < options_.size; ++r) {
       if (KeyAnnounced(key, r)) t.add_ranks(r);
     }
     t.set_seconds(absl::ToDoubleSeconds(now - KeyFirst(key)));
-  }
+  });
   return out;
 }
 
@@ -666,7 +666,11 @@ void Negotiator::Flush(NegotiatorOutput& out) {
   plan.set_seq(++last_seq_);
   const size_t evicted_before = evicted_.size();
   const bool cache_on = cache_.capacity() > 0 || cache_.live() > 0;
-  std::vector<fusion::Candidate> candidates(held_.size());
+  std::vector<fusion::Candidate>& candidates = candidates_;
+  candidates.assign(held_.size(), fusion::Candidate{});
+  // Fast hits without joined ranks: they go by bit when their whole fused
+  // response does (Response.by_bit), else they get their names below.
+  std::vector<uint8_t> by_bit(held_.size(), 0);
   // Fusion domains: responses fuse only within their process set, their
   // group under KOLO_DISABLE_GROUP_FUSION, and their joined ranks.
   absl::flat_hash_map<std::string, uint64_t> domains;
@@ -702,7 +706,8 @@ void Negotiator::Flush(NegotiatorOutput& out) {
       continue;
     }
     cache_.Touch(bit);
-    h.response.add_names(cached->names(0));
+    by_bit[i] = h.absent.empty() ? 1 : 0;
+    if (by_bit[i] == 0) h.response.add_names(cached->names(0));
     h.response.set_op(cached->op());
     *h.response.mutable_sizes() = cached->sizes();
     h.response.add_cache_bits(h.hit_bit);
@@ -751,11 +756,26 @@ void Negotiator::Flush(NegotiatorOutput& out) {
   evicted_.clear();
   for (const fusion::Group& group :
        fusion::PlanFusion(candidates, fusion_threshold_)) {
+    // By bit when every member is a fast hit whose bit lives on (a later Put
+    // of this plan may have evicted it: -1).
+    const bool bits_only =
+        std::all_of(group.members.begin(), group.members.end(), [&](size_t m) {
+          return by_bit[m] != 0 && held_[m].response.cache_bits(0) >= 0;
+        });
+    if (!bits_only) {
+      for (size_t m : group.members) {
+        if (by_bit[m] == 0) continue;
+        // Live or a tombstone of this plan: the bit still knows its name.
+        held_[m].response.add_names(
+            cache_.Lookup(static_cast<uint32_t>(held_[m].hit_bit), 0)->name());
+      }
+    }
     proto::Response& r = *plan.add_responses();
     r = std::move(held_[group.members[0]].response);
+    r.set_by_bit(bits_only);
     for (size_t i = 1; i < group.members.size(); ++i) {
       proto::Response& m = held_[group.members[i]].response;
-      r.add_names(std::move(*m.mutable_names(0)));
+      if (!bits_only) r.add_names(std::move(*m.mutable_names(0)));
       r.mutable_sizes()->MergeFrom(m.sizes());
       r.mutable_cache_bits()->MergeFrom(m.cache_bits());
       r.mutable_ready_us()->MergeFrom(m.ready_us());
@@ -773,9 +793,9 @@ void Negotiator::Inspect(absl::Time now, NegotiatorOutput& out) {
   // name at least `age` old, oldest first; `waited` adds its age.
   auto describe = [&](absl::Duration age, bool waited) {
     std::vector<std::string> items;
-    for (const auto& [order, key] : by_order_) {
+    by_order_.ForEach([&](const PartialKey& key) {
       const absl::Time first = KeyFirst(key);
-      if (now - first < age) continue;
+      if (now - first < age) return;
       std::vector<int> missing, submitted;
       const std::vector<int>* members = Members(KeySet(key));
       for (int r : members != nullptr ? *members : all_ranks_) {
@@ -790,10 +810,10 @@ void Negotiator::Inspect(absl::Time now, NegotiatorOutput& out) {
           waited ? absl::StrCat("waited ", FormatAge(now - first), " for ")
                  : "waits for ",
           RankList(missing), " (submitted by ", RankList(submitted), ")"));
-    }
+    });
     return items;
   };
-  const absl::Duration oldest_age = now - KeyFirst(by_order_.begin()->second);
+  const absl::Duration oldest_age = now - KeyFirst(by_order_.oldest());
 
   if (options_.stall_check > absl::ZeroDuration() &&
       now >= next_stall_warning_ && oldest_age >= options_.stall_check) {

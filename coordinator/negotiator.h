@@ -29,6 +29,9 @@
 // - Response cache (response_cache.h): a dispatched name gets a bit; a rank
 //   may then announce the bit instead of its Request. A name every rank
 //   announced by its live bit reuses the cached response without checks.
+//   A fused response all of whose tensors are such hits (and no rank has
+//   joined) lists them by bit, without names (Response.by_bit): the steady
+//   state of a training step sends no names either way.
 //   Bits evicted in a plan go out in Plan.cache_evicted.
 // - Process sets: a request names its set (0 = every rank); a name is ready
 //   when every member of its set announced it. Sets are registered and
@@ -70,7 +73,9 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/time/time.h"
+#include "coordinator/partial_order.h"
 #include "coordinator/response_cache.h"
+#include "fusion/fusion_planner.h"
 #include "proto/kolo.pb.h"
 
 namespace kolo::coordinator {
@@ -146,11 +151,6 @@ class Negotiator {
     absl::Time first;
     uint64_t order = 0;
   };
-  // What by_order_ orders: a name in partial_, or a bit in bits_.
-  struct PartialKey {
-    int64_t bit = -1;  // >= 0: bits_[bit]
-    std::string name;  // else partial_[name]
-  };
   // A ready response waiting for its plan.
   struct Held {
     proto::Response response;  // names = {name}; empty for a fast hit
@@ -222,10 +222,11 @@ class Negotiator {
   const NegotiatorOptions options_;
   absl::flat_hash_map<std::string, Partial> partial_;
   // The partials (names of partial_, active bits_) by order: oldest first.
-  std::map<uint64_t, PartialKey> by_order_;
+  PartialOrder by_order_;
   std::vector<BitPartial> bits_;
   uint64_t next_order_ = 0;
   std::vector<Held> held_;
+  std::vector<fusion::Candidate> candidates_;    // Flush's, kept for capacity
   absl::flat_hash_set<std::string> held_names_;  // the names in held_
   // Groups some of whose members are complete, by group; their names.
   absl::flat_hash_map<std::string, std::vector<Held>> groups_;

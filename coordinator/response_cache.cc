@@ -62,14 +62,13 @@ int32_t ResponseCache::Put(const std::string& name,
     Use(bit);
   } else {
     // live() <= capacity(), so one eviction makes room.
-    if (by_name_.size() >= capacity_) Evict(lru_.begin()->second, seq, evicted);
+    if (by_name_.size() >= capacity_) Evict(lru_oldest_, seq, evicted);
     bit = TakeFreeBit();
     Slot& slot = slots_[bit];
     slot.state = State::kLive;
     slot.name = name;
     by_name_.emplace(name, bit);
-    slot.stamp = next_stamp_++;
-    lru_.emplace(slot.stamp, bit);
+    Append(bit);
   }
   Slot& slot = slots_[bit];
   slot.requests = std::move(requests);
@@ -91,7 +90,7 @@ void ResponseCache::SetCapacity(uint32_t capacity, uint64_t seq,
   CheckSeq(seq);
   capacity_ = capacity;
   while (by_name_.size() > capacity_) {
-    Evict(lru_.begin()->second, seq, evicted);
+    Evict(lru_oldest_, seq, evicted);
   }
 }
 
@@ -118,7 +117,7 @@ void ResponseCache::Evict(uint32_t bit, uint64_t seq,
   Slot& slot = slots_[bit];
   KOLO_CHECK(slot.state == State::kLive) << "evicting bit " << bit;
   by_name_.erase(slot.name);
-  lru_.erase(slot.stamp);
+  Unlink(bit);
   slot.state = State::kTombstone;
   slot.response.Clear();
   slot.evicted_seq = seq;
@@ -127,10 +126,24 @@ void ResponseCache::Evict(uint32_t bit, uint64_t seq,
 }
 
 void ResponseCache::Use(uint32_t bit) {
+  if (bit == lru_newest_) return;
+  Unlink(bit);
+  Append(bit);
+}
+
+void ResponseCache::Unlink(uint32_t bit) {
   Slot& slot = slots_[bit];
-  lru_.erase(slot.stamp);
-  slot.stamp = next_stamp_++;
-  lru_.emplace(slot.stamp, bit);
+  (slot.older == kNone ? lru_oldest_ : slots_[slot.older].newer) = slot.newer;
+  (slot.newer == kNone ? lru_newest_ : slots_[slot.newer].older) = slot.older;
+  slot.older = slot.newer = kNone;
+}
+
+void ResponseCache::Append(uint32_t bit) {
+  Slot& slot = slots_[bit];
+  slot.older = lru_newest_;
+  slot.newer = kNone;
+  (lru_newest_ == kNone ? lru_oldest_ : slots_[lru_newest_].newer) = bit;
+  lru_newest_ = bit;
 }
 
 uint32_t ResponseCache::TakeFreeBit() {

@@ -50,7 +50,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -123,15 +122,20 @@ class ResponseCache {
     std::string name;
     std::vector<proto::Request> requests;  // size entries unless free
     proto::Response response;              // live only
-    uint64_t stamp = 0;                    // live: key in lru_
-    uint64_t evicted_seq = 0;              // tombstone: key in tombstones_
+    // Live: neighbours in the LRU list (kNone at its ends).
+    uint32_t older = kNone, newer = kNone;
+    uint64_t evicted_seq = 0;  // tombstone: key in tombstones_
   };
+  static constexpr uint32_t kNone = ~uint32_t{0};
 
   void CheckSeq(uint64_t seq) const;
   // Turns live `bit` into a tombstone of plan `seq`.
   void Evict(uint32_t bit, uint64_t seq, std::vector<uint32_t>* evicted);
   // Marks live `bit` most recently used.
   void Use(uint32_t bit);
+  // Takes live `bit` out of the LRU list / appends it as the most recent.
+  void Unlink(uint32_t bit);
+  void Append(uint32_t bit);
   // The lowest bit that is neither live nor a tombstone (slots_ grows by one
   // when every existing bit is in use).
   uint32_t TakeFreeBit();
@@ -141,9 +145,9 @@ class ResponseCache {
   std::vector<Slot> slots_;  // indexed by bit
   // Live entries: name -> bit (lookups only, never iterated).
   absl::flat_hash_map<std::string, uint32_t> by_name_;
-  // Live bits by last use (a counter), least recently used first.
-  std::map<uint64_t, uint32_t> lru_;
-  uint64_t next_stamp_ = 0;
+  // Live bits by last use, a list through Slot.older/newer: lru_oldest_ is
+  // the least recently used (kNone when none is live).
+  uint32_t lru_oldest_ = kNone, lru_newest_ = kNone;
   // Tombstones as (evicted_seq, bit), oldest plan first.
   std::set<std::pair<uint64_t, uint32_t>> tombstones_;
   std::set<uint32_t> free_;  // free bits below slots_.size()

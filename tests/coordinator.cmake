@@ -30,3 +30,7 @@ kolo_add_test(coordinator_link_test
   SOURCES coordinator_link_test.cc
   LIBS kolo_coordinator_core kolo
   LABELS unit)
+kolo_add_test(coordinator_partial_order_test
+  SOURCES coordinator_partial_order_test.cc
+  LIBS kolo_coordinator_core
+  LABELS unit tsan)

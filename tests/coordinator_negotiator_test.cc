@@ -2,6 +2,7 @@
 // order, agreement checks and their messages, dispatch vs batching, Done,
 // the stall inspector and Pending(). Times are fake: absl::Time values
 // passed in.
+#include <map>
 #include <string>
 #include <vector>
 
@@ -15,9 +16,11 @@ namespace kolo::coordinator {
 namespace {
 
 using ::testing::ElementsAre;
+using ::testing::ElementsAreArray;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Not;
+using ::testing::UnorderedElementsAre;
 
 const absl::Time kT0 = absl::FromUnixSeconds(1'000'000);
 
@@ -750,7 +753,9 @@ TEST(NegotiatorTest, ResponseCacheHitThenInvalidation) {
   by_bit.add_cached(static_cast<uint32_t>(bit));
   for (int r = 0; r < 2; ++r) n.Announce(r, by_bit, kT0, out);
   ASSERT_EQ(out.plans.size(), 2u);
-  EXPECT_THAT(Names(out.plans[1]), ElementsAre("t"));
+  // A hit on every rank goes by bit: no names on the wire.
+  EXPECT_TRUE(out.plans[1].responses(0).by_bit());
+  EXPECT_THAT(Names(out.plans[1]), IsEmpty());
   EXPECT_EQ(out.plans[1].responses(0).error_code(), 0);
   EXPECT_THAT(out.plans[1].responses(0).cache_bits(), ElementsAre(bit));
   EXPECT_EQ(out.plans[1].cache_evicted_size(), 0);
@@ -882,7 +887,9 @@ TEST(NegotiatorTest, PartiallyAnnouncedBitsArePendingByName) {
               HasSubstr("'grad/w' waits for rank 0 (submitted by rank 1)"));
   n.Announce(0, by_bit, At(absl::Seconds(62)), out);  // resolves it
   ASSERT_EQ(out.plans.size(), 2u);
-  EXPECT_THAT(Names(out.plans[1]), ElementsAre("grad/w"));
+  EXPECT_TRUE(out.plans[1].responses(0).by_bit());
+  EXPECT_THAT(out.plans[1].responses(0).cache_bits(),
+              ElementsAre(by_bit.cached(0)));
   EXPECT_TRUE(n.Pending(At(absl::Seconds(63))).empty());
 }
 
@@ -908,6 +915,95 @@ TEST(NegotiatorTest, EvictionOfAPartiallyAnnouncedBitKeepsIt) {
   EXPECT_EQ(out.plans[1].responses(0).error_code(), 0);
   EXPECT_THAT(out.plans[1].cache_evicted(), ElementsAre(0u));
   EXPECT_THAT(out.plans[1].responses(0).cache_bits(), ElementsAre(-1));
+}
+
+// Runs plan 1 for `names` announced in full on 2 ranks and retires it; the
+// bit of each name.
+std::map<std::string, uint32_t> CacheAll(Negotiator& n,
+                                         const std::vector<std::string>& names,
+                                         NegotiatorOutput& out) {
+  for (int r = 0; r < 2; ++r) n.Announce(r, Ann(names), kT0, out);
+  std::map<std::string, uint32_t> bits;
+  for (const proto::Response& r : out.plans.back().responses()) {
+    for (int i = 0; i < r.names_size(); ++i) {
+      bits[r.names(i)] = static_cast<uint32_t>(r.cache_bits(i));
+    }
+  }
+  for (int r = 0; r < 2; ++r) n.Done(r, out.plans.back().seq(), kT0, out);
+  return bits;
+}
+
+// The steady state: every tensor a hit on every rank. They fuse into one
+// response that lists them by bit, in the order the names went before.
+TEST(NegotiatorTest, FusedHitsGoByBitInOneResponse) {
+  Negotiator n(Opts(2));
+  NegotiatorOutput out;
+  std::map<std::string, uint32_t> bits = CacheAll(n, {"c", "a", "b"}, out);
+  ASSERT_EQ(out.plans.size(), 1u);
+  const proto::Response& first = out.plans[0].responses(0);
+  ASSERT_EQ(first.names_size(), 3);
+  EXPECT_FALSE(first.by_bit());
+  proto::Announce hits;
+  for (const char* name : {"c", "a", "b"}) hits.add_cached(bits.at(name));
+  for (int r = 0; r < 2; ++r) n.Announce(r, hits, kT0, out);
+  ASSERT_EQ(out.plans.size(), 2u);
+  ASSERT_EQ(out.plans[1].responses_size(), 1);
+  const proto::Response& r = out.plans[1].responses(0);
+  EXPECT_TRUE(r.by_bit());
+  EXPECT_THAT(r.names(), IsEmpty());
+  EXPECT_EQ(r.op(), proto::ALLREDUCE);
+  EXPECT_EQ(r.error_code(), 0);
+  std::vector<int32_t> want;
+  for (const std::string& name : first.names()) {
+    want.push_back(static_cast<int32_t>(bits.at(name)));
+  }
+  EXPECT_THAT(r.cache_bits(), ElementsAreArray(want));
+  EXPECT_EQ(out.plans[1].cache_evicted_size(), 0);
+}
+
+// A hit fused with a new name: the response names everything (the hit's
+// name comes from the cache), not by bit.
+TEST(NegotiatorTest, HitFusedWithANewNameGoesByName) {
+  Negotiator n(Opts(2));
+  NegotiatorOutput out;
+  std::map<std::string, uint32_t> bits = CacheAll(n, {"a"}, out);
+  for (int r = 0; r < 2; ++r) {
+    proto::Announce mixed = Ann({"new"});
+    mixed.add_cached(bits.at("a"));
+    n.Announce(r, mixed, kT0, out);
+  }
+  ASSERT_EQ(out.plans.size(), 2u);
+  ASSERT_EQ(out.plans[1].responses_size(), 1);
+  const proto::Response& r = out.plans[1].responses(0);
+  EXPECT_FALSE(r.by_bit());
+  EXPECT_THAT(r.names(), UnorderedElementsAre("a", "new"));
+  ASSERT_EQ(r.cache_bits_size(), 2);
+  for (int i = 0; i < 2; ++i) {
+    if (r.names(i) == "a") {
+      EXPECT_EQ(r.cache_bits(i), static_cast<int32_t>(bits.at("a")));
+    } else {
+      EXPECT_GE(r.cache_bits(i), 0);
+      EXPECT_NE(r.cache_bits(i), static_cast<int32_t>(bits.at("a")));
+    }
+  }
+}
+
+// A hit completed by a joined rank goes by name: the joined rank may never
+// have held the bit.
+TEST(NegotiatorTest, HitWithAJoinedRankGoesByName) {
+  Negotiator n(Opts(2));
+  NegotiatorOutput out;
+  std::map<std::string, uint32_t> bits = CacheAll(n, {"t"}, out);
+  proto::Request join = Req("join", {}, proto::JOIN);
+  n.Announce(1, AnnReq({join}), kT0, out);
+  proto::Announce hit;
+  hit.add_cached(bits.at("t"));
+  n.Announce(0, hit, kT0, out);
+  ASSERT_EQ(out.plans.size(), 2u);
+  const proto::Response& r = out.plans[1].responses(0);
+  EXPECT_FALSE(r.by_bit());
+  EXPECT_THAT(r.names(), ElementsAre("t"));
+  EXPECT_THAT(r.joined(), ElementsAre(1));
 }
 
 }  // namespace

@@ -141,5 +141,32 @@ TEST(CacheMirror, MismatchedBitCountIsIgnored) {
   EXPECT_EQ(m.size(), 0u);
 }
 
+// A by-bit response (Response.by_bit) gets the names its bits held; it
+// changes no assignment; a bit the mirror does not hold gets an empty name.
+TEST(CacheMirror, ByBitResponsesAreNamedFromTheMirror) {
+  CacheMirror m;
+  std::map<std::string, proto::Request> pending = {{"a", Req("a")},
+                                                   {"b", Req("b")}};
+  auto of = [&](const std::string& n) -> const proto::Request* {
+    auto it = pending.find(n);
+    return it == pending.end() ? nullptr : &it->second;
+  };
+  m.Apply(Plan(1, {{"a", 3}, {"b", 8}}), of);
+  proto::Plan p;
+  p.set_seq(2);
+  proto::Response& r = *p.add_responses();
+  r.set_by_bit(true);
+  r.add_cache_bits(8);
+  r.add_cache_bits(3);
+  r.add_cache_bits(5);  // held by nothing here
+  m.NameByBit(p);
+  EXPECT_THAT(p.responses(0).names(), ::testing::ElementsAre("b", "a", ""));
+  m.Apply(p, of);
+  EXPECT_THAT(m.BitFor(Req("a")), Optional(3u));
+  EXPECT_THAT(m.BitFor(Req("b")), Optional(8u));
+  EXPECT_EQ(m.NameOf(5), nullptr);
+  EXPECT_EQ(m.size(), 2u);
+}
+
 }  // namespace
 }  // namespace kolo::worker

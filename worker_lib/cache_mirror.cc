@@ -48,13 +48,31 @@ void CacheMirror::Evict(uint32_t bit) {
   by_bit_.erase(it);
 }
 
+void CacheMirror::NameByBit(proto::Plan& plan) const {
+  for (proto::Response& r : *plan.mutable_responses()) {
+    if (!r.by_bit() || r.names_size() != 0) continue;
+    for (int32_t bit : r.cache_bits()) {
+      const std::string* name =
+          bit < 0 ? nullptr : NameOf(static_cast<uint32_t>(bit));
+      if (name == nullptr) {
+        GetLogger("runtime")->error(
+            "plan {} lists cache bit {}, which names no tensor on this rank; "
+            "its op cannot run here (the coordinator and this worker "
+            "disagree on the cache)",
+            plan.seq(), bit);
+      }
+      r.add_names(name == nullptr ? std::string() : *name);
+    }
+  }
+}
+
 void CacheMirror::Apply(
     const proto::Plan& plan,
     const std::function<const proto::Request*(const std::string&)>&
         request_of) {
   for (uint32_t bit : plan.cache_evicted()) Evict(bit);
   for (const proto::Response& r : plan.responses()) {
-    if (r.cache_bits_size() == 0) continue;
+    if (r.cache_bits_size() == 0 || r.by_bit()) continue;
     if (r.cache_bits_size() != r.names_size()) {
       GetLogger("runtime")->error(
           "plan {} gives {} cache bits for {} names; the cache is not "

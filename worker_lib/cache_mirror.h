@@ -40,9 +40,16 @@ class CacheMirror {
   // Requests flagged invalid never go by bit.
   std::optional<uint32_t> BitFor(const proto::Request& request) const;
 
-  // Applies `plan`'s evictions, then its assignments; `request_of(name)`
-  // gives this rank's Request for a name the plan covers (nullptr: not
-  // pending here; the assignment is skipped).
+  // Fills in the names of `plan`'s by-bit responses (Response.by_bit: hits
+  // listed by their bits) from this mirror. Call it before Apply (the bits
+  // name what they named before this plan); a bit this mirror does not hold
+  // (a protocol bug) gets an empty name, logged.
+  void NameByBit(proto::Plan& plan) const;
+
+  // Applies `plan`'s evictions, then its assignments (a by-bit response
+  // assigns nothing: its bits stay as they were); `request_of(name)` gives
+  // this rank's Request for a name the plan covers (nullptr: not pending
+  // here; the assignment is skipped).
   void Apply(const proto::Plan& plan,
              const std::function<const proto::Request*(const std::string&)>&
                  request_of);

@@ -432,7 +432,12 @@ std::optional<proto::Plan> OpRuntime::NextPlanFromLink() {
         plans_.pop_front();
         return plan;
       }
-      done_waits = unsent_done_ != 0;
+      // A Done waits for the caller's next announcement. While the outbox
+      // holds some, it goes with them (at the end of their window at the
+      // latest: the coordinator cannot use it before they arrive anyway, and
+      // sending it alone now would split them off into a plan of their
+      // own); with nothing to announce, it goes alone after kDoneDelay.
+      done_waits = unsent_done_ != 0 && flush_at_ == absl::InfiniteFuture();
       if (done_waits) timeout = kDoneDelay;
       const absl::Time now = absl::Now();
       // While the caller submits, wake at least once per announce window,
@@ -449,10 +454,12 @@ std::optional<proto::Plan> OpRuntime::NextPlanFromLink() {
     }
     absl::StatusOr<std::optional<proto::CoordinatorMessage>> msg =
         link_->Receive(timeout);
-    bool flush = done_waits;  // no submission took the Done along
+    bool flush = false;
     {
       MutexLock lock(&mu_);
-      bg_wakes_at_ = absl::InfinitePast();        // awake
+      bg_wakes_at_ = absl::InfinitePast();  // awake
+      // No submission took the Done along, nor began an outbox that will.
+      flush = done_waits && flush_at_ == absl::InfiniteFuture();
       flush = flush || flush_at_ <= absl::Now();  // the outbox's window ended
       if (stop_) flush = false;
     }
@@ -590,7 +597,7 @@ DataPlane& OpRuntime::PlaneFor(int32_t set, const std::vector<int>& members) {
   return *plane;
 }
 
-void OpRuntime::RunPlan(const proto::Plan& plan, absl::Time arrived) {
+void OpRuntime::RunPlan(proto::Plan& plan, absl::Time arrived) {
   // Resolve the names first (the table may change meanwhile: only this
   // thread completes ops, but Fail may complete them all). ops[i] is the op
   // of names(i), null when it is not pending here.
@@ -614,6 +621,7 @@ void OpRuntime::RunPlan(const proto::Plan& plan, absl::Time arrived) {
     last_seq_ = plan.seq();
     // The cache changes apply before this plan can be reported done (see
     // cache_mirror.h).
+    cache_.NameByBit(plan);
     cache_.Apply(plan, [&](const std::string& name) -> const proto::Request* {
       mu_.AssertHeld();  // called by Apply, under the lock above
       auto it = names_.find(name);
@@ -715,8 +723,9 @@ void OpRuntime::RunPlan(const proto::Plan& plan, absl::Time arrived) {
   // plans (the coordinator may hold their responses until this rank is
   // idle), it goes now, before the callers wake: their next announcement
   // must not reach the coordinator ahead of it (the coordinator would think
-  // this rank busy). Otherwise, on a link, it waits (unsent_done_) for a
-  // caller's next submission to carry it in the same write, or kDoneDelay.
+  // this rank busy). Otherwise, on a link, it waits (unsent_done_) to go in
+  // the same write as the callers' next announcements (however long their
+  // outbox waits), or alone after kDoneDelay when none comes.
   bool send_done;
   {
     MutexLock lock(&mu_);

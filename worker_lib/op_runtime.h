@@ -193,8 +193,7 @@ class OpRuntime {
   // changed; nullopt when empty.
   std::optional<proto::WorkerMessage> TakeOutbox()
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void RunPlan(const proto::Plan& plan, absl::Time arrived)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  void RunPlan(proto::Plan& plan, absl::Time arrived) ABSL_LOCKS_EXCLUDED(mu_);
   // Timeline events of a plan's arrival (rank 0 with a timeline only).
   // `mine`: the names of this rank's ops in the plan.
   void TracePlan(const proto::Plan& plan, absl::Time arrived,
