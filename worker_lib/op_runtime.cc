@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -127,10 +128,11 @@ absl::StatusOr<Handle> OpRuntime::SubmitOps(
     const std::string op_name = proto::OpTypeName(head.op);
     const int32_t set = head.process_set;
     // What the caller submitted, for messages: "allreduce 'x'" or
-    // "grouped_allreduce 'g'".
-    const std::string what =
-        group ? absl::StrCat("grouped_", op_name, " '", group_name, "'")
-              : absl::StrCat(op_name, " '", head.name, "'");
+    // "grouped_allreduce 'g'" (made only for an error: not on the hot path).
+    auto what = [&] {
+      return group ? absl::StrCat("grouped_", op_name, " '", group_name, "'")
+                   : absl::StrCat(op_name, " '", head.name, "'");
+    };
     // The set: this rank's place in it.
     int set_rank = rank_, set_size = size_;
     const std::vector<int>* members = nullptr;
@@ -138,7 +140,7 @@ absl::StatusOr<Handle> OpRuntime::SubmitOps(
       auto it = sets_.find(set);
       if (it == sets_.end()) {
         return absl::InvalidArgumentError(absl::StrCat(
-            what, " on rank ", rank_, ": process set ", set,
+            what(), " on rank ", rank_, ": process set ", set,
             " does not exist (ids come from add_process_set; a removed set "
             "is gone)"));
       }
@@ -146,7 +148,7 @@ absl::StatusOr<Handle> OpRuntime::SubmitOps(
       auto me = std::find(members->begin(), members->end(), rank_);
       if (me == members->end()) {
         return absl::InvalidArgumentError(
-            absl::StrCat(what, " on rank ", rank_,
+            absl::StrCat(what(), " on rank ", rank_,
                          ": this rank is not a member of process set ", set,
                          " (ranks ", absl::StrJoin(*members, ","), ")"));
       }
@@ -154,7 +156,8 @@ absl::StatusOr<Handle> OpRuntime::SubmitOps(
       set_size = static_cast<int>(members->size());
     }
     auto qualify = [set](std::string name) {
-      return set == 0 ? name : absl::StrCat(name, " (process set ", set, ")");
+      if (set != 0) absl::StrAppend(&name, " (process set ", set, ")");
+      return name;
     };
     // Names: made up per set when empty; a group's members are
     // "<group>.<i>".
@@ -172,8 +175,8 @@ absl::StatusOr<Handle> OpRuntime::SubmitOps(
     } else if (ops[0]->name.empty()) {
       ops[0]->name =
           qualify(absl::StrCat(op_name, ".noname.", next_noname_[set]++));
-    } else {
-      ops[0]->name = qualify(ops[0]->name);
+    } else if (set != 0) {
+      ops[0]->name = qualify(std::move(ops[0]->name));
     }
     for (const auto& op : ops) {
       if (auto it = names_.find(op->name); it != names_.end()) {
@@ -185,7 +188,7 @@ absl::StatusOr<Handle> OpRuntime::SubmitOps(
       }
     }
     now = absl::Now();
-    std::vector<Handle> handles;
+    absl::InlinedVector<Handle, 1> handles;
     for (auto& op : ops) {
       const Handle handle = op->handle = next_handle_++;
       handles.push_back(handle);
@@ -217,7 +220,7 @@ absl::StatusOr<Handle> OpRuntime::SubmitOps(
     result = handles[0];
     if (group) {
       result = next_handle_++;
-      groups_[result] = std::move(handles);
+      groups_[result] = std::vector<Handle>(handles.begin(), handles.end());
     }
     last_submit_ = now;
     if (link_ == nullptr) {
@@ -812,6 +815,12 @@ absl::Status OpRuntime::Synchronize(Handle handle, absl::Duration timeout,
   FlushOutbox();  // the caller waits: nothing more comes soon
   const absl::Time deadline = absl::Now() + timeout;
   MutexLock lock(&mu_);
+  return SynchronizeLocked(handle, deadline, timeout, result);
+}
+
+absl::Status OpRuntime::SynchronizeLocked(Handle handle, absl::Time deadline,
+                                          absl::Duration timeout,
+                                          OpResult* result) {
   std::optional<bool> finished = Finished(handle);
   if (!finished.has_value()) return Unknown(handle);
   while (!*finished) {
@@ -835,11 +844,15 @@ absl::Status OpRuntime::Synchronize(Handle handle, absl::Duration timeout,
 
 std::vector<absl::Status> OpRuntime::SynchronizeAll(
     absl::Span<const Handle> handles, absl::Duration timeout) {
+  FlushOutbox();  // the caller waits: nothing more comes soon
   const absl::Time deadline = absl::Now() + timeout;
   std::vector<absl::Status> out;
   out.reserve(handles.size());
+  // One lock for all: a step's hundreds of handles usually complete in one
+  // plan, and each wake-up then releases every handle it finished.
+  MutexLock lock(&mu_);
   for (Handle h : handles) {
-    out.push_back(Synchronize(h, deadline - absl::Now(), nullptr));
+    out.push_back(SynchronizeLocked(h, deadline, timeout, nullptr));
   }
   return out;
 }

@@ -203,6 +203,11 @@ class OpRuntime {
   // Finished: release the handle and give its result.
   absl::Status Take(Handle handle, OpResult* result)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Waits until `handle` finished or `deadline` (kDeadlineExceeded naming
+  // `timeout`), then takes it.
+  absl::Status SynchronizeLocked(Handle handle, absl::Time deadline,
+                                 absl::Duration timeout, OpResult* result)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::shared_ptr<SessionClient> session_;
   const std::unique_ptr<NegotiationLink> link_;
