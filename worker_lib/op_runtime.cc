@@ -365,7 +365,8 @@ absl::Status OpRuntime::Flush(bool with_done) {
 void OpRuntime::FlushOutbox() {
   {
     MutexLock lock(&mu_);
-    if (flush_at_ == absl::InfiniteFuture()) return;  // empty
+    // Nothing to announce and no Done held back for the announcements.
+    if (flush_at_ == absl::InfiniteFuture() && unsent_done_ == 0) return;
   }
   MutexLock send_lock(&send_mu_);
   if (absl::Status s = Flush(/*with_done=*/true); !s.ok()) Fail(s);
@@ -435,12 +436,8 @@ std::optional<proto::Plan> OpRuntime::NextPlanFromLink() {
         plans_.pop_front();
         return plan;
       }
-      // A Done waits for the caller's next announcement. While the outbox
-      // holds some, it goes with them (at the end of their window at the
-      // latest: the coordinator cannot use it before they arrive anyway, and
-      // sending it alone now would split them off into a plan of their
-      // own); with nothing to announce, it goes alone after kDoneDelay.
-      done_waits = unsent_done_ != 0 && flush_at_ == absl::InfiniteFuture();
+      // A Done waits for the caller's next announcement (see RunPlan).
+      done_waits = unsent_done_ != 0;
       if (done_waits) timeout = kDoneDelay;
       const absl::Time now = absl::Now();
       // While the caller submits, wake at least once per announce window,
@@ -457,18 +454,26 @@ std::optional<proto::Plan> OpRuntime::NextPlanFromLink() {
     }
     absl::StatusOr<std::optional<proto::CoordinatorMessage>> msg =
         link_->Receive(timeout);
-    bool flush = false;
+    bool flush = false, with_done = true;
     {
       MutexLock lock(&mu_);
       bg_wakes_at_ = absl::InfinitePast();  // awake
-      // No submission took the Done along, nor began an outbox that will.
-      flush = done_waits && flush_at_ == absl::InfiniteFuture();
-      flush = flush || flush_at_ <= absl::Now();  // the outbox's window ended
+      if (flush_at_ <= absl::Now()) {
+        flush = true;  // the outbox's window ended: everything goes
+      } else if (done_waits && unsent_done_ != 0) {
+        // No submission took the Done along. With nothing to announce it
+        // goes alone. While the caller is submitting, what it submitted so
+        // far goes now, so that the coordinator works on it meanwhile, but
+        // the Done stays for the rest: the coordinator holds what becomes
+        // ready until it comes, and the step's tensors go in one plan.
+        flush = true;
+        with_done = flush_at_ == absl::InfiniteFuture();
+      }
       if (stop_) flush = false;
     }
     if (flush) {
       MutexLock send_lock(&send_mu_);
-      (void)Flush(/*with_done=*/true);
+      (void)Flush(with_done);
     }
     if (msg.ok()) {
       if (msg->has_value() && (*msg)->has_plan()) {

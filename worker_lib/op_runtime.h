@@ -19,7 +19,11 @@
 // holds 64 KiB, or at the latest after the announce window (the cycle time:
 // the next submission or the background thread sends it) — a backward
 // pass's burst of submissions costs one write, not one each, and its
-// tensors become ready together and fuse. A
+// tensors become ready together and fuse. A finished plan's Done waits for
+// the announcements that follow it: while the caller keeps submitting, what
+// it submitted so far goes out every 200 µs without the Done (the
+// coordinator checks it meanwhile, and holds what becomes ready), and the
+// Done goes with the last of them, so a step's tensors leave in one plan. A
 // tensor whose Request equals the one its cache bit was assigned for goes as
 // that bit (cache_mirror.h). Send order: every write carries the outbox first,
 // then a pending Done; a mutex held from taking them to writing them keeps
