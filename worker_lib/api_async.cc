@@ -20,7 +20,7 @@
 namespace kolo {
 namespace {
 
-absl::StatusOr<Handle> Submit(std::unique_ptr<worker::PendingOp> op,
+absl::StatusOr<Handle> Submit(std::shared_ptr<worker::PendingOp> op,
                               absl::string_view name) {
   auto ops = internal::CurrentOps(proto::OpTypeName(op->op));
   if (!ops.ok()) return ops.status();
@@ -28,10 +28,10 @@ absl::StatusOr<Handle> Submit(std::unique_ptr<worker::PendingOp> op,
   return (*ops)->Submit(std::move(op));
 }
 
-std::unique_ptr<worker::PendingOp> NewOp(proto::OpType type,
+std::shared_ptr<worker::PendingOp> NewOp(proto::OpType type,
                                          const Tensor& input,
                                          ProcessSet process_set) {
-  auto op = std::make_unique<worker::PendingOp>();
+  auto op = std::make_shared<worker::PendingOp>();
   op->op = type;
   op->input = input;
   op->process_set = process_set;
@@ -58,7 +58,7 @@ absl::StatusOr<Handle> SubmitGroup(
         absl::StrCat(op, " '", name, "': ", inputs.size(), " inputs but ",
                      outputs, " outputs; give one output per input"));
   }
-  std::vector<std::unique_ptr<worker::PendingOp>> members;
+  std::vector<std::shared_ptr<worker::PendingOp>> members;
   for (size_t i = 0; i < inputs.size(); ++i) {
     members.push_back(NewOp(type, inputs[i], process_set));
     fill(i, *members.back());

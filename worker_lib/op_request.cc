@@ -221,7 +221,7 @@ proto::Request MakeRequest(PendingOp& op, int rank, int size) {
   if (op.op != proto::BARRIER && op.op != proto::JOIN &&
       op.op != proto::PROCESS_SET_ADD && op.op != proto::PROCESS_SET_REMOVE) {
     r.set_dtype(static_cast<int>(op.input.dtype));
-    for (int64_t d : op.input.shape) r.add_shape(d);
+    r.mutable_shape()->Add(op.input.shape.begin(), op.input.shape.end());
     r.set_device(op.input.device);
   } else {
     r.set_device(kCpu);
@@ -232,7 +232,7 @@ proto::Request MakeRequest(PendingOp& op, int rank, int size) {
   r.set_root(op.root);
   for (int64_t s : op.splits) r.add_splits(s);
   for (int64_t e : op.expect) r.add_expect(e);
-  r.set_invalid(invalid);
+  if (!invalid.empty()) r.set_invalid(std::move(invalid));
   return r;
 }
 

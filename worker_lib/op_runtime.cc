@@ -98,14 +98,14 @@ absl::Status OpRuntime::SetCacheCapacity(int64_t entries) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<Handle> OpRuntime::Submit(std::unique_ptr<PendingOp> op) {
-  std::vector<std::unique_ptr<PendingOp>> ops;
+absl::StatusOr<Handle> OpRuntime::Submit(std::shared_ptr<PendingOp> op) {
+  std::vector<std::shared_ptr<PendingOp>> ops;
   ops.push_back(std::move(op));
   return SubmitOps(std::move(ops), /*group=*/false, "");
 }
 
 absl::StatusOr<Handle> OpRuntime::SubmitGroup(
-    std::vector<std::unique_ptr<PendingOp>> members, absl::string_view name) {
+    std::vector<std::shared_ptr<PendingOp>> members, absl::string_view name) {
   if (members.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("grouped op '", name, "' on rank ", rank_,
@@ -115,12 +115,11 @@ absl::StatusOr<Handle> OpRuntime::SubmitGroup(
 }
 
 absl::StatusOr<Handle> OpRuntime::SubmitOps(
-    std::vector<std::unique_ptr<PendingOp>> ops, bool group,
+    std::vector<std::shared_ptr<PendingOp>> ops, bool group,
     absl::string_view group_name) {
   Handle result = 0;
   bool send_now = false, wake = false;
   absl::Time now;
-  MutexLock send_lock(&send_mu_);
   {
     MutexLock lock(&mu_);
     if (!terminal_.ok()) return terminal_;
@@ -205,7 +204,7 @@ absl::StatusOr<Handle> OpRuntime::SubmitOps(
       }
       op->submitted = now;
       outbox_bytes_ += op->request.name().size() + 32;
-      std::shared_ptr<PendingOp> shared(std::move(op));
+      std::shared_ptr<PendingOp> shared = std::move(op);
       names_[shared->name] = handle;
       if (timeline_ != nullptr) {
         timeline_->Begin(
@@ -236,6 +235,9 @@ absl::StatusOr<Handle> OpRuntime::SubmitOps(
   }
   if (wake) link_->Wake();
   if (send_now) {
+    // Whatever the outbox holds when this write takes it (other threads'
+    // submissions too) goes in it; writes leave in the order they take it.
+    MutexLock send_lock(&send_mu_);
     if (absl::Status s = Flush(/*with_done=*/true); !s.ok()) {
       Fail(s);  // the session ended: nothing can be negotiated any more
     }
@@ -250,7 +252,7 @@ absl::StatusOr<int> OpRuntime::Join(absl::Duration timeout) {
     handle = join_handle_;
   }
   if (handle == 0) {
-    auto op = std::make_unique<PendingOp>();
+    auto op = std::make_shared<PendingOp>();
     op->op = proto::JOIN;
     op->name = "join";
     absl::StatusOr<Handle> submitted = Submit(std::move(op));
@@ -272,7 +274,7 @@ absl::StatusOr<int> OpRuntime::Join(absl::Duration timeout) {
 
 absl::StatusOr<int32_t> OpRuntime::AddProcessSet(std::vector<int> ranks) {
   std::sort(ranks.begin(), ranks.end());
-  auto op = std::make_unique<PendingOp>();
+  auto op = std::make_shared<PendingOp>();
   op->op = proto::PROCESS_SET_ADD;
   op->splits.assign(ranks.begin(), ranks.end());
   {
@@ -288,7 +290,7 @@ absl::StatusOr<int32_t> OpRuntime::AddProcessSet(std::vector<int> ranks) {
 }
 
 absl::Status OpRuntime::RemoveProcessSet(int32_t id) {
-  auto op = std::make_unique<PendingOp>();
+  auto op = std::make_shared<PendingOp>();
   op->op = proto::PROCESS_SET_REMOVE;
   op->root = id;
   {

@@ -128,12 +128,12 @@ class OpRuntime {
 
   // Announces `op` (its name may be empty: one is made up) and returns its
   // handle.
-  absl::StatusOr<Handle> Submit(std::unique_ptr<PendingOp> op)
+  absl::StatusOr<Handle> Submit(std::shared_ptr<PendingOp> op)
       ABSL_LOCKS_EXCLUDED(mu_);
   // Announces the members of a group (same op and process set) under
   // `name` (may be empty) and returns the group's handle.
   absl::StatusOr<Handle> SubmitGroup(
-      std::vector<std::unique_ptr<PendingOp>> members, absl::string_view name)
+      std::vector<std::shared_ptr<PendingOp>> members, absl::string_view name)
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // kolo::join: submits the join (or goes on waiting for the pending one)
@@ -175,7 +175,7 @@ class OpRuntime {
   void ThreadMain() ABSL_LOCKS_EXCLUDED(mu_);
   // Submits `ops` (one op, or a group's members when `group`), returning
   // the op's or the group's handle.
-  absl::StatusOr<Handle> SubmitOps(std::vector<std::unique_ptr<PendingOp>> ops,
+  absl::StatusOr<Handle> SubmitOps(std::vector<std::shared_ptr<PendingOp>> ops,
                                    bool group, absl::string_view group_name)
       ABSL_LOCKS_EXCLUDED(mu_);
   // Whether `handle` (an op or a group) finished; nullopt if unknown.
