@@ -460,16 +460,20 @@ std::optional<proto::Plan> OpRuntime::NextPlanFromLink() {
     {
       MutexLock lock(&mu_);
       bg_wakes_at_ = absl::InfinitePast();  // awake
-      if (flush_at_ <= absl::Now()) {
+      const absl::Time now = absl::Now();
+      if (flush_at_ <= now) {
         flush = true;  // the outbox's window ended: everything goes
       } else if (done_waits && unsent_done_ != 0) {
         // No submission took the Done along. With nothing to announce it
         // goes alone. While the caller is submitting, what it submitted so
         // far goes now, so that the coordinator works on it meanwhile, but
         // the Done stays for the rest: the coordinator holds what becomes
-        // ready until it comes, and the step's tensors go in one plan.
+        // ready until it comes, and the step's tensors go in one plan. It
+        // stays one announce window at most: a caller that keeps submitting
+        // without ever waiting does not hold it back longer.
         flush = true;
-        with_done = flush_at_ == absl::InfiniteFuture();
+        with_done = flush_at_ == absl::InfiniteFuture() ||
+                    now - unsent_done_at_ >= announce_window_;
       }
       if (stop_) flush = false;
     }
@@ -734,11 +738,13 @@ void OpRuntime::RunPlan(proto::Plan& plan, absl::Time arrived) {
   // idle), it goes now, before the callers wake: their next announcement
   // must not reach the coordinator ahead of it (the coordinator would think
   // this rank busy). Otherwise, on a link, it waits (unsent_done_) to go in
-  // the same write as the callers' next announcements (however long their
-  // outbox waits), or alone after kDoneDelay when none comes.
+  // the same write as the callers' next announcements (up to one announce
+  // window), or alone after kDoneDelay when none comes.
   bool send_done;
   {
     MutexLock lock(&mu_);
+    // The oldest unsent Done's time bounds how long it is held back.
+    if (unsent_done_ == 0) unsent_done_at_ = absl::Now();
     unsent_done_ = plan.seq();
     send_done = link_ == nullptr || names_.size() > in_plan;
   }

@@ -23,7 +23,8 @@
 // the announcements that follow it: while the caller keeps submitting, what
 // it submitted so far goes out every 200 µs without the Done (the
 // coordinator checks it meanwhile, and holds what becomes ready), and the
-// Done goes with the last of them, so a step's tensors leave in one plan. A
+// Done goes with the last of them (within one announce window), so a step's
+// tensors leave in one plan. A
 // tensor whose Request equals the one its cache bit was assigned for goes as
 // that bit (cache_mirror.h). Send order: every write carries the outbox first,
 // then a pending Done; a mutex held from taking them to writing them keeps
@@ -246,6 +247,8 @@ class OpRuntime {
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   // A finished plan's Done not yet sent (0: none; links only, see RunPlan).
   uint64_t unsent_done_ ABSL_GUARDED_BY(mu_) = 0;
+  // When the plan of the oldest unsent Done finished.
+  absl::Time unsent_done_at_ ABSL_GUARDED_BY(mu_);
   // Announcements not yet sent (links only), and when they must go.
   proto::Announce outbox_ ABSL_GUARDED_BY(mu_);
   absl::Time flush_at_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
