@@ -32,10 +32,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/time/clock.h"
 #include "gtest/gtest.h"
-#include "tests/testing/subprocess.h"
-#include "tests/testing/timeouts.h"
+#include "tests/testing/job_run.h"
 #include "tests/testing/topology.h"
 
 namespace kolo::testing {
@@ -43,14 +41,6 @@ namespace {
 
 constexpr int kInvalid = 3;   // absl::StatusCode::kInvalidArgument
 constexpr int kMismatch = 9;  // absl::StatusCode::kFailedPrecondition
-
-std::string Bin(const std::string& name) { return BinDir() + "/" + name; }
-
-struct JobRun {
-  ExitInfo exit;
-  std::string output;
-  double seconds = 0;
-};
 
 // The job of world size n, launched once and shared by every test.
 const JobRun& Job(int n) {
@@ -60,33 +50,10 @@ const JobRun& Job(int n) {
       absl::StrCat(::testing::TempDir(), "kolo_collectives_", getpid(), "_", n);
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
-  Subprocess p({Bin("kolorun"), "-np", std::to_string(n),
-                Bin("kolo-collectives-worker"), dir});
-  const absl::Time start = absl::Now();
-  JobRun run;
-  EXPECT_TRUE(p.Start().ok());
-  absl::Status st = p.Wait(Scaled(absl::Seconds(120)));
-  EXPECT_TRUE(st.ok()) << st << "\n" << p.output();
-  run.exit = p.exit_info();
-  run.output = p.output();
-  run.seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  JobRun run = RunJob({Bin("kolorun"), "-np", std::to_string(n),
+                       Bin("kolo-collectives-worker"), dir});
   std::filesystem::remove_all(dir);
   return runs->emplace(n, std::move(run)).first->second;
-}
-
-// The lines of `output` that contain `needle`.
-std::vector<std::string> Lines(const std::string& output,
-                               const std::string& needle) {
-  std::vector<std::string> lines;
-  size_t start = 0;
-  while (start < output.size()) {
-    size_t end = output.find('\n', start);
-    if (end == std::string::npos) end = output.size();
-    std::string line = output.substr(start, end - start);
-    if (absl::StrContains(line, needle)) lines.push_back(line);
-    start = end + 1;
-  }
-  return lines;
 }
 
 // "rank 2" / "ranks 0,1,2" for ranks [from, to).

@@ -44,26 +44,16 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "absl/time/clock.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
-#include "tests/testing/subprocess.h"
-#include "tests/testing/timeouts.h"
+#include "tests/testing/job_run.h"
 #include "tests/testing/topology.h"
 
 namespace kolo::testing {
 namespace {
 
 using Env = std::map<std::string, std::optional<std::string>>;
-
-std::string Bin(const std::string& name) { return BinDir() + "/" + name; }
-
-struct JobRun {
-  ExitInfo exit;
-  std::string output;
-  double seconds = 0;
-};
 
 // kolorun -np n kolo-fusion-worker args..., with the fusion and cache knobs
 // unset unless `env` sets them (so that the defaults are the library's).
@@ -77,15 +67,7 @@ JobRun Launch(int n, const std::vector<std::string>& args, Env env = {}) {
         "HOROVOD_CACHE_CAPACITY", "KOLO_TIMELINE", "HOROVOD_TIMELINE"}) {
     env.try_emplace(knob, std::nullopt);
   }
-  Subprocess p(argv, std::move(env));
-  const absl::Time start = absl::Now();
-  JobRun run;
-  EXPECT_TRUE(p.Start().ok());
-  absl::Status st = p.Wait(Scaled(absl::Seconds(120)));
-  EXPECT_TRUE(st.ok()) << st << "\n" << p.output();
-  run.exit = p.exit_info();
-  run.output = p.output();
-  run.seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  JobRun run = RunJob(argv, std::move(env));
   return run;
 }
 

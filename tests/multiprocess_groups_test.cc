@@ -28,10 +28,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/time/clock.h"
 #include "gtest/gtest.h"
-#include "tests/testing/subprocess.h"
-#include "tests/testing/timeouts.h"
+#include "tests/testing/job_run.h"
 #include "tests/testing/topology.h"
 
 namespace kolo::testing {
@@ -41,14 +39,6 @@ constexpr int kInvalid = 3;   // absl::StatusCode::kInvalidArgument
 constexpr int kMismatch = 9;  // absl::StatusCode::kFailedPrecondition
 
 const char* const kOps[] = {"sum", "average", "min", "max", "product"};
-
-std::string Bin(const std::string& name) { return BinDir() + "/" + name; }
-
-struct JobRun {
-  ExitInfo exit;
-  std::string output;
-  double seconds = 0;
-};
 
 // The job of world size n (`static_sets`: the three-rank job with static
 // sets and group fusion off), launched once and shared by every test.
@@ -63,31 +53,8 @@ const JobRun& Job(int n, bool static_sets = false) {
     argv.push_back("--static-sets");
     env["KOLO_DISABLE_GROUP_FUSION"] = "1";
   }
-  Subprocess p(argv, env);
-  const absl::Time start = absl::Now();
-  JobRun run;
-  EXPECT_TRUE(p.Start().ok());
-  absl::Status st = p.Wait(Scaled(absl::Seconds(120)));
-  EXPECT_TRUE(st.ok()) << st << "\n" << p.output();
-  run.exit = p.exit_info();
-  run.output = p.output();
-  run.seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  JobRun run = RunJob(argv, env);
   return runs->emplace(key, std::move(run)).first->second;
-}
-
-// The lines of `output` that contain `needle`.
-std::vector<std::string> Lines(const std::string& output,
-                               const std::string& needle) {
-  std::vector<std::string> lines;
-  size_t start = 0;
-  while (start < output.size()) {
-    size_t end = output.find('\n', start);
-    if (end == std::string::npos) end = output.size();
-    std::string line = output.substr(start, end - start);
-    if (absl::StrContains(line, needle)) lines.push_back(line);
-    start = end + 1;
-  }
-  return lines;
 }
 
 std::set<int> Range(int from, int to) {

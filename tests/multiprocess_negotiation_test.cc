@@ -16,22 +16,12 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "gtest/gtest.h"
-#include "tests/testing/subprocess.h"
-#include "tests/testing/timeouts.h"
+#include "tests/testing/job_run.h"
 #include "tests/testing/topology.h"
 
 namespace kolo::testing {
 namespace {
-
-std::string Bin(const std::string& name) { return BinDir() + "/" + name; }
-
-struct JobRun {
-  ExitInfo exit;
-  std::string output;
-  double seconds = 0;
-};
 
 // kolorun -np n [flags] kolo-negotiation-worker args...
 JobRun Launch(int n, const std::vector<std::string>& flags,
@@ -41,15 +31,7 @@ JobRun Launch(int n, const std::vector<std::string>& flags,
   argv.insert(argv.end(), flags.begin(), flags.end());
   argv.push_back(Bin("kolo-negotiation-worker"));
   argv.insert(argv.end(), args.begin(), args.end());
-  Subprocess p(argv, std::move(env));
-  const absl::Time start = absl::Now();
-  JobRun run;
-  EXPECT_TRUE(p.Start().ok());
-  absl::Status st = p.Wait(Scaled(absl::Seconds(120)));
-  EXPECT_TRUE(st.ok()) << st << "\n" << p.output();
-  run.exit = p.exit_info();
-  run.output = p.output();
-  run.seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  JobRun run = RunJob(argv, std::move(env));
   return run;
 }
 
@@ -60,21 +42,6 @@ int Count(const std::string& haystack, const std::string& needle) {
     ++n;
   }
   return n;
-}
-
-// The lines of `output` that contain `needle`.
-std::vector<std::string> Lines(const std::string& output,
-                               const std::string& needle) {
-  std::vector<std::string> lines;
-  size_t start = 0;
-  while (start < output.size()) {
-    size_t end = output.find('\n', start);
-    if (end == std::string::npos) end = output.size();
-    std::string line = output.substr(start, end - start);
-    if (absl::StrContains(line, needle)) lines.push_back(line);
-    start = end + 1;
-  }
-  return lines;
 }
 
 void ExpectOk(const JobRun& run, int n, const std::string& mode) {

@@ -1,0 +1,43 @@
+#include "tests/testing/job_run.h"
+
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/timeouts.h"
+
+namespace kolo::testing {
+
+std::string Bin(const std::string& name) { return BinDir() + "/" + name; }
+
+JobRun RunJob(const std::vector<std::string>& argv,
+              std::map<std::string, std::optional<std::string>> env,
+              absl::Duration timeout) {
+  Subprocess p(argv, std::move(env));
+  const absl::Time start = absl::Now();
+  JobRun run;
+  EXPECT_TRUE(p.Start().ok()) << "cannot start " << argv.at(0);
+  absl::Status st = p.Wait(Scaled(timeout));
+  EXPECT_TRUE(st.ok()) << st << "\n" << p.output();
+  run.exit = p.exit_info();
+  run.output = p.output();
+  run.seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  return run;
+}
+
+std::vector<std::string> Lines(const std::string& output,
+                               absl::string_view needle) {
+  std::vector<std::string> lines;
+  size_t start = 0;
+  while (start < output.size()) {
+    size_t end = output.find('\n', start);
+    if (end == std::string::npos) end = output.size();
+    std::string line = output.substr(start, end - start);
+    if (absl::StrContains(line, needle)) lines.push_back(std::move(line));
+    start = end + 1;
+  }
+  return lines;
+}
+
+}  // namespace kolo::testing

@@ -1,0 +1,44 @@
+// JobRun: one job of a multi-process test (kolorun and its workers) run to
+// completion, and what it left: its exit, its merged output and its wall
+// time; plus picking the tagged lines a test worker printed out of that
+// output.
+//
+// Thread-safety: free functions; RunJob blocks the calling thread.
+#ifndef KOLO_TESTS_TESTING_JOB_RUN_H_
+#define KOLO_TESTS_TESTING_JOB_RUN_H_
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "tests/testing/subprocess.h"
+
+namespace kolo::testing {
+
+struct JobRun {
+  ExitInfo exit;
+  std::string output;  // stdout and stderr, merged
+  double seconds = 0;
+};
+
+// The path of the kolo program `name` in the build's bin directory.
+std::string Bin(const std::string& name);
+
+// Runs `argv` with `env` on top of this process's environment (nullopt
+// removes a variable) for up to Scaled(timeout). A job that cannot start or
+// does not end in time fails the current test, showing its output; the
+// JobRun is returned either way.
+JobRun RunJob(const std::vector<std::string>& argv,
+              std::map<std::string, std::optional<std::string>> env = {},
+              absl::Duration timeout = absl::Seconds(120));
+
+// The lines of `output` that contain `needle`, in order.
+std::vector<std::string> Lines(const std::string& output,
+                               absl::string_view needle);
+
+}  // namespace kolo::testing
+
+#endif  // KOLO_TESTS_TESTING_JOB_RUN_H_
