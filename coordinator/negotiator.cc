@@ -302,7 +302,9 @@ void Negotiator::ToNamePartial(uint32_t bit) {
   p.bit = bit;
   p.first = b.first;
   p.order = b.order;
-  *by_order_.Find(b.order) = PartialKey{-1, name};
+  PartialKey* key = by_order_.Find(b.order);
+  KOLO_CHECK(key != nullptr) << "bit partial " << bit << " has no order";
+  *key = PartialKey{-1, name};
   b.active = false;
 }
 
