@@ -1,5 +1,6 @@
 // CacheMirror: a worker's copy of the response cache bits (the coordinator
 // side is tested in coordinator_response_cache_test).
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -39,14 +40,20 @@ proto::Plan Plan(uint64_t seq, std::vector<std::pair<std::string, int>> bits,
   return p;
 }
 
+// request_of for Apply: the pending Request of a name, nullptr if none.
+std::function<const proto::Request*(const std::string&)> PendingLookup(
+    const std::map<std::string, proto::Request>& pending) {
+  return [&pending](const std::string& n) -> const proto::Request* {
+    auto it = pending.find(n);
+    return it == pending.end() ? nullptr : &it->second;
+  };
+}
+
 TEST(CacheMirror, AssignedBitIsUsedWhileTheRequestIsUnchanged) {
   CacheMirror m;
   std::map<std::string, proto::Request> pending = {{"a", Req("a")},
                                                    {"b", Req("b")}};
-  auto of = [&](const std::string& n) -> const proto::Request* {
-    auto it = pending.find(n);
-    return it == pending.end() ? nullptr : &it->second;
-  };
+  auto of = PendingLookup(pending);
   EXPECT_EQ(m.BitFor(Req("a")), std::nullopt);
   m.Apply(Plan(1, {{"a", 0}, {"b", 5}}), of);
   EXPECT_THAT(m.BitFor(Req("a")), Optional(0u));
@@ -147,10 +154,7 @@ TEST(CacheMirror, ByBitResponsesAreNamedFromTheMirror) {
   CacheMirror m;
   std::map<std::string, proto::Request> pending = {{"a", Req("a")},
                                                    {"b", Req("b")}};
-  auto of = [&](const std::string& n) -> const proto::Request* {
-    auto it = pending.find(n);
-    return it == pending.end() ? nullptr : &it->second;
-  };
+  auto of = PendingLookup(pending);
   m.Apply(Plan(1, {{"a", 3}, {"b", 8}}), of);
   proto::Plan p;
   p.set_seq(2);
