@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <optional>
@@ -125,21 +126,34 @@ absl::StatusOr<std::unique_ptr<LinkServer>> LinkServer::Listen(
       std::move(options), std::move(fd), std::move(ep), std::move(wake), port));
 }
 
-absl::Status LinkServer::Start(BindFn bind, MessageFn on_message) {
+absl::Status LinkServer::Start(BindFn bind, MessageFn on_message,
+                               TimerFn on_timer) {
   bind_ = std::move(bind);
   on_message_ = std::move(on_message);
+  on_timer_ = std::move(on_timer);
   thread_ = std::thread([this] { Loop(); });
   return absl::OkStatus();
 }
 
 void LinkServer::Loop() {
+  link_thread_id_.store(std::this_thread::get_id(), std::memory_order_relaxed);
   epoll_event events[64];
+  absl::Time next_timer = absl::InfiniteFuture();
   while (true) {
     {
       MutexLock lock(&mu_);
       if (stopping_) return;
     }
-    int n = ::epoll_wait(epoll_.get(), events, 64, 500);
+    // At most 500 ms (handshake expiry, Stop), less when a timer is due
+    // sooner; rounded up so that the timer is due when the wait ends.
+    int timeout_ms = 500;
+    if (next_timer != absl::InfiniteFuture()) {
+      const absl::Duration left = next_timer - absl::Now();
+      timeout_ms = static_cast<int>(std::clamp<int64_t>(
+          absl::ToInt64Microseconds(left + absl::Microseconds(999)) / 1000, 0,
+          500));
+    }
+    int n = ::epoll_wait(epoll_.get(), events, 64, timeout_ms);
     if (n < 0) {
       if (errno == EINTR) continue;
       Log()->error("epoll_wait: {}; negotiation links stop", ErrnoText(errno));
@@ -165,7 +179,9 @@ void LinkServer::Loop() {
         }
       }
     }
-    CloseExpired(absl::Now());
+    const absl::Time now = absl::Now();
+    CloseExpired(now);
+    if (on_timer_) next_timer = on_timer_(now);
   }
 }
 

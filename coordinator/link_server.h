@@ -11,6 +11,12 @@
 // is none, and the caller uses the stream). A connection that has not bound
 // within the handshake timeout is closed.
 //
+// Timers: `on_timer` (optional) runs on the link thread after every batch of
+// events and whenever the deadline it returned passes; it returns the next
+// deadline, which bounds the thread's epoll wait. The coordinator runs its
+// negotiation deadlines there (a message that sets one is handled on this
+// thread, so no other thread has to wake for it).
+//
 // Thread-safety: Send, Unbind, port and Stop may be called from any thread;
 // the callbacks run on the link thread with no lock of this class held, so
 // they may call Send and Unbind (lock order: the caller's locks, then this
@@ -20,6 +26,7 @@
 #ifndef KOLO_COORDINATOR_LINK_SERVER_H_
 #define KOLO_COORDINATOR_LINK_SERVER_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -53,6 +60,9 @@ class LinkServer {
       const std::string& worker_id, uint64_t epoch)>;
   using MessageFn =
       std::function<void(SessionId, const proto::WorkerMessage& message)>;
+  // Runs what is due at `now`; returns the next deadline (InfiniteFuture:
+  // none).
+  using TimerFn = std::function<absl::Time(absl::Time now)>;
 
   // Binds the listening socket (no thread yet, so that the port can go into
   // the core's options before the callbacks exist).
@@ -64,7 +74,13 @@ class LinkServer {
 
   int port() const { return port_; }
   // Starts the link thread. REQUIRES: called once.
-  absl::Status Start(BindFn bind, MessageFn on_message);
+  absl::Status Start(BindFn bind, MessageFn on_message,
+                     TimerFn on_timer = nullptr);
+  // Whether the calling thread is the link thread (callbacks run there).
+  bool OnLinkThread() const {
+    return std::this_thread::get_id() ==
+           link_thread_id_.load(std::memory_order_relaxed);
+  }
   // Writes `msg` on the link bound to `session`; false when none is bound.
   bool Send(SessionId session, const proto::CoordinatorMessage& msg)
       ABSL_LOCKS_EXCLUDED(mu_);
@@ -99,7 +115,10 @@ class LinkServer {
   const int port_;
   BindFn bind_;
   MessageFn on_message_;
+  TimerFn on_timer_;
   std::thread thread_;
+  // Set by the link thread as it starts (no thread has that id before).
+  std::atomic<std::thread::id> link_thread_id_;
 
   Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

@@ -76,6 +76,8 @@ class ServerImpl final : public CoordinatorServer {
           "kernel choose)"));
     }
     service_.SetWakeHook([this] {
+      // The link thread picks up a deadline its own message set.
+      if (links_ != nullptr && links_->OnLinkThread()) return;
       MutexLock lock(&mu_);
       wake_ = true;
       tick_cv_.SignalAll();
@@ -88,7 +90,8 @@ class ServerImpl final : public CoordinatorServer {
           },
           [this](SessionId id, const proto::WorkerMessage& message) {
             service_.OnLinkMessage(id, message);
-          });
+          },
+          [this](absl::Time now) { return service_.TickIfDue(now); });
       service_.SetLinks(links_.get());
     }
     GetLogger("coordinator")

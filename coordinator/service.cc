@@ -239,6 +239,15 @@ void CoordinatorService::Tick(absl::Time now) {
   Deliver(core_.OnTick(now));
 }
 
+absl::Time CoordinatorService::TickIfDue(absl::Time now) {
+  MutexLock lock(&mu_);
+  if (now >= wake_at_) {
+    wake_at_ = absl::InfiniteFuture();
+    Deliver(core_.OnTick(now));
+  }
+  return wake_at_;
+}
+
 void CoordinatorService::EndJob(bool failure, absl::string_view reason) {
   MutexLock lock(&mu_);
   Deliver(core_.Shutdown(failure, reason));

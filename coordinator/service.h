@@ -53,6 +53,11 @@ class CoordinatorService final : public proto::Coordinator::CallbackService {
 
   // Heartbeats and silence detection (from the server's tick thread).
   void Tick(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
+  // Ticks when NextWake() is due at `now`, and returns NextWake(): the link
+  // thread runs the core's deadlines itself between its messages (it is
+  // awake anyway), so that a deadline a message sets costs no other
+  // thread a wake-up.
+  absl::Time TickIfDue(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
   // Ends the job: JobEnd to every open Session, which is then finished.
   void EndJob(bool failure, absl::string_view reason) ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -69,7 +74,9 @@ class CoordinatorService final : public proto::Coordinator::CallbackService {
   // stalls); InfiniteFuture when none.
   absl::Time NextWake() ABSL_LOCKS_EXCLUDED(mu_);
   // Called (under the service mutex: it must only signal) whenever an event
-  // moved NextWake() earlier, so that the tick thread wakes in time.
+  // moved NextWake() earlier, so that the tick thread wakes in time (the
+  // hook may skip that when the link thread, which calls TickIfDue after
+  // every message, is the caller).
   void SetWakeHook(std::function<void()> hook) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Negotiation links (coordinator/link_server.h): once set, Plans to a

@@ -225,7 +225,8 @@ class LinkTest : public ::testing::Test {
         },
         [this](SessionId session, const proto::WorkerMessage& msg) {
           OnMessage(session, msg);
-        });
+        },
+        timer_hook_);
     ASSERT_TRUE(started.ok()) << started;
   }
 
@@ -275,6 +276,7 @@ class LinkTest : public ::testing::Test {
     return absl::StatusOr<SessionId>(kSession);
   };
   std::function<void(SessionId, const proto::WorkerMessage&)> on_message_hook_;
+  LinkServer::TimerFn timer_hook_;  // null: no timer
 
  private:
   absl::StatusOr<SessionId> Bind(const std::string& worker_id, uint64_t epoch) {
@@ -761,6 +763,70 @@ TEST_F(LinkTest, CallbacksMaySendOnTheLinkThread) {
   std::vector<Received> got = Messages();
   ASSERT_EQ(got.size(), 100u);
   EXPECT_EQ(got.back().message.announce().requests(0).name(), "n100");
+}
+
+TEST_F(LinkTest, TimerRunsOnTheLinkThreadWhenItsDeadlinePasses) {
+  // The timer asks to be called again 300 ms after its first call; it must
+  // then run on the link thread, not before that deadline, and without any
+  // message to wake the thread.
+  Mutex mu;
+  CondVar cv;
+  absl::Time deadline = absl::InfiniteFuture();
+  absl::Time fired = absl::InfiniteFuture();
+  bool off_thread = false;
+  timer_hook_ = [&](absl::Time now) {
+    MutexLock lock(&mu);
+    if (!server_->OnLinkThread()) off_thread = true;
+    if (deadline == absl::InfiniteFuture()) {
+      deadline = now + absl::Milliseconds(300);
+    } else if (now >= deadline && fired == absl::InfiniteFuture()) {
+      fired = absl::Now();
+      cv.SignalAll();
+    }
+    return fired == absl::InfiniteFuture() ? deadline : absl::InfiniteFuture();
+  };
+  StartServer();
+  EXPECT_FALSE(server_->OnLinkThread());
+  // The first call comes after the first wait (at most 500 ms).
+  const absl::Time give_up = absl::Now() + Scaled(absl::Seconds(20));
+  {
+    MutexLock lock(&mu);
+    while (fired == absl::InfiniteFuture()) {
+      if (cv.WaitWithDeadline(&mu, give_up)) break;
+    }
+  }
+  server_->Stop();  // the timer uses this test's locals
+  MutexLock lock(&mu);
+  ASSERT_NE(fired, absl::InfiniteFuture()) << "the timer never fired";
+  EXPECT_GE(fired, deadline);
+  EXPECT_FALSE(off_thread);
+}
+
+TEST_F(LinkTest, TimerRunsAfterEveryMessage) {
+  // A message that sets a deadline (here: counts) is followed by a timer
+  // call on the same thread before the link thread waits again.
+  std::atomic<int> messages{0};
+  std::atomic<int> timer_calls_after_message{0};
+  on_message_hook_ = [&](SessionId, const proto::WorkerMessage&) {
+    messages.fetch_add(1);
+  };
+  timer_hook_ = [&](absl::Time) {
+    if (messages.load() > 0) timer_calls_after_message.fetch_add(1);
+    return absl::InfiniteFuture();
+  };
+  StartServer();
+  std::unique_ptr<NegotiationLink> link = ConnectOrDie(WorkerOptions());
+  ASSERT_NE(link, nullptr);
+  proto::WorkerMessage done;
+  done.mutable_done()->set_seq(1);
+  ASSERT_TRUE(link->Send(done).ok());
+  ASSERT_TRUE(WaitForMessages(1, absl::Seconds(20)));
+  const absl::Time give_up = absl::Now() + Scaled(absl::Seconds(20));
+  while (timer_calls_after_message.load() == 0 && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  EXPECT_GT(timer_calls_after_message.load(), 0);
+  server_->Stop();  // the callbacks use this test's locals
 }
 
 TEST_F(LinkTest, CallbackMayUnbindItsOwnSession) {
