@@ -205,7 +205,7 @@ absl::StatusOr<Handle> OpRuntime::SubmitOps(
       op->submitted = now;
       outbox_bytes_ += op->request.name().size() + 32;
       std::shared_ptr<PendingOp> shared = std::move(op);
-      names_[shared->name] = handle;
+      names_[absl::string_view(shared->name)] = handle;
       if (timeline_ != nullptr) {
         timeline_->Begin(
             shared->name,

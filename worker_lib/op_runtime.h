@@ -229,8 +229,10 @@ class OpRuntime {
   CondVar done_cv_;  // an op completed
   absl::flat_hash_map<Handle, std::shared_ptr<PendingOp>> ops_
       ABSL_GUARDED_BY(mu_);
-  // Names in flight (submitted, not yet completed) -> handle.
-  absl::flat_hash_map<std::string, Handle> names_ ABSL_GUARDED_BY(mu_);
+  // Names in flight (submitted, not yet completed) -> handle. A key views
+  // the name of its op in ops_, which stays there (and keeps its name) until
+  // after the entry is erased: at completion, or by Fail.
+  absl::flat_hash_map<absl::string_view, Handle> names_ ABSL_GUARDED_BY(mu_);
   std::deque<proto::Plan> plans_ ABSL_GUARDED_BY(mu_);
   Handle next_handle_ ABSL_GUARDED_BY(mu_) = 1;
   // Unnamed ops, per process set; process set registrations.
