@@ -13,11 +13,11 @@ kolo_add_test(coordinator_server_test
   LIBS kolo_coordinator
   LABELS unit)
 kolo_add_test(coordinator_negotiator_test
-  SOURCES coordinator_negotiator_test.cc
+  SOURCES coordinator_negotiator_test.cc testing/negotiator_messages.cc
   LIBS kolo_coordinator_core
   LABELS unit tsan)
 kolo_add_test(coordinator_negotiator_sets_test
-  SOURCES coordinator_negotiator_sets_test.cc
+  SOURCES coordinator_negotiator_sets_test.cc testing/negotiator_messages.cc
   LIBS kolo_coordinator_core
   LABELS unit tsan)
 kolo_add_test(coordinator_response_cache_test

@@ -11,6 +11,7 @@
 #include "coordinator/negotiator.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/negotiator_messages.h"
 
 namespace kolo::coordinator {
 namespace {
@@ -19,24 +20,8 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
-const absl::Time kT0 = absl::FromUnixSeconds(1'000'000);
-
-absl::Time At(absl::Duration d) { return kT0 + d; }
-
-// A valid float32 sum allreduce on the host.
-proto::Request Req(const std::string& name, std::vector<int64_t> shape = {4},
-                   proto::OpType op = proto::ALLREDUCE) {
-  proto::Request r;
-  r.set_name(name);
-  r.set_op(op);
-  r.set_dtype(static_cast<int>(DataType::kFloat32));
-  for (int64_t d : shape) r.add_shape(d);
-  r.set_reduce_op(static_cast<int>(ReduceOp::kSum));
-  r.set_prescale(1.0);
-  r.set_postscale(1.0);
-  r.set_device(-1);
-  return r;
-}
+// Req, Ann, AnnReq, Names, Opts, kT0, At.
+using namespace ::kolo::testing;  // NOLINT(build/namespaces)
 
 // `r` on process set `set`.
 proto::Request OnSet(proto::Request r, int32_t set) {
@@ -84,31 +69,10 @@ proto::Request Barrier(const std::string& name) {
   return Control(name, proto::BARRIER);
 }
 
-proto::Announce AnnReq(std::vector<proto::Request> requests) {
-  proto::Announce a;
-  for (proto::Request& r : requests) *a.add_requests() = std::move(r);
-  return a;
-}
-
-proto::Announce Ann(const std::vector<std::string>& names) {
-  std::vector<proto::Request> requests;
-  for (const std::string& n : names) requests.push_back(Req(n));
-  return AnnReq(std::move(requests));
-}
-
 proto::Announce Bits(std::vector<uint32_t> bits) {
   proto::Announce a;
   for (uint32_t b : bits) a.add_cached(b);
   return a;
-}
-
-// The names of each response of `plan`, flattened.
-std::vector<std::string> Names(const proto::Plan& plan) {
-  std::vector<std::string> out;
-  for (const proto::Response& r : plan.responses()) {
-    for (const std::string& n : r.names()) out.push_back(n);
-  }
-  return out;
 }
 
 // The names of each response of `plan`, one list per response.
@@ -121,13 +85,6 @@ std::vector<std::vector<std::string>> Groups(const proto::Plan& plan) {
 }
 
 using V = std::vector<std::string>;
-
-NegotiatorOptions Opts(int size) {
-  NegotiatorOptions o;
-  o.size = size;
-  o.cycle_time = absl::Milliseconds(10);
-  return o;
-}
 
 proto::Settings Set(uint64_t threshold, uint32_t capacity,
                     bool disable_group_fusion = false) {

@@ -11,6 +11,7 @@
 #include "coordinator/negotiator.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/negotiator_messages.h"
 
 namespace kolo::coordinator {
 namespace {
@@ -22,57 +23,13 @@ using ::testing::IsEmpty;
 using ::testing::Not;
 using ::testing::UnorderedElementsAre;
 
-const absl::Time kT0 = absl::FromUnixSeconds(1'000'000);
-
-absl::Time At(absl::Duration d) { return kT0 + d; }
-
-// A valid float32 sum allreduce on the host.
-proto::Request Req(const std::string& name, std::vector<int64_t> shape = {4},
-                   proto::OpType op = proto::ALLREDUCE) {
-  proto::Request r;
-  r.set_name(name);
-  r.set_op(op);
-  r.set_dtype(static_cast<int>(DataType::kFloat32));
-  for (int64_t d : shape) r.add_shape(d);
-  r.set_reduce_op(static_cast<int>(ReduceOp::kSum));
-  r.set_prescale(1.0);
-  r.set_postscale(1.0);
-  r.set_device(-1);
-  return r;
-}
-
-proto::Announce AnnReq(std::vector<proto::Request> requests) {
-  proto::Announce a;
-  for (proto::Request& r : requests) *a.add_requests() = std::move(r);
-  return a;
-}
-
-proto::Announce Ann(const std::vector<std::string>& names) {
-  std::vector<proto::Request> requests;
-  for (const std::string& n : names) requests.push_back(Req(n));
-  return AnnReq(std::move(requests));
-}
-
-// The names of each response of `plan`, flattened.
-std::vector<std::string> Names(const proto::Plan& plan) {
-  std::vector<std::string> out;
-  for (const proto::Response& r : plan.responses()) {
-    for (const std::string& n : r.names()) out.push_back(n);
-  }
-  return out;
-}
+// Req, Ann, AnnReq, Names, Opts, kT0, At.
+using namespace ::kolo::testing;  // NOLINT(build/namespaces)
 
 std::vector<uint64_t> Seqs(const NegotiatorOutput& out) {
   std::vector<uint64_t> seqs;
   for (const proto::Plan& p : out.plans) seqs.push_back(p.seq());
   return seqs;
-}
-
-NegotiatorOptions Opts(int size) {
-  NegotiatorOptions o;
-  o.size = size;
-  o.cycle_time = absl::Milliseconds(10);
-  return o;
 }
 
 // Rank r announces per_rank[r] (in rank order); the single response of the
@@ -815,7 +772,7 @@ TEST(NegotiatorTest, ResponseCacheShrinkEvictsInTheNextPlan) {
   // a, b, c held bits 0, 1, 2; capacity 2 keeps the two most recent after
   // d: c and d.
   EXPECT_THAT(out.plans[1].cache_evicted(),
-              testing::UnorderedElementsAre(0u, 1u));
+              ::testing::UnorderedElementsAre(0u, 1u));
   EXPECT_THAT(out.plans[1].responses(0).cache_bits(), ElementsAre(Not(-1)));
 }
 

@@ -53,8 +53,14 @@ add_dependencies(multiprocess_fusion_test kolo-fusion-worker kolorun)
 # Every collective and option through the negotiated API with exact values,
 # and the errors of each on every rank (issue 6 point 1): one kolorun job per
 # world size 2..5 (tests/workers/collectives_worker.cc).
+# Exact element encoding and comparison for the workers that check
+# collectives through the public API (tests/testing/elements.h).
+add_library(kolo_test_elements STATIC testing/elements.cc)
+target_link_libraries(kolo_test_elements PUBLIC kolo)
+kolo_target_warnings(kolo_test_elements)
+
 add_executable(kolo-collectives-worker workers/collectives_worker.cc)
-target_link_libraries(kolo-collectives-worker PRIVATE kolo)
+target_link_libraries(kolo-collectives-worker PRIVATE kolo kolo_test_elements)
 kolo_target_warnings(kolo-collectives-worker)
 kolo_add_test(multiprocess_collectives_test
   SOURCES multiprocess_collectives_test.cc
@@ -66,7 +72,7 @@ add_dependencies(multiprocess_collectives_test kolo-collectives-worker kolorun)
 # kolorun job per world size 2..5, and one of three ranks with static sets and
 # KOLO_DISABLE_GROUP_FUSION=1 (tests/workers/groups_worker.cc).
 add_executable(kolo-groups-worker workers/groups_worker.cc)
-target_link_libraries(kolo-groups-worker PRIVATE kolo)
+target_link_libraries(kolo-groups-worker PRIVATE kolo kolo_test_elements)
 kolo_target_warnings(kolo-groups-worker)
 kolo_add_test(multiprocess_groups_test SOURCES multiprocess_groups_test.cc
   LIBS kolo_mp_testing LABELS multiprocess SERIAL TIMEOUT 600)

@@ -53,6 +53,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -66,6 +67,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "kolo/kolo.h"
+#include "tests/testing/elements.h"
 
 namespace {
 
@@ -84,8 +86,6 @@ int g_fails = 0;
 
 // ---- Elements (int32, int64, float32, float64; exact values only) ----------
 
-using Bytes = std::vector<char>;
-
 size_t Size(DataType t) { return kolo::DataTypeSize(t); }
 std::string Name(DataType t) { return std::string(kolo::DataTypeName(t)); }
 std::string OpName(ReduceOp op) { return std::string(kolo::ReduceOpName(op)); }
@@ -94,99 +94,20 @@ bool IsInt(DataType t) {
   return t == DataType::kInt32 || t == DataType::kInt64;
 }
 
-void Encode(DataType t, double x, char* dst) {
-  switch (t) {
-    case DataType::kInt32: {
-      const auto v = static_cast<int32_t>(x);
-      std::memcpy(dst, &v, 4);
-      return;
-    }
-    case DataType::kInt64: {
-      const auto v = static_cast<int64_t>(x);
-      std::memcpy(dst, &v, 8);
-      return;
-    }
-    case DataType::kFloat32: {
-      const auto v = static_cast<float>(x);
-      std::memcpy(dst, &v, 4);
-      return;
-    }
-    case DataType::kFloat64:
-      std::memcpy(dst, &x, 8);
-      return;
-    default:
-      std::memset(dst, 0x5a, Size(t));
-  }
-}
+using kolo::testing::Bytes;
+using kolo::testing::CompareShape;
+using kolo::testing::Elements;
 
-double Decode(DataType t, const char* src) {
-  switch (t) {
-    case DataType::kInt32: {
-      int32_t v;
-      std::memcpy(&v, src, 4);
-      return v;
-    }
-    case DataType::kInt64: {
-      int64_t v;
-      std::memcpy(&v, src, 8);
-      return static_cast<double>(v);
-    }
-    case DataType::kFloat32: {
-      float v;
-      std::memcpy(&v, src, 4);
-      return v;
-    }
-    case DataType::kFloat64: {
-      double v;
-      std::memcpy(&v, src, 8);
-      return v;
-    }
-    default:
-      return NAN;
-  }
-}
-
+// The values as elements of t; every test value here is exact in its dtype
+// (one that is not is a bug of this worker: it stops).
 Bytes EncodeAll(DataType t, const std::vector<double>& values) {
-  Bytes out(values.size() * Size(t));
-  for (size_t i = 0; i < values.size(); ++i) {
-    Encode(t, values[i], out.data() + i * Size(t));
+  std::string bad;
+  Bytes out = kolo::testing::EncodeAll(t, values, &bad);
+  if (!bad.empty()) {
+    std::fprintf(stderr, "kolo-groups-worker: %s\n", bad.c_str());
+    std::abort();
   }
   return out;
-}
-
-// "" when got == want bit for bit, else where they first differ.
-std::string Compare(DataType t, const std::string& what, const Bytes& got,
-                    const Bytes& want) {
-  const size_t e = Size(t);
-  if (got.size() != want.size()) {
-    return absl::StrCat(what, " has ", got.size() / e, " elements, want ",
-                        want.size() / e);
-  }
-  for (size_t i = 0; i < got.size() / e; ++i) {
-    if (std::memcmp(got.data() + i * e, want.data() + i * e, e) != 0) {
-      return absl::StrCat(what, " element ", i, " of ", got.size() / e, " is ",
-                          Decode(t, got.data() + i * e), ", want ",
-                          Decode(t, want.data() + i * e));
-    }
-  }
-  return "";
-}
-
-std::string Text(const std::vector<int64_t>& v) {
-  return absl::StrCat("[", absl::StrJoin(v, ","), "]");
-}
-
-std::string CompareShape(const std::string& what,
-                         const std::vector<int64_t>& got,
-                         const std::vector<int64_t>& want) {
-  if (got == want) return "";
-  return absl::StrCat(what, " is ", Text(got), ", want ", Text(want));
-}
-
-int64_t Elements(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
 }
 
 // ---- Values and reductions --------------------------------------------------
@@ -376,16 +297,19 @@ Case GroupedAllreduce(const std::string& report, const std::string& name,
                           " entries, want ", members.size());
     }
     for (size_t i = 0; i < members.size(); ++i) {
-      const std::string m = absl::StrCat("member ", i, " (", Name(members[i].t),
-                                         " ", Text(members[i].shape), ")");
+      const std::string m =
+          absl::StrCat("member ", i, " (", Name(members[i].t), " ",
+                       kolo::testing::ShapeText(members[i].shape), ")");
       std::string why =
           CompareShape(m + " shape", r.members[i].shape, members[i].shape);
       if (why.empty()) {
-        why = Compare(members[i].t, m + " output",
-                      i == 0 ? (*ins)[i] : (*outs)[i], (*wants)[i]);
+        why = kolo::testing::CompareElements(members[i].t, m + " output",
+                                             i == 0 ? (*ins)[i] : (*outs)[i],
+                                             (*wants)[i]);
       }
       if (why.empty() && i != 0) {
-        why = Compare(members[i].t, m + " input", (*ins)[i], (*originals)[i]);
+        why = kolo::testing::CompareElements(members[i].t, m + " input",
+                                             (*ins)[i], (*originals)[i]);
       }
       if (!why.empty()) return why;
     }
@@ -414,7 +338,8 @@ Case Allreduce(const std::string& report, const std::string& name, ReduceOp op,
   };
   c.check = [=](const OpResult& r) {
     std::string why = CompareShape("OpResult.shape", r.shape, m.shape);
-    if (why.empty()) why = Compare(m.t, "output", *out, *want);
+    if (why.empty())
+      why = kolo::testing::CompareElements(m.t, "output", *out, *want);
     return why;
   };
   return c;
@@ -497,7 +422,8 @@ Case Allgather(const std::string& report, const std::string& name,
         why = CompareShape(m + " splits", results[i]->splits, splits[i]);
       }
       if (why.empty()) {
-        why = Compare(members[i].t, m + " output", *(*outs)[i], (*wants)[i]);
+        why = kolo::testing::CompareElements(members[i].t, m + " output",
+                                             *(*outs)[i], (*wants)[i]);
       }
       if (!why.empty()) return why;
     }
@@ -559,7 +485,8 @@ Case GroupedReducescatter(const std::string& report, const std::string& name,
       std::string why =
           CompareShape(m + " shape", r.members[i].shape, out_shapes[i]);
       if (why.empty()) {
-        why = Compare(members[i].t, m + " output", (*outs)[i], (*wants)[i]);
+        why = kolo::testing::CompareElements(members[i].t, m + " output",
+                                             (*outs)[i], (*wants)[i]);
       }
       if (!why.empty()) return why;
     }
@@ -585,7 +512,8 @@ Case Broadcast(const std::string& report, const std::string& name, int root,
                                  root, name, set);
   };
   c.check = [=](const OpResult&) {
-    return Compare(DataType::kFloat32, "tensor", *buf, *wanted);
+    return kolo::testing::CompareElements(DataType::kFloat32, "tensor", *buf,
+                                          *wanted);
   };
   return c;
 }
@@ -634,7 +562,9 @@ Case Alltoall(const std::string& report, const std::string& name,
   c.check = [=](const OpResult& r) {
     std::string why = CompareShape("OpResult.shape", r.shape, out_shape);
     if (why.empty()) why = CompareShape("OpResult.splits", r.splits, recv);
-    if (why.empty()) why = Compare(DataType::kInt32, "output", *out, *wanted);
+    if (why.empty())
+      why = kolo::testing::CompareElements(DataType::kInt32, "output", *out,
+                                           *wanted);
     return why;
   };
   return c;
@@ -670,7 +600,8 @@ Case Reducescatter(const std::string& report, const std::string& name, int salt,
   };
   c.check = [=](const OpResult& r) {
     std::string why = CompareShape("OpResult.shape", r.shape, out_shape);
-    if (why.empty()) why = Compare(t, "output", *out, *want);
+    if (why.empty())
+      why = kolo::testing::CompareElements(t, "output", *out, *want);
     return why;
   };
   return c;
@@ -1097,7 +1028,7 @@ void JoinBatch(int cycle, int b, const std::vector<int>& training) {
                                      Tensor{t, shape, in->data()}, o, name);
       };
       c.check = [=](const OpResult&) {
-        return Compare(t, "output", *in, *want);
+        return kolo::testing::CompareElements(t, "output", *in, *want);
       };
       cases.push_back(std::move(c));
     }
@@ -1190,7 +1121,7 @@ void WhileJoined(int cycle, int joined, const std::vector<ProcessSet>& sets) {
                                        Tensor{t, {5}, in->data()}, o, name, s);
         };
         c.check = [=](const OpResult&) {
-          return Compare(t, "output", *in, *want);
+          return kolo::testing::CompareElements(t, "output", *in, *want);
         };
         cases.push_back(std::move(c));
       }
