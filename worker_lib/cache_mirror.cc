@@ -93,17 +93,23 @@ void CacheMirror::Apply(
       const proto::Request* request = request_of(name);
       if (request == nullptr) continue;
       const auto b = static_cast<uint32_t>(bit);
+      // A copy first: `request` may be this name's entry (RequestOf).
+      proto::Request copy;
       if (auto it = by_name_.find(name); it != by_name_.end()) {
         if (it->second.bit == b) {  // kept (a hit), or a changed request
-          if (!SameRequest(it->second.request, *request)) {
+          if (request != &it->second.request &&
+              !SameRequest(it->second.request, *request)) {
             it->second.request = *request;
           }
           continue;
         }
+        copy = *request;
         Evict(it->second.bit);
+      } else {
+        copy = *request;
       }
       Evict(b);  // a bit names one tensor
-      by_name_[name] = Entry{b, *request};
+      by_name_[name] = Entry{b, std::move(copy)};
       by_bit_[b] = name;
     }
   }
@@ -112,6 +118,11 @@ void CacheMirror::Apply(
 void CacheMirror::Clear() {
   by_name_.clear();
   by_bit_.clear();
+}
+
+const proto::Request* CacheMirror::RequestOf(const std::string& name) const {
+  auto it = by_name_.find(name);
+  return it == by_name_.end() ? nullptr : &it->second.request;
 }
 
 const std::string* CacheMirror::NameOf(uint32_t bit) const {

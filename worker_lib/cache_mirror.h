@@ -49,7 +49,8 @@ class CacheMirror {
   // Applies `plan`'s evictions, then its assignments (a by-bit response
   // assigns nothing: its bits stay as they were); `request_of(name)` gives
   // this rank's Request for a name the plan covers (nullptr: not pending
-  // here; the assignment is skipped).
+  // here, or announced by a bit evicted since; the assignment is skipped). It
+  // may return RequestOf(name).
   void Apply(const proto::Plan& plan,
              const std::function<const proto::Request*(const std::string&)>&
                  request_of);
@@ -58,6 +59,9 @@ class CacheMirror {
   size_t size() const { return by_bit_.size(); }
   // The name holding `bit`, or nullptr.
   const std::string* NameOf(uint32_t bit) const;
+  // The Request `name`'s bit was assigned for, or nullptr. Valid until the
+  // next change (Apply copies it before it changes the entry).
+  const proto::Request* RequestOf(const std::string& name) const;
 
  private:
   void Evict(uint32_t bit);

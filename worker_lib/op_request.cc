@@ -208,8 +208,9 @@ int64_t RowElements(const std::vector<int64_t>& shape) {
   return n;
 }
 
-proto::Request MakeRequest(PendingOp& op, int rank, int size) {
-  proto::Request r;
+void FillRequest(PendingOp& op, int rank, int size, proto::Request* out) {
+  proto::Request& r = *out;
+  r.Clear();  // keeps the strings' and lists' storage
   r.set_name(op.name);
   r.set_op(op.op);
   std::string invalid = Validate(op, rank, size);
@@ -233,6 +234,11 @@ proto::Request MakeRequest(PendingOp& op, int rank, int size) {
   for (int64_t s : op.splits) r.add_splits(s);
   for (int64_t e : op.expect) r.add_expect(e);
   if (!invalid.empty()) r.set_invalid(std::move(invalid));
+}
+
+proto::Request MakeRequest(PendingOp& op, int rank, int size) {
+  proto::Request r;
+  FillRequest(op, rank, size, &r);
   return r;
 }
 

@@ -8,7 +8,8 @@
 // (DESIGN.md "Negotiation and fusion").
 //
 // Thread-safety: PendingOp is owned by OpRuntime (op_runtime.h); its fields
-// below "completion" are guarded there. MakeRequest is a pure function.
+// below "completion" are guarded there. MakeRequest and FillRequest are pure
+// functions of the op (they fill in op.splits / op.set_root).
 #ifndef KOLO_WORKER_LIB_OP_REQUEST_H_
 #define KOLO_WORKER_LIB_OP_REQUEST_H_
 
@@ -49,8 +50,10 @@ struct PendingOp {
   // A grouped op's member: the group's (qualified) name and size.
   std::string group;
   int32_t group_size = 0;
-  proto::Request request;  // as announced (the cache compares it)
-  absl::Time submitted;    // for the timeline
+  // As announced, when it went in full (the cache compares it); empty when
+  // it went as a cache bit (the cache mirror holds the same Request).
+  proto::Request request;
+  absl::Time submitted;  // for the timeline
 
   // Completion (guarded by OpRuntime's mutex).
   bool running = false;  // its collective is on the data plane
@@ -68,6 +71,8 @@ int64_t RowElements(const std::vector<int64_t>& shape);
 // fills op.splits with the default split where the caller gave none, and
 // op.set_root.
 proto::Request MakeRequest(PendingOp& op, int rank, int size);
+// The same, written into `*out` (cleared first; its storage is reused).
+void FillRequest(PendingOp& op, int rank, int size, proto::Request* out);
 
 }  // namespace kolo::worker
 

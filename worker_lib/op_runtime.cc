@@ -99,9 +99,7 @@ absl::Status OpRuntime::SetCacheCapacity(int64_t entries) {
 }
 
 absl::StatusOr<Handle> OpRuntime::Submit(std::shared_ptr<PendingOp> op) {
-  std::vector<std::shared_ptr<PendingOp>> ops;
-  ops.push_back(std::move(op));
-  return SubmitOps(std::move(ops), /*group=*/false, "");
+  return SubmitOps(absl::MakeSpan(&op, 1), /*group=*/false, "");
 }
 
 absl::StatusOr<Handle> OpRuntime::SubmitGroup(
@@ -111,11 +109,11 @@ absl::StatusOr<Handle> OpRuntime::SubmitGroup(
         absl::StrCat("grouped op '", name, "' on rank ", rank_,
                      ": a group needs at least one tensor"));
   }
-  return SubmitOps(std::move(members), /*group=*/true, name);
+  return SubmitOps(absl::MakeSpan(members), /*group=*/true, name);
 }
 
 absl::StatusOr<Handle> OpRuntime::SubmitOps(
-    std::vector<std::shared_ptr<PendingOp>> ops, bool group,
+    absl::Span<std::shared_ptr<PendingOp>> ops, bool group,
     absl::string_view group_name) {
   Handle result = 0;
   bool send_now = false, wake = false;
@@ -124,11 +122,11 @@ absl::StatusOr<Handle> OpRuntime::SubmitOps(
     MutexLock lock(&mu_);
     if (!terminal_.ok()) return terminal_;
     const PendingOp& head = *ops[0];
-    const std::string op_name = proto::OpTypeName(head.op);
     const int32_t set = head.process_set;
     // What the caller submitted, for messages: "allreduce 'x'" or
     // "grouped_allreduce 'g'" (made only for an error: not on the hot path).
     auto what = [&] {
+      const std::string op_name = proto::OpTypeName(head.op);
       return group ? absl::StrCat("grouped_", op_name, " '", group_name, "'")
                    : absl::StrCat(op_name, " '", head.name, "'");
     };
@@ -164,16 +162,16 @@ absl::StatusOr<Handle> OpRuntime::SubmitOps(
     if (group) {
       std::string base(group_name);
       if (base.empty()) {
-        base =
-            absl::StrCat("grouped_", op_name, ".noname.", next_noname_[set]++);
+        base = absl::StrCat("grouped_", proto::OpTypeName(head.op), ".noname.",
+                            next_noname_[set]++);
       }
       for (size_t i = 0; i < ops.size(); ++i) {
         ops[i]->name = qualify(absl::StrCat(base, ".", i));
       }
       group_key = qualify(base);
     } else if (ops[0]->name.empty()) {
-      ops[0]->name =
-          qualify(absl::StrCat(op_name, ".noname.", next_noname_[set]++));
+      ops[0]->name = qualify(absl::StrCat(proto::OpTypeName(head.op),
+                                          ".noname.", next_noname_[set]++));
     } else if (set != 0) {
       ops[0]->name = qualify(std::move(ops[0]->name));
     }
@@ -196,14 +194,17 @@ absl::StatusOr<Handle> OpRuntime::SubmitOps(
         op->group = group_key;
         op->group_size = static_cast<int32_t>(ops.size());
       }
-      op->request = MakeRequest(*op, set_rank, set_size);
-      if (std::optional<uint32_t> bit = cache_.BitFor(op->request)) {
+      // Built in the reused scratch Request (no allocation in the steady
+      // state); kept in the op only when it goes in full.
+      FillRequest(*op, set_rank, set_size, &scratch_);
+      if (std::optional<uint32_t> bit = cache_.BitFor(scratch_)) {
         outbox_.add_cached(*bit);
       } else {
-        *outbox_.add_requests() = op->request;
+        op->request = scratch_;
+        *outbox_.add_requests() = scratch_;
       }
       op->submitted = now;
-      outbox_bytes_ += op->request.name().size() + 32;
+      outbox_bytes_ += op->name.size() + 32;
       std::shared_ptr<PendingOp> shared = std::move(op);
       names_[absl::string_view(shared->name)] = handle;
       if (timeline_ != nullptr) {
@@ -639,7 +640,10 @@ void OpRuntime::RunPlan(proto::Plan& plan, absl::Time arrived) {
     cache_.Apply(plan, [&](const std::string& name) -> const proto::Request* {
       mu_.AssertHeld();  // called by Apply, under the lock above
       auto it = names_.find(name);
-      return it == names_.end() ? nullptr : &ops_.at(it->second)->request;
+      if (it == names_.end()) return nullptr;
+      const proto::Request& request = ops_.at(it->second)->request;
+      // Announced by its bit: the mirror holds the same Request.
+      return request.name().empty() ? cache_.RequestOf(name) : &request;
     });
     const bool joined = join_handle_ != 0;
     for (const proto::Response& r : plan.responses()) {
@@ -752,26 +756,30 @@ void OpRuntime::RunPlan(proto::Plan& plan, absl::Time arrived) {
     MutexLock send_lock(&send_mu_);
     (void)Flush(/*with_done=*/true);
   }
-  MutexLock lock(&mu_);
-  for (size_t k = 0; k < steps.size(); ++k) {
-    for (size_t i = 0; i < steps[k].ops.size(); ++i) {
-      PendingOp* op = steps[k].ops[i].get();
-      if (op == nullptr) continue;
-      op->running = false;
-      op->done = true;
-      op->status = std::move(results[k][i]);
-      if (op->status.ok() && op->op == proto::PROCESS_SET_ADD) {
-        sets_[static_cast<int32_t>(op->result.splits.at(0))] =
-            std::vector<int>(op->splits.begin(), op->splits.end());
-      } else if (op->status.ok() && op->op == proto::PROCESS_SET_REMOVE) {
-        sets_.erase(op->root);
-      }
-      if (auto it = names_.find(op->name);
-          it != names_.end() && it->second == op->handle) {
-        names_.erase(it);
+  {
+    MutexLock lock(&mu_);
+    for (size_t k = 0; k < steps.size(); ++k) {
+      for (size_t i = 0; i < steps[k].ops.size(); ++i) {
+        PendingOp* op = steps[k].ops[i].get();
+        if (op == nullptr) continue;
+        op->running = false;
+        op->done = true;
+        op->status = std::move(results[k][i]);
+        if (op->status.ok() && op->op == proto::PROCESS_SET_ADD) {
+          sets_[static_cast<int32_t>(op->result.splits.at(0))] =
+              std::vector<int>(op->splits.begin(), op->splits.end());
+        } else if (op->status.ok() && op->op == proto::PROCESS_SET_REMOVE) {
+          sets_.erase(op->root);
+        }
+        if (auto it = names_.find(op->name);
+            it != names_.end() && it->second == op->handle) {
+          names_.erase(it);
+        }
       }
     }
   }
+  // After the unlock: a caller woken under the lock would block on it at
+  // once and need a second wake-up.
   done_cv_.SignalAll();
 }
 

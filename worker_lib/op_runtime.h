@@ -176,7 +176,7 @@ class OpRuntime {
   void ThreadMain() ABSL_LOCKS_EXCLUDED(mu_);
   // Submits `ops` (one op, or a group's members when `group`), returning
   // the op's or the group's handle.
-  absl::StatusOr<Handle> SubmitOps(std::vector<std::shared_ptr<PendingOp>> ops,
+  absl::StatusOr<Handle> SubmitOps(absl::Span<std::shared_ptr<PendingOp>> ops,
                                    bool group, absl::string_view group_name)
       ABSL_LOCKS_EXCLUDED(mu_);
   // Whether `handle` (an op or a group) finished; nullopt if unknown.
@@ -261,6 +261,9 @@ class OpRuntime {
   proto::Settings settings_ ABSL_GUARDED_BY(mu_);
   bool settings_changed_ ABSL_GUARDED_BY(mu_) = true;  // first announce
   CacheMirror cache_ ABSL_GUARDED_BY(mu_);
+  // Where a submission's Request is built (reused: a cache hit allocates
+  // nothing for it).
+  proto::Request scratch_ ABSL_GUARDED_BY(mu_);
   FusionBuffer fusion_buffer_;  // the background thread's
   // Process sets' data planes (the background thread's).
   absl::flat_hash_map<int32_t, std::unique_ptr<DataPlane>> set_planes_;
