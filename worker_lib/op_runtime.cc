@@ -239,7 +239,7 @@ absl::StatusOr<Handle> OpRuntime::SubmitOps(
     // Whatever the outbox holds when this write takes it (other threads'
     // submissions too) goes in it; writes leave in the order they take it.
     MutexLock send_lock(&send_mu_);
-    if (absl::Status s = Flush(/*with_done=*/true); !s.ok()) {
+    if (absl::Status s = Flush(); !s.ok()) {
       Fail(s);  // the session ended: nothing can be negotiated any more
     }
   }
@@ -341,13 +341,13 @@ std::optional<proto::WorkerMessage> OpRuntime::TakeOutbox() {
   return msg;
 }
 
-absl::Status OpRuntime::Flush(bool with_done) {
+absl::Status OpRuntime::Flush() {
   std::optional<proto::WorkerMessage> announce;
   uint64_t done = 0;
   {
     MutexLock lock(&mu_);
     announce = TakeOutbox();
-    if (with_done) done = std::exchange(unsent_done_, 0);
+    done = std::exchange(unsent_done_, 0);
   }
   if (link_ == nullptr) {
     if (announce.has_value()) {
@@ -372,7 +372,7 @@ void OpRuntime::FlushOutbox() {
     if (flush_at_ == absl::InfiniteFuture() && unsent_done_ == 0) return;
   }
   MutexLock send_lock(&send_mu_);
-  if (absl::Status s = Flush(/*with_done=*/true); !s.ok()) Fail(s);
+  if (absl::Status s = Flush(); !s.ok()) Fail(s);
 }
 
 void OpRuntime::Deliver(const proto::Plan& plan) {
@@ -439,9 +439,13 @@ std::optional<proto::Plan> OpRuntime::NextPlanFromLink() {
         plans_.pop_front();
         return plan;
       }
-      // A Done waits for the caller's next announcement (see RunPlan).
+      // A Done waits for the caller's next announcement (see RunPlan): up to
+      // kDoneDelay for the first, then (the caller is submitting) for the
+      // outbox's window.
       done_waits = unsent_done_ != 0;
-      if (done_waits) timeout = kDoneDelay;
+      if (done_waits && flush_at_ == absl::InfiniteFuture()) {
+        timeout = kDoneDelay;
+      }
       const absl::Time now = absl::Now();
       // While the caller submits, wake at least once per announce window,
       // so that a submission never needs a wake-up of its own (a Wake per
@@ -457,30 +461,28 @@ std::optional<proto::Plan> OpRuntime::NextPlanFromLink() {
     }
     absl::StatusOr<std::optional<proto::CoordinatorMessage>> msg =
         link_->Receive(timeout);
-    bool flush = false, with_done = true;
+    bool flush = false;
     {
       MutexLock lock(&mu_);
       bg_wakes_at_ = absl::InfinitePast();  // awake
       const absl::Time now = absl::Now();
       if (flush_at_ <= now) {
         flush = true;  // the outbox's window ended: everything goes
-      } else if (done_waits && unsent_done_ != 0) {
-        // No submission took the Done along. With nothing to announce it
-        // goes alone. While the caller is submitting, what it submitted so
-        // far goes now, so that the coordinator works on it meanwhile, but
-        // the Done stays for the rest: the coordinator holds what becomes
-        // ready until it comes, and the step's tensors go in one plan. It
-        // stays one announce window at most: a caller that keeps submitting
-        // without ever waiting does not hold it back longer.
+      } else if (done_waits && unsent_done_ != 0 &&
+                 flush_at_ == absl::InfiniteFuture()) {
+        // No submission came to take the Done along: it goes alone. While
+        // the caller is submitting, it stays with the outbox (the caller's
+        // wait or the window's end sends both): the coordinator holds what
+        // becomes ready until it comes, so the step's tensors go in one
+        // plan, and a second write per step would wake the coordinator for
+        // a part of them.
         flush = true;
-        with_done = flush_at_ == absl::InfiniteFuture() ||
-                    now - unsent_done_at_ >= announce_window_;
       }
       if (stop_) flush = false;
     }
     if (flush) {
       MutexLock send_lock(&send_mu_);
-      (void)Flush(with_done);
+      (void)Flush();
     }
     if (msg.ok()) {
       if (msg->has_value() && (*msg)->has_plan()) {
@@ -747,14 +749,12 @@ void OpRuntime::RunPlan(proto::Plan& plan, absl::Time arrived) {
   bool send_done;
   {
     MutexLock lock(&mu_);
-    // The oldest unsent Done's time bounds how long it is held back.
-    if (unsent_done_ == 0) unsent_done_at_ = absl::Now();
     unsent_done_ = plan.seq();
     send_done = link_ == nullptr || names_.size() > in_plan;
   }
   if (send_done) {
     MutexLock send_lock(&send_mu_);
-    (void)Flush(/*with_done=*/true);
+    (void)Flush();
   }
   {
     MutexLock lock(&mu_);
@@ -802,7 +802,8 @@ std::optional<bool> OpRuntime::Finished(Handle handle) const {
   return it->second->done;
 }
 
-absl::Status OpRuntime::Take(Handle handle, OpResult* result) {
+absl::Status OpRuntime::Take(Handle handle, OpResult* result,
+                             std::vector<std::shared_ptr<PendingOp>>* taken) {
   if (auto g = groups_.find(handle); g != groups_.end()) {
     const std::vector<Handle> members = std::move(g->second);
     groups_.erase(g);
@@ -810,7 +811,7 @@ absl::Status OpRuntime::Take(Handle handle, OpResult* result) {
     if (result != nullptr) *result = OpResult{};
     for (Handle member : members) {
       OpResult r;
-      absl::Status s = Take(member, &r);
+      absl::Status s = Take(member, &r, taken);
       if (first.ok()) first = s;
       if (result != nullptr) result->members.push_back(std::move(r));
     }
@@ -820,7 +821,9 @@ absl::Status OpRuntime::Take(Handle handle, OpResult* result) {
   std::shared_ptr<PendingOp> op = std::move(it->second);
   ops_.erase(it);
   if (result != nullptr) *result = std::move(op->result);
-  return op->status;
+  absl::Status status = op->status;
+  if (taken != nullptr) taken->push_back(std::move(op));
+  return status;
 }
 
 absl::StatusOr<bool> OpRuntime::Poll(Handle handle) {
@@ -839,9 +842,9 @@ absl::Status OpRuntime::Synchronize(Handle handle, absl::Duration timeout,
   return SynchronizeLocked(handle, deadline, timeout, result);
 }
 
-absl::Status OpRuntime::SynchronizeLocked(Handle handle, absl::Time deadline,
-                                          absl::Duration timeout,
-                                          OpResult* result) {
+absl::Status OpRuntime::SynchronizeLocked(
+    Handle handle, absl::Time deadline, absl::Duration timeout,
+    OpResult* result, std::vector<std::shared_ptr<PendingOp>>* taken) {
   std::optional<bool> finished = Finished(handle);
   if (!finished.has_value()) return Unknown(handle);
   while (!*finished) {
@@ -860,7 +863,7 @@ absl::Status OpRuntime::SynchronizeLocked(Handle handle, absl::Time deadline,
     }
     finished = Finished(handle);
   }
-  return Take(handle, result);
+  return Take(handle, result, taken);
 }
 
 std::vector<absl::Status> OpRuntime::SynchronizeAll(
@@ -869,11 +872,15 @@ std::vector<absl::Status> OpRuntime::SynchronizeAll(
   const absl::Time deadline = absl::Now() + timeout;
   std::vector<absl::Status> out;
   out.reserve(handles.size());
+  // Destroyed after the unlock: freeing hundreds of ops under the lock would
+  // hold up the background thread.
+  std::vector<std::shared_ptr<PendingOp>> taken;
+  taken.reserve(handles.size());
   // One lock for all: a step's hundreds of handles usually complete in one
   // plan, and each wake-up then releases every handle it finished.
   MutexLock lock(&mu_);
   for (Handle h : handles) {
-    out.push_back(SynchronizeLocked(h, deadline, timeout, nullptr));
+    out.push_back(SynchronizeLocked(h, deadline, timeout, nullptr, &taken));
   }
   return out;
 }

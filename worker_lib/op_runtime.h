@@ -20,11 +20,10 @@
 // the next submission or the background thread sends it) — a backward
 // pass's burst of submissions costs one write, not one each, and its
 // tensors become ready together and fuse. A finished plan's Done waits for
-// the announcements that follow it: while the caller keeps submitting, what
-// it submitted so far goes out every 200 µs without the Done (the
-// coordinator checks it meanwhile, and holds what becomes ready), and the
-// Done goes with the last of them (within one announce window), so a step's
-// tensors leave in one plan. A
+// the announcements that follow it: up to 200 µs for the first submission,
+// then with the outbox (the caller's wait, or the end of the announce
+// window, sends both; the coordinator holds what becomes ready until the
+// Done comes), so a step's tensors leave in one plan and one write. A
 // tensor whose Request equals the one its cache bit was assigned for goes as
 // that bit (cache_mirror.h). Send order: every write carries the outbox first,
 // then a pending Done; a mutex held from taking them to writing them keeps
@@ -188,11 +187,12 @@ class OpRuntime {
   std::optional<proto::Plan> NextPlanFromLink() ABSL_LOCKS_EXCLUDED(mu_);
   // Announce / Done on the link or the stream.
   absl::Status SendUp(proto::WorkerMessage msg);
-  // Writes the outbox (if any) and then the pending Done (if any, and if
-  // `with_done`). Call with send_mu_ held, not mu_.
-  absl::Status Flush(bool with_done) ABSL_EXCLUSIVE_LOCKS_REQUIRED(send_mu_)
+  // Writes the outbox (if any) and then the pending Done (if any). Call
+  // with send_mu_ held, not mu_.
+  absl::Status Flush() ABSL_EXCLUSIVE_LOCKS_REQUIRED(send_mu_)
       ABSL_LOCKS_EXCLUDED(mu_);
-  // Flush(false) if the outbox holds anything (a caller starts waiting).
+  // Flush() if the outbox or a Done holds anything (a caller starts
+  // waiting).
   void FlushOutbox() ABSL_LOCKS_EXCLUDED(mu_, send_mu_);
   // The outbox as a message (and empties it), with the settings if they
   // changed; nullopt when empty.
@@ -205,13 +205,17 @@ class OpRuntime {
                  const absl::flat_hash_set<std::string>& mine);
   // kNotFound naming the handle.
   absl::Status Unknown(Handle handle) const;
-  // Finished: release the handle and give its result.
-  absl::Status Take(Handle handle, OpResult* result)
+  // Finished: release the handle and give its result. The released ops go
+  // to `*taken` when given (the caller frees them after unlocking).
+  absl::Status Take(Handle handle, OpResult* result,
+                    std::vector<std::shared_ptr<PendingOp>>* taken = nullptr)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Waits until `handle` finished or `deadline` (kDeadlineExceeded naming
   // `timeout`), then takes it.
-  absl::Status SynchronizeLocked(Handle handle, absl::Time deadline,
-                                 absl::Duration timeout, OpResult* result)
+  absl::Status SynchronizeLocked(
+      Handle handle, absl::Time deadline, absl::Duration timeout,
+      OpResult* result,
+      std::vector<std::shared_ptr<PendingOp>>* taken = nullptr)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::shared_ptr<SessionClient> session_;
@@ -249,8 +253,6 @@ class OpRuntime {
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   // A finished plan's Done not yet sent (0: none; links only, see RunPlan).
   uint64_t unsent_done_ ABSL_GUARDED_BY(mu_) = 0;
-  // When the plan of the oldest unsent Done finished.
-  absl::Time unsent_done_at_ ABSL_GUARDED_BY(mu_);
   // Announcements not yet sent (links only), and when they must go.
   proto::Announce outbox_ ABSL_GUARDED_BY(mu_);
   absl::Time flush_at_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
