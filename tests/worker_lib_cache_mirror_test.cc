@@ -68,6 +68,33 @@ TEST(CacheMirror, AssignedBitIsUsedWhileTheRequestIsUnchanged) {
   EXPECT_EQ(m.size(), 2u);
 }
 
+// The runtime keeps no Request for an op announced by its bit: it gives
+// Apply the mirror's own entry (RequestOf), which must survive a hit and a
+// move of the name to another bit.
+TEST(CacheMirror, AppliesAPlanWithTheMirrorsOwnRequests) {
+  CacheMirror m;
+  std::map<std::string, proto::Request> pending = {{"a", Req("a", 3)},
+                                                   {"b", Req("b")}};
+  m.Apply(Plan(1, {{"a", 0}, {"b", 1}}), PendingLookup(pending));
+  auto own = [&](const std::string& n) { return m.RequestOf(n); };
+  ASSERT_NE(m.RequestOf("a"), nullptr);
+  EXPECT_EQ(m.RequestOf("z"), nullptr);
+  m.Apply(Plan(2, {{"a", 0}}), own);  // a hit: unchanged
+  EXPECT_THAT(m.BitFor(Req("a", 3)), Optional(0u));
+  // Bit 0 evicted and "a" given bit 7 in the same plan (as announced before
+  // the eviction): the entry moves with its Request.
+  m.Apply(Plan(3, {{"a", 7}}, {0}), own);
+  EXPECT_EQ(m.NameOf(0), nullptr);  // the eviction emptied it: skipped
+  EXPECT_EQ(m.BitFor(Req("a", 3)), std::nullopt);
+  // Moved while it still holds its old bit: the Request is copied first.
+  m.Apply(Plan(4, {{"b", 9}}), own);
+  EXPECT_THAT(m.BitFor(Req("b")), Optional(9u));
+  EXPECT_EQ(m.NameOf(1), nullptr);
+  ASSERT_NE(m.NameOf(9), nullptr);
+  EXPECT_EQ(*m.NameOf(9), "b");
+  EXPECT_EQ(m.size(), 1u);
+}
+
 TEST(CacheMirror, EvictionsAndReassignments) {
   CacheMirror m;
   std::map<std::string, proto::Request> pending = {
