@@ -93,21 +93,18 @@ void CacheMirror::Apply(
       const proto::Request* request = request_of(name);
       if (request == nullptr) continue;
       const auto b = static_cast<uint32_t>(bit);
-      // A copy first: `request` may be this name's entry (RequestOf).
-      proto::Request copy;
-      if (auto it = by_name_.find(name); it != by_name_.end()) {
-        if (it->second.bit == b) {  // kept (a hit), or a changed request
-          if (request != &it->second.request &&
-              !SameRequest(it->second.request, *request)) {
-            it->second.request = *request;
-          }
-          continue;
+      auto it = by_name_.find(name);
+      if (it != by_name_.end() && it->second.bit == b) {
+        // Kept (a hit), or a changed request.
+        if (request != &it->second.request &&
+            !SameRequest(it->second.request, *request)) {
+          it->second.request = *request;
         }
-        copy = *request;
-        Evict(it->second.bit);
-      } else {
-        copy = *request;
+        continue;
       }
+      // A copy first: `request` may be the entry evicted next (RequestOf).
+      proto::Request copy = *request;
+      if (it != by_name_.end()) Evict(it->second.bit);
       Evict(b);  // a bit names one tensor
       by_name_[name] = Entry{b, std::move(copy)};
       by_bit_[b] = name;
