@@ -9,9 +9,10 @@
 // the job; a link that breaks is only reported to its reader (Receive).
 //
 // Thread-safety: Send and Wake may be called from any thread (sends are
-// serialised by a mutex, and each message is written whole); Receive belongs
-// to one reader thread (the runtime's background thread). Close may be called
-// from any thread: later calls fail, and a blocked Receive returns.
+// serialised by a mutex, and each message is written whole); Receive has one
+// caller at a time (the runtime's background thread, or a caller waiting for
+// its ops: OpRuntime hands the reading over under its lock). Close may be
+// called from any thread: later calls fail, and a blocked Receive returns.
 #ifndef KOLO_WORKER_LIB_NEGOTIATION_LINK_H_
 #define KOLO_WORKER_LIB_NEGOTIATION_LINK_H_
 
@@ -86,7 +87,7 @@ class NegotiationLink {
   const std::string peer_;
   std::atomic<bool> closed_{false};
   Mutex send_mu_;
-  // Reader state (the one reader thread).
+  // Reader state (one reader at a time, see above).
   FrameDecoder decoder_;
   absl::Status broken_;
 };

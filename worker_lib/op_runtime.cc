@@ -234,7 +234,10 @@ absl::StatusOr<Handle> OpRuntime::SubmitOps(
       send_now = now >= flush_at_ || outbox_bytes_ > kOutboxBytes;
     }
   }
-  if (wake) link_->Wake();
+  if (wake) {
+    link_->Wake();
+    plan_cv_.SignalAll();  // when parked
+  }
   if (send_now) {
     // Whatever the outbox holds when this write takes it (other threads'
     // submissions too) goes in it; writes leave in the order they take it.
@@ -421,6 +424,18 @@ void OpRuntime::Stop() {
   Fail(why);
   data_->Abort(why);  // a collective in flight returns at once
   if (thread_.joinable()) thread_.join();
+  {
+    // A caller running a plan uses the data plane: it lets go promptly (the
+    // link was woken, the data plane aborted).
+    MutexLock lock(&mu_);
+    const absl::Time by = absl::Now() + absl::Seconds(10);
+    while (reader_busy_) {
+      if (done_cv_.WaitWithDeadline(&mu_, by)) {
+        Log()->error("a caller still runs a plan 10 s after shutdown");
+        break;
+      }
+    }
+  }
   if (timeline_ != nullptr) timeline_->Close();
 }
 
@@ -430,18 +445,68 @@ std::optional<proto::Plan> OpRuntime::NextPlanFromLink() {
     absl::Duration timeout = absl::Seconds(1);
     {
       MutexLock lock(&mu_);
-      if (stop_) {
-        unsent_done_ = 0;  // shutting down: nothing follows
-        return std::nullopt;
+      while (true) {
+        if (stop_) {
+          unsent_done_ = 0;  // shutting down: nothing follows
+          return std::nullopt;
+        }
+        const absl::Time now = absl::Now();
+        if (flush_at_ <= now) {  // the outbox's window ended: it goes
+          mu_.Unlock();
+          {
+            MutexLock send_lock(&send_mu_);
+            (void)Flush();
+          }
+          mu_.Lock();
+          continue;
+        }
+        // Off the link while a waiting caller reads it; for kDoneDelay after
+        // this thread ran a plan that left nothing pending here (the caller
+        // comes back with its next step); and while the caller is submitting
+        // (the outbox waits). The caller then waits for the plan and reads
+        // the link itself, and runs the plan without a wake-up of this
+        // thread and one of its own. The outbox's window bounds the park:
+        // then this thread sends the outbox and reads again, so that plans
+        // that come while the caller keeps submitting run within one
+        // announce window.
+        const bool after_plan = now < bg_park_until_;
+        if (!reader_busy_) {
+          if (!plans_.empty()) {
+            proto::Plan plan = std::move(plans_.front());
+            plans_.pop_front();
+            reader_busy_ = true;  // let go in ThreadMain after the run
+            return plan;
+          }
+          if (flush_at_ == absl::InfiniteFuture() && !after_plan) break;
+        }
+        absl::Time until = flush_at_;
+        if (after_plan) until = std::min(until, bg_park_until_);
+        if (reader_busy_) {
+          // A caller that lets go of the link does not wake this thread:
+          // it comes back by the end of the park.
+          until = std::min(
+              until, now + (now - last_submit_ < kActive ? announce_window_
+                                                         : absl::Seconds(1)));
+        }
+        bg_wakes_at_ = until;
+        const bool ended = plan_cv_.WaitWithDeadline(&mu_, until);
+        bg_wakes_at_ = absl::InfinitePast();
+        // A Done with nothing to ride with (no submission since its plan)
+        // goes at the end of the park.
+        if (ended && !stop_ && !reader_busy_ && unsent_done_ != 0 &&
+            flush_at_ == absl::InfiniteFuture() &&
+            absl::Now() >= bg_park_until_) {
+          mu_.Unlock();
+          {
+            MutexLock send_lock(&send_mu_);
+            (void)Flush();
+          }
+          mu_.Lock();
+        }
       }
-      if (!plans_.empty()) {
-        proto::Plan plan = std::move(plans_.front());
-        plans_.pop_front();
-        return plan;
-      }
+      reader_busy_ = true;
       // A Done waits for the caller's next announcement (see RunPlan): up to
-      // kDoneDelay for the first, then (the caller is submitting) for the
-      // outbox's window.
+      // kDoneDelay for the first, then with the outbox.
       done_waits = unsent_done_ != 0;
       if (done_waits && flush_at_ == absl::InfiniteFuture()) {
         timeout = kDoneDelay;
@@ -461,9 +526,11 @@ std::optional<proto::Plan> OpRuntime::NextPlanFromLink() {
     }
     absl::StatusOr<std::optional<proto::CoordinatorMessage>> msg =
         link_->Receive(timeout);
+    const bool got_plan = msg.ok() && msg->has_value() && (*msg)->has_plan();
     bool flush = false;
     {
       MutexLock lock(&mu_);
+      reader_busy_ = got_plan;  // a plan: let go in ThreadMain after the run
       bg_wakes_at_ = absl::InfinitePast();  // awake
       const absl::Time now = absl::Now();
       if (flush_at_ <= now) {
@@ -474,8 +541,7 @@ std::optional<proto::Plan> OpRuntime::NextPlanFromLink() {
         // the caller is submitting, it stays with the outbox (the caller's
         // wait or the window's end sends both): the coordinator holds what
         // becomes ready until it comes, so the step's tensors go in one
-        // plan, and a second write per step would wake the coordinator for
-        // a part of them.
+        // plan and one write.
         flush = true;
       }
       if (stop_) flush = false;
@@ -485,9 +551,7 @@ std::optional<proto::Plan> OpRuntime::NextPlanFromLink() {
       (void)Flush();
     }
     if (msg.ok()) {
-      if (msg->has_value() && (*msg)->has_plan()) {
-        return std::move(*(*msg)->mutable_plan());
-      }
+      if (got_plan) return std::move(*(*msg)->mutable_plan());
       if (msg->has_value()) {
         Log()->warn("ignored a message of kind {} on the negotiation link",
                     (*msg)->body_case());
@@ -516,10 +580,68 @@ std::optional<proto::Plan> OpRuntime::NextPlanFromLink() {
   }
 }
 
+bool OpRuntime::AwaitProgress(absl::Time deadline) {
+  if (link_ == nullptr || reader_busy_ || link_broken_ || stop_ ||
+      !terminal_.ok() || !plans_.empty()) {
+    return done_cv_.WaitWithDeadline(&mu_, deadline);
+  }
+  // The link is free: this caller reads it and runs what comes (a Done
+  // this caller leaves unsent is the background thread's, see
+  // NextPlanFromLink).
+  reader_busy_ = true;
+  absl::Time now = absl::Now();
+  const absl::Time until =
+      std::min({deadline, flush_at_, now + absl::Seconds(1)});
+  mu_.Unlock();
+  absl::StatusOr<std::optional<proto::CoordinatorMessage>> msg =
+      link_->Receive(std::max(absl::ZeroDuration(), until - now));
+  std::optional<proto::Plan> plan;
+  if (msg.ok() && msg->has_value()) {
+    if ((*msg)->has_plan()) {
+      plan = std::move(*(*msg)->mutable_plan());
+    } else {
+      Log()->warn("ignored a message of kind {} on the negotiation link",
+                  (*msg)->body_case());
+    }
+  }
+  if (plan.has_value()) RunPlan(*plan, absl::Now());
+  mu_.Lock();
+  reader_busy_ = false;
+  now = absl::Now();
+  const bool flush = !stop_ && flush_at_ <= now;  // another thread's outbox
+  if (!msg.ok()) {
+    // The background thread gives the verdict (NextPlanFromLink).
+    link_broken_ = true;
+    plan_cv_.SignalAll();
+  }
+  // Others waiting may take the link now; Stop may be waiting for it. The
+  // background thread runs queued plans, and sends a Done left unsent here
+  // when nothing comes to take it along: it comes back by itself within an
+  // announce window, else it is woken.
+  done_cv_.SignalAll();
+  if (!plans_.empty() ||
+      (unsent_done_ != 0 && bg_wakes_at_ > now + announce_window_)) {
+    plan_cv_.SignalAll();
+  }
+  if (flush) {
+    mu_.Unlock();
+    {
+      MutexLock send_lock(&send_mu_);
+      (void)Flush();
+    }
+    mu_.Lock();
+  }
+  return absl::Now() >= deadline;
+}
+
 void OpRuntime::ThreadMain() {
   if (link_ != nullptr) {
     while (std::optional<proto::Plan> plan = NextPlanFromLink()) {
       RunPlan(*plan, absl::Now());
+      MutexLock lock(&mu_);
+      reader_busy_ = false;
+      // Its Done waits for the caller's next step (see NextPlanFromLink).
+      if (unsent_done_ != 0) bg_park_until_ = absl::Now() + kDoneDelay;
     }
     return;
   }
@@ -848,7 +970,7 @@ absl::Status OpRuntime::SynchronizeLocked(
   std::optional<bool> finished = Finished(handle);
   if (!finished.has_value()) return Unknown(handle);
   while (!*finished) {
-    if (done_cv_.WaitWithDeadline(&mu_, deadline)) {
+    if (AwaitProgress(deadline)) {
       finished = Finished(handle);
       if (*finished) break;
       auto g = groups_.find(handle);
@@ -905,7 +1027,7 @@ absl::StatusOr<size_t> OpRuntime::WaitAny(absl::Span<const Handle> handles,
           absl::StrCat("none of ", handles.size(), " ops on rank ", rank_,
                        " finished within ", absl::FormatDuration(timeout)));
     }
-    timed_out = done_cv_.WaitWithDeadline(&mu_, deadline);
+    timed_out = AwaitProgress(deadline);
   }
 }
 

@@ -14,6 +14,22 @@
 // Done(seq) — before waking the callers, so that a caller's next
 // announcement never overtakes it — and then completes the handles.
 //
+// Who runs plans (link only): one thread at a time reads the link and runs
+// what it reads (reader_busy_), in plan order. A caller that waits for its
+// ops (synchronize, wait_any) while no other thread reads takes the link
+// itself: the plan then wakes the caller directly and the caller runs it —
+// one wake-up per step instead of two (the background thread's for the plan,
+// the caller's after it); on this VM a cross-CPU wake-up costs the waker
+// tens of microseconds. The background thread stays off the link while a
+// caller reads it, while the caller is submitting (it will soon wait), and
+// for kDoneDelay after a plan it ran that left nothing pending (the caller
+// comes back with its next step); it is not woken when a caller lets go:
+// it comes back within an announce window (one second when nobody
+// submitted for a second). So plans that arrive while the caller keeps
+// submitting run within one announce window (Horovod's background loop
+// runs once per cycle likewise), and a Done that a caller's plan leaves
+// unsent goes within one announce window when nothing takes it along.
+//
 // Announcements (link only): a submission waits in an outbox that goes out
 // when the caller starts waiting (synchronize, wait_any, poll), when it
 // holds 64 KiB, or at the latest after the announce window (the cycle time:
@@ -184,7 +200,12 @@ class OpRuntime {
   // A process set's data plane (the background thread's; made on first use).
   DataPlane& PlaneFor(int32_t set, const std::vector<int>& members);
   // With a link: the next plan (queued or read), or nullopt when stopping.
+  // With a plan, this thread holds the link (reader_busy_) until it ran it.
   std::optional<proto::Plan> NextPlanFromLink() ABSL_LOCKS_EXCLUDED(mu_);
+  // A caller's wait for its ops, until `deadline` (true when it passed):
+  // with a link that no other thread reads, the caller reads it and runs
+  // the plans that come; otherwise it waits for done_cv_.
+  bool AwaitProgress(absl::Time deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Announce / Done on the link or the stream.
   absl::Status SendUp(proto::WorkerMessage msg);
   // Writes the outbox (if any) and then the pending Done (if any). Call
@@ -258,6 +279,15 @@ class OpRuntime {
   absl::Time flush_at_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   size_t outbox_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // about
   absl::Time last_submit_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  // A thread reads the link and runs plans (the background thread, or a
+  // waiting caller): one at a time, in plan order. The runner's state below
+  // (fusion_buffer_, set_planes_) and the data plane belong to it.
+  bool reader_busy_ ABSL_GUARDED_BY(mu_) = false;
+  // The background thread stays off the link until then after a plan it ran
+  // (see NextPlanFromLink).
+  absl::Time bg_park_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  // A caller found the link broken: the background thread gives the verdict.
+  bool link_broken_ ABSL_GUARDED_BY(mu_) = false;
   // When the background thread's wait ends (InfinitePast: it is awake).
   absl::Time bg_wakes_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   proto::Settings settings_ ABSL_GUARDED_BY(mu_);
@@ -266,8 +296,8 @@ class OpRuntime {
   // Where a submission's Request is built (reused: a cache hit allocates
   // nothing for it).
   proto::Request scratch_ ABSL_GUARDED_BY(mu_);
-  FusionBuffer fusion_buffer_;  // the background thread's
-  // Process sets' data planes (the background thread's).
+  FusionBuffer fusion_buffer_;  // the plan runner's (reader_busy_)
+  // Process sets' data planes (the plan runner's).
   absl::flat_hash_map<int32_t, std::unique_ptr<DataPlane>> set_planes_;
   std::thread thread_;
 };
