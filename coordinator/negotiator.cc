@@ -178,26 +178,58 @@ void Negotiator::AnnounceBit(int rank, uint32_t bit, absl::Time now) {
 
 void Negotiator::CompleteBit(uint32_t bit, absl::Time now) {
   BitPartial& b = bits_[bit];
-  Held held;  // a hit: every rank (that has not joined) announced this bit
-  held.hit_bit = bit;
-  held.absent = Absent(0, [&](int r) { return b.ranks[r] != 0; });
-  if (timeline_) {
-    for (int r = 0; r < options_.size; ++r) {
-      held.ready_us.push_back(
-          b.ranks[r] != 0 ? absl::ToInt64Microseconds(b.at[r] - b.first) : 0);
-    }
-  }
   const proto::Request& first = *cache_.Lookup(bit, 0);
-  held.group = first.group();
-  held.group_size = first.group_size();
   by_order_.Erase(b.order);
   b.active = false;
   b.held = true;
+  // A hit: every rank (that has not joined) announced this bit. Not grouped
+  // (the steady state of a training step): built in place in a reused
+  // record, without a Response of its own.
+  auto fill = [&](Held& held) {
+    held.hit_bit = bit;
+    held.absent = Absent(0, [&](int r) { return b.ranks[r] != 0; });
+    if (timeline_) {
+      for (int r = 0; r < options_.size; ++r) {
+        held.ready_us.push_back(
+            b.ranks[r] != 0 ? absl::ToInt64Microseconds(b.at[r] - b.first) : 0);
+      }
+    }
+  };
+  if (first.group().empty()) {
+    if (held_size_ == 0) held_since_ = now;
+    fill(NewHeld());
+    return;
+  }
+  Held held;
+  fill(held);
+  held.group = first.group();
+  held.group_size = first.group_size();
   Hold(std::move(held), now);
 }
 
+Negotiator::Held& Negotiator::NewHeld() {
+  if (held_size_ == held_.size()) held_.emplace_back();
+  return held_[held_size_++];
+}
+
+void Negotiator::ClearHeld() {
+  for (size_t i = 0; i < held_size_; ++i) {
+    Held& h = held_[i];
+    h.response.Clear();  // keeps its lists' storage for the next plan
+    h.requests.clear();
+    h.hit_bit = -1;
+    h.ready_us.clear();
+    h.absent.clear();
+    h.set = 0;
+    h.group.clear();
+    h.group_size = 0;
+    h.cacheable = false;
+  }
+  held_size_ = 0;
+}
+
 void Negotiator::Hold(Held held, absl::Time now) {
-  const bool was_empty = held_.empty();
+  const bool was_empty = held_size_ == 0;
   const bool grouped = !held.group.empty();
   if (grouped && held.response.names_size() == 0) {
     // A fast hit that may wait for its group across plans: it takes its
@@ -220,7 +252,7 @@ void Negotiator::Hold(Held held, absl::Time now) {
     if (held.response.names_size() > 0) {
       held_names_.insert(held.response.names(0));
     }
-    held_.push_back(std::move(held));
+    NewHeld() = std::move(held);
   } else {
     const std::string group = held.group;
     std::vector<Held>& members = groups_[group];
@@ -238,11 +270,11 @@ void Negotiator::Hold(Held held, absl::Time now) {
     for (Held& m : members) {
       group_names_.erase(m.response.names(0));
       held_names_.insert(m.response.names(0));
-      held_.push_back(std::move(m));
+      NewHeld() = std::move(m);
     }
     groups_.erase(group);
   }
-  if (was_empty && !held_.empty()) held_since_ = now;
+  if (was_empty && held_size_ > 0) held_since_ = now;
 }
 
 void Negotiator::Join(int rank, const proto::Request& request, absl::Time now) {
@@ -506,7 +538,7 @@ bool Negotiator::DataPlaneIdle() const {
 }
 
 void Negotiator::MaybeDispatch(NegotiatorOutput& out) {
-  if (!held_.empty() && DataPlaneIdle()) Flush(out);
+  if (held_size_ > 0 && DataPlaneIdle()) Flush(out);
 }
 
 namespace {
@@ -646,7 +678,7 @@ void Negotiator::FinishProcessSetOp(size_t index, const proto::Request& first) {
       }
     }
   }
-  for (size_t i = index + 1; i < held_.size(); ++i) {
+  for (size_t i = index + 1; i < held_size_; ++i) {
     if (held_[i].set == id && held_[i].response.names_size() > 0) {
       pending.push_back(absl::StrCat("'", held_[i].response.names(0), "'"));
     }
@@ -669,10 +701,10 @@ void Negotiator::Flush(NegotiatorOutput& out) {
   const size_t evicted_before = evicted_.size();
   const bool cache_on = cache_.capacity() > 0 || cache_.live() > 0;
   std::vector<fusion::Candidate>& candidates = candidates_;
-  candidates.assign(held_.size(), fusion::Candidate{});
+  candidates.assign(held_size_, fusion::Candidate{});
   // Fast hits without joined ranks: they go by bit when their whole fused
   // response does (Response.by_bit), else they get their names below.
-  std::vector<uint8_t> by_bit(held_.size(), 0);
+  std::vector<uint8_t> by_bit(held_size_, 0);
   // Fusion domains: responses fuse only within their process set, their
   // group under KOLO_DISABLE_GROUP_FUSION, and their joined ranks.
   absl::flat_hash_map<std::string, uint64_t> domains;
@@ -687,7 +719,7 @@ void Negotiator::Flush(NegotiatorOutput& out) {
   // Hits of the fast path first: their response and requests live in the
   // cache (pointers valid until the next Put), and touching them first
   // keeps them from being this plan's least recently used.
-  for (size_t i = 0; i < held_.size(); ++i) {
+  for (size_t i = 0; i < held_size_; ++i) {
     Held& h = held_[i];
     if (h.hit_bit < 0 || h.response.names_size() > 0) continue;
     const auto bit = static_cast<uint32_t>(h.hit_bit);
@@ -718,7 +750,7 @@ void Negotiator::Flush(NegotiatorOutput& out) {
     candidates[i] = CandidateOf(h.response, first, fusion_direct_bytes_);
     candidates[i].domain = domain(h);
   }
-  for (size_t i = 0; i < held_.size(); ++i) {
+  for (size_t i = 0; i < held_size_; ++i) {
     Held& h = held_[i];
     if (h.response.cache_bits_size() > 0) continue;  // a fast hit, done
     const std::string& name = h.response.names(0);
@@ -736,7 +768,8 @@ void Negotiator::Flush(NegotiatorOutput& out) {
     candidates[i] = CandidateOf(h.response, first, fusion_direct_bytes_);
     candidates[i].domain = domain(h);
   }
-  for (Held& h : held_) {
+  const absl::Span<Held> held = absl::MakeSpan(held_.data(), held_size_);
+  for (Held& h : held) {
     for (int64_t us : h.ready_us) h.response.add_ready_us(us);
   }
   DivertEvicted(evicted_before);
@@ -744,7 +777,7 @@ void Negotiator::Flush(NegotiatorOutput& out) {
   // the name holds none after this plan.
   if (!evicted_.empty()) {
     const absl::flat_hash_set<uint32_t> gone(evicted_.begin(), evicted_.end());
-    for (Held& h : held_) {
+    for (Held& h : held) {
       if (h.response.cache_bits_size() == 0) {
         h.response.add_cache_bits(-1);
       } else if (h.response.cache_bits(0) >= 0 &&
@@ -784,7 +817,7 @@ void Negotiator::Flush(NegotiatorOutput& out) {
       r.mutable_counts()->MergeFrom(m.counts());
     }
   }
-  held_.clear();
+  ClearHeld();
   held_names_.clear();
   held_since_ = absl::InfiniteFuture();
 }

@@ -189,6 +189,10 @@ class Negotiator {
   void CompleteJoined(absl::Time now);
   // Into held_, or into its group's wait until the group is complete.
   void Hold(Held held, absl::Time now);
+  // The next record of held_ (reused: cleared by ClearHeld, which keeps the
+  // storage of its Response's lists and of its vectors).
+  Held& NewHeld();
+  void ClearHeld();
   // In Flush, for the held response held_[index] (`first`: a request of
   // it): process set registration, and the join rules (Response.joined, or
   // an error).
@@ -225,7 +229,10 @@ class Negotiator {
   PartialOrder by_order_;
   std::vector<BitPartial> bits_;
   uint64_t next_order_ = 0;
+  // The held responses are held_[0, held_size_); the records beyond are
+  // cleared and kept for reuse.
   std::vector<Held> held_;
+  size_t held_size_ = 0;
   std::vector<fusion::Candidate> candidates_;    // Flush's, kept for capacity
   absl::flat_hash_set<std::string> held_names_;  // the names in held_
   // Groups some of whose members are complete, by group; their names.
