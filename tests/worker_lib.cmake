@@ -15,3 +15,5 @@ kolo_add_test(worker_lib_api_test SOURCES worker_lib_api_test.cc
 # are in multiprocess.cmake.
 kolo_add_test(worker_lib_cache_mirror_test SOURCES worker_lib_cache_mirror_test.cc
   LIBS kolo LABELS unit)
+kolo_add_test(worker_lib_fused_executor_test SOURCES worker_lib_fused_executor_test.cc
+  LIBS kolo LABELS unit)

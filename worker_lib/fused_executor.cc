@@ -197,7 +197,11 @@ char* FusionBuffer::Reserve(size_t bytes) {
 }
 
 bool IsFused(const proto::Response& response) {
-  return response.names_size() > 1 && response.error_code() == 0 &&
+  // A plan of hits may list them by bit only (Response.by_bit).
+  const int tensors = response.by_bit() && response.names_size() == 0
+                          ? response.cache_bits_size()
+                          : response.names_size();
+  return tensors > 1 && response.error_code() == 0 &&
          (response.op() == proto::ALLREDUCE ||
           response.op() == proto::ALLGATHER);
 }
@@ -212,7 +216,11 @@ std::vector<absl::Status> ExecuteFused(const proto::Response& response,
       return All(ops.size(),
                  absl::InternalError(absl::StrCat(
                      "fused ", proto::OpTypeName(response.op()), " of ",
-                     ops.size(), " tensors names '", response.names(i),
+                     ops.size(), " tensors names '",
+                     i < static_cast<size_t>(response.names_size())
+                         ? response.names(static_cast<int>(i))
+                         : absl::StrCat("cache bit ", response.cache_bits(
+                                                          static_cast<int>(i))),
                      "', which is not pending on rank ", rank,
                      "; the group did not run here")));
     }

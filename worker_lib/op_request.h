@@ -53,7 +53,8 @@ struct PendingOp {
   // As announced, when it went in full (the cache compares it); empty when
   // it went as a cache bit (the cache mirror holds the same Request).
   proto::Request request;
-  absl::Time submitted;  // for the timeline
+  int64_t cache_bit = -1;  // the bit it was announced by; -1: in full
+  absl::Time submitted;    // for the timeline
 
   // Completion (guarded by OpRuntime's mutex).
   bool running = false;  // its collective is on the data plane

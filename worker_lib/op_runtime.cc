@@ -199,6 +199,7 @@ absl::StatusOr<Handle> OpRuntime::SubmitOps(
       FillRequest(*op, set_rank, set_size, &scratch_);
       if (std::optional<uint32_t> bit = cache_.BitFor(scratch_)) {
         outbox_.add_cached(*bit);
+        op->cache_bit = *bit;
       } else {
         op->request = scratch_;
         *outbox_.add_requests() = scratch_;
@@ -207,6 +208,11 @@ absl::StatusOr<Handle> OpRuntime::SubmitOps(
       outbox_bytes_ += op->name.size() + 32;
       std::shared_ptr<PendingOp> shared = std::move(op);
       names_[absl::string_view(shared->name)] = handle;
+      if (shared->cache_bit >= 0) {
+        const auto bit = static_cast<size_t>(shared->cache_bit);
+        if (bit >= by_bit_.size()) by_bit_.resize(bit + 1, 0);
+        by_bit_[bit] = handle;
+      }
       if (timeline_ != nullptr) {
         timeline_->Begin(
             shared->name,
@@ -399,6 +405,7 @@ void OpRuntime::Fail(absl::Status why) {
     ++failed;
   }
   names_.clear();
+  std::fill(by_bit_.begin(), by_bit_.end(), 0);
   plans_.clear();
   outbox_.Clear();
   outbox_bytes_ = 0;
@@ -760,7 +767,23 @@ void OpRuntime::RunPlan(proto::Plan& plan, absl::Time arrived) {
     last_seq_ = plan.seq();
     // The cache changes apply before this plan can be reported done (see
     // cache_mirror.h).
-    cache_.NameByBit(plan);
+    // A plan of hits lists them by bit (Response.by_bit); they resolve to
+    // this rank's ops by the bits they were announced by. Names are filled
+    // in only for the timeline, or when a bit names no op pending here (the
+    // error message).
+    bool need_names = timeline_ != nullptr;
+    for (const proto::Response& r : plan.responses()) {
+      if (need_names) break;
+      if (!r.by_bit() || r.names_size() != 0) continue;
+      for (int32_t bit : r.cache_bits()) {
+        if (bit < 0 || static_cast<size_t>(bit) >= by_bit_.size() ||
+            by_bit_[static_cast<size_t>(bit)] == 0) {
+          need_names = true;
+          break;
+        }
+      }
+    }
+    if (need_names) cache_.NameByBit(plan);
     cache_.Apply(plan, [&](const std::string& name) -> const proto::Request* {
       mu_.AssertHeld();  // called by Apply, under the lock above
       auto it = names_.find(name);
@@ -783,6 +806,17 @@ void OpRuntime::RunPlan(proto::Plan& plan, absl::Time arrived) {
         }
         step.rank = static_cast<int>(me - step.members.begin());
         step.size = static_cast<int>(step.members.size());
+      }
+      if (r.by_bit() && r.names_size() == 0) {  // every bit resolves here
+        for (int32_t bit : r.cache_bits()) {
+          std::shared_ptr<PendingOp> op =
+              ops_.at(by_bit_[static_cast<size_t>(bit)]);
+          op->running = true;
+          step.ops.push_back(std::move(op));
+          ++in_plan;
+        }
+        steps.push_back(std::move(step));
+        continue;
       }
       const bool joined_here = std::find(r.joined().begin(), r.joined().end(),
                                          rank_) != r.joined().end();
@@ -896,6 +930,10 @@ void OpRuntime::RunPlan(proto::Plan& plan, absl::Time arrived) {
         if (auto it = names_.find(op->name);
             it != names_.end() && it->second == op->handle) {
           names_.erase(it);
+        }
+        if (op->cache_bit >= 0 &&
+            by_bit_[static_cast<size_t>(op->cache_bit)] == op->handle) {
+          by_bit_[static_cast<size_t>(op->cache_bit)] = 0;
         }
       }
     }

@@ -258,6 +258,10 @@ class OpRuntime {
   // the name of its op in ops_, which stays there (and keeps its name) until
   // after the entry is erased: at completion, or by Fail.
   absl::flat_hash_map<absl::string_view, Handle> names_ ABSL_GUARDED_BY(mu_);
+  // The ops in flight that were announced by a cache bit: by_bit_[bit] is
+  // the handle, 0 for none (a plan of hits names them by these bits; bits
+  // are below the cache capacity).
+  std::vector<Handle> by_bit_ ABSL_GUARDED_BY(mu_);
   std::deque<proto::Plan> plans_ ABSL_GUARDED_BY(mu_);
   Handle next_handle_ ABSL_GUARDED_BY(mu_) = 1;
   // Unnamed ops, per process set; process set registrations.
