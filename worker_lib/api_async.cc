@@ -20,22 +20,29 @@
 namespace kolo {
 namespace {
 
-absl::StatusOr<Handle> Submit(std::shared_ptr<worker::PendingOp> op,
-                              absl::string_view name) {
-  auto ops = internal::CurrentOps(proto::OpTypeName(op->op));
+// An op to fill in, from the current job's runtime (which recycles them),
+// with the runtime to submit it to.
+struct Prepared {
+  std::shared_ptr<worker::OpRuntime> runtime;
+  std::shared_ptr<worker::PendingOp> op;
+};
+
+// kFailedPrecondition before init() or after shutdown().
+absl::StatusOr<Prepared> Prepare(proto::OpType type, const Tensor& input,
+                                 ProcessSet process_set) {
+  auto ops = internal::CurrentOps(proto::OpTypeName(type));
   if (!ops.ok()) return ops.status();
-  op->name = std::string(name);
-  return (*ops)->Submit(std::move(op));
+  Prepared n{std::move(*ops), nullptr};
+  n.op = n.runtime->NewOp();
+  n.op->op = type;
+  n.op->input = input;
+  n.op->process_set = process_set;
+  return n;
 }
 
-std::shared_ptr<worker::PendingOp> NewOp(proto::OpType type,
-                                         const Tensor& input,
-                                         ProcessSet process_set) {
-  auto op = std::make_shared<worker::PendingOp>();
-  op->op = type;
-  op->input = input;
-  op->process_set = process_set;
-  return op;
+absl::StatusOr<Handle> Submit(Prepared n, absl::string_view name) {
+  n.op->name.assign(name.data(), name.size());
+  return n.runtime->Submit(std::move(n.op));
 }
 
 void SetReduce(worker::PendingOp& op, const AllreduceOptions& options) {
@@ -60,8 +67,12 @@ absl::StatusOr<Handle> SubmitGroup(
   }
   std::vector<std::shared_ptr<worker::PendingOp>> members;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    members.push_back(NewOp(type, inputs[i], process_set));
-    fill(i, *members.back());
+    members.push_back((*ops)->NewOp());
+    worker::PendingOp& member = *members.back();
+    member.op = type;
+    member.input = inputs[i];
+    member.process_set = process_set;
+    fill(i, member);
   }
   return (*ops)->SubmitGroup(std::move(members), name);
 }
@@ -113,37 +124,41 @@ absl::StatusOr<Handle> allreduce_async(const Tensor& input,
                                        const AllreduceOptions& options,
                                        absl::string_view name,
                                        ProcessSet process_set) {
-  auto op = NewOp(proto::ALLREDUCE, input, process_set);
-  op->output = output;
-  SetReduce(*op, options);
-  return Submit(std::move(op), name);
+  auto n = Prepare(proto::ALLREDUCE, input, process_set);
+  if (!n.ok()) return n.status();
+  n->op->output = output;
+  SetReduce(*n->op, options);
+  return Submit(*std::move(n), name);
 }
 
 absl::StatusOr<Handle> allgather_async(const Tensor& input, Allocator output,
                                        absl::string_view name,
                                        ProcessSet process_set) {
-  auto op = NewOp(proto::ALLGATHER, input, process_set);
-  op->allocator = std::move(output);
-  return Submit(std::move(op), name);
+  auto n = Prepare(proto::ALLGATHER, input, process_set);
+  if (!n.ok()) return n.status();
+  n->op->allocator = std::move(output);
+  return Submit(*std::move(n), name);
 }
 
 absl::StatusOr<Handle> broadcast_async(const Tensor& tensor, int root,
                                        absl::string_view name,
                                        ProcessSet process_set) {
-  auto op = NewOp(proto::BROADCAST, tensor, process_set);
-  op->output = tensor;
-  op->root = root;
-  return Submit(std::move(op), name);
+  auto n = Prepare(proto::BROADCAST, tensor, process_set);
+  if (!n.ok()) return n.status();
+  n->op->output = tensor;
+  n->op->root = root;
+  return Submit(*std::move(n), name);
 }
 
 absl::StatusOr<Handle> alltoall_async(const Tensor& input, Allocator output,
                                       absl::Span<const int64_t> splits,
                                       absl::string_view name,
                                       ProcessSet process_set) {
-  auto op = NewOp(proto::ALLTOALL, input, process_set);
-  op->allocator = std::move(output);
-  op->splits.assign(splits.begin(), splits.end());
-  return Submit(std::move(op), name);
+  auto n = Prepare(proto::ALLTOALL, input, process_set);
+  if (!n.ok()) return n.status();
+  n->op->allocator = std::move(output);
+  n->op->splits.assign(splits.begin(), splits.end());
+  return Submit(*std::move(n), name);
 }
 
 absl::StatusOr<Handle> reducescatter_async(const Tensor& input,
@@ -152,16 +167,19 @@ absl::StatusOr<Handle> reducescatter_async(const Tensor& input,
                                            absl::Span<const int64_t> counts,
                                            absl::string_view name,
                                            ProcessSet process_set) {
-  auto op = NewOp(proto::REDUCESCATTER, input, process_set);
-  op->output = output;
-  SetReduce(*op, options);
-  op->splits.assign(counts.begin(), counts.end());
-  return Submit(std::move(op), name);
+  auto n = Prepare(proto::REDUCESCATTER, input, process_set);
+  if (!n.ok()) return n.status();
+  n->op->output = output;
+  SetReduce(*n->op, options);
+  n->op->splits.assign(counts.begin(), counts.end());
+  return Submit(*std::move(n), name);
 }
 
 absl::StatusOr<Handle> barrier_async(absl::string_view name,
                                      ProcessSet process_set) {
-  return Submit(NewOp(proto::BARRIER, Tensor{}, process_set), name);
+  auto n = Prepare(proto::BARRIER, Tensor{}, process_set);
+  if (!n.ok()) return n.status();
+  return Submit(*std::move(n), name);
 }
 
 absl::StatusOr<Handle> grouped_allreduce_async(absl::Span<const Tensor> inputs,
@@ -281,12 +299,13 @@ absl::Status allgather(const void* input, int64_t count, DataType type,
                        absl::Span<const int64_t> counts, void* output) {
   const int64_t total =
       std::accumulate(counts.begin(), counts.end(), int64_t{0});
-  auto op =
-      NewOp(proto::ALLGATHER, Vector(type, count, input), kGlobalProcessSet);
-  op->allocator = Exactly(output, total, "allgather");
-  op->expect.assign(counts.begin(), counts.end());  // checked on every rank
+  auto n =
+      Prepare(proto::ALLGATHER, Vector(type, count, input), kGlobalProcessSet);
+  if (!n.ok()) return n.status();
+  n->op->allocator = Exactly(output, total, "allgather");
+  n->op->expect.assign(counts.begin(), counts.end());  // checked on every rank
   OpResult result;
-  absl::Status s = Wait(Submit(std::move(op), ""), &result);
+  absl::Status s = Wait(Submit(*std::move(n), ""), &result);
   if (!s.ok()) return s;
   return SameSplits("allgather", "counts", counts, result.splits);
 }
@@ -302,13 +321,14 @@ absl::Status alltoall(const void* input, DataType type,
       std::accumulate(send_splits.begin(), send_splits.end(), int64_t{0});
   const int64_t received =
       std::accumulate(recv_splits.begin(), recv_splits.end(), int64_t{0});
-  auto op =
-      NewOp(proto::ALLTOALL, Vector(type, sent, input), kGlobalProcessSet);
-  op->allocator = Exactly(output, received, "alltoall");
-  op->splits.assign(send_splits.begin(), send_splits.end());
-  op->expect.assign(recv_splits.begin(), recv_splits.end());
+  auto n =
+      Prepare(proto::ALLTOALL, Vector(type, sent, input), kGlobalProcessSet);
+  if (!n.ok()) return n.status();
+  n->op->allocator = Exactly(output, received, "alltoall");
+  n->op->splits.assign(send_splits.begin(), send_splits.end());
+  n->op->expect.assign(recv_splits.begin(), recv_splits.end());
   OpResult result;
-  absl::Status s = Wait(Submit(std::move(op), ""), &result);
+  absl::Status s = Wait(Submit(*std::move(n), ""), &result);
   if (!s.ok()) return s;
   return SameSplits("alltoall", "recv_splits", recv_splits, result.splits);
 }

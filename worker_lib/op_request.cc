@@ -202,6 +202,39 @@ std::string Validate(PendingOp& op, int rank, int size) {
 
 }  // namespace
 
+void PendingOp::Reset() {
+  handle = 0;
+  name.clear();
+  op = proto::OP_UNSPECIFIED;
+  auto clear_tensor = [](Tensor& t) {
+    t.dtype = Tensor{}.dtype;
+    t.shape.clear();
+    t.data = nullptr;
+    t.device = kCpu;
+  };
+  clear_tensor(input);
+  clear_tensor(output);
+  allocator = nullptr;
+  reduce = ReduceOptions{};
+  root = 0;
+  splits.clear();
+  process_set = 0;
+  members.clear();
+  set_root = 0;
+  expect.clear();
+  group.clear();
+  group_size = 0;
+  request.Clear();
+  cache_bit = -1;
+  submitted = absl::Time();
+  running = false;
+  done = false;
+  status = absl::OkStatus();
+  result.shape.clear();
+  result.splits.clear();
+  result.members.clear();
+}
+
 int64_t RowElements(const std::vector<int64_t>& shape) {
   int64_t n = 1;
   for (size_t i = 1; i < shape.size(); ++i) n *= shape[i];

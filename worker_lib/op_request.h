@@ -61,6 +61,10 @@ struct PendingOp {
   bool done = false;
   absl::Status status;
   OpResult result;
+
+  // Back to a fresh op, keeping the storage of its strings and lists (the
+  // runtime recycles finished ops).
+  void Reset();
 };
 
 // Elements per first-dimension row: the product of shape[1..] (1 for a 0-d

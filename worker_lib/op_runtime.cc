@@ -29,6 +29,8 @@ constexpr absl::Duration kDoneDelay = absl::Microseconds(200);
 constexpr absl::Duration kActive = absl::Seconds(1);
 // An outbox this big goes out at once.
 constexpr size_t kOutboxBytes = 64 * 1024;
+// Finished ops kept for reuse (a training step's tensors, and some).
+constexpr size_t kPoolSize = 1024;
 
 // "[2,3]"
 std::string ShapeText(const std::vector<int64_t>& shape) {
@@ -70,6 +72,36 @@ OpRuntime::OpRuntime(std::shared_ptr<SessionClient> session,
 }
 
 OpRuntime::~OpRuntime() { Stop(); }
+
+std::shared_ptr<PendingOp> OpRuntime::NewOp() {
+  {
+    MutexLock lock(&pool_mu_);
+    if (!pool_.empty()) {
+      std::shared_ptr<PendingOp> op = std::move(pool_.back());
+      pool_.pop_back();
+      return op;
+    }
+  }
+  return std::make_shared<PendingOp>();
+}
+
+void OpRuntime::Recycle(std::vector<std::shared_ptr<PendingOp>>& taken) {
+  size_t kept = 0;
+  for (std::shared_ptr<PendingOp>& op : taken) {
+    // Only a sole owner may reset it (a plan's run may still hold one, and
+    // nothing can take a new reference to a taken op). Stand-ins of a joined
+    // rank are never taken.
+    if (op.use_count() != 1) continue;
+    op->Reset();
+    taken[kept++] = std::move(op);
+  }
+  taken.resize(kept);
+  MutexLock lock(&pool_mu_);
+  for (std::shared_ptr<PendingOp>& op : taken) {
+    if (pool_.size() >= kPoolSize) break;
+    pool_.push_back(std::move(op));
+  }
+}
 
 absl::Status OpRuntime::SetFusionThreshold(int64_t bytes) {
   if (bytes < 0) {
@@ -1032,16 +1064,19 @@ std::vector<absl::Status> OpRuntime::SynchronizeAll(
   const absl::Time deadline = absl::Now() + timeout;
   std::vector<absl::Status> out;
   out.reserve(handles.size());
-  // Destroyed after the unlock: freeing hundreds of ops under the lock would
-  // hold up the background thread.
+  // Recycled after the unlock: resetting or freeing hundreds of ops under
+  // the lock would hold up the background thread.
   std::vector<std::shared_ptr<PendingOp>> taken;
   taken.reserve(handles.size());
-  // One lock for all: a step's hundreds of handles usually complete in one
-  // plan, and each wake-up then releases every handle it finished.
-  MutexLock lock(&mu_);
-  for (Handle h : handles) {
-    out.push_back(SynchronizeLocked(h, deadline, timeout, nullptr, &taken));
+  {
+    // One lock for all: a step's hundreds of handles usually complete in one
+    // plan, and each wake-up then releases every handle it finished.
+    MutexLock lock(&mu_);
+    for (Handle h : handles) {
+      out.push_back(SynchronizeLocked(h, deadline, timeout, nullptr, &taken));
+    }
   }
+  Recycle(taken);
   return out;
 }
 

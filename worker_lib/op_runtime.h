@@ -142,6 +142,9 @@ class OpRuntime {
   OpRuntime(const OpRuntime&) = delete;
   OpRuntime& operator=(const OpRuntime&) = delete;
 
+  // A fresh op to fill in and Submit: a finished one recycled when there is
+  // one (synchronize_all returns them), else a new one.
+  std::shared_ptr<PendingOp> NewOp() ABSL_LOCKS_EXCLUDED(pool_mu_);
   // Announces `op` (its name may be empty: one is made up) and returns its
   // handle.
   absl::StatusOr<Handle> Submit(std::shared_ptr<PendingOp> op)
@@ -239,6 +242,10 @@ class OpRuntime {
       std::vector<std::shared_ptr<PendingOp>>* taken = nullptr)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // Keeps `taken` ops for NewOp when nothing else holds them.
+  void Recycle(std::vector<std::shared_ptr<PendingOp>>& taken)
+      ABSL_LOCKS_EXCLUDED(pool_mu_, mu_);
+
   const std::shared_ptr<SessionClient> session_;
   const std::unique_ptr<NegotiationLink> link_;
   DataPlane* const data_;
@@ -304,6 +311,9 @@ class OpRuntime {
   // Process sets' data planes (the plan runner's).
   absl::flat_hash_map<int32_t, std::unique_ptr<DataPlane>> set_planes_;
   std::thread thread_;
+  // Finished ops for NewOp (reset; at most kPoolSize).
+  Mutex pool_mu_;
+  std::vector<std::shared_ptr<PendingOp>> pool_ ABSL_GUARDED_BY(pool_mu_);
 };
 
 }  // namespace kolo::worker
