@@ -150,6 +150,8 @@ bool IsIpLiteral(const std::string& addr) {
          inet_pton(AF_INET6, addr.c_str(), &v6) == 1;
 }
 
+std::string LocalLinkName(int port) { return absl::StrCat("kolo-link.", port); }
+
 std::string KernelHostName() {
   char buf[256] = {0};
   if (gethostname(buf, sizeof(buf) - 1) != 0 || buf[0] == '\0')

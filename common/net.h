@@ -35,6 +35,11 @@ absl::StatusOr<std::string> InterfaceAddress(const std::string& iface);
 // True if `addr` is a numeric IPv4 or IPv6 address.
 bool IsIpLiteral(const std::string& addr);
 
+// The abstract local socket name (tcp::ListenLocal) where the coordinator
+// whose negotiation link listens on TCP `port` also takes links from
+// workers on its host: "kolo-link.<port>" (unique per network namespace, as
+// the port is).
+std::string LocalLinkName(int port);
 // gethostname(), or "localhost" if that fails.
 std::string KernelHostName();
 

@@ -19,6 +19,7 @@
 #include "common/auth.h"
 #include "common/framing.h"
 #include "common/log.h"
+#include "common/net.h"
 #include "common/version.h"
 
 namespace kolo::coordinator {
@@ -26,6 +27,7 @@ namespace {
 
 constexpr uint64_t kListenerTag = 0;
 constexpr uint64_t kWakeTag = ~0ull;
+constexpr uint64_t kLocalListenerTag = ~0ull - 1;
 // A link whose worker reads nothing while this much is queued is dropped.
 constexpr size_t kMaxQueuedBytes = size_t{256} << 20;
 // What an unauthenticated peer may make the coordinator hold.
@@ -57,9 +59,11 @@ struct LinkServer::Conn {
 };
 
 LinkServer::LinkServer(LinkServerOptions options, tcp::UniqueFd listener,
-                       tcp::UniqueFd epoll, tcp::UniqueFd wake, int port)
+                       tcp::UniqueFd local_listener, tcp::UniqueFd epoll,
+                       tcp::UniqueFd wake, int port)
     : options_(std::move(options)),
       listener_(std::move(listener)),
+      local_listener_(std::move(local_listener)),
       epoll_(std::move(epoll)),
       wake_(std::move(wake)),
       port_(port) {}
@@ -122,8 +126,23 @@ absl::StatusOr<std::unique_ptr<LinkServer>> LinkServer::Listen(
   if (::epoll_ctl(ep.get(), EPOLL_CTL_ADD, wake.get(), &ev) != 0) {
     return fail(ErrnoText(errno));
   }
-  return std::unique_ptr<LinkServer>(new LinkServer(
-      std::move(options), std::move(fd), std::move(ep), std::move(wake), port));
+  // Workers on this host (in this network namespace) connect here instead:
+  // the same links without the TCP/IP stack. Without it they use the port.
+  tcp::UniqueFd local;
+  if (absl::StatusOr<tcp::UniqueFd> l =
+          tcp::ListenLocal(net::LocalLinkName(port));
+      l.ok()) {
+    ev.data.u64 = kLocalListenerTag;
+    if (::epoll_ctl(ep.get(), EPOLL_CTL_ADD, l->get(), &ev) == 0) {
+      local = std::move(*l);
+    }
+  } else {
+    Log()->info("{}; workers on this host use TCP port {} instead",
+                std::string(l.status().message()), port);
+  }
+  return std::unique_ptr<LinkServer>(
+      new LinkServer(std::move(options), std::move(fd), std::move(local),
+                     std::move(ep), std::move(wake), port));
 }
 
 absl::Status LinkServer::Start(BindFn bind, MessageFn on_message,
@@ -165,7 +184,9 @@ void LinkServer::Loop() {
         uint64_t v;
         (void)!::read(wake_.get(), &v, sizeof(v));
       } else if (tag == kListenerTag) {
-        Accept();
+        Accept(listener_.get());
+      } else if (tag == kLocalListenerTag) {
+        Accept(local_listener_.get());
       } else {
         if ((events[i].events & EPOLLOUT) != 0) {
           MutexLock lock(&mu_);
@@ -185,10 +206,11 @@ void LinkServer::Loop() {
   }
 }
 
-void LinkServer::Accept() {
+void LinkServer::Accept(int listener) {
+  const bool local = listener == local_listener_.get();
   while (true) {
-    int fd = ::accept4(listener_.get(), nullptr, nullptr,
-                       SOCK_NONBLOCK | SOCK_CLOEXEC);
+    int fd =
+        ::accept4(listener, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR) continue;
       if (errno != EAGAIN && errno != EWOULDBLOCK) {
@@ -198,9 +220,9 @@ void LinkServer::Accept() {
     }
     auto conn = std::make_unique<Conn>();
     conn->fd = tcp::UniqueFd(fd);
-    conn->peer = tcp::PeerAddress(fd);
+    conn->peer = local ? "a local socket" : tcp::PeerAddress(fd);
     conn->opened = absl::Now();
-    (void)tcp::SetNoDelay(fd);
+    if (!local) (void)tcp::SetNoDelay(fd);
     MutexLock lock(&mu_);
     const uint64_t id = next_id_++;
     conn->id = id;
@@ -491,6 +513,7 @@ void LinkServer::Stop() {
   (void)!::write(wake_.get(), &one, sizeof(one));
   if (thread_.joinable()) thread_.join();
   listener_.Reset();  // later connections are refused at once
+  local_listener_.Reset();
   MutexLock lock(&mu_);
   bound_.clear();
   conns_.clear();

@@ -92,10 +92,12 @@ class LinkServer {
  private:
   struct Conn;
   LinkServer(LinkServerOptions options, tcp::UniqueFd listener,
-             tcp::UniqueFd epoll, tcp::UniqueFd wake, int port);
+             tcp::UniqueFd local_listener, tcp::UniqueFd epoll,
+             tcp::UniqueFd wake, int port);
 
   void Loop();
-  void Accept() ABSL_LOCKS_EXCLUDED(mu_);
+  // Accepts what `listener` (the TCP or the local one) has waiting.
+  void Accept(int listener) ABSL_LOCKS_EXCLUDED(mu_);
   // Reads what `id` sent and handles whole messages.
   void OnReadable(uint64_t id) ABSL_LOCKS_EXCLUDED(mu_);
   // Runs one message of an unbound connection (the handshake).
@@ -111,7 +113,9 @@ class LinkServer {
   void CloseExpired(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
 
   const LinkServerOptions options_;
-  tcp::UniqueFd listener_, epoll_, wake_;
+  // The TCP listener, and the local one (net::LocalLinkName; -1 when it
+  // could not be made).
+  tcp::UniqueFd listener_, local_listener_, epoll_, wake_;
   const int port_;
   BindFn bind_;
   MessageFn on_message_;

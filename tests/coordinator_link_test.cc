@@ -14,10 +14,12 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -39,6 +41,7 @@
 #include "common/auth.h"
 #include "common/framing.h"
 #include "common/mutex.h"
+#include "common/net.h"
 #include "common/version.h"
 #include "coordinator/link_server.h"
 #include "gmock/gmock.h"
@@ -311,7 +314,10 @@ TEST_F(LinkTest, HandshakeBindsAndMessagesFlowBothWays) {
   std::unique_ptr<NegotiationLink> link = ConnectOrDie(WorkerOptions("w0"));
   ASSERT_NE(link, nullptr);
   EXPECT_THAT(Binds(), ElementsAre(Pair("w0", kEpoch)));
-  EXPECT_EQ(link->peer(), absl::StrCat("127.0.0.1:", server_->port()));
+  // On this host the link takes the coordinator's local socket.
+  EXPECT_EQ(link->peer(),
+            absl::StrCat("127.0.0.1:", server_->port(), " (local socket @",
+                         net::LocalLinkName(server_->port()), ")"));
 
   // Up: the message arrives under the bound Session with the fence stamped.
   ASSERT_TRUE(link->Send(AnnounceOf("grad/layer0")).ok());
@@ -340,6 +346,37 @@ TEST_F(LinkTest, HandshakeBindsAndMessagesFlowBothWays) {
   EXPECT_FALSE(server_->Send(kSession + 1, PlanOf(8)));
   EXPECT_FALSE(server_->Send(0, PlanOf(8)));
   EXPECT_THAT(Binds(), ElementsAre(Pair("w0", kEpoch)));
+}
+
+TEST_F(LinkTest, WithoutItsLocalSocketTheCoordinatorIsReachedOverTcp) {
+  // The local name of the port is taken (bound, not listening): the
+  // coordinator listens on TCP only, and the worker's local connect is
+  // refused, so it connects to the port.
+  absl::StatusOr<int> port = net::PickFreePort();
+  ASSERT_TRUE(port.ok()) << port.status();
+  tcp::UniqueFd squatter(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  const std::string name = net::LocalLinkName(*port);
+  std::memcpy(addr.sun_path + 1, name.data(), name.size());
+  ASSERT_EQ(::bind(squatter.get(), reinterpret_cast<sockaddr*>(&addr),
+                   static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 +
+                                          name.size())),
+            0)
+      << std::strerror(errno);
+  LinkServerOptions options = ServerOptions();
+  options.port = *port;
+  StartServer(options);
+  std::unique_ptr<NegotiationLink> link = ConnectOrDie(WorkerOptions("w0"));
+  ASSERT_NE(link, nullptr);
+  EXPECT_EQ(link->peer(), absl::StrCat("127.0.0.1:", *port));
+  ASSERT_TRUE(link->Send(AnnounceOf("over tcp")).ok());
+  ASSERT_TRUE(WaitForMessages(1, absl::Seconds(20)));
+  EXPECT_TRUE(server_->Send(kSession, PlanOf(3, "over tcp")));
+  ReceiveResult r = link->Receive(Scaled(absl::Seconds(20)));
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(r->has_value()) << "no plan before the deadline";
+  EXPECT_EQ((*r)->plan().seq(), 3u);
 }
 
 TEST_F(LinkTest, DoneMessagesArriveInOrder) {

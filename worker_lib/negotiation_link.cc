@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "allreduce/tcp/socket_util.h"
 #include "common/auth.h"
+#include "common/net.h"
 #include "common/version.h"
 
 namespace kolo::worker {
@@ -57,27 +58,38 @@ absl::StatusOr<std::unique_ptr<NegotiationLink>> NegotiationLink::Connect(
         "negotiation link to the coordinator at ", where, ": ", what));
   };
   const absl::Time deadline = absl::Now() + options.timeout;
-  absl::StatusOr<tcp::SockAddr> addr = tcp::ResolveAddress(where);
-  if (!addr.ok()) return fail(addr.status().message());
-  absl::StatusOr<tcp::UniqueFd> fd = tcp::StartConnect(*addr);
-  if (!fd.ok()) return fail(fd.status().message());
-  while (true) {
-    pollfd p{fd->get(), POLLOUT, 0};
-    int n = ::poll(&p, 1, PollMillis(deadline));
-    if (n > 0) break;
-    if (n < 0 && errno != EINTR) return fail(ErrnoText(errno));
-    if (absl::Now() >= deadline) return fail("connect timed out");
+  // A coordinator on this host also listens on a local socket: the same link
+  // without the TCP/IP stack (tcp::ListenLocal). The port when it does not.
+  std::string peer = where;
+  absl::StatusOr<tcp::UniqueFd> fd = absl::UnavailableError("not local");
+  if (tcp::IsLoopbackHost(options.host)) {
+    const std::string name = net::LocalLinkName(options.port);
+    fd = tcp::ConnectLocal(name);
+    if (fd.ok()) peer = absl::StrCat(where, " (local socket @", name, ")");
   }
-  if (absl::Status s = tcp::FinishConnect(fd->get()); !s.ok()) {
-    return fail(s.message());
-  }
-  if (absl::Status s = tcp::SetNoDelay(fd->get()); !s.ok()) {
-    return fail(s.message());
+  if (!fd.ok()) {
+    absl::StatusOr<tcp::SockAddr> addr = tcp::ResolveAddress(where);
+    if (!addr.ok()) return fail(addr.status().message());
+    fd = tcp::StartConnect(*addr);
+    if (!fd.ok()) return fail(fd.status().message());
+    while (true) {
+      pollfd p{fd->get(), POLLOUT, 0};
+      int n = ::poll(&p, 1, PollMillis(deadline));
+      if (n > 0) break;
+      if (n < 0 && errno != EINTR) return fail(ErrnoText(errno));
+      if (absl::Now() >= deadline) return fail("connect timed out");
+    }
+    if (absl::Status s = tcp::FinishConnect(fd->get()); !s.ok()) {
+      return fail(s.message());
+    }
+    if (absl::Status s = tcp::SetNoDelay(fd->get()); !s.ok()) {
+      return fail(s.message());
+    }
   }
   tcp::UniqueFd wake(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   if (wake.get() < 0) return fail(absl::StrCat("eventfd: ", ErrnoText(errno)));
   std::unique_ptr<NegotiationLink> link(
-      new NegotiationLink(std::move(*fd), std::move(wake), options, where));
+      new NegotiationLink(std::move(*fd), std::move(wake), options, peer));
 
   // Handshake: Hello, Challenge (the coordinator proves first), Proof,
   // LinkReady.

@@ -5,8 +5,10 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/un.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -153,6 +155,68 @@ std::string PeerAddress(int fd) {
     return net::HostPort{buf, ntohs(v6->sin6_port)}.ToString();
   }
   return "?";
+}
+
+namespace {
+
+// The abstract address of `name` (a leading NUL, no terminator).
+absl::StatusOr<SockAddr> LocalAddress(absl::string_view name) {
+  SockAddr addr;
+  auto* un = reinterpret_cast<sockaddr_un*>(&addr.storage);
+  if (name.empty() || name.size() + 1 > sizeof(un->sun_path)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("local socket name '", name, "' is empty or too long"));
+  }
+  un->sun_family = AF_UNIX;
+  un->sun_path[0] = '\0';
+  std::memcpy(un->sun_path + 1, name.data(), name.size());
+  addr.len =
+      static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  return addr;
+}
+
+}  // namespace
+
+absl::StatusOr<UniqueFd> ListenLocal(absl::string_view name) {
+  absl::StatusOr<SockAddr> addr = LocalAddress(name);
+  if (!addr.ok()) return addr.status();
+  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (fd.get() < 0 ||
+      ::bind(fd.get(), reinterpret_cast<const sockaddr*>(&addr->storage),
+             addr->len) != 0 ||
+      ::listen(fd.get(), 128) != 0) {
+    return absl::UnavailableError(absl::StrCat("listen on local socket @", name,
+                                               ": ", std::strerror(errno)));
+  }
+  return fd;
+}
+
+absl::StatusOr<UniqueFd> ConnectLocal(absl::string_view name) {
+  absl::StatusOr<SockAddr> addr = LocalAddress(name);
+  if (!addr.ok()) return addr.status();
+  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (fd.get() < 0) {
+    return absl::UnavailableError(
+        absl::StrCat("local socket: ", std::strerror(errno)));
+  }
+  int rc;
+  do {
+    rc = ::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr->storage),
+                   addr->len);
+  } while (rc != 0 && errno == EINTR);
+  if (rc != 0) {
+    return absl::UnavailableError(absl::StrCat(
+        "connect to local socket @", name, ": ", std::strerror(errno)));
+  }
+  return fd;
+}
+
+bool IsLoopbackHost(absl::string_view host) {
+  if (host == "localhost" || host == "::1" || host == "[::1]") return true;
+  in_addr v4{};
+  const std::string text(host);
+  return ::inet_pton(AF_INET, text.c_str(), &v4) == 1 &&
+         (ntohl(v4.s_addr) >> 24) == 127;
 }
 
 }  // namespace kolo::tcp

@@ -50,6 +50,20 @@ absl::Status EnsureNonBlocking(int fd);
 // "ip:port" of the remote end of `fd`, or "?" if unknown.
 std::string PeerAddress(int fd);
 
+// Local sockets: a stream socket in the abstract Unix namespace (Linux;
+// `name` without the leading NUL). Abstract names are per network namespace,
+// like loopback addresses, and vanish with their socket. A local socket
+// carries a loopback connection's bytes without the TCP/IP stack (about a
+// third less CPU per round trip on these VMs).
+// A non-blocking, close-on-exec listener.
+absl::StatusOr<UniqueFd> ListenLocal(absl::string_view name);
+// A non-blocking, close-on-exec connection (local connects complete at
+// once); fails when nobody listens.
+absl::StatusOr<UniqueFd> ConnectLocal(absl::string_view name);
+// Whether `host` names this host's loopback ("localhost", 127.0.0.0/8,
+// "::1").
+bool IsLoopbackHost(absl::string_view host);
+
 }  // namespace kolo::tcp
 
 #endif  // KOLO_ALLREDUCE_TCP_SOCKET_UTIL_H_
