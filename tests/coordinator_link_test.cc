@@ -379,6 +379,39 @@ TEST_F(LinkTest, WithoutItsLocalSocketTheCoordinatorIsReachedOverTcp) {
   EXPECT_EQ((*r)->plan().seq(), 3u);
 }
 
+TEST_F(LinkTest,
+       AnotherJobsCoordinatorOnTheLocalSocketSendsTheWorkerToItsPort) {
+  // Two coordinators on one port number of two loopback addresses: the first
+  // (this fixture's, job kJob) holds the local name, so the second's worker
+  // meets a coordinator of the wrong job there and connects to its port.
+  StartServer();
+  LinkServerOptions other = ServerOptions();
+  other.bind_host = "127.0.0.2";
+  other.port = server_->port();
+  other.job_id = "another-job";
+  absl::StatusOr<std::unique_ptr<LinkServer>> second =
+      LinkServer::Listen(std::move(other));
+  ASSERT_TRUE(second.ok()) << second.status();
+  std::atomic<int> bound{0};
+  ASSERT_TRUE((*second)
+                  ->Start(
+                      [&](const std::string&, uint64_t) {
+                        ++bound;
+                        return absl::StatusOr<SessionId>(kSession);
+                      },
+                      [](SessionId, const proto::WorkerMessage&) {})
+                  .ok());
+  LinkOptions o = WorkerOptions("w1");
+  o.host = "127.0.0.2";
+  o.job_id = "another-job";
+  std::unique_ptr<NegotiationLink> link = ConnectOrDie(o);
+  ASSERT_NE(link, nullptr);
+  EXPECT_EQ(link->peer(), absl::StrCat("127.0.0.2:", server_->port()));
+  EXPECT_EQ(bound.load(), 1);
+  EXPECT_THAT(Binds(), IsEmpty());  // the first coordinator bound nobody
+  (*second)->Stop();
+}
+
 TEST_F(LinkTest, DoneMessagesArriveInOrder) {
   StartServer();
   std::unique_ptr<NegotiationLink> link = ConnectOrDie(WorkerOptions());

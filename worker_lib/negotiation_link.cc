@@ -49,6 +49,24 @@ NegotiationLink::~NegotiationLink() = default;
 
 absl::StatusOr<std::unique_ptr<NegotiationLink>> NegotiationLink::Connect(
     const LinkOptions& options) {
+  // A coordinator on this host also listens on a local socket: the same link
+  // without the TCP/IP stack (tcp::ListenLocal). The port when it does not,
+  // or when the link there fails (another job's coordinator may hold the
+  // name, when two coordinators bound the same port on different loopback
+  // addresses).
+  if (tcp::IsLoopbackHost(options.host)) {
+    absl::StatusOr<std::unique_ptr<NegotiationLink>> local =
+        Open(options, /*local=*/true);
+    // A refusal from this job's coordinator stands (the port would refuse
+    // the same way); anything else (no local socket, another job's
+    // coordinator, one that cannot prove the secret) tries the port.
+    if (local.ok() || absl::IsPermissionDenied(local.status())) return local;
+  }
+  return Open(options, /*local=*/false);
+}
+
+absl::StatusOr<std::unique_ptr<NegotiationLink>> NegotiationLink::Open(
+    const LinkOptions& options, bool local) {
   const std::string where =
       options.host.find(':') != std::string::npos
           ? absl::StrCat("[", options.host, "]:", options.port)
@@ -58,16 +76,14 @@ absl::StatusOr<std::unique_ptr<NegotiationLink>> NegotiationLink::Connect(
         "negotiation link to the coordinator at ", where, ": ", what));
   };
   const absl::Time deadline = absl::Now() + options.timeout;
-  // A coordinator on this host also listens on a local socket: the same link
-  // without the TCP/IP stack (tcp::ListenLocal). The port when it does not.
   std::string peer = where;
   absl::StatusOr<tcp::UniqueFd> fd = absl::UnavailableError("not local");
-  if (tcp::IsLoopbackHost(options.host)) {
+  if (local) {
     const std::string name = net::LocalLinkName(options.port);
     fd = tcp::ConnectLocal(name);
-    if (fd.ok()) peer = absl::StrCat(where, " (local socket @", name, ")");
-  }
-  if (!fd.ok()) {
+    if (!fd.ok()) return fail(fd.status().message());
+    peer = absl::StrCat(where, " (local socket @", name, ")");
+  } else {
     absl::StatusOr<tcp::SockAddr> addr = tcp::ResolveAddress(where);
     if (!addr.ok()) return fail(addr.status().message());
     fd = tcp::StartConnect(*addr);
@@ -109,6 +125,10 @@ absl::StatusOr<std::unique_ptr<NegotiationLink>> NegotiationLink::Connect(
     if (!m.ok()) return fail(m.status().message());
     if (!m->has_value()) return fail("the handshake timed out");
     if ((*m)->has_refusal()) {
+      if (local && (*m)->refusal().reason() == proto::Refusal::WRONG_JOB) {
+        // Another job's coordinator holds the name: try the port.
+        return fail((*m)->refusal().message());
+      }
       return absl::PermissionDeniedError(
           absl::StrCat("negotiation link to the coordinator at ", where,
                        " refused: ", (*m)->refusal().message()));

@@ -46,7 +46,9 @@ struct LinkOptions {
 class NegotiationLink {
  public:
   // Connects and runs the handshake: the coordinator proves the secret
-  // first; a Refusal comes back as its message (kPermissionDenied).
+  // first; a Refusal comes back as its message (kPermissionDenied). To a
+  // coordinator on a loopback address it tries the coordinator's local
+  // socket first (net::LocalLinkName), then the port.
   static absl::StatusOr<std::unique_ptr<NegotiationLink>> Connect(
       const LinkOptions& options);
   ~NegotiationLink();
@@ -73,6 +75,10 @@ class NegotiationLink {
  private:
   NegotiationLink(tcp::UniqueFd fd, tcp::UniqueFd wake, LinkOptions options,
                   std::string peer);
+  // Connects (to the coordinator's local socket when `local`, else to its
+  // TCP port) and runs the handshake.
+  static absl::StatusOr<std::unique_ptr<NegotiationLink>> Open(
+      const LinkOptions& options, bool local);
   // Writes `bytes` whole, waiting for room until `deadline`.
   absl::Status WriteAll(const std::string& bytes, absl::Time deadline)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(send_mu_);
