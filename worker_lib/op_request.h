@@ -63,7 +63,8 @@ struct PendingOp {
   OpResult result;
 
   // Back to a fresh op, keeping the storage of its strings and lists (the
-  // runtime recycles finished ops).
+  // runtime recycles finished ops). A field added above must be reset here
+  // too.
   void Reset();
 };
 
