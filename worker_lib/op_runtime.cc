@@ -406,6 +406,15 @@ absl::Status OpRuntime::Flush() {
   return link_->SendAll(absl::MakeSpan(msgs, n));
 }
 
+void OpRuntime::FlushFromUnderLock() {
+  mu_.Unlock();  // send_mu_ is taken before mu_
+  {
+    MutexLock send_lock(&send_mu_);
+    (void)Flush();
+  }
+  mu_.Lock();
+}
+
 void OpRuntime::FlushOutbox() {
   {
     MutexLock lock(&mu_);
@@ -491,12 +500,7 @@ std::optional<proto::Plan> OpRuntime::NextPlanFromLink() {
         }
         const absl::Time now = absl::Now();
         if (flush_at_ <= now) {  // the outbox's window ended: it goes
-          mu_.Unlock();
-          {
-            MutexLock send_lock(&send_mu_);
-            (void)Flush();
-          }
-          mu_.Lock();
+          FlushFromUnderLock();
           continue;
         }
         // Off the link while a waiting caller reads it; for kDoneDelay after
@@ -535,12 +539,7 @@ std::optional<proto::Plan> OpRuntime::NextPlanFromLink() {
         if (ended && !stop_ && !reader_busy_ && unsent_done_ != 0 &&
             flush_at_ == absl::InfiniteFuture() &&
             absl::Now() >= bg_park_until_) {
-          mu_.Unlock();
-          {
-            MutexLock send_lock(&send_mu_);
-            (void)Flush();
-          }
-          mu_.Lock();
+          FlushFromUnderLock();
         }
       }
       reader_busy_ = true;
@@ -663,12 +662,7 @@ bool OpRuntime::AwaitProgress(absl::Time deadline) {
     plan_cv_.SignalAll();
   }
   if (flush) {
-    mu_.Unlock();
-    {
-      MutexLock send_lock(&send_mu_);
-      (void)Flush();
-    }
-    mu_.Lock();
+    FlushFromUnderLock();
   }
   return absl::Now() >= deadline;
 }

@@ -215,6 +215,10 @@ class OpRuntime {
   // with send_mu_ held, not mu_.
   absl::Status Flush() ABSL_EXCLUSIVE_LOCKS_REQUIRED(send_mu_)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // Flush() for a caller holding mu_: releases it around the write (the
+  // lock order puts send_mu_ first) and takes it again.
+  void FlushFromUnderLock() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_)
+      ABSL_LOCKS_EXCLUDED(send_mu_);
   // Flush() if the outbox or a Done holds anything (a caller starts
   // waiting).
   void FlushOutbox() ABSL_LOCKS_EXCLUDED(mu_, send_mu_);
