@@ -8,7 +8,7 @@ PKGS=(
   clang clang-format libclang-rt-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libspdlog-dev libgtest-dev libgmock-dev libssl-dev
-  iproute2 procps
+  iproute2 procps ccache
 )
 
 missing=()
