@@ -119,7 +119,70 @@ void Negotiator::Announce(int rank, const proto::Announce& announce,
   for (const proto::Request& request : announce.requests()) {
     AnnounceOne(rank, request, -1, now);
   }
+  if (!broken_now_.empty()) FailGroupLeftovers(now);
   MaybeDispatch(out);
+}
+
+void Negotiator::FailGroupLeftovers(absl::Time now) {
+  std::vector<std::pair<std::string, proto::Response>> broken;
+  broken.swap(broken_now_);
+  for (const auto& [group, error] : broken) {
+    // Members some ranks announced by bit continue by name first.
+    for (uint32_t bit = 0; bit < bits_.size(); ++bit) {
+      if (!bits_[bit].active) continue;
+      for (int r = 0; r < options_.size; ++r) {
+        const proto::Request* q = cache_.Lookup(bit, r);
+        if (bits_[bit].ranks[r] != 0 && q != nullptr && q->group() == group) {
+          ToNamePartial(bit);
+          break;
+        }
+      }
+    }
+    std::vector<std::string> leftovers;
+    for (const auto& [name, p] : partial_) {
+      for (const std::optional<proto::Request>& q : p.by_rank) {
+        if (q.has_value() && q->group() == group) {
+          leftovers.push_back(name);
+          break;
+        }
+      }
+    }
+    std::sort(leftovers.begin(), leftovers.end());
+    for (const std::string& name : leftovers) {
+      auto it = partial_.find(name);
+      Partial& p = it->second;
+      std::vector<int> announced, missing;
+      const std::vector<int>* members = Members(p.set);
+      const std::vector<int>& set_ranks =
+          members != nullptr ? *members : all_ranks_;
+      for (int r : set_ranks) {
+        (p.by_rank[r].has_value() ? announced : missing).push_back(r);
+      }
+      Held& held = NewHeld();
+      if (held_size_ == 1) held_since_ = now;
+      held.set = p.set;
+      for (std::optional<proto::Request>& q : p.by_rank) {
+        if (q.has_value()) held.requests.push_back(std::move(*q));
+      }
+      held.response.add_names(name);
+      held.response.set_op(held.requests[0].op());
+      held.response.set_process_set(p.set);
+      held.response.set_error_code(error.error_code());
+      held.response.set_error(
+          absl::StrCat("tensor '", name, "' of group '", group,
+                       "' (announced by ranks ", absl::StrJoin(announced, ","),
+                       ", never by ranks ", absl::StrJoin(missing, ","),
+                       ") fails with its group: ", error.error()));
+      held_names_.insert(name);
+      by_order_.Erase(p.order);
+      partial_.erase(it);
+    }
+    // The leftovers were members still to come of this use of the group.
+    if (auto b = broken_groups_.find(group); b != broken_groups_.end()) {
+      b->second -= static_cast<int>(leftovers.size());
+      if (b->second <= 0) broken_groups_.erase(b);
+    }
+  }
 }
 
 void Negotiator::Warn(int rank, const std::string& name) const {
@@ -266,6 +329,7 @@ void Negotiator::Hold(Held held, absl::Time now) {
     if (error && members.size() < want) {
       broken_groups_[group] = static_cast<int>(want - members.size());
     }
+    if (error) broken_now_.emplace_back(group, members.back().response);
     if (!error && members.size() < want) return;
     for (Held& m : members) {
       group_names_.erase(m.response.names(0));

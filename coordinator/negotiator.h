@@ -189,6 +189,13 @@ class Negotiator {
   void CompleteJoined(absl::Time now);
   // Into held_, or into its group's wait until the group is complete.
   void Hold(Held held, absl::Time now);
+  // After an announcement: the members of groups an error released early
+  // (broken_now_) that some ranks announced and others never will (the
+  // ranks disagree on the group's members) fail with the group's error on
+  // every rank, instead of waiting forever. Every rank announces all of a
+  // group's members in one Announce, so once a member completed, whatever
+  // of the group is still partial will never complete.
+  void FailGroupLeftovers(absl::Time now);
   // The next record of held_ (reused: cleared by ClearHeld, which keeps the
   // storage of its Response's lists and of its vectors).
   Held& NewHeld();
@@ -241,6 +248,9 @@ class Negotiator {
   // Groups released early by an error: how many of their members are still
   // to come (they go alone).
   absl::flat_hash_map<std::string, int> broken_groups_;
+  // Groups an error released early during the current Announce, and the
+  // error: their leftovers fail at its end (FailGroupLeftovers).
+  std::vector<std::pair<std::string, proto::Response>> broken_now_;
   // Process sets by id (0, every rank, is implicit); the next id to give.
   std::vector<int> all_ranks_;
   std::map<int32_t, std::vector<int>> sets_;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "allreduce/types.h"
 #include "coordinator/negotiator.h"
 #include "gmock/gmock.h"
@@ -19,6 +20,7 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::UnorderedElementsAre;
 
 // Req, Ann, AnnReq, Names, Opts, kT0, At.
 using namespace ::kolo::testing;  // NOLINT(build/namespaces)
@@ -844,6 +846,59 @@ TEST(NegotiatorSetsTest, GroupSizeMismatchOnFirstMemberIsNotStuck) {
   ASSERT_EQ(out.plans.size(), 2u);
   EXPECT_THAT(Names(out.plans[1]), ElementsAre("g.1"));
   EXPECT_NE(out.plans[1].responses(0).error_code(), 0);
+}
+
+// Ranks whose groups have different member counts: every member on every
+// rank ends with the error — also the members only some ranks announced
+// (issue 16: those stayed pending forever), whichever rank has fewer.
+TEST(NegotiatorSetsTest, GroupMemberCountMismatchFailsEveryMember) {
+  for (const int smaller : {0, 2}) {
+    SCOPED_TRACE(absl::StrCat("the smaller group on rank ", smaller));
+    Negotiator n(Opts(3));
+    NegotiatorOutput out;
+    for (int r = 0; r < 3; ++r) {
+      if (r == smaller) {
+        n.Announce(r, AnnReq({Grouped(Req("g.0"), "g", 1)}), kT0, out);
+      } else {
+        n.Announce(
+            r,
+            AnnReq({Grouped(Req("g.0"), "g", 2), Grouped(Req("g.1"), "g", 2)}),
+            kT0, out);
+      }
+    }
+    n.Tick(kT0 + absl::Seconds(1), out);
+    ASSERT_EQ(out.plans.size(), 1u);
+    const proto::Plan& p = out.plans[0];
+    EXPECT_THAT(Names(p), UnorderedElementsAre("g.0", "g.1"));
+    for (const proto::Response& r : p.responses()) {
+      EXPECT_EQ(r.error_code(),
+                static_cast<int>(absl::StatusCode::kFailedPrecondition))
+          << r.names(0);
+      EXPECT_THAT(r.error(), HasSubstr("group size")) << r.names(0);
+    }
+    const std::string others = smaller == 0 ? "1,2" : "0,1";
+    for (const proto::Response& r : p.responses()) {
+      if (r.names(0) != "g.1") continue;
+      EXPECT_THAT(r.error(), HasSubstr(absl::StrCat(
+                                 "tensor 'g.1' of group 'g' (announced by "
+                                 "ranks ",
+                                 others, ", never by ranks ", smaller, ")")));
+    }
+    EXPECT_THAT(n.Pending(kT0), IsEmpty());
+    // The next use of the group, agreed by every rank, works.
+    DoneAll(n, 3, out);
+    for (int r = 0; r < 3; ++r) {
+      n.Announce(
+          r, AnnReq({Grouped(Req("g.0"), "g", 2), Grouped(Req("g.1"), "g", 2)}),
+          kT0, out);
+    }
+    n.Tick(kT0 + absl::Seconds(2), out);
+    ASSERT_EQ(out.plans.size(), 2u);
+    for (const proto::Response& r : out.plans[1].responses()) {
+      EXPECT_EQ(r.error_code(), 0) << r.error();
+    }
+    EXPECT_THAT(n.Pending(kT0), IsEmpty());
+  }
 }
 
 // Group names are the caller's, repeated every step: once an error broke

@@ -852,7 +852,9 @@ void OpRuntime::RunPlan(proto::Plan& plan, absl::Time arrived) {
         if (it == names_.end()) {
           std::shared_ptr<PendingOp> stand_in;
           if (joined_here) stand_in = MakeJoinedOp(r, i);
-          if (stand_in == nullptr && !joined) {
+          // An error for a name this rank never submitted (a group whose
+          // members the ranks disagree on) concerns the ranks that did.
+          if (stand_in == nullptr && !joined && r.error_code() == 0) {
             Log()->error("plan {} names '{}', which is not pending on rank {}",
                          plan.seq(), name, rank_);
           }
