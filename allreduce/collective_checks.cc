@@ -22,6 +22,11 @@ absl::Status CheckCount(absl::string_view collective, absl::string_view name,
     return absl::InvalidArgumentError(absl::StrCat(
         collective, ": ", name, " is ", count, "; it must be >= 0"));
   }
+  if (count > kMaxTensorElements) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(collective, ": ", name, " is ", count,
+                     ", more than kolo takes (2^44 elements per tensor)"));
+  }
   return absl::OkStatus();
 }
 
@@ -41,11 +46,19 @@ absl::Status CheckCounts(absl::string_view collective, absl::string_view name,
         absl::StrCat(collective, ": ", name, " has ", counts.size(),
                      " entries; it needs one per rank (", world_size, ")"));
   }
+  int64_t total = 0;
   for (size_t i = 0; i < counts.size(); ++i) {
     if (counts[i] < 0) {
       return absl::InvalidArgumentError(absl::StrCat(collective, ": ", name,
                                                      "[", i, "] is ", counts[i],
                                                      "; counts must be >= 0"));
+    }
+    if (counts[i] > kMaxTensorElements ||
+        __builtin_add_overflow(total, counts[i], &total) ||
+        total > kMaxTensorElements) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          collective, ": ", name, " add up to more than kolo takes (2^44 ",
+          "elements per tensor) by entry ", i, " (", counts[i], ")"));
     }
   }
   return absl::OkStatus();

@@ -100,4 +100,34 @@ absl::StatusOr<ReduceOp> ParseReduceOp(absl::string_view name) {
       absl::StrJoin(kOpNames, ", "), " (aliases: avg, mean, prod)"));
 }
 
+absl::StatusOr<int64_t> CheckedElements(absl::string_view what, DataType type,
+                                        absl::Span<const int64_t> shape) {
+  auto text = [&] { return absl::StrCat("[", absl::StrJoin(shape, ","), "]"); };
+  for (int64_t d : shape) {
+    if (d < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " shape ", text(), " has a negative dimension"));
+    }
+  }
+  for (int64_t d : shape) {
+    if (d == 0) return int64_t{0};  // empty, whatever the other dimensions
+  }
+  int64_t n = 1;
+  bool over = false;
+  for (int64_t d : shape) {
+    if (__builtin_mul_overflow(n, d, &n) || n > kMaxTensorElements) {
+      over = true;
+      break;
+    }
+  }
+  const size_t elem = DataTypeSize(type);
+  if (over || (elem > 0 && n > kMaxTensorBytes / static_cast<int64_t>(elem))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " shape ", text(), " (", DataTypeName(type), ") is larger than ",
+        "kolo takes: at most 2^44 elements and 2^47 bytes (128 TiB) per "
+        "tensor; check the shape (an overflowed size computation?)"));
+  }
+  return n;
+}
+
 }  // namespace kolo

@@ -16,6 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 
 namespace kolo {
 
@@ -36,6 +37,14 @@ inline constexpr int kNumDataTypes = 10;
 enum class ReduceOp : uint8_t { kSum, kAverage, kMin, kMax, kProduct };
 inline constexpr int kNumReduceOps = 5;
 
+// The largest tensor kolo takes: 2^47 bytes (128 TiB, the user address space
+// of x86-64 and of 4-level arm64), so no tensor that could exist is refused,
+// and at most 2^44 elements, so that element counts, byte counts and sums of
+// them over 2^19 ranks never overflow int64. A larger shape is a caller's
+// mistake (or an overflowed computation): refused with kInvalidArgument.
+inline constexpr int64_t kMaxTensorBytes = int64_t{1} << 47;
+inline constexpr int64_t kMaxTensorElements = int64_t{1} << 44;
+
 // Bytes per element (bool: 1); 0 for a value outside the enum.
 size_t DataTypeSize(DataType t);
 // "float32", "int64", "bool", ...; "unknown" outside the enum.
@@ -47,6 +56,13 @@ absl::string_view ReduceOpName(ReduceOp op);
 // kInvalidArgument listing the valid names otherwise.
 absl::StatusOr<DataType> ParseDataType(absl::string_view name);
 absl::StatusOr<ReduceOp> ParseReduceOp(absl::string_view name);
+
+// The element count of `shape` ({} = a scalar: 1), or kInvalidArgument
+// (naming `what`, e.g. "allreduce: the input") when a dimension is negative,
+// the product overflows, or the tensor is larger than kMaxTensorElements /
+// kMaxTensorBytes for `type`.
+absl::StatusOr<int64_t> CheckedElements(absl::string_view what, DataType type,
+                                        absl::Span<const int64_t> shape);
 
 }  // namespace kolo
 

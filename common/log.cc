@@ -2,12 +2,15 @@
 
 #include <algorithm>
 #include <atomic>
+#include <functional>
+#include <map>
+#include <string>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/mutex.h"
 #include "spdlog/pattern_formatter.h"
-#include "spdlog/sinks/stdout_color_sinks.h"
+#include "spdlog/sinks/stdout_sinks.h"
 
 namespace kolo {
 namespace {
@@ -44,18 +47,42 @@ std::unique_ptr<spdlog::formatter> MakeFormatter() {
   return f;
 }
 
+// kolo's loggers and their one sink. Never destroyed: threads may log
+// during the process's exit (see log.h).
+struct Registry {
+  Mutex mu;
+  std::shared_ptr<spdlog::sinks::stderr_sink_mt> sink =
+      std::make_shared<spdlog::sinks::stderr_sink_mt>();
+  std::map<std::string, std::shared_ptr<spdlog::logger>, std::less<>> loggers
+      ABSL_GUARDED_BY(mu);
+};
+
+Registry& Loggers() {
+  static Registry* const registry = new Registry();  // never destroyed
+  return *registry;
+}
+
 }  // namespace
 
 std::shared_ptr<spdlog::logger> GetLogger(absl::string_view component) {
-  static Mutex create_mu;
-  MutexLock lock(&create_mu);
-  std::string name(component);
-  if (auto existing = spdlog::get(name)) return existing;
-  auto logger = spdlog::stderr_color_mt(name, spdlog::color_mode::never);
+  Registry& r = Loggers();
+  MutexLock lock(&r.mu);
+  if (auto it = r.loggers.find(component); it != r.loggers.end()) {
+    return it->second;
+  }
+  auto logger =
+      std::make_shared<spdlog::logger>(std::string(component), r.sink);
   logger->set_formatter(MakeFormatter());
   logger->set_level(static_cast<spdlog::level::level_enum>(level.load()));
   logger->flush_on(spdlog::level::warn);
+  r.loggers.emplace(std::string(component), logger);
   return logger;
+}
+
+void FlushLogs() {
+  Registry& r = Loggers();
+  MutexLock lock(&r.mu);
+  for (auto& [name, logger] : r.loggers) logger->flush();
 }
 
 void SetLogIdentity(absl::string_view id) {
@@ -79,8 +106,9 @@ absl::Status SetLogLevel(absl::string_view name) {
         "'; use trace, debug, info, warning, error, critical or off"));
   }
   level.store(l);
-  spdlog::apply_all(
-      [l](std::shared_ptr<spdlog::logger> lg) { lg->set_level(l); });
+  Registry& r = Loggers();
+  MutexLock lock(&r.mu);
+  for (auto& [logger_name, logger] : r.loggers) logger->set_level(l);
   return absl::OkStatus();
 }
 

@@ -18,8 +18,14 @@
 namespace kolo {
 
 // Returns the logger named `component`, creating it (stderr, kolo's pattern)
-// on first use.
+// on first use. kolo's loggers live in a registry of their own that is never
+// destroyed (not spdlog's), so that a log line written by another thread
+// while the process exits (a gRPC reaction during static destruction) never
+// touches a destroyed registry.
 std::shared_ptr<spdlog::logger> GetLogger(absl::string_view component);
+
+// Flushes every kolo logger (before _exit).
+void FlushLogs();
 
 // Sets the tag printed in every line, e.g. "rank 2" or "coordinator".
 void SetLogIdentity(absl::string_view identity);

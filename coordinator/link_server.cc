@@ -34,8 +34,10 @@ constexpr size_t kMaxQueuedBytes = size_t{256} << 20;
 constexpr size_t kMaxHandshakeBytes = size_t{64} << 10;
 
 std::shared_ptr<spdlog::logger> Log() {
-  static const auto logger = GetLogger("link");
-  return logger;
+  // Never destroyed: used by threads that may run while the process exits.
+  static const auto* const logger =
+      new std::shared_ptr<spdlog::logger>(GetLogger("link"));
+  return *logger;
 }
 
 std::string ErrnoText(int err) { return std::strerror(err); }

@@ -242,6 +242,53 @@ bool SplitsFit(const proto::Request& r, int size) {
   return sum == r.shape(0);
 }
 
+// The output an allgather (`receiver` -1: every rank's) or an alltoall
+// (what rank index `receiver` gets) concatenates from every rank's rows:
+// refused when larger than a tensor kolo takes (kMaxTensorElements /
+// kMaxTensorBytes), so no rank is asked to allocate it. The ranks agree on
+// dtype and row shape (checked before); their rows are checked by their
+// own workers, and summed here without overflow.
+std::optional<std::string> OutputTooLarge(const Requests& rs,
+                                          const Ranks& ranks,
+                                          const std::string& op, int receiver) {
+  const proto::Request& first = *rs[0];
+  if (first.shape().empty()) return std::nullopt;
+  int64_t rows = 0;
+  bool over = false;
+  for (const proto::Request* r : rs) {
+    int64_t add = 0;
+    if (receiver < 0) {
+      add = r->shape(0);
+    } else if (receiver < r->splits_size()) {
+      add = r->splits(receiver);
+    }
+    if (add < 0 || __builtin_add_overflow(rows, add, &rows)) {
+      over = true;
+      break;
+    }
+  }
+  std::vector<int64_t> shape(first.shape().begin(), first.shape().end());
+  shape[0] = rows;
+  if (!over &&
+      CheckedElements("", static_cast<DataType>(first.dtype()), shape).ok()) {
+    return std::nullopt;
+  }
+  std::vector<int64_t> sent;
+  for (const proto::Request* r : rs) {
+    sent.push_back(receiver < 0                  ? r->shape(0)
+                   : receiver < r->splits_size() ? r->splits(receiver)
+                                                 : 0);
+  }
+  return absl::StrCat(
+      op, ": the output ",
+      receiver < 0 ? std::string("every rank")
+                   : absl::StrCat("rank ", ranks[receiver]),
+      " would get (rows [", absl::StrJoin(sent, ","), "] from ",
+      RankList(ranks),
+      ") is larger than kolo takes: at most 2^44 elements and 2^47 bytes "
+      "per tensor");
+}
+
 // Guards against requests a correct worker flags invalid itself; nullopt
 // when the agreed request can run.
 std::optional<std::string> CheckRunnable(const Requests& rs, const Ranks& ranks,
@@ -250,7 +297,7 @@ std::optional<std::string> CheckRunnable(const Requests& rs, const Ranks& ranks,
   const proto::Request& first = *rs[0];
   switch (first.op()) {
     case proto::ALLGATHER:
-      return std::nullopt;
+      return OutputTooLarge(rs, ranks, op, -1);
     case proto::ALLTOALL:
       for (int r = 0; r < size; ++r) {
         if (!SplitsFit(*rs[r], size)) {
@@ -260,6 +307,9 @@ std::optional<std::string> CheckRunnable(const Requests& rs, const Ranks& ranks,
                               "dimension of shape ",
                               FormatShape(*rs[r]));
         }
+      }
+      for (int r = 0; r < size; ++r) {
+        if (auto bad = OutputTooLarge(rs, ranks, op, r)) return bad;
       }
       return std::nullopt;
     case proto::REDUCESCATTER:

@@ -77,3 +77,14 @@ kolo_target_warnings(kolo-groups-worker)
 kolo_add_test(multiprocess_groups_test SOURCES multiprocess_groups_test.cc
   LIBS kolo_mp_testing LABELS multiprocess SERIAL TIMEOUT 600)
 add_dependencies(multiprocess_groups_test kolo-groups-worker kolorun)
+
+# Hardening (issue 16): huge shapes, long names, groups the ranks disagree
+# on, ops abandoned at shutdown, returning from main without shutdown, and
+# blame after a stopped worker (tests/workers/hardening_worker.cc).
+add_executable(kolo-hardening-worker workers/hardening_worker.cc)
+target_link_libraries(kolo-hardening-worker PRIVATE kolo)
+kolo_target_warnings(kolo-hardening-worker)
+kolo_add_test(multiprocess_hardening_test
+  SOURCES multiprocess_hardening_test.cc
+  LIBS kolo_mp_testing LABELS multiprocess SERIAL TIMEOUT 600)
+add_dependencies(multiprocess_hardening_test kolo-hardening-worker kolorun)

@@ -11,6 +11,7 @@
 // it). Topology getters read atomics, without locks.
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <utility>
@@ -34,8 +35,10 @@ namespace kolo {
 namespace {
 
 std::shared_ptr<spdlog::logger> Log() {
-  static const auto logger = GetLogger("api");
-  return logger;
+  // Never destroyed: used by threads that may run while the process exits.
+  static const auto* const logger =
+      new std::shared_ptr<spdlog::logger>(GetLogger("api"));
+  return *logger;
 }
 
 // A job this process has joined.
@@ -89,9 +92,11 @@ absl::StatusOr<std::unique_ptr<coordinator::CoordinatorServer>> HostCoordinator(
 // Leaves the job; on the hosting rank, waits for the others, then stops the
 // coordinator.
 absl::Status StopRuntime(Runtime& rt) {
-  if (rt.ops != nullptr) rt.ops->Stop();  // before the data plane goes
+  absl::Status abandoned;
+  if (rt.ops != nullptr) abandoned = rt.ops->Stop();  // before the data plane
   rt.data.reset();  // closes this epoch's data connections
   absl::Status result = rt.client->Shutdown();
+  if (result.ok()) result = abandoned;
   if (rt.server != nullptr) {
     absl::Status ended =
         rt.server->WaitUntilEnded(absl::Now() + rt.config.start_timeout);
@@ -259,6 +264,25 @@ void Publish(const proto::Membership* m, std::string worker_id,
 Mutex api_mu;
 std::unique_ptr<Runtime> runtime ABSL_GUARDED_BY(api_mu);
 
+// A process that exits with kolo initialised (returns from main without
+// shutdown(), or calls exit()) shuts down here, before static destruction:
+// otherwise ~Runtime would run among the statics while gRPC's threads still
+// call into the session and the runtime. Registered by the first init(),
+// after every static it uses was constructed, so it runs before they are
+// destroyed.
+void ShutdownAtExit() {
+  {
+    MutexLock lock(&api_mu);
+    if (runtime == nullptr) return;
+  }
+  Log()->warn(
+      "the process exits with kolo initialised (kolo::shutdown() was not "
+      "called); shutting down now");
+  if (absl::Status s = shutdown(); !s.ok()) {
+    Log()->warn("shutdown at exit: {}", std::string(s.message()));
+  }
+}
+
 }  // namespace
 
 absl::Status init() {
@@ -280,6 +304,8 @@ absl::Status init() {
   auto rt = StartRuntime(*std::move(config));
   if (!rt.ok()) return rt.status();
   runtime = *std::move(rt);
+  static const bool at_exit = std::atexit(ShutdownAtExit) == 0;
+  if (!at_exit) Log()->warn("could not register kolo's shutdown at exit");
   const proto::Membership& m = runtime->client->membership();
   SetLogRank(m.rank());
   Publish(&m, runtime->config.worker_id, runtime->listener->address());

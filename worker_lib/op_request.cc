@@ -11,13 +11,13 @@
 namespace kolo {
 
 int64_t Tensor::num_elements() const {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
+  absl::StatusOr<int64_t> n = CheckedElements("", dtype, shape);
+  return n.ok() ? *n : -1;
 }
 
 int64_t Tensor::num_bytes() const {
-  return num_elements() * static_cast<int64_t>(DataTypeSize(dtype));
+  const int64_t n = num_elements();
+  return n < 0 ? -1 : n * static_cast<int64_t>(DataTypeSize(dtype));
 }
 
 namespace worker {
@@ -37,16 +37,14 @@ std::string CheckTensor(const char* op, const char* what, const Tensor& t) {
                         ", but this kolo build handles host tensors only "
                         "(device kolo::kCpu)");
   }
-  for (int64_t d : t.shape) {
-    if (d < 0) {
-      return absl::StrCat(op, ": ", what, " shape ", Shape(t.shape),
-                          " has a negative dimension");
-    }
-  }
-  if (t.data == nullptr && t.num_elements() > 0) {
+  // Negative, overflowing or impossibly large shapes (before anything
+  // multiplies the dimensions).
+  absl::StatusOr<int64_t> n =
+      CheckedElements(absl::StrCat(op, ": ", what), t.dtype, t.shape);
+  if (!n.ok()) return std::string(n.status().message());
+  if (t.data == nullptr && *n > 0) {
     return absl::StrCat(op, ": ", what, " data is null but its shape ",
-                        Shape(t.shape), " holds ", t.num_elements(),
-                        " elements");
+                        Shape(t.shape), " holds ", *n, " elements");
   }
   return "";
 }
@@ -67,7 +65,12 @@ std::string CheckSplits(const char* op, const char* what,
       return absl::StrCat(op, ": ", what, " [", absl::StrJoin(splits, ","),
                           "] has a negative entry");
     }
-    sum += s;
+    if (s > rows || __builtin_add_overflow(sum, s, &sum)) {
+      return absl::StrCat(op, ": ", what, " [", absl::StrJoin(splits, ","),
+                          "] add up to more than the input's first "
+                          "dimension, ",
+                          rows);
+    }
   }
   if (sum != rows) {
     return absl::StrCat(op, ": ", what, " [", absl::StrJoin(splits, ","),

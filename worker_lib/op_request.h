@@ -25,6 +25,11 @@
 
 namespace kolo::worker {
 
+// The longest tensor name kolo takes (as qualified with its process set
+// and group member index); a longer one is refused at submission, on the
+// rank that submitted it. Names are keys: Horovod's are tens of bytes.
+inline constexpr size_t kMaxNameBytes = 16 * 1024;
+
 struct PendingOp {
   Handle handle = 0;
   std::string name;

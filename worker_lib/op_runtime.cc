@@ -41,8 +41,10 @@ std::string ShapeText(const std::vector<int64_t>& shape) {
 std::string Upper(absl::string_view op) { return absl::AsciiStrToUpper(op); }
 
 std::shared_ptr<spdlog::logger> Log() {
-  static const auto logger = GetLogger("runtime");
-  return logger;
+  // Never destroyed: used by threads that may run while the process exits.
+  static const auto* const logger =
+      new std::shared_ptr<spdlog::logger>(GetLogger("runtime"));
+  return *logger;
 }
 
 }  // namespace
@@ -71,7 +73,7 @@ OpRuntime::OpRuntime(std::shared_ptr<SessionClient> session,
   thread_ = std::thread([this] { ThreadMain(); });
 }
 
-OpRuntime::~OpRuntime() { Stop(); }
+OpRuntime::~OpRuntime() { (void)Stop(); }
 
 std::shared_ptr<PendingOp> OpRuntime::NewOp() {
   {
@@ -208,6 +210,14 @@ absl::StatusOr<Handle> OpRuntime::SubmitOps(
       ops[0]->name = qualify(std::move(ops[0]->name));
     }
     for (const auto& op : ops) {
+      if (op->name.size() > kMaxNameBytes) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            proto::OpTypeName(op->op), " '", op->name.substr(0, 64),
+            "...' on rank ", rank_, ": the name is ", op->name.size(),
+            " bytes long; kolo takes names of at most ", kMaxNameBytes,
+            " bytes (with the process set's and group's parts): use a "
+            "shorter name"));
+      }
       if (auto it = names_.find(op->name); it != names_.end()) {
         return absl::InvalidArgumentError(absl::StrCat(
             proto::OpTypeName(op->op), " '", op->name, "' on rank ", rank_,
@@ -460,11 +470,48 @@ void OpRuntime::Fail(absl::Status why) {
   if (link_ != nullptr) link_->Wake();
 }
 
-void OpRuntime::Stop() {
+absl::Status OpRuntime::Stop() {
+  std::vector<std::string> abandoned;
   {
     MutexLock lock(&mu_);
-    if (stop_ && !thread_.joinable()) return;
+    if (stop_ && !thread_.joinable()) return absl::OkStatus();
     stop_ = true;
+    if (terminal_.ok()) {  // after the job ended, the ops failed with it
+      std::vector<const PendingOp*> open;
+      for (const auto& [handle, op] : ops_) {
+        if (!op->done) open.push_back(op.get());
+      }
+      std::sort(open.begin(), open.end(),
+                [](const PendingOp* a, const PendingOp* b) {
+                  return a->handle < b->handle;
+                });
+      const absl::Time now = absl::Now();
+      for (const PendingOp* op : open) {
+        abandoned.push_back(absl::StrCat(
+            "'", op->name.substr(0, 200), "' (", proto::OpTypeName(op->op),
+            ", submitted ",
+            absl::FormatDuration(
+                absl::Trunc(now - op->submitted, absl::Milliseconds(1))),
+            " ago, ",
+            op->running ? "running on the data plane"
+                        : "waiting for every rank of its process set to "
+                          "submit it (the coordinator's stall warnings name "
+                          "the missing ranks)",
+            ")"));
+      }
+    }
+  }
+  absl::Status result;
+  if (!abandoned.empty()) {
+    const size_t shown = std::min<size_t>(abandoned.size(), 20);
+    result = absl::FailedPreconditionError(absl::StrCat(
+        "kolo::shutdown() on rank ", rank_, " abandoned ", abandoned.size(),
+        " op(s) still in flight: ",
+        absl::StrJoin(abandoned.begin(), abandoned.begin() + shown, "; "),
+        abandoned.size() > shown ? "; ..." : "",
+        ". Wait for every op (synchronize) before shutdown(); an op that "
+        "only some ranks submit never completes"));
+    Log()->warn("{}", std::string(result.message()));
   }
   absl::Status why =
       absl::AbortedError(absl::StrCat("kolo::shutdown() was called on rank ",
@@ -485,6 +532,7 @@ void OpRuntime::Stop() {
     }
   }
   if (timeline_ != nullptr) timeline_->Close();
+  return result;
 }
 
 std::optional<proto::Plan> OpRuntime::NextPlanFromLink() {

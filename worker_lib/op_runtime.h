@@ -188,7 +188,10 @@ class OpRuntime {
   // later submissions with it.
   void Fail(absl::Status why) ABSL_LOCKS_EXCLUDED(mu_);
   // Fail(kAborted "shutdown") and join the background thread. Idempotent.
-  void Stop() ABSL_LOCKS_EXCLUDED(mu_);
+  // Returns kFailedPrecondition naming the ops that were still in flight
+  // (abandoned: submitted, not complete) and what each waited for, after
+  // logging it at warn on this rank; OK when there were none.
+  absl::Status Stop() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   void ThreadMain() ABSL_LOCKS_EXCLUDED(mu_);

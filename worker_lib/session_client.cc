@@ -44,6 +44,17 @@ absl::Status SessionClient::Reactor::WaitForMembership(absl::Time start,
 
 absl::StatusOr<std::vector<std::string>> SessionClient::Reactor::Exchange(
     absl::string_view key, absl::string_view value, absl::Duration timeout) {
+  if (key.size() > kMaxExchangeKeyBytes ||
+      value.size() > kMaxExchangeValueBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "control_allgather('", key.substr(0, 64),
+        key.size() > 64 ? "...'" : "'", ") on worker ", options_.worker_id,
+        ": the key is ", key.size(), " bytes and the value ", value.size(),
+        " bytes; it takes keys of at most ", kMaxExchangeKeyBytes,
+        " and values of at most ", kMaxExchangeValueBytes,
+        " bytes (it is for small control values; send data with the "
+        "collectives)"));
+  }
   const std::string k(key);
   const absl::Time deadline = absl::Now() + timeout;
   {

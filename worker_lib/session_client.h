@@ -49,6 +49,13 @@ namespace kolo::worker {
 // Exit status of a worker that lost its coordinator (EX_TEMPFAIL).
 inline constexpr int kLostCoordinatorExitCode = 75;
 
+// Limits of control_allgather (Exchange), checked before anything is sent:
+// every rank's value comes back in one coordinator message.
+inline constexpr size_t kMaxExchangeKeyBytes = 16 * 1024;
+inline constexpr size_t kMaxExchangeValueBytes = 64 * 1024;
+// The largest message the worker takes from its coordinator.
+inline constexpr int kMaxCoordinatorMessageBytes = 256 << 20;
+
 struct SessionOptions {
   std::string coordinator;  // "host:port"
   std::string job_id;

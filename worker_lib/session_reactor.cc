@@ -39,8 +39,10 @@ absl::Status RefusalStatus(const proto::Refusal& r, const std::string& prefix) {
 }  // namespace
 
 std::shared_ptr<spdlog::logger> SessionLog() {
-  static const auto logger = GetLogger("session");
-  return logger;
+  // Never destroyed: used by threads that may run while the process exits.
+  static const auto* const logger =
+      new std::shared_ptr<spdlog::logger>(GetLogger("session"));
+  return *logger;
 }
 
 std::string Secs(absl::Duration d) {
@@ -56,6 +58,10 @@ void SessionClient::Reactor::Start() {
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   args.SetInt(GRPC_ARG_ENABLE_HTTP_PROXY, 0);  // the coordinator is direct
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // one connection each
+  // The coordinator's messages (an exchange's values from every rank, a
+  // plan) may pass gRPC's 4 MiB default; they come from the authenticated
+  // coordinator, after the handshake.
+  args.SetMaxReceiveMessageSize(kMaxCoordinatorMessageBytes);
   channel_ = grpc::CreateCustomChannel(
       options_.coordinator, grpc::InsecureChannelCredentials(), args);
   stub_ = proto::Coordinator::NewStub(channel_);
@@ -356,8 +362,7 @@ void SessionClient::Reactor::ThreadMain() {
           SessionLog()->error("worker {} exits with status {}: it lost {}",
                               options_.worker_id, kLostCoordinatorExitCode,
                               Who());
-          spdlog::apply_all(
-              [](const std::shared_ptr<spdlog::logger>& l) { l->flush(); });
+          FlushLogs();
           std::fflush(nullptr);
           std::_Exit(kLostCoordinatorExitCode);
         }

@@ -44,7 +44,11 @@ struct InitOptions {
 absl::Status init(const InitOptions& options);
 
 // Leaves the job in order. On the rank that hosts the coordinator it waits
-// (bounded) for the other workers to leave first. Idempotent.
+// (bounded) for the other workers to leave first. Idempotent. Ops still in
+// flight are failed (kAborted) and named, with what each waited for, in a
+// warning on this rank and in the returned kFailedPrecondition. A process
+// that exits (returns from main, or calls exit()) with kolo initialised
+// shuts down like this at exit, with a warning.
 absl::Status shutdown();
 
 bool is_initialized();
@@ -66,7 +70,8 @@ std::string data_address();
 // Small-value allgather through the coordinator (control plane, not for
 // tensors): every rank calls it with the same key; returns every rank's value
 // in rank order. Fails with kDeadlineExceeded after `timeout`, and with
-// kAborted if the job ends meanwhile.
+// kAborted if the job ends meanwhile; keys over 16 KiB and values over 64 KiB
+// are refused (kInvalidArgument) before anything is sent.
 absl::StatusOr<std::vector<std::string>> control_allgather(
     absl::string_view key, absl::string_view value, absl::Duration timeout);
 
@@ -91,7 +96,10 @@ struct Tensor {
   void* data = nullptr;
   int device = kCpu;
 
-  int64_t num_elements() const;  // the product of shape (1 for a scalar)
+  // The product of shape (1 for a scalar), and that times the dtype's size;
+  // -1 when the shape is not one kolo takes (a negative dimension, over
+  // kMaxTensorElements elements or kMaxTensorBytes bytes).
+  int64_t num_elements() const;
   int64_t num_bytes() const;
 };
 
@@ -137,8 +145,11 @@ struct OpResult {
 // all); names of other sets are their own (kolo appends " (process set
 // <id>)" to them in messages). Errors returned at once: kFailedPrecondition
 // before init() or after the job ended; kInvalidArgument for a name in
-// flight, and for a process set that does not exist or that this rank is
-// not a member of.
+// flight, for a name longer than 16 KiB, and for a process set that does
+// not exist or that this rank is not a member of. A shape with a negative
+// dimension, one whose size overflows, or one over 2^44 elements or 2^47
+// bytes fails with kInvalidArgument on every rank of the op (it is still
+// announced, so that no rank waits for it).
 
 // output = op over every rank's input (same shape; in place when
 // output.data == input.data). Average divides by size(); integers truncate
