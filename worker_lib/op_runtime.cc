@@ -8,6 +8,7 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/types/span.h"
 #include "allreduce/kernels.h"
@@ -490,9 +491,8 @@ absl::Status OpRuntime::Stop() {
         abandoned.push_back(absl::StrCat(
             "'", op->name.substr(0, 200), "' (", proto::OpTypeName(op->op),
             ", submitted ",
-            absl::FormatDuration(
-                absl::Trunc(now - op->submitted, absl::Milliseconds(1))),
-            " ago, ",
+            absl::StrFormat("%.3f", absl::ToDoubleSeconds(now - op->submitted)),
+            " s ago, ",
             op->running ? "running on the data plane"
                         : "waiting for every rank of its process set to "
                           "submit it (the coordinator's stall warnings name "
