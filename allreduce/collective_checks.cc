@@ -106,6 +106,9 @@ absl::Status Fail(Transport& transport, absl::string_view collective,
       status.code(),
       absl::StrCat(collective, " on rank ", transport.rank(), " of ",
                    transport.size(), ": ", status.message()));
+  status.ForEachPayload([&](absl::string_view url, const absl::Cord& payload) {
+    annotated.SetPayload(url, payload);
+  });
   transport.Abort(annotated);
   return annotated;
 }

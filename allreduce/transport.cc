@@ -1,8 +1,32 @@
 #include "allreduce/transport.h"
 
 #include <initializer_list>
+#include <optional>
+#include <string>
+
+#include "absl/strings/cord.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 
 namespace kolo {
+
+void SetPeers(absl::Status& status, absl::Span<const int> peers) {
+  if (status.ok() || peers.empty()) return;
+  status.SetPayload(kPeersPayloadUrl, absl::Cord(absl::StrJoin(peers, ",")));
+}
+
+std::vector<int> PeersOf(const absl::Status& status) {
+  std::vector<int> peers;
+  auto payload = status.GetPayload(kPeersPayloadUrl);
+  if (!payload.has_value()) return peers;
+  for (absl::string_view part :
+       absl::StrSplit(std::string(*payload), ',', absl::SkipEmpty())) {
+    int rank = 0;
+    if (absl::SimpleAtoi(part, &rank)) peers.push_back(rank);
+  }
+  return peers;
+}
 
 absl::Status Transport::WaitAll(absl::Span<const OpId> ops) {
   // The first error ends the wait: the others belong to the same broken

@@ -30,9 +30,21 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 
 namespace kolo {
+
+// A data-plane error caused by peers (no bytes from them within the
+// inactivity deadline, their connection broke) names them in a payload: the
+// ranks of the epoch's full transport (a subset transport passes its
+// parent's errors through unchanged). The worker reports them to the
+// coordinator, which alone decides who failed.
+inline constexpr absl::string_view kPeersPayloadUrl = "kolo/peers";
+// Sets the payload of `status` (not OK) to `peers`.
+void SetPeers(absl::Status& status, absl::Span<const int> peers);
+// The peers named by `status`'s payload; empty when none.
+std::vector<int> PeersOf(const absl::Status& status);
 
 // Identifies a started send or receive on one transport.
 using OpId = uint64_t;

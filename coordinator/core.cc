@@ -48,6 +48,8 @@ const char* BodyName(const proto::WorkerMessage& m) {
       return "Announce";
     case proto::WorkerMessage::kDone:
       return "Done";
+    case proto::WorkerMessage::kPeerFault:
+      return "PeerFault";
     default:
       return "an empty message";
   }
@@ -169,6 +171,11 @@ Actions CoordinatorCore::OnMessage(SessionId id,
       Apply(result, out);
       return out;
     }
+    case proto::WorkerMessage::kPeerFault:
+      if (s.state == State::kLeft) return out;
+      if (s.state != State::kMember) break;
+      HandlePeerFault(s, message.peer_fault(), out);
+      return out;
     case proto::WorkerMessage::kDone: {
       if (s.state == State::kLeft) return out;  // as Announce above
       if (s.state != State::kMember) break;
@@ -344,20 +351,114 @@ void CoordinatorCore::Refuse(SessionId id, proto::Refusal::Reason reason,
 void CoordinatorCore::FailMember(int rank, const std::string& cause,
                                  Actions& out) {
   Member& m = members_[rank];
+  if (phase_ == Phase::kEnded) {
+    // The verdict is out: what follows is its consequence, not a cause.
+    if (m.state == "member") m.state = "ended";
+    Log()->info("worker {} (rank {}) {} after the job ended; not a cause",
+                m.worker_id, rank, cause);
+    return;
+  }
   m.state = "failed";
-  if (phase_ == Phase::kEnded) return;
   EndJob(true,
          absl::StrCat("worker ", m.worker_id, " (rank ", rank, ", host ",
                       m.host_name, ") ", cause),
-         out);
+         out, m.worker_id);
+}
+
+absl::Duration CoordinatorCore::suspect_silence() const {
+  return std::min(
+      options_.heartbeat_timeout,
+      std::max(3 * options_.heartbeat_interval, absl::Milliseconds(1500)));
+}
+
+void CoordinatorCore::HandlePeerFault(Session& s, const proto::PeerFault& fault,
+                                      Actions& out) {
+  FaultReport report;
+  report.reporter = s.rank;
+  for (int p : fault.peers()) {
+    if (p >= 0 && p < static_cast<int>(members_.size()) && p != s.rank) {
+      report.peers.push_back(p);
+    }
+  }
+  report.error = fault.error().substr(0, 4096);
+  report.at = s.last_heard;
+  std::vector<std::string> named;
+  for (int p : report.peers) {
+    named.push_back(absl::StrCat(members_[p].worker_id, " (rank ", p, ")"));
+  }
+  Log()->warn(
+      "worker {} (rank {}) reports a data-plane fault with {}: {}; judging "
+      "from streams and heartbeats",
+      members_[s.rank].worker_id, s.rank, absl::StrJoin(named, ", "),
+      report.error);
+  if (report.peers.empty()) return;
+  faults_.push_back(std::move(report));
+  JudgeFaults(options_.clock(), out);
+}
+
+void CoordinatorCore::JudgeFaults(absl::Time now, Actions& out) {
+  if (faults_.empty() || phase_ != Phase::kRunning) return;
+  // The most silent reported peer, if silent long enough.
+  int suspect = -1;
+  absl::Duration quiet = absl::ZeroDuration();
+  for (const FaultReport& f : faults_) {
+    for (int p : f.peers) {
+      const Member& m = members_[p];
+      if (m.state != "member") continue;
+      if (now - m.last_heard > quiet) {
+        quiet = now - m.last_heard;
+        suspect = p;
+      }
+    }
+  }
+  if (suspect >= 0 && quiet >= suspect_silence()) {
+    const FaultReport* by = nullptr;
+    for (const FaultReport& f : faults_) {
+      if (std::find(f.peers.begin(), f.peers.end(), suspect) != f.peers.end()) {
+        by = &f;
+        break;
+      }
+    }
+    const std::string cause = absl::StrCat(
+        "silent for ", Seconds(quiet), " (stopped, hung or cut off; ",
+        by != nullptr ? absl::StrCat("rank ", by->reporter,
+                                     "'s data plane reported: ", by->error)
+                      : std::string("its peers reported it"),
+        ")");
+    faults_.clear();
+    FailMember(suspect, cause, out);
+    return;
+  }
+  if (now - faults_.front().at < options_.heartbeat_timeout) return;
+  std::vector<std::string> links;
+  for (const FaultReport& f : faults_) {
+    for (int p : f.peers) {
+      links.push_back(absl::StrCat(members_[f.reporter].worker_id, " (rank ",
+                                   f.reporter, ") - ", members_[p].worker_id,
+                                   " (rank ", p, ")"));
+    }
+  }
+  const std::string first = faults_.front().error;
+  faults_.clear();
+  EndJob(
+      true,
+      absl::StrCat("the data connections ", absl::StrJoin(links, ", "),
+                   " failed while every worker stayed in touch with the "
+                   "coordinator for ",
+                   Seconds(options_.heartbeat_timeout),
+                   " (a network fault between workers, or a firewall on their "
+                   "data ports): ",
+                   first),
+      out);
 }
 
 void CoordinatorCore::EndJob(bool failure, const std::string& reason,
-                             Actions& out) {
+                             Actions& out, const std::string& failed_worker) {
   if (phase_ != Phase::kEnded) {
     phase_ = Phase::kEnded;
     end_failure_ = failure;
     end_reason_ = reason;
+    failed_worker_ = failed_worker;
     if (failure) {
       Log()->error("job '{}' ended in failure: {}", options_.job_id, reason);
     } else {
@@ -373,7 +474,8 @@ void CoordinatorCore::EndJob(bool failure, const std::string& reason,
     msg.mutable_fence()->set_incarnation(options_.incarnation);
     msg.mutable_fence()->set_epoch(s.rank >= 0 ? epoch_ : 0);
     msg.mutable_job_end()->set_failure(failure);
-    msg.mutable_job_end()->set_reason(reason);
+    msg.mutable_job_end()->set_reason(end_reason_);
+    msg.mutable_job_end()->set_failed_worker(failed_worker_);
     Send(id, std::move(msg), out);
     out.closes.push_back(Actions::Close{
         id, failure ? absl::AbortedError(reason) : absl::OkStatus()});
@@ -404,12 +506,26 @@ Actions CoordinatorCore::OnClosed(SessionId id, absl::string_view cause) {
       break;
     case State::kLeft:
       break;
-    case State::kMember:
+    case State::kMember: {
+      const bool reporter = std::any_of(
+          faults_.begin(), faults_.end(),
+          [&](const FaultReport& f) { return f.reporter == s.rank; });
+      if (reporter && phase_ == Phase::kRunning) {
+        // It gave up waiting for the verdict on the peers it reported: a
+        // consequence of their fault, judged on its own schedule.
+        members_[s.rank].state = "disconnected";
+        Log()->warn(
+            "{} disconnected ({}) after reporting a data-plane fault; the "
+            "peers it reported are judged",
+            Describe(s), std::string(cause));
+        break;
+      }
       FailMember(s.rank,
                  absl::StrCat("disconnected without leaving (",
                               std::string(cause), ")"),
                  out);
       break;
+    }
   }
   return out;
 }
@@ -437,6 +553,8 @@ Actions CoordinatorCore::OnTick(absl::Time now) {
       Send(id, std::move(msg), out);
     }
   }
+  JudgeFaults(now, out);
+  if (phase_ == Phase::kEnded) return out;
   // Silence. Collect first: refusing or failing changes sessions_.
   std::vector<SessionId> silent;
   for (const auto& [id, s] : sessions_) {
@@ -490,10 +608,11 @@ Actions CoordinatorCore::OnTick(absl::Time now) {
   return out;
 }
 
-Actions CoordinatorCore::Shutdown(bool failure, absl::string_view reason) {
+Actions CoordinatorCore::Shutdown(bool failure, absl::string_view reason,
+                                  absl::string_view failed_worker) {
   MutexLock lock(&mu_);
   Actions out;
-  EndJob(failure, std::string(reason), out);
+  EndJob(failure, std::string(reason), out, std::string(failed_worker));
   return out;
 }
 

@@ -21,6 +21,16 @@
 //   heartbeat_timeout, has failed: the job ends and every other Session gets
 //   JobEnd{failure, reason naming worker id, rank and host}. Before the epoch
 //   forms, an authenticated worker that disconnects is only removed.
+// - Blame: only the coordinator decides who failed. The first failure it
+//   judges ends the job and is its verdict (JobEnd.failed_worker, Status);
+//   later disconnects are consequences, logged as such. A member whose
+//   collective failed because of peers sends PeerFault and waits for the
+//   verdict instead of leaving: a reported peer silent for
+//   suspect_silence() (3 heartbeat intervals, at least 1.5 s, at most the
+//   heartbeat timeout) has failed at once; a reporter that disconnects is
+//   not blamed; reports that no silence explains within heartbeat_timeout
+//   end the job naming the broken data connections (every worker was
+//   alive).
 // - Exchange: when every member sent a value under a key, all get the values
 //   in rank order.
 // - Negotiation: Announce and Done from members feed the epoch's Negotiator
@@ -114,8 +124,10 @@ class CoordinatorCore {
   // Sends heartbeats when due and detects silent workers.
   Actions OnTick(absl::Time now);
   // Ends the job (if it has not ended): JobEnd{failure, reason} to every open
-  // Session, and closes them all. Idempotent.
-  Actions Shutdown(bool failure, absl::string_view reason);
+  // Session, and closes them all. Idempotent. `failed_worker`: the worker
+  // the reason blames, if one (the launcher saw it die).
+  Actions Shutdown(bool failure, absl::string_view reason,
+                   absl::string_view failed_worker = "");
 
   // The Session of member `worker_id` in `epoch`, for binding its
   // negotiation link; kFailedPrecondition saying why when there is none.
@@ -132,6 +144,8 @@ class CoordinatorCore {
   // Meaningful once ended().
   bool ended_in_failure() const;
   std::string end_reason() const;
+  // The worker the job's end blames ("" when none).
+  std::string failed_worker() const;
   // Who the epoch still waits for, e.g. "waiting for 2 of 3 workers; in: w0
   // (host a); handshaking: w2 (host b)".
   std::string DescribeMissing() const;
@@ -169,6 +183,16 @@ class CoordinatorCore {
                       Actions& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void HandleLeave(SessionId id, Session& s, Actions& out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A member's data plane blames peers: recorded, then judged.
+  void HandlePeerFault(Session& s, const proto::PeerFault& fault, Actions& out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Judges the outstanding PeerFault reports (see "Blame" above): a
+  // reported peer silent for suspect_silence() has failed; reports no
+  // member's silence explains within heartbeat_timeout end the job naming
+  // the data connections.
+  void JudgeFaults(absl::Time now, Actions& out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Duration suspect_silence() const;
   // Sends the negotiator's plans to every member, logs its warnings, ends
   // the job on its shutdown verdict, and sets out.wake_at.
   void Apply(NegotiatorOutput& result, Actions& out)
@@ -183,7 +207,8 @@ class CoordinatorCore {
   // Session.
   void FailMember(int rank, const std::string& cause, Actions& out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void EndJob(bool failure, const std::string& reason, Actions& out)
+  void EndJob(bool failure, const std::string& reason, Actions& out,
+              const std::string& failed_worker = "")
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Send(SessionId id, proto::CoordinatorMessage msg, Actions& out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -199,6 +224,15 @@ class CoordinatorCore {
   uint64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
   bool end_failure_ ABSL_GUARDED_BY(mu_) = false;
   std::string end_reason_ ABSL_GUARDED_BY(mu_);
+  std::string failed_worker_ ABSL_GUARDED_BY(mu_);
+  // PeerFault reports of this epoch, oldest first.
+  struct FaultReport {
+    int reporter = 0;
+    std::vector<int> peers;
+    std::string error;
+    absl::Time at;
+  };
+  std::vector<FaultReport> faults_ ABSL_GUARDED_BY(mu_);
   // Open sessions only.
   absl::flat_hash_map<SessionId, Session> sessions_ ABSL_GUARDED_BY(mu_);
   // The epoch's members, by rank (empty while forming).

@@ -22,6 +22,7 @@ proto::StatusReply CoordinatorCore::Status() const {
               : phase_ == Phase::kRunning ? "running"
                                           : "ended");
   r.set_end_reason(end_reason_);
+  r.set_failed_worker(failed_worker_);
   if (negotiator_ != nullptr) {
     for (proto::PendingTensor& p : negotiator_->Pending(now)) {
       *r.add_pending() = std::move(p);
@@ -97,6 +98,11 @@ bool CoordinatorCore::ended() const {
 bool CoordinatorCore::ended_in_failure() const {
   MutexLock lock(&mu_);
   return phase_ == Phase::kEnded && end_failure_;
+}
+
+std::string CoordinatorCore::failed_worker() const {
+  MutexLock lock(&mu_);
+  return failed_worker_;
 }
 
 std::string CoordinatorCore::end_reason() const {

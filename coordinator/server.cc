@@ -141,6 +141,11 @@ class ServerImpl final : public CoordinatorServer {
         "the job has not ended; still in: ", core.DescribeStillIn()));
   }
 
+  void EndJob(bool failure, const std::string& reason,
+              const std::string& failed_worker) override {
+    service_.EndJob(failure, reason, failed_worker);
+  }
+
   void Shutdown(bool failure, const std::string& reason) override {
     {
       MutexLock lock(&mu_);

@@ -70,6 +70,14 @@ class CoordinatorServer {
   // deadline passed (kDeadlineExceeded naming who is still in).
   virtual absl::Status WaitUntilEnded(absl::Time deadline) = 0;
 
+  // Ends the job without stopping the server (it returns at once): JobEnd
+  // {failure, reason, failed_worker} to every open Session, and the verdict
+  // the Status reports. The launcher calls it before it stops workers, so
+  // that their disconnects are not taken for the cause. Idempotent, as is
+  // every end: the first reason stays.
+  virtual void EndJob(bool failure, const std::string& reason,
+                      const std::string& failed_worker) = 0;
+
   // Ends the job: sends JobEnd{failure, reason} to every open Session, then
   // stops the server (bounded: in-flight RPCs are cancelled after ~1 s).
   // Idempotent.

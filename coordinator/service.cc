@@ -248,9 +248,10 @@ absl::Time CoordinatorService::TickIfDue(absl::Time now) {
   return wake_at_;
 }
 
-void CoordinatorService::EndJob(bool failure, absl::string_view reason) {
+void CoordinatorService::EndJob(bool failure, absl::string_view reason,
+                                absl::string_view failed_worker) {
   MutexLock lock(&mu_);
-  Deliver(core_.Shutdown(failure, reason));
+  Deliver(core_.Shutdown(failure, reason, failed_worker));
 }
 
 bool CoordinatorService::WaitFor(

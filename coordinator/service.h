@@ -59,7 +59,8 @@ class CoordinatorService final : public proto::Coordinator::CallbackService {
   // thread a wake-up.
   absl::Time TickIfDue(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
   // Ends the job: JobEnd to every open Session, which is then finished.
-  void EndJob(bool failure, absl::string_view reason) ABSL_LOCKS_EXCLUDED(mu_);
+  void EndJob(bool failure, absl::string_view reason,
+              absl::string_view failed_worker = "") ABSL_LOCKS_EXCLUDED(mu_);
 
   // Blocks until `done(core)` holds (true) or the deadline passes (false).
   // `done` is evaluated under the service mutex after every core event.

@@ -67,6 +67,7 @@ CoordinatorView Probe(coordinator::CoordinatorServer& server) {
     } else if (absl::IsAborted(ended)) {
       view.phase = CoordinatorView::Phase::kEndedFailure;
       view.reason = std::string(ended.message());
+      view.failed_worker = reply.failed_worker();
     } else {
       view.phase = CoordinatorView::Phase::kRunning;
     }
@@ -187,6 +188,10 @@ int Main(int argc, char** argv) {
   sup_options.start_timeout = options.start_timeout;
   sup_options.coordinator_address = job.coordinator;
   coordinator::CoordinatorServer& coord = **server;
+  sup_options.end_job = [&coord](const std::string& reason,
+                                 const std::string& failed_worker) {
+    coord.EndJob(true, reason, failed_worker);
+  };
   Supervisor supervisor(sup_options, std::move(launches),
                         [&coord] { return Probe(coord); });
   int code = supervisor.Run();

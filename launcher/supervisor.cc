@@ -29,6 +29,9 @@ constexpr absl::Duration kGiveUp = absl::Seconds(3);
 // How long kolorun prefers a worker's own exit status over the
 // coordinator's account of the same failure.
 constexpr absl::Duration kCoordinatorFailureDelay = absl::Seconds(1);
+// How long kolorun waits for the coordinator's verdict after a worker of a
+// running job ended non-zero (it usually ended because of that verdict).
+constexpr absl::Duration kVerdictWait = absl::Seconds(2);
 // Output still buffered in pipes after the last guard ended.
 constexpr absl::Duration kDrain = absl::Seconds(1);
 
@@ -65,6 +68,8 @@ struct Supervisor::Worker {
   bool reaped = false;
   bool ended = false;  // OnWorkerEnded ran
   int guard_status = 0;
+  int failed_code = 0;      // its exit code (128 + signal), when non-zero
+  std::string failed_what;  // "exited with code 3", "was killed by ..."
 };
 
 Supervisor::Supervisor(SupervisorOptions options,
@@ -198,10 +203,12 @@ void Supervisor::HandleSignals() {
       }
       continue;
     }
+    failure_reason_ =
+        absl::StrCat("the job was stopped by the launcher (kolorun received ",
+                     SignalName(sig), ")");
     BeginTermination(128 + sig,
                      absl::StrCat("kolorun: received ", SignalName(sig),
                                   "; stopping ", LiveGuards(), " worker(s)"));
-    failure_reason_ = absl::StrCat("kolorun received ", SignalName(sig));
   }
 }
 
@@ -276,9 +283,44 @@ void Supervisor::OnWorkerEnded(Worker& w) {
     log->info("{} {} while the job was stopping", Describe(w), what);
     return;
   }
-  failure_reason_ = absl::StrCat(Describe(w), " ", what);
-  BeginTermination(exited ? code : 128 + sig,
-                   absl::StrCat("kolorun: ", failure_reason_));
+  w.failed_code = exited ? code : 128 + sig;
+  w.failed_what = what;
+  if (failed_first_ != nullptr) return;  // already waiting for the verdict
+  failed_first_ = &w;
+  CoordinatorView view;
+  if (probe_) view = probe_();
+  if (view.phase == CoordinatorView::Phase::kEndedFailure || !probe_ ||
+      !epoch_formed_ || view.phase == CoordinatorView::Phase::kForming) {
+    ConcludeFailure(w, view);
+    return;
+  }
+  verdict_by_ = absl::Now() + kVerdictWait;  // Tick concludes
+}
+
+void Supervisor::ConcludeFailure(Worker& w, const CoordinatorView& view) {
+  Worker* blamed = nullptr;
+  if (view.phase == CoordinatorView::Phase::kEndedFailure &&
+      !view.failed_worker.empty() && view.failed_worker != w.plan.worker_id) {
+    for (auto& other : workers_) {
+      if (other->plan.worker_id == view.failed_worker) blamed = other.get();
+    }
+  }
+  if (blamed == nullptr) {
+    failure_reason_ = absl::StrCat(Describe(w), " ", w.failed_what);
+    BeginTermination(w.failed_code, absl::StrCat("kolorun: ", failure_reason_),
+                     w.plan.worker_id);
+    return;
+  }
+  // The coordinator blames another worker: w ended because of it.
+  GetLogger("kolorun")->info(
+      "{} {}: a consequence of the coordinator's verdict", Describe(w),
+      w.failed_what);
+  failure_reason_ = view.reason;
+  BeginTermination(
+      blamed->failed_code != 0 ? blamed->failed_code : 1,
+      absl::StrCat("kolorun: the coordinator ended the job: ", view.reason,
+                   " (", Describe(w), " ", w.failed_what, " as a result)"),
+      blamed->plan.worker_id);
 }
 
 void Supervisor::Tick(absl::Time now) {
@@ -289,6 +331,14 @@ void Supervisor::Tick(absl::Time now) {
                                absl::FormatDuration(kGuardGrace + kKillMargin),
                                " after SIGTERM; sending SIGKILL\n"));
       KillEverything();
+    }
+    return;
+  }
+  if (failed_first_ != nullptr) {
+    CoordinatorView view = probe_();
+    if (view.phase == CoordinatorView::Phase::kEndedFailure ||
+        now >= verdict_by_) {
+      ConcludeFailure(*failed_first_, view);
     }
     return;
   }
@@ -306,9 +356,10 @@ void Supervisor::CheckCoordinator(absl::Time now) {
       coordinator_failure_seen_ = now;
     if (now - coordinator_failure_seen_ >= kCoordinatorFailureDelay) {
       failure_reason_ = view.reason;
-      BeginTermination(1,
-                       absl::StrCat("kolorun: the coordinator ended the job: ",
-                                    view.reason));
+      BeginTermination(
+          1,
+          absl::StrCat("kolorun: the coordinator ended the job: ", view.reason),
+          view.failed_worker);
     }
     return;
   }
@@ -334,10 +385,15 @@ void Supervisor::CheckCoordinator(absl::Time now) {
              "(--coordinator-addr), or raise --start-timeout."));
 }
 
-void Supervisor::BeginTermination(int exit_code, const std::string& message) {
+void Supervisor::BeginTermination(int exit_code, const std::string& message,
+                                  const std::string& failed_worker) {
   if (terminating_) return;
   terminating_ = true;
   exit_code_ = exit_code;
+  if (options_.end_job) {
+    options_.end_job(failure_reason_.empty() ? message : failure_reason_,
+                     failed_worker);
+  }
   if (!message.empty()) WriteAll(2, message + "\n");
   for (auto& w : workers_) {
     if (w->guard > 0 && !w->reaped) ::kill(w->guard, SIGTERM);

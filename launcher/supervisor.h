@@ -5,6 +5,10 @@
 //     coordinator ended the job in failure meanwhile);
 //   - a worker exited non-zero or was killed   -> names it (worker id, rank,
 //     host, code or signal), stops the others, exits with its code (128+sig);
+//     but once the job's epoch formed, the coordinator's verdict comes first
+//     (waited for up to 2 s): when it blames another worker (say a stopped
+//     one, whose neighbours gave up), kolorun reports the verdict and exits
+//     with the blamed worker's code (1 while it still runs);
 //   - SIGINT / SIGTERM / SIGHUP to kolorun     -> stops every worker, exits
 //     130 / 143 / 129 (a second SIGINT skips the grace);
 //   - the coordinator ended the job in failure -> prints its reason, exit 1;
@@ -45,6 +49,8 @@ struct CoordinatorView {
   int connected = 0;             // workers that opened a Session
   std::set<std::string> joined;  // worker ids past authentication
   std::string reason;            // why the job ended, for kEndedFailure
+  // The worker the coordinator judged failed ("" when none), ditto.
+  std::string failed_worker;
 };
 using CoordinatorProbe = std::function<CoordinatorView()>;
 
@@ -55,6 +61,13 @@ struct WorkerLaunch {
 
 struct SupervisorOptions {
   absl::Duration start_timeout = absl::Seconds(30);
+  // Called once when kolorun ends the job itself (a signal, a worker that
+  // died, the start timeout), before any worker is stopped, so that the
+  // coordinator records kolorun's reason and not the disconnects that
+  // follow. `failed_worker`: the worker id it blames, or "".
+  std::function<void(const std::string& reason,
+                     const std::string& failed_worker)>
+      end_job;
   std::string coordinator_address;  // for messages
   std::string self_exe = "/proc/self/exe";
 };
@@ -85,7 +98,11 @@ class Supervisor {
   void OnWorkerEnded(Worker& w);
   void Tick(absl::Time now);
   void CheckCoordinator(absl::Time now);
-  void BeginTermination(int exit_code, const std::string& message);
+  void BeginTermination(int exit_code, const std::string& message,
+                        const std::string& failed_worker = "");
+  // A worker ended non-zero: `view` is the coordinator's account. Ends the
+  // job with the verdict when it blames another worker, else with `w`'s.
+  void ConcludeFailure(Worker& w, const CoordinatorView& view);
   void KillEverything();
   std::string Describe(const Worker& w) const;
   int LiveGuards() const;
@@ -104,6 +121,10 @@ class Supervisor {
   absl::Time next_probe_;
   bool epoch_formed_ = false;
   absl::Time coordinator_failure_seen_ = absl::InfiniteFuture();
+  // The first worker that ended non-zero, while kolorun waits (until
+  // verdict_by_) for the coordinator's verdict.
+  Worker* failed_first_ = nullptr;
+  absl::Time verdict_by_ = absl::InfiniteFuture();
 };
 
 }  // namespace kolo::launcher

@@ -7,7 +7,10 @@
 // count differs across ranks fails on every rank, nobody left waiting;
 // shutdown() names the ops it abandoned; a process that returns from main
 // without shutdown() exits cleanly, also after a peer was stopped.
+#include <signal.h>
+
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -17,6 +20,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/job_run.h"
+#include "tests/testing/subprocess.h"
+#include "tests/testing/timeouts.h"
 
 namespace kolo::testing {
 namespace {
@@ -153,6 +158,78 @@ TEST(Hardening, ReturningFromMainWithoutShutdownExitsCleanly) {
         << run.output;
     EXPECT_THAT(run.output, HasSubstr("kolo::shutdown() was not called"));
   }
+}
+
+// A stopped worker is the one blamed everywhere (issue 16 point 2): by the
+// coordinator, in every survivor's error, and by kolorun's last line and
+// exit code — whether the heartbeat timeout finds it first or the
+// survivors' data-plane timeout (KOLO_TIMEOUT_SECONDS shorter than the
+// heartbeat timeout: their reports make the coordinator judge at once).
+struct Blame {
+  std::string name;
+  std::vector<std::string> flags;
+  std::map<std::string, std::optional<std::string>> env;
+};
+
+class StoppedPeer : public ::testing::TestWithParam<Blame> {};
+
+TEST_P(StoppedPeer, TheStoppedWorkerIsBlamedEverywhere) {
+  const int n = 3;
+  JobRun run = Launch(n, GetParam().flags, "stopped-peer", GetParam().env);
+  EXPECT_TRUE(run.exit.exited && run.exit.code == 1)
+      << run.exit.ToString() << "\n"
+      << run.output;
+  for (int r : {0, 2}) {
+    std::vector<std::string> lines =
+        Lines(run.output, absl::StrCat("HARD_STOPPED rank=", r, " "));
+    ASSERT_EQ(lines.size(), 1u) << run.output;
+    EXPECT_THAT(lines[0], HasSubstr("code=10 ")) << lines[0];  // kAborted
+    EXPECT_THAT(lines[0], HasSubstr("worker w1 (rank 1, host localhost)"))
+        << lines[0];
+  }
+  EXPECT_THAT(run.output, HasSubstr("ended in failure: worker w1 (rank 1, "
+                                    "host localhost) silent for"));
+  std::vector<std::string> last = Lines(run.output, "kolorun: ");
+  ASSERT_FALSE(last.empty()) << run.output;
+  EXPECT_THAT(last.back(), HasSubstr("the coordinator ended the job: worker "
+                                     "w1 (rank 1, host localhost) silent"))
+      << run.output;
+  EXPECT_THAT(run.output, Not(HasSubstr("worker w0 (rank 0, host localhost) "
+                                        "disconnected")));
+  EXPECT_THAT(run.output, Not(HasSubstr("worker w2 (rank 2, host localhost) "
+                                        "disconnected")));
+  EXPECT_THAT(run.output, Not(HasSubstr("signal 11")));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Detection, StoppedPeer,
+    ::testing::Values(
+        Blame{"heartbeat", {"--heartbeat-timeout-seconds", "3"}, {}},
+        Blame{"data_plane_report",
+              {"--heartbeat-timeout-seconds", "60"},
+              {{"KOLO_TIMEOUT_SECONDS", "3"}}}),
+    [](const ::testing::TestParamInfo<Blame>& p) { return p.param.name; });
+
+// SIGTERM to kolorun: the coordinator says the launcher stopped the job,
+// not that some worker disconnected.
+TEST(Hardening, SigtermToKolorunIsTheJobsEnd) {
+  std::vector<std::string> argv = {Bin("kolorun"), "-np", "3",
+                                   Bin("kolo-hardening-worker"), "hold"};
+  auto p = std::make_unique<Subprocess>(argv);
+  ASSERT_TRUE(p->Start().ok());
+  ASSERT_TRUE(
+      p->WaitForOutput("HARD_HOLDING rank=2", Scaled(absl::Seconds(30))))
+      << p->output();
+  absl::SleepFor(absl::Milliseconds(300));
+  p->Signal(SIGTERM);
+  ASSERT_TRUE(p->Wait(Scaled(absl::Seconds(30))).ok()) << p->output();
+  EXPECT_TRUE(p->exit_info().exited && p->exit_info().code == 143)
+      << p->exit_info().ToString() << "\n"
+      << p->output();
+  EXPECT_THAT(p->output(), HasSubstr("ended in failure: the job was stopped "
+                                     "by the launcher (kolorun received "
+                                     "SIGTERM)"));
+  EXPECT_THAT(p->output(), Not(HasSubstr("disconnected without leaving")));
 }
 
 }  // namespace

@@ -167,6 +167,17 @@ absl::StatusOr<std::unique_ptr<Runtime>> StartRuntime(
     return data.status();
   }
   rt->data = *std::move(data);
+  // A collective that failed because of peers waits for the coordinator's
+  // verdict on who failed (it judges from streams and heartbeats; a ring
+  // neighbour of a stopped rank times out on a healthy peer). The
+  // coordinator decides within its heartbeat timeout of the report.
+  rt->data->OnPeerFault(
+      [weak = std::weak_ptr<worker::SessionClient>(rt->client),
+       wait = c.heartbeat_timeout + absl::Seconds(2)](const absl::Status& e) {
+        std::shared_ptr<worker::SessionClient> session = weak.lock();
+        if (session == nullptr) return e;
+        return session->ReportPeerFault(e, PeersOf(e), wait);
+      });
   const proto::Membership& m = rt->client->membership();
   std::unique_ptr<worker::NegotiationLink> link;
   if (c.negotiation_link && m.link_port() != 0) {

@@ -68,28 +68,40 @@ void DataPlane::Begin() { transport_->BeginOperation(next_seq_++); }
 absl::Status DataPlane::Allreduce(DataType type, const void* input,
                                   void* output, int64_t count,
                                   const ReduceOptions& reduce) {
-  MutexLock lock(&mu_);
-  Begin();
-  return kolo::Allreduce(*transport_, type, input, output, count, reduce,
-                         algorithms_);
+  absl::Status status;
+  {
+    MutexLock lock(&mu_);
+    Begin();
+    status = kolo::Allreduce(*transport_, type, input, output, count, reduce,
+                             algorithms_);
+  }
+  return Judged(std::move(status));
 }
 
 absl::Status DataPlane::Allgather(DataType type, const void* input,
                                   int64_t count,
                                   absl::Span<const int64_t> counts,
                                   void* output) {
-  MutexLock lock(&mu_);
-  Begin();
-  return kolo::Allgather(*transport_, type, input, count, counts, output,
-                         NotForced(algorithms_));
+  absl::Status status;
+  {
+    MutexLock lock(&mu_);
+    Begin();
+    status = kolo::Allgather(*transport_, type, input, count, counts, output,
+                             NotForced(algorithms_));
+  }
+  return Judged(std::move(status));
 }
 
 absl::Status DataPlane::Broadcast(DataType type, void* data, int64_t count,
                                   int root) {
-  MutexLock lock(&mu_);
-  Begin();
-  return kolo::Broadcast(*transport_, type, data, count, root,
-                         NotForced(algorithms_));
+  absl::Status status;
+  {
+    MutexLock lock(&mu_);
+    Begin();
+    status = kolo::Broadcast(*transport_, type, data, count, root,
+                             NotForced(algorithms_));
+  }
+  return Judged(std::move(status));
 }
 
 absl::Status DataPlane::Alltoall(DataType type, const void* input,
@@ -98,10 +110,14 @@ absl::Status DataPlane::Alltoall(DataType type, const void* input,
                                  absl::Span<const int64_t> recv_splits) {
   int64_t count = 0;
   for (int64_t s : send_splits) count += s;
-  MutexLock lock(&mu_);
-  Begin();
-  return kolo::Alltoall(*transport_, type, input, count, send_splits, output,
-                        recv_splits);
+  absl::Status status;
+  {
+    MutexLock lock(&mu_);
+    Begin();
+    status = kolo::Alltoall(*transport_, type, input, count, send_splits,
+                            output, recv_splits);
+  }
+  return Judged(std::move(status));
 }
 
 absl::Status DataPlane::Reducescatter(DataType type, const void* input,
@@ -109,19 +125,38 @@ absl::Status DataPlane::Reducescatter(DataType type, const void* input,
                                       absl::Span<const int64_t> counts,
                                       void* output,
                                       const ReduceOptions& reduce) {
-  MutexLock lock(&mu_);
-  Begin();
-  return kolo::Reducescatter(*transport_, type, input, count, counts, output,
-                             reduce, NotForced(algorithms_));
+  absl::Status status;
+  {
+    MutexLock lock(&mu_);
+    Begin();
+    status = kolo::Reducescatter(*transport_, type, input, count, counts,
+                                 output, reduce, NotForced(algorithms_));
+  }
+  return Judged(std::move(status));
 }
 
 absl::Status DataPlane::Barrier() {
-  MutexLock lock(&mu_);
-  Begin();
-  return kolo::Barrier(*transport_);
+  absl::Status status;
+  {
+    MutexLock lock(&mu_);
+    Begin();
+    status = kolo::Barrier(*transport_);
+  }
+  return Judged(std::move(status));
 }
 
 void DataPlane::Abort(absl::Status why) { transport_->Abort(std::move(why)); }
+
+void DataPlane::OnPeerFault(PeerFaultHandler handler) {
+  *on_peer_fault_ = std::move(handler);
+}
+
+absl::Status DataPlane::Judged(absl::Status status) const {
+  if (status.ok() || !*on_peer_fault_ || PeersOf(status).empty()) {
+    return status;
+  }
+  return (*on_peer_fault_)(status);
+}
 
 void DataPlane::Stamp(uint64_t first) {
   MutexLock lock(&mu_);
@@ -129,9 +164,11 @@ void DataPlane::Stamp(uint64_t first) {
 }
 
 std::unique_ptr<DataPlane> DataPlane::Subset(std::vector<int> members) {
-  return std::make_unique<DataPlane>(
+  auto subset = std::make_unique<DataPlane>(
       std::make_unique<SubsetTransport>(transport_.get(), std::move(members)),
       algorithms_);
+  subset->on_peer_fault_ = on_peer_fault_;  // the same handler, shared
+  return subset;
 }
 
 }  // namespace kolo::worker

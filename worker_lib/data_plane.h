@@ -13,6 +13,7 @@
 #define KOLO_WORKER_LIB_DATA_PLANE_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -52,6 +53,16 @@ class DataPlane {
   // Makes every current and later collective fail with `why` at once.
   void Abort(absl::Status why);
 
+  // A collective that failed because of peers (its error names them:
+  // allreduce/transport.h PeersOf) returns what `handler` makes of the
+  // error instead: the API reports it to the coordinator and returns the
+  // coordinator's verdict on who failed (DESIGN.md: only the coordinator
+  // decides). Runs on the collective's thread, outside the data plane's
+  // lock; may block (bounded). Set before the first collective; shared
+  // with the Subset()s made later.
+  using PeerFaultHandler = std::function<absl::Status(const absl::Status&)>;
+  void OnPeerFault(PeerFaultHandler handler);
+
   // The collectives that follow are stamped with sequence numbers from
   // `first` on (the transport's frames carry them). The negotiated runtime
   // derives it from the plan, so that every member of a process set stamps
@@ -70,11 +81,16 @@ class DataPlane {
  private:
   // Stamps the next plan sequence number on the transport.
   void Begin() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `status`, or the peer-fault handler's verdict on it.
+  absl::Status Judged(absl::Status status) const;
 
   const std::unique_ptr<Transport> transport_;  // Abort() is thread-safe
   const AlgorithmOptions algorithms_;
   Mutex mu_;
   uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
+  // Set once before the collectives start, then only read.
+  std::shared_ptr<PeerFaultHandler> on_peer_fault_ =
+      std::make_shared<PeerFaultHandler>();
 };
 
 }  // namespace kolo::worker

@@ -229,6 +229,28 @@ absl::Status SessionClient::Done(uint64_t seq) {
   return reactor_->SendMessage(std::move(msg));
 }
 
+absl::Status SessionClient::ReportPeerFault(const absl::Status& error,
+                                            absl::Span<const int> peers,
+                                            absl::Duration wait) {
+  proto::WorkerMessage msg;
+  msg.mutable_peer_fault()->mutable_peers()->Add(peers.begin(), peers.end());
+  msg.mutable_peer_fault()->set_error(
+      std::string(error.message().substr(0, 4096)));
+  absl::Status sent = reactor_->SendMessage(std::move(msg));
+  if (!sent.ok())
+    return sent.code() == absl::StatusCode::kAborted ||
+                   sent.code() == absl::StatusCode::kUnavailable
+               ? sent  // the verdict (or the loss) is known
+               : error;
+  absl::Status verdict = reactor_->WaitForTerminal(absl::Now() + wait);
+  if (!verdict.ok()) return verdict;
+  return absl::Status(error.code(),
+                      absl::StrCat(error.message(),
+                                   " (reported to the coordinator, which "
+                                   "declared no worker failed within ",
+                                   Secs(wait), ")"));
+}
+
 void SessionClient::OnPlan(std::function<void(const proto::Plan&)> sink) {
   reactor_->OnPlan(std::move(sink));
 }

@@ -41,6 +41,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "common/version.h"
 #include "proto/kolo.pb.h"
 
@@ -113,6 +114,15 @@ class SessionClient {
   // coordinator. Returns the terminal error once the session ended.
   absl::Status Announce(proto::Announce announce);
   absl::Status Done(uint64_t seq);
+  // A collective failed on the data plane because of `peers` (ranks of the
+  // epoch): tells the coordinator (PeerFault) and waits up to `wait` for
+  // its verdict. Returns the verdict (the job's end: kAborted naming the
+  // worker the coordinator judged failed), or `error`, noting that no
+  // verdict came, after `wait`.
+  absl::Status ReportPeerFault(const absl::Status& error,
+                               absl::Span<const int> peers,
+                               absl::Duration wait);
+
   // Calls `sink` with every Plan the coordinator sends, in order, on a gRPC
   // thread under the session's lock: it must be quick (queue the plan) and
   // must not call this client. Set it before the first Announce.

@@ -186,6 +186,14 @@ void SessionClient::Reactor::OnTerminal(
   if (!terminal_.ok() && on_terminal_) on_terminal_(terminal_);
 }
 
+absl::Status SessionClient::Reactor::WaitForTerminal(absl::Time deadline) {
+  MutexLock lock(&mu_);
+  while (terminal_.ok()) {
+    if (cv_.WaitWithDeadline(&mu_, deadline)) break;
+  }
+  return terminal_;
+}
+
 void SessionClient::Reactor::OnPlan(
     std::function<void(const proto::Plan&)> sink) {
   MutexLock lock(&mu_);

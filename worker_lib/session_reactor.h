@@ -81,6 +81,9 @@ class SessionClient::Reactor final
     MutexLock lock(&mu_);
     return terminal_;
   }
+  // Until the session ended (returns its terminal error) or `deadline`
+  // (returns OK).
+  absl::Status WaitForTerminal(absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
   // See SessionClient::OnTerminal.
   void OnTerminal(std::function<void(const absl::Status&)> observer)
       ABSL_LOCKS_EXCLUDED(mu_);

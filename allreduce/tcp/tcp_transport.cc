@@ -116,7 +116,9 @@ absl::Status TcpTransport::CheckStart(int peer) const {
                                                    peer, " in a world of size ",
                                                    options_.size));
   }
-  return channels_[peer]->error();
+  absl::Status error = channels_[peer]->error();
+  SetPeers(error, {peer});
+  return error;
 }
 
 OpId TcpTransport::NewOp() {
@@ -143,9 +145,14 @@ absl::StatusOr<OpId> TcpTransport::StartRecv(int peer, void* data, size_t len) {
 size_t TcpTransport::ProgressAll() {
   size_t moved = 0;
   done_scratch_.clear();
-  for (auto& ch : channels_) {
+  for (size_t r = 0; r < channels_.size(); ++r) {
+    tcp::PeerChannel* ch = channels_[r].get();
     if (ch != nullptr && (ch->has_sends() || ch->has_recvs())) {
+      const size_t before = done_scratch_.size();
       moved += ch->Progress(&done_scratch_);
+      for (size_t i = before; i < done_scratch_.size(); ++i) {
+        SetPeers(done_scratch_[i].second, {static_cast<int>(r)});
+      }
     }
   }
   for (auto& [id, status] : done_scratch_) {
@@ -174,12 +181,16 @@ absl::Status TcpTransport::Poll(absl::Duration timeout) {
 
 absl::Status TcpTransport::InactivityError(absl::Duration idle) const {
   std::vector<std::string> from, to;
-  for (const auto& ch : channels_) {
+  std::vector<int> from_ranks, to_ranks;
+  for (size_t r = 0; r < channels_.size(); ++r) {
+    const tcp::PeerChannel* ch = channels_[r].get();
     if (ch == nullptr) continue;
     if (ch->has_recvs()) {
       from.push_back(ch->peer_name());
+      from_ranks.push_back(static_cast<int>(r));
     } else if (ch->has_sends()) {
       to.push_back(ch->peer_name());
+      to_ranks.push_back(static_cast<int>(r));
     }
   }
   std::string what;
@@ -190,10 +201,13 @@ absl::Status TcpTransport::InactivityError(absl::Duration idle) const {
     absl::StrAppend(&what, what.empty() ? "" : "; ", "no data taken by ",
                     absl::StrJoin(to, ", "));
   }
-  return absl::DeadlineExceededError(absl::StrFormat(
+  absl::Status error = absl::DeadlineExceededError(absl::StrFormat(
       "%s: %s for %.1f s (KOLO_TIMEOUT_SECONDS): is that worker alive and "
       "running the same collective?",
       Self(), what, absl::ToDoubleSeconds(idle)));
+  // The peers it waited on: the ones it had nothing from first.
+  SetPeers(error, from_ranks.empty() ? to_ranks : from_ranks);
+  return error;
 }
 
 absl::Status TcpTransport::Wait(OpId op) {

@@ -18,17 +18,21 @@
 //     ("HARD_ABANDON code=C msg=..."), the others' return OK.
 //   no-shutdown: an allreduce, then main returns without kolo::shutdown():
 //     the process must exit 0 (kolo shuts down at exit). Prints HARD_EXIT.
-//   stopped-peer: rank 1 stops itself (SIGSTOP); the others' allreduce fails
+//   stopped-peer: raw allreduces of 8 MiB in a loop; rank 1 stops itself
+//     (SIGSTOP) after 300 ms, mid-transfer; the others' allreduce fails
 //     (KOLO_TIMEOUT_SECONDS, or the coordinator's verdict), they print
 //     "HARD_STOPPED code=C msg=..." and return from main without shutdown().
+//   hold: allreduces every 50 ms until the job is stopped (at most 60 s).
 // Every wait is bounded; nothing here can hang a test run.
 #include <signal.h>
 
 #include <cstdio>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "kolo/kolo.h"
 
@@ -219,17 +223,44 @@ int NoShutdown() {
 }
 
 int StoppedPeer() {
+  // Rank 1 stops itself in the middle of the data transfers: the others
+  // then wait on the data plane (raw collectives: no negotiation).
+  std::thread stopper;
   if (kolo::rank() == 1) {
-    Print("HARD_STOPPING rank=1");
-    raise(SIGSTOP);
+    stopper = std::thread([] {
+      absl::SleepFor(absl::Milliseconds(300));
+      Print("HARD_STOPPING rank=1");
+      raise(SIGSTOP);
+    });
   }
-  std::vector<int64_t> in(1 << 16, 1), out(1 << 16, 0);
-  absl::Status s =
-      kolo::allreduce(in.data(), out.data(), 1 << 16, DataType::kInt64);
+  std::vector<int64_t> in(1 << 20, 1), out(1 << 20, 0);
+  absl::Status s;
+  const absl::Time end = absl::Now() + absl::Seconds(120);
+  while (s.ok() && absl::Now() < end) {
+    s = kolo::raw::allreduce(in.data(), out.data(), 1 << 20, DataType::kInt64);
+  }
   Print(absl::StrCat("HARD_STOPPED rank=", kolo::rank(),
                      " code=", static_cast<int>(s.code()),
                      " msg=", OneLine(s.message())));
+  if (stopper.joinable()) stopper.join();
   return 0;  // without shutdown(), as the bench did
+}
+
+// Allreduces every 50 ms for up to 60 s (until kolorun stops the job).
+int Hold() {
+  const absl::Time end = absl::Now() + absl::Seconds(60);
+  Print(absl::StrCat("HARD_HOLDING rank=", kolo::rank()));
+  while (absl::Now() < end) {
+    if (absl::Status g = GoodAllreduce("hold"); !g.ok()) {
+      Print(absl::StrCat("HARD_HOLD_ENDED rank=", kolo::rank(),
+                         " code=", static_cast<int>(g.code()),
+                         " msg=", OneLine(g.message())));
+      return 1;
+    }
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  (void)kolo::shutdown();
+  return 0;
 }
 
 }  // namespace
@@ -247,5 +278,6 @@ int main(int argc, char** argv) {
   if (mode == "abandon") return Abandon();
   if (mode == "no-shutdown") return NoShutdown();
   if (mode == "stopped-peer") return StoppedPeer();
+  if (mode == "hold") return Hold();
   return Fail("mode", absl::InvalidArgumentError("unknown mode " + mode));
 }
