@@ -662,5 +662,124 @@ TEST_F(CoreTest, ConcurrentEventsFromManyThreads) {
   EXPECT_EQ(memberships, kWorkers);
 }
 
+// Blame (issue 16 point 2): only the coordinator decides who failed.
+class BlameTest : public CoreTest {
+ protected:
+  // Ranks 0..2 (sessions 1..3) of hosts a, b, c.
+  void SetUp() override { Form({"a", "b", "c"}); }
+
+  Actions Heartbeat(SessionId id) {
+    proto::WorkerMessage m = Fenced(1);
+    m.mutable_heartbeat()->set_seq(1);
+    return core_->OnMessage(id, m);
+  }
+  Actions Report(SessionId id, std::vector<int> peers,
+                 const std::string& error = "no data from rank X") {
+    proto::WorkerMessage m = Fenced(1);
+    for (int p : peers) m.mutable_peer_fault()->add_peers(p);
+    m.mutable_peer_fault()->set_error(error);
+    return core_->OnMessage(id, m);
+  }
+  // Time passes; sessions in `alive` keep sending heartbeats.
+  void Pass(absl::Duration d, const std::vector<SessionId>& alive) {
+    for (absl::Duration t; t < d; t += absl::Milliseconds(500)) {
+      now_ += absl::Milliseconds(500);
+      for (SessionId id : alive) (void)Heartbeat(id);
+    }
+  }
+};
+
+// A survivor's data-plane timeout names a healthy neighbour (a ring): the
+// coordinator waits for silence, and blames the silent worker once a
+// report names it.
+TEST_F(BlameTest, ReportsAreJudgedByHeartbeats) {
+  Pass(absl::Seconds(2), {1, 3});  // rank 1 (session 2) stopped
+  // Rank 0 blames rank 2, which is alive: no verdict.
+  EXPECT_TRUE(Report(1, {2}).sends.empty());
+  EXPECT_FALSE(core_->ended());
+  // Rank 2 blames rank 1, silent for 2 s: the verdict, at once.
+  Actions a = Report(3, {1}, "no data from rank 1 for 3.0 s");
+  EXPECT_TRUE(core_->ended_in_failure());
+  EXPECT_EQ(core_->failed_worker(), "w1");
+  EXPECT_THAT(core_->end_reason(),
+              HasSubstr("worker w1 (rank 1, host b) silent for 2.0 s "
+                        "(stopped, hung or cut off; rank 2's data plane "
+                        "reported: no data from rank 1 for 3.0 s)"));
+  for (SessionId id : {1, 3}) {
+    std::vector<proto::CoordinatorMessage> got = To(a, id);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].job_end().failed_worker(), "w1");
+  }
+  EXPECT_EQ(core_->Status().failed_worker(), "w1");
+  // The survivors' disconnects that follow are consequences.
+  EXPECT_TRUE(core_->OnClosed(1, "gone").empty());
+  EXPECT_EQ(core_->failed_worker(), "w1");
+  proto::StatusReply st = core_->Status();
+  EXPECT_EQ(st.workers(1).state(), "failed");
+  EXPECT_NE(st.workers(0).state(), "failed");
+}
+
+// A report about a peer that is not yet silent long enough is judged on
+// the next ticks.
+TEST_F(BlameTest, ASuspectIsJudgedWhenItsSilenceIsLongEnough) {
+  Pass(absl::Milliseconds(500), {1, 3});
+  EXPECT_TRUE(Report(1, {1}).sends.empty());
+  EXPECT_FALSE(core_->ended());
+  Pass(absl::Seconds(1), {1, 3});
+  (void)core_->OnTick(now_);
+  EXPECT_TRUE(core_->ended_in_failure());
+  EXPECT_EQ(core_->failed_worker(), "w1");
+}
+
+// A reporter that gives up and disconnects is not blamed: the peer it
+// reported is.
+TEST_F(BlameTest, AReporterThatDisconnectsIsNotBlamed) {
+  EXPECT_TRUE(Report(1, {1}).sends.empty());
+  EXPECT_TRUE(core_->OnClosed(1, "the worker exited").sends.empty());
+  EXPECT_FALSE(core_->ended());
+  Pass(absl::Seconds(2), {3});
+  (void)core_->OnTick(now_);
+  EXPECT_TRUE(core_->ended_in_failure());
+  EXPECT_EQ(core_->failed_worker(), "w1");
+}
+
+// Reports that no silence explains (every worker heartbeats: the data
+// connections themselves broke) end the job after the heartbeat timeout,
+// naming the connections and blaming no worker.
+TEST_F(BlameTest, ReportsWithEveryoneAliveNameTheConnections) {
+  EXPECT_TRUE(Report(1, {1}, "connection reset").sends.empty());
+  Pass(absl::Seconds(4), {1, 2, 3});
+  (void)core_->OnTick(now_);
+  EXPECT_FALSE(core_->ended());
+  Pass(absl::Seconds(1), {1, 2, 3});
+  (void)core_->OnTick(now_);
+  EXPECT_TRUE(core_->ended_in_failure());
+  EXPECT_EQ(core_->failed_worker(), "");
+  EXPECT_THAT(core_->end_reason(),
+              HasSubstr("the data connections w0 (rank 0) - w1 (rank 1) "
+                        "failed while every worker stayed in touch"));
+}
+
+// Once the job ended, a later member failure does not change the verdict.
+TEST_F(BlameTest, TheFirstVerdictStays) {
+  (void)core_->OnClosed(2, "killed");
+  EXPECT_EQ(core_->failed_worker(), "w1");
+  (void)core_->OnClosed(3, "its stream ended");
+  EXPECT_EQ(core_->failed_worker(), "w1");
+  EXPECT_THAT(core_->end_reason(), HasSubstr("worker w1 (rank 1, host b)"));
+}
+
+// The launcher's own end (SIGTERM) is the verdict, not the disconnects that
+// follow.
+TEST_F(BlameTest, TheLaunchersEndIsTheVerdict) {
+  (void)core_->Shutdown(true,
+                        "the job was stopped by the launcher (kolorun "
+                        "received SIGTERM)");
+  (void)core_->OnClosed(1, "killed");
+  EXPECT_EQ(core_->end_reason(),
+            "the job was stopped by the launcher (kolorun received SIGTERM)");
+  EXPECT_EQ(core_->failed_worker(), "");
+}
+
 }  // namespace
 }  // namespace kolo::coordinator

@@ -133,5 +133,48 @@ TEST_F(SupervisorTest, WorkerExitWinsOverTheCoordinatorsAccount) {
             "worker w1 (rank 1, host localhost) exited with code 4");
 }
 
+// A worker that exits non-zero because the coordinator judged another one
+// failed (a stopped neighbour): kolorun reports the verdict, blaming the
+// other worker, and exits 1 while that one still runs (issue 16).
+TEST_F(SupervisorTest, TheCoordinatorsVerdictNamesWhoFailed) {
+  const absl::Time start = absl::Now();
+  Supervisor s(Options(absl::Seconds(30)),
+               Workers(2,
+                       "if [ \"$KOLO_RANK\" = 0 ]; then sleep 1; exit 7; fi; "
+                       "sleep 60"),
+               [start] {
+                 CoordinatorView v;
+                 v.phase = CoordinatorView::Phase::kRunning;
+                 v.joined = {"w0", "w1"};
+                 if (absl::Now() - start > absl::Milliseconds(1200)) {
+                   v.phase = CoordinatorView::Phase::kEndedFailure;
+                   v.reason =
+                       "worker w1 (rank 1, host localhost) silent for 5.0 s";
+                   v.failed_worker = "w1";
+                 }
+                 return v;
+               });
+  EXPECT_EQ(s.Run(), 1);
+  EXPECT_EQ(s.failure_reason(),
+            "worker w1 (rank 1, host localhost) silent for 5.0 s");
+}
+
+// No verdict within the wait: kolorun names the worker that exited.
+TEST_F(SupervisorTest, WithoutAVerdictTheExitedWorkerIsNamed) {
+  Supervisor s(Options(absl::Seconds(30)),
+               Workers(2,
+                       "if [ \"$KOLO_RANK\" = 0 ]; then sleep 1; exit 7; fi; "
+                       "sleep 60"),
+               [] {
+                 CoordinatorView v;
+                 v.phase = CoordinatorView::Phase::kRunning;
+                 v.joined = {"w0", "w1"};
+                 return v;
+               });
+  EXPECT_EQ(s.Run(), 7);
+  EXPECT_EQ(s.failure_reason(),
+            "worker w0 (rank 0, host localhost) exited with code 7");
+}
+
 }  // namespace
 }  // namespace kolo::launcher
