@@ -210,6 +210,34 @@ INSTANTIATE_TEST_SUITE_P(
               {{"KOLO_TIMEOUT_SECONDS", "3"}}}),
     [](const ::testing::TestParamInfo<Blame>& p) { return p.param.name; });
 
+// A worker killed mid-transfer: the coordinator, every survivor and kolorun
+// name it, never a survivor that went down after it (several trials: the
+// order of the disconnects varies).
+TEST(Hardening, AKilledWorkerIsBlamedEverywhere) {
+  const int n = 3;
+  for (int trial = 0; trial < 4; ++trial) {
+    SCOPED_TRACE(absl::StrCat("trial ", trial));
+    JobRun run = Launch(n, {}, "killed-peer");
+    EXPECT_TRUE(run.exit.exited && run.exit.code == 128 + SIGKILL)
+        << run.exit.ToString() << "\n"
+        << run.output;
+    EXPECT_THAT(run.output, HasSubstr("ended in failure: worker w1 (rank 1, "
+                                      "host localhost)"));
+    EXPECT_THAT(run.output, Not(HasSubstr("ended in failure: worker w0")));
+    EXPECT_THAT(run.output, Not(HasSubstr("ended in failure: worker w2")));
+    // A survivor may be stopped by kolorun before it prints its error;
+    // what it prints names w1.
+    for (const std::string& line : Lines(run.output, "HARD_STOPPED rank=")) {
+      EXPECT_THAT(line, HasSubstr("worker w1 (rank 1, host localhost)"))
+          << line;
+    }
+    std::vector<std::string> last = Lines(run.output, "kolorun: ");
+    ASSERT_FALSE(last.empty()) << run.output;
+    EXPECT_THAT(last.back(), HasSubstr("w1 (rank 1, host localhost)"))
+        << run.output;
+  }
+}
+
 // SIGTERM to kolorun: the coordinator says the launcher stopped the job,
 // not that some worker disconnected.
 TEST(Hardening, SigtermToKolorunIsTheJobsEnd) {

@@ -22,6 +22,7 @@
 //     (SIGSTOP) after 300 ms, mid-transfer; the others' allreduce fails
 //     (KOLO_TIMEOUT_SECONDS, or the coordinator's verdict), they print
 //     "HARD_STOPPED code=C msg=..." and return from main without shutdown().
+//   killed-peer: the same with SIGKILL.
 //   hold: allreduces every 50 ms until the job is stopped (at most 60 s).
 // Every wait is bounded; nothing here can hang a test run.
 #include <signal.h>
@@ -222,15 +223,15 @@ int NoShutdown() {
   return 0;  // kolo stays initialised: it shuts down at exit
 }
 
-int StoppedPeer() {
-  // Rank 1 stops itself in the middle of the data transfers: the others
-  // then wait on the data plane (raw collectives: no negotiation).
+int StoppedPeer(int sig) {
+  // Rank 1 stops (or kills) itself in the middle of the data transfers: the
+  // others then wait on the data plane (raw collectives: no negotiation).
   std::thread stopper;
   if (kolo::rank() == 1) {
-    stopper = std::thread([] {
+    stopper = std::thread([sig] {
       absl::SleepFor(absl::Milliseconds(300));
       Print("HARD_STOPPING rank=1");
-      raise(SIGSTOP);
+      raise(sig);
     });
   }
   std::vector<int64_t> in(1 << 20, 1), out(1 << 20, 0);
@@ -277,7 +278,8 @@ int main(int argc, char** argv) {
   if (mode == "group-count") return GroupCount();
   if (mode == "abandon") return Abandon();
   if (mode == "no-shutdown") return NoShutdown();
-  if (mode == "stopped-peer") return StoppedPeer();
+  if (mode == "stopped-peer") return StoppedPeer(SIGSTOP);
+  if (mode == "killed-peer") return StoppedPeer(SIGKILL);
   if (mode == "hold") return Hold();
   return Fail("mode", absl::InvalidArgumentError("unknown mode " + mode));
 }
