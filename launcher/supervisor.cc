@@ -143,6 +143,8 @@ int Supervisor::Run() {
   while (true) {
     absl::Time now = absl::Now();
     if (LiveGuards() == 0) {
+      // A failure still waiting for the coordinator's verdict ends now.
+      if (failed_first_ != nullptr && !terminating_) Tick(now);
       if (drain_until == absl::InfiniteFuture()) drain_until = now + kDrain;
       bool open = false;
       for (auto& w : workers_) open = open || w->fds[0] >= 0 || w->fds[1] >= 0;
@@ -289,8 +291,8 @@ void Supervisor::OnWorkerEnded(Worker& w) {
   failed_first_ = &w;
   CoordinatorView view;
   if (probe_) view = probe_();
-  if (view.phase == CoordinatorView::Phase::kEndedFailure || !probe_ ||
-      !epoch_formed_ || view.phase == CoordinatorView::Phase::kForming) {
+  // Only a running job can still bring a verdict.
+  if (view.phase != CoordinatorView::Phase::kRunning || LiveGuards() == 0) {
     ConcludeFailure(w, view);
     return;
   }
@@ -336,8 +338,8 @@ void Supervisor::Tick(absl::Time now) {
   }
   if (failed_first_ != nullptr) {
     CoordinatorView view = probe_();
-    if (view.phase == CoordinatorView::Phase::kEndedFailure ||
-        now >= verdict_by_) {
+    if (view.phase != CoordinatorView::Phase::kRunning || now >= verdict_by_ ||
+        LiveGuards() == 0) {
       ConcludeFailure(*failed_first_, view);
     }
     return;

@@ -65,7 +65,7 @@ std::string CheckSplits(const char* op, const char* what,
       return absl::StrCat(op, ": ", what, " [", absl::StrJoin(splits, ","),
                           "] has a negative entry");
     }
-    if (s > rows || __builtin_add_overflow(sum, s, &sum)) {
+    if (__builtin_add_overflow(sum, s, &sum)) {
       return absl::StrCat(op, ": ", what, " [", absl::StrJoin(splits, ","),
                           "] add up to more than the input's first "
                           "dimension, ",
