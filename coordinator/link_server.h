@@ -107,7 +107,13 @@ class LinkServer {
   bool Flush(Conn& conn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void QueueLocked(Conn& conn, const google::protobuf::MessageLite& msg)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Refuse(uint64_t id, const std::string& why) ABSL_LOCKS_EXCLUDED(mu_);
+  // Sends a Refusal to `c` and closes it. A peer that has not `proven` the
+  // secret gets the generic auth::kUnauthenticatedRefusal (a version
+  // mismatch excepted) and `message` goes to the log, rate-limited per
+  // address.
+  void RefuseLocked(uint64_t id, Conn& c, proto::Refusal::Reason reason,
+                    const std::string& message, bool proven)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CloseLocked(uint64_t id, const std::string& why)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CloseExpired(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
