@@ -30,8 +30,9 @@ inline constexpr size_t kMacBytes = 32;
 // the cause: it learns nothing about the job (worker ids, hosts, size). The
 // details go to the refusing side's log.
 inline constexpr absl::string_view kUnauthenticatedRefusal =
-    "refused: authentication failed or not completed (the coordinator's log "
-    "says why; check that this process was given the job's secret)";
+    "refused: authentication failed or not completed (the log of the process "
+    "that refused says why; check that this process was given the job's "
+    "secret)";
 
 // Cryptographically random bytes (OpenSSL RAND_bytes). CHECK-fails if the
 // system has no entropy, which would be a broken host.

@@ -81,7 +81,10 @@ void LogRefusal(spdlog::logger& log, absl::string_view peer,
       std::make_unique<RateLimiter>(RateLimiter::Options{}).release();
   std::optional<RateLimiter::Admitted> admitted =
       limiter->Admit(absl::StrCat(log.name(), "|", PeerHost(peer)));
-  if (!admitted) return;
+  if (!admitted) {
+    log.debug("{}", text);  // held back at warn; there for whoever debugs
+    return;
+  }
   if (admitted->suppressed == 0) {
     log.warn("{}", text);
   } else {

@@ -76,8 +76,8 @@ class RateLimiter {
 std::string PeerHost(absl::string_view peer);
 
 // Logs `text` at warn on `log`, at most once per minute per (logger, host of
-// `peer`) in this process; a line says how many it held back. For refusals of
-// bytes from outside the job.
+// `peer`) in this process; a line says how many it held back. The lines held
+// back are logged at debug. For refusals of bytes from outside the job.
 void LogRefusal(spdlog::logger& log, absl::string_view peer,
                 const std::string& text);
 

@@ -409,8 +409,10 @@ Actions CoordinatorCore::OnClosed(SessionId id, absl::string_view cause) {
   switch (s.state) {
     case State::kAwaitHello:
     case State::kAwaitProof:
-      Log()->debug("session from {} closed during the handshake ({})", s.peer,
-                   std::string(cause));
+      // Someone may be knocking: a line per address per minute.
+      LogRefusal(*Log(), s.peer,
+                 absl::StrCat("a Session from ", s.peer,
+                              " closed during the handshake (", cause, ")"));
       break;
     case State::kWaiting:
       Log()->info(
