@@ -4,7 +4,10 @@
 // worker_lib/negotiation_link.h.
 //
 // A connection first proves the job secret (auth::ServerHandshake, a fresh
-// nonce per connection, the coordinator proving first); then `bind` maps its
+// nonce per connection, the coordinator proving first; the Hello's job id and
+// incarnation are checked after the Proof, and until then a refusal is the
+// generic auth::kUnauthenticatedRefusal, logged once per address per
+// minute); then `bind` maps its
 // worker id to a member's Session, and from then on every message it sends
 // goes to `on_message` under that Session's id, exactly as if it had come on
 // the stream. Send() writes to the link bound to a Session (false when there
