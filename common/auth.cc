@@ -4,6 +4,7 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
+#include <sys/stat.h>
 
 #include <cerrno>
 #include <cstdint>
@@ -14,7 +15,9 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/check.h"
+#include "common/log.h"
 
 namespace kolo::auth {
 namespace {
@@ -133,6 +136,29 @@ absl::StatusOr<std::string> ClientHandshake::Answer(
   return WorkerProof(secret_, job_id_, worker_id_, client_nonce_, server_nonce);
 }
 
+absl::Status CheckSecretStrength(absl::string_view secret,
+                                 absl::string_view source) {
+  if (secret.size() >= kMinSecretBytes) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "the job secret from ", source, " is ",
+      secret.empty() ? std::string("empty")
+                     : absl::StrCat("only ", secret.size(), " bytes long"),
+      "; a secret needs at least ", kMinSecretBytes,
+      " bytes to resist guessing: ", kMakeSecretHint,
+      " and give the same one to the coordinator and every worker"));
+}
+
+std::optional<std::string> SecretFileModeWarning(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+  if ((st.st_mode & (S_IRWXG | S_IRWXO)) == 0) return std::nullopt;
+  return absl::StrFormat(
+      "the job secret file '%s' is accessible by group or others (mode "
+      "%04o): anyone who can read it can join the job; restrict it with "
+      "`chmod 600 %s`",
+      path, st.st_mode & 07777, path);
+}
+
 absl::StatusOr<std::string> LoadSecretFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
@@ -147,13 +173,12 @@ absl::StatusOr<std::string> LoadSecretFile(const std::string& path) {
          absl::ascii_isspace(static_cast<unsigned char>(secret.back()))) {
     secret.pop_back();
   }
-  if (secret.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the job secret file '", path,
-                     "' is empty; write a random secret into it, e.g. `openssl "
-                     "rand -hex 32 > ",
-                     path, "`"));
+  if (std::optional<std::string> warning = SecretFileModeWarning(path)) {
+    GetLogger("auth")->warn("{}", *warning);
   }
+  absl::Status strong = CheckSecretStrength(
+      secret, absl::StrCat("the job secret file '", path, "'"));
+  if (!strong.ok()) return strong;
   return secret;
 }
 

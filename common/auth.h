@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <initializer_list>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -24,6 +25,14 @@ namespace kolo::auth {
 
 inline constexpr size_t kNonceBytes = 32;
 inline constexpr size_t kMacBytes = 32;
+
+// The one refusal a peer that has not proven the job secret gets, whatever
+// the cause: it learns nothing about the job (worker ids, hosts, size). The
+// details go to the refusing side's log.
+inline constexpr absl::string_view kUnauthenticatedRefusal =
+    "refused: authentication failed or not completed (the log of the process "
+    "that refused says why; check that this process was given the job's "
+    "secret)";
 
 // Cryptographically random bytes (OpenSSL RAND_bytes). CHECK-fails if the
 // system has no entropy, which would be a broken host.
@@ -80,8 +89,28 @@ class ClientHandshake {
   std::string secret_, job_id_, worker_id_, client_nonce_;
 };
 
+// The shortest job secret accepted anywhere one comes in (secret file,
+// KOLO_SECRET): 16 bytes, 128 bits if random, beyond guessing.
+inline constexpr size_t kMinSecretBytes = 16;
+// How to make a good secret, for error messages.
+inline constexpr absl::string_view kMakeSecretHint =
+    "make one with `head -c 32 /dev/urandom | base64 > secret` (or `openssl "
+    "rand -hex 32 > secret`)";
+
+// kInvalidArgument when `secret` (from `source`, e.g. "KOLO_SECRET" or
+// "the job secret file 'F'") is empty or shorter than kMinSecretBytes; the
+// message says how long it must be and how to make one.
+absl::Status CheckSecretStrength(absl::string_view secret,
+                                 absl::string_view source);
+
+// A warning when the secret file at `path` is readable or writable by group
+// or others (as ssh warns about keys); nullopt when its mode is private or it
+// cannot be stat'ed.
+std::optional<std::string> SecretFileModeWarning(const std::string& path);
+
 // Reads a job secret from a file: the whole content, trailing whitespace
-// removed. Errors name the file and say what to do.
+// removed. Errors name the file and say what to do; a secret shorter than
+// kMinSecretBytes is refused. Logs SecretFileModeWarning at warn.
 absl::StatusOr<std::string> LoadSecretFile(const std::string& path);
 
 }  // namespace kolo::auth

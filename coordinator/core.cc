@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "common/check.h"
 #include "common/log.h"
+#include "common/rate_limited_log.h"
 #include "coordinator/membership.h"
 
 namespace kolo::coordinator {
@@ -330,15 +331,27 @@ void CoordinatorCore::HandleLeave(SessionId id, Session& s, Actions& out) {
 void CoordinatorCore::Refuse(SessionId id, proto::Refusal::Reason reason,
                              const std::string& message, Actions& out) {
   Session& s = sessions_.at(id);
-  Log()->warn("refused {}: {}: {}", Describe(s),
-              proto::Refusal::Reason_Name(reason), message);
+  std::string told = message;
+  if (!s.proven && reason != proto::Refusal::VERSION_MISMATCH) {
+    // Bytes from outside the job until proven otherwise: a generic answer,
+    // and a log line per address per minute at most.
+    LogRefusal(
+        *Log(), s.peer,
+        absl::StrCat("refused an unauthenticated Session from ", s.peer, ": ",
+                     proto::Refusal::Reason_Name(reason), ": ", message));
+    reason = proto::Refusal::AUTH_FAILED;
+    told = std::string(auth::kUnauthenticatedRefusal);
+  } else {
+    Log()->warn("refused {}: {}: {}", Describe(s),
+                proto::Refusal::Reason_Name(reason), message);
+  }
   proto::CoordinatorMessage msg;
   msg.mutable_fence()->set_incarnation(options_.incarnation);
   msg.mutable_fence()->set_epoch(s.rank >= 0 ? epoch_ : 0);
   msg.mutable_refusal()->set_reason(reason);
-  msg.mutable_refusal()->set_message(message);
+  msg.mutable_refusal()->set_message(told);
   Send(id, std::move(msg), out);
-  out.closes.push_back(Actions::Close{id, RefusalStatus(reason, message)});
+  out.closes.push_back(Actions::Close{id, RefusalStatus(reason, told)});
   int rank = s.rank;
   bool member = s.state == State::kMember;
   sessions_.erase(id);
@@ -470,15 +483,20 @@ void CoordinatorCore::EndJob(bool failure, const std::string& reason,
   std::sort(ids.begin(), ids.end());
   for (SessionId id : ids) {
     Session& s = sessions_.at(id);
+    // A peer that has not proven the secret is not told why the job ended.
+    const std::string told = s.proven ? end_reason_
+                                      : std::string(
+                                            "the job ended during the "
+                                            "handshake");
     proto::CoordinatorMessage msg;
     msg.mutable_fence()->set_incarnation(options_.incarnation);
     msg.mutable_fence()->set_epoch(s.rank >= 0 ? epoch_ : 0);
     msg.mutable_job_end()->set_failure(failure);
-    msg.mutable_job_end()->set_reason(end_reason_);
-    msg.mutable_job_end()->set_failed_worker(failed_worker_);
+    msg.mutable_job_end()->set_reason(told);
+    if (s.proven) msg.mutable_job_end()->set_failed_worker(failed_worker_);
     Send(id, std::move(msg), out);
     out.closes.push_back(Actions::Close{
-        id, failure ? absl::AbortedError(reason) : absl::OkStatus()});
+        id, failure ? absl::AbortedError(told) : absl::OkStatus()});
     if (s.rank >= 0) members_[s.rank].open = false;
   }
   sessions_.clear();
@@ -495,8 +513,10 @@ Actions CoordinatorCore::OnClosed(SessionId id, absl::string_view cause) {
   switch (s.state) {
     case State::kAwaitHello:
     case State::kAwaitProof:
-      Log()->debug("session from {} closed during the handshake ({})", s.peer,
-                   std::string(cause));
+      // Someone may be knocking: a line per address per minute.
+      LogRefusal(*Log(), s.peer,
+                 absl::StrCat("a Session from ", s.peer,
+                              " closed during the handshake (", cause, ")"));
       break;
     case State::kWaiting:
       Log()->info(

@@ -6,10 +6,16 @@
 //
 // What it does (see the header comment of proto/kolo.proto for the wire
 // sequence):
-// - Hello: refuses a wrong protocol version, job id or expected size, a
-//   duplicate worker id and a full job; otherwise answers with a Challenge.
+// - Hello: refuses a wrong protocol version (naming both); otherwise answers
+//   with a Challenge.
 // - Proof: checks the HMAC (auth::ServerHandshake, one proof per challenge);
 //   a wrong one is refused (AUTH_FAILED) and logged; nobody else is disturbed.
+//   Then it refuses a wrong job id or expected size, a duplicate worker id
+//   and a full job, each with a precise message.
+// - Nothing useful before authentication: every refusal of a peer that has
+//   not proven the secret (other than a version mismatch) carries only
+//   auth::kUnauthenticatedRefusal; the details go to the log at warn, at most
+//   once per peer address per minute (common/rate_limited_log.h).
 // - When expected_size workers are authenticated it forms epoch 1 at once
 //   (coordinator/membership.h) and sends every worker its Membership.
 // - Fencing: after the Challenge every message must carry this incarnation,
@@ -161,6 +167,9 @@ class CoordinatorCore {
     State state = State::kAwaitHello;
     proto::Hello hello;
     std::unique_ptr<auth::ServerHandshake> handshake;
+    // The peer proved the job secret. Until then a refusal tells it nothing
+    // (auth::kUnauthenticatedRefusal) and the details go to the log only.
+    bool proven = false;
     absl::Time opened;
     absl::Time last_heard;
     uint64_t arrival = 0;  // order of authentication
@@ -199,7 +208,8 @@ class CoordinatorCore {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MaybeFormEpoch(Actions& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sends a Refusal, closes the stream and logs a warning. A refused member
-  // fails the job.
+  // fails the job. A peer that has not proven the secret gets the generic
+  // refusal instead of `message`, which is only logged (rate-limited).
   void Refuse(SessionId id, proto::Refusal::Reason reason,
               const std::string& message, Actions& out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

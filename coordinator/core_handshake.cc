@@ -1,5 +1,6 @@
-// CoordinatorCore, the Session handshake: Hello (version, job, identity and
-// capacity checks, then a Challenge) and Proof (the job secret's HMAC).
+// CoordinatorCore, the Session handshake: Hello (version check, then a
+// Challenge) and Proof (the job secret's HMAC, then the job, identity and
+// capacity checks, whose refusals only a peer that proved the secret sees).
 // See core.h for the class contract.
 #include <memory>
 #include <string>
@@ -16,6 +17,9 @@ void CoordinatorCore::HandleHello(SessionId id, Session& s,
                                   const proto::Hello& hello, Actions& out) {
   s.hello = hello;
   const std::string& w = hello.worker_id();
+  // Before the peer proves the secret it learns nothing about the job: only
+  // a version mismatch (public knowledge) is refused here with details; every
+  // other check waits for the Proof.
   if (hello.protocol_version() != kProtocolVersion) {
     Refuse(
         id, proto::Refusal::VERSION_MISMATCH,
@@ -33,20 +37,48 @@ void CoordinatorCore::HandleHello(SessionId id, Session& s,
            out);
     return;
   }
-  if (hello.job_id() != options_.job_id) {
+  // The proofs cover the job id the worker claims, so that a worker of
+  // another job that knows this secret can be told precisely, after its
+  // Proof, that it came to the wrong coordinator.
+  s.handshake = std::make_unique<auth::ServerHandshake>(
+      options_.secret, hello.job_id(), w, hello.client_nonce());
+  s.state = State::kAwaitProof;
+  proto::CoordinatorMessage msg;
+  msg.mutable_fence()->set_incarnation(options_.incarnation);
+  msg.mutable_fence()->set_epoch(0);
+  msg.mutable_challenge()->set_server_nonce(s.handshake->server_nonce());
+  msg.mutable_challenge()->set_server_proof(s.handshake->server_proof());
+  Send(id, std::move(msg), out);
+}
+
+void CoordinatorCore::HandleProof(SessionId id, Session& s,
+                                  const proto::Proof& proof, Actions& out) {
+  absl::Status st = s.handshake->Verify(proof.mac());
+  s.handshake.reset();  // one proof per challenge
+  if (!st.ok()) {
+    Refuse(id, proto::Refusal::AUTH_FAILED,
+           absl::StrCat("authentication failed for ", Describe(s), ": ",
+                        st.message()),
+           out);
+    return;
+  }
+  // The peer knows the secret: from here on, refusals say exactly why.
+  s.proven = true;
+  const std::string& w = s.hello.worker_id();
+  if (s.hello.job_id() != options_.job_id) {
     Refuse(id, proto::Refusal::WRONG_JOB,
-           absl::StrCat("worker ", w, " (host ", hello.host_name(),
-                        ") belongs to job '", hello.job_id(),
+           absl::StrCat("worker ", w, " (host ", s.hello.host_name(),
+                        ") belongs to job '", s.hello.job_id(),
                         "', but this coordinator serves job '", options_.job_id,
                         "'; point the worker at its own job's coordinator"),
            out);
     return;
   }
-  if (hello.expected_size() != 0 &&
-      hello.expected_size() != options_.expected_size) {
+  if (s.hello.expected_size() != 0 &&
+      s.hello.expected_size() != options_.expected_size) {
     Refuse(id, proto::Refusal::WRONG_JOB,
-           absl::StrCat("worker ", w, " (host ", hello.host_name(),
-                        ") was told the job has ", hello.expected_size(),
+           absl::StrCat("worker ", w, " (host ", s.hello.host_name(),
+                        ") was told the job has ", s.hello.expected_size(),
                         " workers, but this coordinator expects ",
                         options_.expected_size,
                         "; start every worker with the same world size"),
@@ -73,53 +105,6 @@ void CoordinatorCore::HandleHello(SessionId id, Session& s,
     return;
   }
   if (phase_ == Phase::kRunning ||
-      AuthenticatedCount() >= options_.expected_size) {
-    Refuse(id, proto::Refusal::JOB_FULL,
-           absl::StrCat("job '", options_.job_id, "' already has its ",
-                        options_.expected_size, " workers; worker ", w,
-                        " (host ", hello.host_name(),
-                        ") cannot join (check -np and the worker ids)"),
-           out);
-    return;
-  }
-  s.handshake = std::make_unique<auth::ServerHandshake>(
-      options_.secret, options_.job_id, w, hello.client_nonce());
-  s.state = State::kAwaitProof;
-  proto::CoordinatorMessage msg;
-  msg.mutable_fence()->set_incarnation(options_.incarnation);
-  msg.mutable_fence()->set_epoch(0);
-  msg.mutable_challenge()->set_server_nonce(s.handshake->server_nonce());
-  msg.mutable_challenge()->set_server_proof(s.handshake->server_proof());
-  Send(id, std::move(msg), out);
-}
-
-void CoordinatorCore::HandleProof(SessionId id, Session& s,
-                                  const proto::Proof& proof, Actions& out) {
-  absl::Status st = s.handshake->Verify(proof.mac());
-  s.handshake.reset();  // one proof per challenge
-  if (!st.ok()) {
-    Refuse(id, proto::Refusal::AUTH_FAILED,
-           absl::StrCat("authentication failed for ", Describe(s),
-                        ": wrong job secret; give every worker the job's "
-                        "secret (KOLO_SECRET_FILE)"),
-           out);
-    return;
-  }
-  // Re-check what may have changed since the Hello.
-  for (const auto& [other_id, other] : sessions_) {
-    if (other_id != id && other.hello.worker_id() == s.hello.worker_id() &&
-        (other.state == State::kWaiting || other.state == State::kMember ||
-         other.state == State::kLeft)) {
-      Refuse(id, proto::Refusal::DUPLICATE_WORKER,
-             absl::StrCat("worker id ", s.hello.worker_id(),
-                          " is already connected (host ",
-                          other.hello.host_name(), ", from ", other.peer,
-                          "); give every worker a distinct worker id"),
-             out);
-      return;
-    }
-  }
-  if (phase_ != Phase::kForming ||
       AuthenticatedCount() >= options_.expected_size) {
     Refuse(id, proto::Refusal::JOB_FULL,
            absl::StrCat("job '", options_.job_id, "' already has its ",

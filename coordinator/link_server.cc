@@ -20,6 +20,7 @@
 #include "common/framing.h"
 #include "common/log.h"
 #include "common/net.h"
+#include "common/rate_limited_log.h"
 #include "common/version.h"
 
 namespace kolo::coordinator {
@@ -57,6 +58,9 @@ struct LinkServer::Conn {
   std::unique_ptr<auth::ServerHandshake> handshake;
   std::string worker_id;
   uint64_t epoch = 0;
+  // What the Hello claimed, checked once the peer proved the secret.
+  std::string job_id;
+  uint64_t incarnation = 0;
   SessionId session = 0;
 };
 
@@ -309,6 +313,30 @@ void LinkServer::OnReadable(uint64_t id) {
   }
 }
 
+void LinkServer::RefuseLocked(uint64_t id, Conn& c,
+                              proto::Refusal::Reason reason,
+                              const std::string& message, bool proven) {
+  proto::CoordinatorMessage out;
+  out.mutable_refusal()->set_reason(reason);
+  if (proven || reason == proto::Refusal::VERSION_MISMATCH) {
+    Log()->warn("refused the negotiation link of worker {} from {}: {}",
+                c.worker_id.empty() ? std::string("?") : c.worker_id, c.peer,
+                message);
+    out.mutable_refusal()->set_message(message);
+  } else {
+    // Nothing about the job for a peer that has not proven the secret.
+    LogRefusal(*Log(), c.peer,
+               absl::StrCat("refused an unauthenticated negotiation link from ",
+                            c.peer, ": ", message));
+    out.mutable_refusal()->set_reason(proto::Refusal::AUTH_FAILED);
+    out.mutable_refusal()->set_message(
+        std::string(auth::kUnauthenticatedRefusal));
+  }
+  QueueLocked(c, out);
+  (void)Flush(c);
+  CloseLocked(id, "refused");
+}
+
 void LinkServer::Handshake(uint64_t id, const proto::WorkerMessage& msg) {
   std::string worker_id;
   uint64_t epoch = 0;
@@ -318,40 +346,27 @@ void LinkServer::Handshake(uint64_t id, const proto::WorkerMessage& msg) {
     if (it == conns_.end()) return;
     Conn& c = *it->second;
     if (c.state == Conn::State::kHello) {
-      std::string refusal;
-      proto::Refusal::Reason reason = proto::Refusal::PROTOCOL_ERROR;
       if (!msg.has_hello()) {
-        refusal = "expected a Hello first";
-      } else if (msg.hello().protocol_version() != kProtocolVersion) {
-        reason = proto::Refusal::VERSION_MISMATCH;
-        refusal =
-            absl::StrCat("protocol version ", msg.hello().protocol_version(),
-                         " but this coordinator speaks ", kProtocolVersion);
-      } else if (msg.hello().job_id() != options_.job_id) {
-        reason = proto::Refusal::WRONG_JOB;
-        refusal = absl::StrCat("job '", msg.hello().job_id(),
-                               "' but this coordinator runs job '",
-                               options_.job_id, "'");
-      } else if (msg.fence().incarnation() != options_.incarnation) {
-        reason = proto::Refusal::FENCED;
-        refusal = "fenced: from another coordinator incarnation";
-      }
-      if (!refusal.empty()) {
-        Log()->warn("refused the negotiation link from {}: {}", c.peer,
-                    refusal);
-        proto::CoordinatorMessage out;
-        out.mutable_refusal()->set_reason(reason);
-        out.mutable_refusal()->set_message(refusal);
-        QueueLocked(c, out);
-        (void)Flush(c);
-        CloseLocked(id, "refused");
+        RefuseLocked(id, c, proto::Refusal::PROTOCOL_ERROR,
+                     "expected a Hello first", /*proven=*/false);
         return;
       }
+      if (msg.hello().protocol_version() != kProtocolVersion) {
+        RefuseLocked(
+            id, c, proto::Refusal::VERSION_MISMATCH,
+            absl::StrCat("protocol version ", msg.hello().protocol_version(),
+                         " but this coordinator speaks ", kProtocolVersion),
+            /*proven=*/false);
+        return;
+      }
+      // The job and the incarnation are checked after the proof, which
+      // covers the job id the peer claims.
       c.worker_id = msg.hello().worker_id();
       c.epoch = msg.fence().epoch();
+      c.job_id = msg.hello().job_id();
+      c.incarnation = msg.fence().incarnation();
       c.handshake = std::make_unique<auth::ServerHandshake>(
-          options_.secret, options_.job_id, c.worker_id,
-          msg.hello().client_nonce());
+          options_.secret, c.job_id, c.worker_id, msg.hello().client_nonce());
       proto::CoordinatorMessage out;
       out.mutable_fence()->set_incarnation(options_.incarnation);
       out.mutable_fence()->set_epoch(c.epoch);
@@ -367,16 +382,26 @@ void LinkServer::Handshake(uint64_t id, const proto::WorkerMessage& msg) {
         msg.has_proof() ? c.handshake->Verify(msg.proof().mac())
                         : absl::InvalidArgumentError("expected a Proof");
     if (!verified.ok()) {
-      Log()->warn("refused the negotiation link of worker {} from {}: {}",
-                  c.worker_id, c.peer, std::string(verified.message()));
-      proto::CoordinatorMessage out;
-      out.mutable_refusal()->set_reason(proto::Refusal::AUTH_FAILED);
-      out.mutable_refusal()->set_message(absl::StrCat(
-          "authentication failed: ", verified.message(),
-          " (the worker and the coordinator must share KOLO_SECRET)"));
-      QueueLocked(c, out);
-      (void)Flush(c);
-      CloseLocked(id, "refused");
+      RefuseLocked(id, c, proto::Refusal::AUTH_FAILED,
+                   absl::StrCat("worker ", c.worker_id,
+                                ": authentication "
+                                "failed: ",
+                                verified.message()),
+                   /*proven=*/false);
+      return;
+    }
+    if (c.job_id != options_.job_id) {
+      RefuseLocked(
+          id, c, proto::Refusal::WRONG_JOB,
+          absl::StrCat("job '", c.job_id, "' but this coordinator runs job '",
+                       options_.job_id, "'"),
+          /*proven=*/true);
+      return;
+    }
+    if (c.incarnation != options_.incarnation) {
+      RefuseLocked(id, c, proto::Refusal::FENCED,
+                   "fenced: from another coordinator incarnation",
+                   /*proven=*/true);
       return;
     }
     worker_id = c.worker_id;
@@ -483,8 +508,10 @@ void LinkServer::CloseLocked(uint64_t id, const std::string& why) {
     if (b != bound_.end() && b->second == id) bound_.erase(b);
     Log()->info("negotiation link of worker {} closed: {}", c.worker_id, why);
   } else if (why != "refused") {
-    Log()->info("negotiation link from {} closed before it was bound: {}",
-                c.peer, why);
+    // Garbage or an idle connection on the port: someone may be knocking.
+    LogRefusal(*Log(), c.peer,
+               absl::StrCat("negotiation link from ", c.peer,
+                            " closed before it was bound: ", why));
   }
   (void)::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, c.fd.get(), nullptr);
   conns_.erase(it);  // closes the socket

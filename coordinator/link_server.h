@@ -4,7 +4,10 @@
 // worker_lib/negotiation_link.h.
 //
 // A connection first proves the job secret (auth::ServerHandshake, a fresh
-// nonce per connection, the coordinator proving first); then `bind` maps its
+// nonce per connection, the coordinator proving first; the Hello's job id and
+// incarnation are checked after the Proof, and until then a refusal is the
+// generic auth::kUnauthenticatedRefusal, logged once per address per
+// minute); then `bind` maps its
 // worker id to a member's Session, and from then on every message it sends
 // goes to `on_message` under that Session's id, exactly as if it had come on
 // the stream. Send() writes to the link bound to a Session (false when there
@@ -107,7 +110,13 @@ class LinkServer {
   bool Flush(Conn& conn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void QueueLocked(Conn& conn, const google::protobuf::MessageLite& msg)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Refuse(uint64_t id, const std::string& why) ABSL_LOCKS_EXCLUDED(mu_);
+  // Sends a Refusal to `c` and closes it. A peer that has not `proven` the
+  // secret gets the generic auth::kUnauthenticatedRefusal (a version
+  // mismatch excepted) and `message` goes to the log, rate-limited per
+  // address.
+  void RefuseLocked(uint64_t id, Conn& c, proto::Refusal::Reason reason,
+                    const std::string& message, bool proven)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CloseLocked(uint64_t id, const std::string& why)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CloseExpired(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);

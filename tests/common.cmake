@@ -3,3 +3,4 @@ kolo_add_test(common_auth_test SOURCES common_auth_test.cc LIBS kolo_common LABE
 kolo_add_test(common_net_test SOURCES common_net_test.cc LIBS kolo_common LABELS unit tsan)
 kolo_add_test(common_sync_test SOURCES common_sync_test.cc LIBS kolo_common LABELS unit tsan)
 kolo_add_test(common_framing_test SOURCES common_framing_test.cc LIBS kolo_common LABELS unit tsan)
+kolo_add_test(common_rate_limited_log_test SOURCES common_rate_limited_log_test.cc LIBS kolo_common LABELS unit tsan)

@@ -1,5 +1,6 @@
 // HMAC challenge-response: accept, refuse a wrong secret, refuse replays,
 // refuse role confusion, refuse an impostor coordinator.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -99,11 +100,11 @@ TEST(Auth, LoadSecretFile) {
       ::testing::TempDir() + "/kolo_secret_" + std::to_string(getpid());
   {
     std::ofstream out(path);
-    out << "abc123\n";
+    out << "abcdef0123456789\n";
   }
   absl::StatusOr<std::string> s = LoadSecretFile(path);
   ASSERT_TRUE(s.ok()) << s.status();
-  EXPECT_EQ(*s, "abc123");
+  EXPECT_EQ(*s, "abcdef0123456789");
   {
     std::ofstream out(path);
     out << "\n";
@@ -115,6 +116,58 @@ TEST(Auth, LoadSecretFile) {
   s = LoadSecretFile(path);
   EXPECT_EQ(s.status().code(), absl::StatusCode::kNotFound);
   EXPECT_NE(s.status().message().find(path), std::string::npos);
+}
+
+// Issue 16 §3: a secret too short to resist guessing is refused, saying how
+// long it must be and how to make one.
+TEST(Auth, ShortSecretFileRefused) {
+  std::string path =
+      ::testing::TempDir() + "/kolo_short_secret_" + std::to_string(getpid());
+  {
+    std::ofstream out(path);
+    out << "x\n";
+  }
+  absl::StatusOr<std::string> s = LoadSecretFile(path);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.status().message().find("only 1 bytes long"), std::string::npos)
+      << s.status();
+  EXPECT_NE(s.status().message().find("at least 16 bytes"), std::string::npos);
+  EXPECT_NE(s.status().message().find("head -c 32 /dev/urandom | base64"),
+            std::string::npos);
+  EXPECT_NE(s.status().message().find(path), std::string::npos);
+  std::remove(path.c_str());
+}
+
+TEST(Auth, CheckSecretStrength) {
+  EXPECT_TRUE(CheckSecretStrength(std::string(kMinSecretBytes, 'a'), "t").ok());
+  // kolorun's secret: 32 random bytes as hex.
+  EXPECT_TRUE(CheckSecretStrength(RandomHex(32), "t").ok());
+  absl::Status st =
+      CheckSecretStrength(std::string(kMinSecretBytes - 1, 'a'), "KOLO_SECRET");
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("KOLO_SECRET"), std::string::npos);
+  EXPECT_NE(CheckSecretStrength("", "t").message().find("empty"),
+            std::string::npos);
+}
+
+// Issue 16 §3: a secret file readable by others is accepted with a warning,
+// like ssh's for keys.
+TEST(Auth, SecretFileModeWarning) {
+  std::string path =
+      ::testing::TempDir() + "/kolo_mode_secret_" + std::to_string(getpid());
+  {
+    std::ofstream out(path);
+    out << RandomHex(16) << "\n";
+  }
+  ASSERT_EQ(::chmod(path.c_str(), 0644), 0);
+  std::optional<std::string> warning = SecretFileModeWarning(path);
+  ASSERT_TRUE(warning.has_value());
+  EXPECT_NE(warning->find("0644"), std::string::npos) << *warning;
+  EXPECT_NE(warning->find("chmod 600"), std::string::npos);
+  EXPECT_TRUE(LoadSecretFile(path).ok());  // warned, not refused
+  ASSERT_EQ(::chmod(path.c_str(), 0600), 0);
+  EXPECT_FALSE(SecretFileModeWarning(path).has_value());
+  std::remove(path.c_str());
 }
 
 }  // namespace

@@ -18,6 +18,7 @@ namespace kolo::coordinator {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr uint64_t kInc = 0xfeedface12345678ull;
 constexpr char kSecret[] = "the-job-secret";
@@ -90,9 +91,18 @@ class CoreTest : public ::testing::Test {
   // Full handshake with `secret`; returns the actions of the Proof.
   Actions Join(SessionId id, const std::string& worker, const std::string& host,
                const std::string& secret = kSecret, int requested_rank = -1) {
-    auth::ClientHandshake hs(secret, kJob, worker);
-    Actions a = OpenAndHello(
-        id, Hello(worker, host, hs.client_nonce(), requested_rank));
+    return JoinWith(id, Hello(worker, host, "", requested_rank), secret);
+  }
+
+  // Full handshake of `hello` (its client nonce is set here) with `secret`;
+  // returns the actions of the Proof.
+  Actions JoinWith(SessionId id, proto::WorkerMessage hello,
+                   const std::string& secret = kSecret) {
+    const std::string job = hello.hello().job_id();
+    const std::string worker = hello.hello().worker_id();
+    auth::ClientHandshake hs(secret, job, worker);
+    hello.mutable_hello()->set_client_nonce(hs.client_nonce());
+    Actions a = OpenAndHello(id, hello);
     std::vector<proto::CoordinatorMessage> got = To(a, id);
     EXPECT_EQ(got.size(), 1u);
     if (got.size() != 1 || !got[0].has_challenge()) {
@@ -104,7 +114,7 @@ class CoreTest : public ::testing::Test {
     const proto::Challenge& c = got[0].challenge();
     // A worker with the wrong secret would refuse the coordinator here; the
     // test answers anyway to exercise the coordinator's check.
-    std::string mac = auth::WorkerProof(secret, kJob, worker, hs.client_nonce(),
+    std::string mac = auth::WorkerProof(secret, job, worker, hs.client_nonce(),
                                         c.server_nonce());
     if (secret == kSecret) {
       absl::StatusOr<std::string> answer =
@@ -117,6 +127,21 @@ class CoreTest : public ::testing::Test {
     proto::WorkerMessage proof = Fenced(0);
     proof.mutable_proof()->set_mac(mac);
     return core_->OnMessage(id, proof);
+  }
+
+  // Expects the one generic refusal of an unauthenticated peer to `id`, and
+  // that it names nothing in `secrets` (worker ids, hosts, sizes, addresses).
+  void ExpectGenericRefusal(const Actions& a, SessionId id,
+                            std::vector<std::string> secrets) {
+    proto::Refusal r = ExpectRefusal(a, id, proto::Refusal::AUTH_FAILED);
+    EXPECT_EQ(r.message(), auth::kUnauthenticatedRefusal);
+    const absl::Status* close = CloseOf(a, id);
+    ASSERT_NE(close, nullptr);
+    EXPECT_TRUE(absl::IsUnauthenticated(*close)) << *close;
+    for (const std::string& s : secrets) {
+      EXPECT_THAT(r.message(), Not(HasSubstr(s)));
+      EXPECT_THAT(std::string(close->message()), Not(HasSubstr(s)));
+    }
   }
 
   // Expects exactly one Refusal to `id` with `reason`, and its close.
@@ -262,11 +287,8 @@ TEST_F(CoreTest, WrongSecretRefusedOthersUnaffected) {
   Make(2);
   EXPECT_TRUE(Join(1, "w0", "a").empty());
   Actions bad = Join(2, "w1", "b", "not-the-secret");
-  proto::Refusal r = ExpectRefusal(bad, 2, proto::Refusal::AUTH_FAILED);
-  EXPECT_THAT(r.message(), HasSubstr("authentication failed for worker w1"));
-  EXPECT_THAT(r.message(), HasSubstr("host b"));
-  EXPECT_THAT(r.message(), HasSubstr("KOLO_SECRET_FILE"));
-  EXPECT_TRUE(absl::IsUnauthenticated(*CloseOf(bad, 2)));
+  // The details (who, from where) are for the coordinator's log only.
+  ExpectGenericRefusal(bad, 2, {"w1", "host b", "w0", "127.0.0.1", "2"});
   EXPECT_TRUE(To(bad, 1).empty());  // nobody else disturbed
   EXPECT_FALSE(core_->epoch_formed());
   // The right worker still comes in and the epoch forms.
@@ -318,31 +340,61 @@ TEST_F(CoreTest, VersionMismatchNamesBothVersions) {
   EXPECT_TRUE(absl::IsFailedPrecondition(*CloseOf(a, 1)));
 }
 
-TEST_F(CoreTest, WrongJobRefused) {
+TEST_F(CoreTest, WrongJobRefusedOnceProven) {
   Make(1);
-  proto::WorkerMessage hello = Hello("w0", "a", auth::RandomBytes(32));
+  proto::WorkerMessage hello = Hello("w0", "a", "");
   hello.mutable_hello()->set_job_id("other-job");
+  // Without the secret: nothing about this coordinator's job.
+  ExpectGenericRefusal(JoinWith(1, hello, "not-the-secret"), 1, {"job-7"});
+  // With it: told precisely.
   proto::Refusal r =
-      ExpectRefusal(OpenAndHello(1, hello), 1, proto::Refusal::WRONG_JOB);
+      ExpectRefusal(JoinWith(2, hello), 2, proto::Refusal::WRONG_JOB);
   EXPECT_THAT(r.message(), HasSubstr("'other-job'"));
   EXPECT_THAT(r.message(), HasSubstr("'job-7'"));
 }
 
-TEST_F(CoreTest, WrongWorldSizeRefused) {
+TEST_F(CoreTest, WrongWorldSizeRefusedOnceProven) {
   Make(2);
-  proto::WorkerMessage hello = Hello("w0", "a", auth::RandomBytes(32));
+  proto::WorkerMessage hello = Hello("w0", "a", "");
   hello.mutable_hello()->set_expected_size(4);
+  ExpectGenericRefusal(JoinWith(1, hello, "not-the-secret"), 1,
+                       {"2 workers", "expects"});
   proto::Refusal r =
-      ExpectRefusal(OpenAndHello(1, hello), 1, proto::Refusal::WRONG_JOB);
+      ExpectRefusal(JoinWith(2, hello), 2, proto::Refusal::WRONG_JOB);
   EXPECT_THAT(r.message(), HasSubstr("4 workers"));
+  EXPECT_THAT(r.message(), HasSubstr("expects 2"));
 }
 
-TEST_F(CoreTest, DuplicateWorkerRefused) {
+// Issue 16 §3: a conflicting Hello is answered with a Challenge only; a peer
+// that then fails the proof learns neither the worker ids nor where they are.
+TEST_F(CoreTest, DuplicateWorkerNotRevealedBeforeProof) {
+  Make(3);
+  EXPECT_TRUE(Join(1, "w0", "vm").empty());
+  Actions hello = OpenAndHello(2, Hello("w0", "b", auth::RandomBytes(32)));
+  ASSERT_EQ(To(hello, 2).size(), 1u);
+  EXPECT_TRUE(To(hello, 2)[0].has_challenge());
+  EXPECT_EQ(CloseOf(hello, 2), nullptr);
+  proto::WorkerMessage garbage = Fenced(0);
+  garbage.mutable_proof()->set_mac("x");
+  ExpectGenericRefusal(core_->OnMessage(2, garbage), 2,
+                       {"w0", "vm", "127.0.0.1", "already"});
+  // No proof at all: the handshake times out, with the same answer.
+  EXPECT_TRUE(To(OpenAndHello(3, Hello("w0", "b", auth::RandomBytes(32))), 3)[0]
+                  .has_challenge());
+  now_ += absl::Seconds(6);
+  Actions tick = core_->OnTick(now_);
+  ExpectGenericRefusal(tick, 3, {"w0", "vm", "127.0.0.1"});
+}
+
+TEST_F(CoreTest, DuplicateWorkerRefusedOnceProven) {
   Make(3);
   EXPECT_TRUE(Join(1, "w0", "a").empty());
-  Actions dup = OpenAndHello(2, Hello("w0", "b", auth::RandomBytes(32)));
+  // A legit worker started twice still learns why.
+  Actions dup = Join(2, "w0", "b");
   proto::Refusal r = ExpectRefusal(dup, 2, proto::Refusal::DUPLICATE_WORKER);
-  EXPECT_THAT(r.message(), HasSubstr("w0"));
+  EXPECT_THAT(r.message(), HasSubstr("worker id w0 is already connected"));
+  EXPECT_THAT(r.message(), HasSubstr("host a"));
+  EXPECT_TRUE(absl::IsAlreadyExists(*CloseOf(dup, 2)));
   EXPECT_TRUE(To(dup, 1).empty());
 }
 
@@ -363,11 +415,15 @@ TEST_F(CoreTest, DuplicateDetectedAtProof) {
   ExpectRefusal(proof(a2, 2, h2), 2, proto::Refusal::DUPLICATE_WORKER);
 }
 
-TEST_F(CoreTest, JobFullRefused) {
+TEST_F(CoreTest, JobFullRefusedOnceProven) {
   Form({"a"});
-  Actions a = OpenAndHello(2, Hello("w9", "a", auth::RandomBytes(32)));
-  proto::Refusal r = ExpectRefusal(a, 2, proto::Refusal::JOB_FULL);
+  // Without the secret: not even the job's size.
+  ExpectGenericRefusal(Join(2, "w9", "a", "not-the-secret"), 2,
+                       {"1 workers", "w0", "job-7"});
+  Actions a = Join(3, "w9", "a");
+  proto::Refusal r = ExpectRefusal(a, 3, proto::Refusal::JOB_FULL);
   EXPECT_THAT(r.message(), HasSubstr("w9"));
+  EXPECT_THAT(r.message(), HasSubstr("already has its 1 workers"));
   EXPECT_TRUE(To(a, 1).empty());
 }
 
@@ -425,13 +481,14 @@ TEST_F(CoreTest, MessagesBeforeAuthenticationRefused) {
   EXPECT_TRUE(core_->OnOpen(1, "p1").empty());
   proto::WorkerMessage hb = Fenced(0);
   hb.mutable_heartbeat()->set_seq(1);
-  ExpectRefusal(core_->OnMessage(1, hb), 1, proto::Refusal::PROTOCOL_ERROR);
+  // Refusals before the proof are generic (the details are logged).
+  ExpectGenericRefusal(core_->OnMessage(1, hb), 1, {"Heartbeat"});
   // Exchange during the handshake.
   auth::ClientHandshake hs(kSecret, kJob, "w0");
   OpenAndHello(2, Hello("w0", "a", hs.client_nonce()));
   proto::WorkerMessage ex = Fenced(0);
   ex.mutable_exchange()->set_key("k");
-  ExpectRefusal(core_->OnMessage(2, ex), 2, proto::Refusal::PROTOCOL_ERROR);
+  ExpectGenericRefusal(core_->OnMessage(2, ex), 2, {"w0", "Exchange"});
   // Exchange after authentication but before the Membership.
   EXPECT_TRUE(Join(3, "w1", "a").empty());
   ExpectRefusal(core_->OnMessage(3, ex), 3, proto::Refusal::PROTOCOL_ERROR);
@@ -452,9 +509,8 @@ TEST_F(CoreTest, WrongIncarnationFencedDuringHandshake) {
   proof.mutable_fence()->set_incarnation(kInc + 1);
   proof.mutable_proof()->set_mac(
       *hs.Answer(c.server_nonce(), c.server_proof()));
-  proto::Refusal r =
-      ExpectRefusal(core_->OnMessage(1, proof), 1, proto::Refusal::FENCED);
-  EXPECT_THAT(r.message(), HasSubstr("w0"));
+  // Not proven yet (the fence is checked first): the generic refusal.
+  ExpectGenericRefusal(core_->OnMessage(1, proof), 1, {"w0", "incarnation"});
 }
 
 TEST_F(CoreTest, MemberFencedEndsJob) {
@@ -596,7 +652,7 @@ TEST_F(CoreTest, StalledHandshakeDropped) {
   Make(2);
   EXPECT_TRUE(core_->OnOpen(1, "p").empty());
   now_ += absl::Seconds(6);
-  ExpectRefusal(core_->OnTick(now_), 1, proto::Refusal::PROTOCOL_ERROR);
+  ExpectGenericRefusal(core_->OnTick(now_), 1, {"did not complete"});
 }
 
 TEST_F(CoreTest, ShutdownSendsJobEnd) {
@@ -606,16 +662,18 @@ TEST_F(CoreTest, ShutdownSendsJobEnd) {
   Actions a = core_->Shutdown(true, "kolorun was interrupted");
   for (SessionId id : {1, 2}) {
     ASSERT_EQ(To(a, id).size(), 1u);
-    EXPECT_EQ(To(a, id)[0].job_end().reason(), "kolorun was interrupted");
     EXPECT_NE(CloseOf(a, id), nullptr);
   }
+  EXPECT_EQ(To(a, 1)[0].job_end().reason(), "kolorun was interrupted");
+  // Session 2 has not proven the secret: it is not told why.
+  EXPECT_EQ(To(a, 2)[0].job_end().reason(),
+            "the job ended during the handshake");
   EXPECT_TRUE(core_->ended_in_failure());
   EXPECT_TRUE(core_->Shutdown(true, "again").empty());
   EXPECT_EQ(core_->end_reason(), "kolorun was interrupted");
-  // A late Hello is told the job ended.
+  // A late worker is told the job ended, once it proved the secret.
   proto::Refusal r =
-      ExpectRefusal(OpenAndHello(3, Hello("w5", "a", auth::RandomBytes(32))), 3,
-                    proto::Refusal::JOB_FULL);
+      ExpectRefusal(Join(3, "w5", "a"), 3, proto::Refusal::JOB_FULL);
   EXPECT_THAT(r.message(), HasSubstr("has ended"));
 }
 

@@ -59,6 +59,7 @@ using ::kolo::worker::NegotiationLink;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::Not;
 using ::testing::Pair;
 
 constexpr char kJob[] = "job-link-test";
@@ -492,7 +493,41 @@ TEST_F(LinkTest, ForgedProofIsRefusedWithAuthFailed) {
   ASSERT_TRUE(refusal.ok()) << refusal.status();
   ASSERT_TRUE(refusal->has_refusal());
   EXPECT_EQ(refusal->refusal().reason(), proto::Refusal::AUTH_FAILED);
-  EXPECT_THAT(refusal->refusal().message(), HasSubstr("authentication failed"));
+  EXPECT_EQ(refusal->refusal().message(), auth::kUnauthenticatedRefusal);
+  EXPECT_TRUE(raw.AwaitEof(Scaled(absl::Seconds(20))).ok());
+  EXPECT_THAT(Binds(), IsEmpty());
+}
+
+// Issue 16 §3: a peer that claims another job (or coordinator start) and
+// cannot prove the secret learns nothing about this job, only the generic
+// refusal; the details are for the coordinator's log.
+TEST_F(LinkTest, UnprovenPeerLearnsNothingAboutTheJob) {
+  StartServer();
+  RawClient raw(server_->port());
+  ASSERT_TRUE(raw.connected());
+  const std::string client_nonce = auth::RandomBytes(auth::kNonceBytes);
+  proto::WorkerMessage hello;
+  hello.mutable_fence()->set_incarnation(kIncarnation + 1);
+  hello.mutable_fence()->set_epoch(kEpoch);
+  hello.mutable_hello()->set_protocol_version(kProtocolVersion);
+  hello.mutable_hello()->set_job_id("some-other-job");
+  hello.mutable_hello()->set_worker_id("w0");
+  hello.mutable_hello()->set_client_nonce(client_nonce);
+  ASSERT_TRUE(raw.Send(hello));
+  absl::StatusOr<proto::CoordinatorMessage> challenge =
+      raw.Read(Scaled(absl::Seconds(20)));
+  ASSERT_TRUE(challenge.ok()) << challenge.status();
+  ASSERT_TRUE(challenge->has_challenge()) << "refused before any proof";
+  proto::WorkerMessage proof;
+  proof.mutable_proof()->set_mac("forged");
+  ASSERT_TRUE(raw.Send(proof));
+  absl::StatusOr<proto::CoordinatorMessage> refusal =
+      raw.Read(Scaled(absl::Seconds(20)));
+  ASSERT_TRUE(refusal.ok()) << refusal.status();
+  ASSERT_TRUE(refusal->has_refusal());
+  EXPECT_EQ(refusal->refusal().reason(), proto::Refusal::AUTH_FAILED);
+  EXPECT_EQ(refusal->refusal().message(), auth::kUnauthenticatedRefusal);
+  EXPECT_THAT(refusal->refusal().message(), Not(HasSubstr(kJob)));
   EXPECT_TRUE(raw.AwaitEof(Scaled(absl::Seconds(20))).ok());
   EXPECT_THAT(Binds(), IsEmpty());
 }
@@ -1009,7 +1044,8 @@ TEST_F(LinkTest, FirstMessageMustBeAHello) {
       raw.Read(Scaled(absl::Seconds(20)));
   ASSERT_TRUE(refusal.ok()) << refusal.status();
   ASSERT_TRUE(refusal->has_refusal());
-  EXPECT_THAT(refusal->refusal().message(), HasSubstr("expected a Hello"));
+  // Not proven: the generic refusal (the coordinator logs "expected a Hello").
+  EXPECT_EQ(refusal->refusal().message(), auth::kUnauthenticatedRefusal);
   EXPECT_TRUE(raw.AwaitEof(Scaled(absl::Seconds(20))).ok());
   EXPECT_THAT(Messages(), IsEmpty());
   EXPECT_THAT(Binds(), IsEmpty());

@@ -5,6 +5,7 @@
 // secret disturbs nobody else; a killed or frozen coordinator makes the
 // workers exit within their lease).
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -33,7 +34,9 @@ std::string Bin(const std::string& name) { return BinDir() + "/" + name; }
 std::string WriteSecret(const std::string& name, const std::string& secret) {
   std::string path =
       absl::StrCat(::testing::TempDir(), "/", name, ".", getpid());
-  std::ofstream(path) << secret << "\n";
+  // Padded to the minimum secret length; private, as a secret file should be.
+  std::ofstream(path) << secret << "-0123456789abcdef\n";
+  ::chmod(path.c_str(), 0600);
   return path;
 }
 

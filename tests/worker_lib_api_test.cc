@@ -133,7 +133,7 @@ TEST(Api, TorchrunStyleStartScrubsTheSecret) {
   vars["LOCAL_RANK"] = "0";
   vars["MASTER_ADDR"] = "127.0.0.1";
   vars["MASTER_PORT"] = absl::StrCat(*port);
-  vars["KOLO_SECRET"] = "torch-secret";
+  vars["KOLO_SECRET"] = "torch-secret-0123456789";
   vars["KOLO_WORKER_ID"] = "trainer-0";
   ScopedEnv env(vars);
   ASSERT_TRUE(init().ok());
@@ -148,7 +148,7 @@ TEST(Api, JoinsACoordinatorThatAlreadyRuns) {
   coordinator::ServerOptions so;
   so.expected_size = 1;
   so.job_id = "standalone";
-  so.secret = "abc";
+  so.secret = "abc-0123456789abcdef";
   auto server = coordinator::CoordinatorServer::Start(so);
   ASSERT_TRUE(server.ok()) << server.status();
   auto vars = Clean();
@@ -157,7 +157,7 @@ TEST(Api, JoinsACoordinatorThatAlreadyRuns) {
   vars["KOLO_COORDINATOR"] = absl::StrCat("127.0.0.1:", (*server)->port());
   vars["KOLO_HOST_COORDINATOR"] = "0";
   vars["KOLO_JOB_ID"] = "standalone";
-  vars["KOLO_SECRET"] = "abc";
+  vars["KOLO_SECRET"] = "abc-0123456789abcdef";
   ScopedEnv env(vars);
   ASSERT_TRUE(init().ok());
   EXPECT_EQ((*server)->Status().phase(), "running");
@@ -183,7 +183,7 @@ TEST(Api, TakenPortExplainsTorchrunsStore) {
   vars["WORLD_SIZE"] = "2";
   vars["MASTER_ADDR"] = "127.0.0.1";
   vars["MASTER_PORT"] = absl::StrCat(ntohs(sa.sin_port));
-  vars["KOLO_SECRET"] = "x";
+  vars["KOLO_SECRET"] = "x-0123456789abcdef";
   ScopedEnv env(vars);
   absl::Status s = init();
   ::close(fd);

@@ -36,7 +36,7 @@ TEST(WorkerConfig, Kolorun) {
                   {"KOLO_RANK", "3"},
                   {"KOLO_SIZE", "4"},
                   {"KOLO_LOCAL_RANK", "1"},
-                  {"KOLO_SECRET", "s3cret"},
+                  {"KOLO_SECRET", "s3cret-0123456789abcdef"},
                   // Ignored under kolorun:
                   {"RANK", "9"},
                   {"WORLD_SIZE", "10"}});
@@ -50,7 +50,7 @@ TEST(WorkerConfig, Kolorun) {
   EXPECT_EQ(c->rank, 3);
   EXPECT_EQ(c->size, 4);
   EXPECT_EQ(c->local_rank, 1);
-  EXPECT_EQ(c->secret, "s3cret");
+  EXPECT_EQ(c->secret, "s3cret-0123456789abcdef");
   EXPECT_FALSE(c->host_coordinator);
   EXPECT_EQ(c->worker_incarnation, 0u);
   // Defaults.
@@ -68,7 +68,7 @@ TEST(WorkerConfig, KolorunRank0DoesNotHost) {
                 {"KOLO_COORDINATOR", "h:1"},
                 {"KOLO_RANK", "0"},
                 {"KOLO_SIZE", "2"},
-                {"KOLO_SECRET", "s"}};
+                {"KOLO_SECRET", "s-0123456789abcdef"}};
   auto c = Parse(env);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_FALSE(c->host_coordinator);
@@ -90,7 +90,7 @@ TEST(WorkerConfig, Torchrun) {
                 {"MASTER_ADDR", "node1"},
                 {"MASTER_PORT", "29500"},
                 {"TORCHELASTIC_RUN_ID", "tr-42"},
-                {"KOLO_SECRET", "x"}};
+                {"KOLO_SECRET", "x-0123456789abcdef"}};
   auto c = Parse(env);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->launch_mode, LaunchMode::kTorchrun);
@@ -122,7 +122,7 @@ TEST(WorkerConfig, HostingDecision) {
   EnvMap env = {{"RANK", "0"},
                 {"WORLD_SIZE", "2"},
                 {"KOLO_COORDINATOR", "127.0.0.1:5000"},
-                {"KOLO_SECRET", "x"}};
+                {"KOLO_SECRET", "x-0123456789abcdef"}};
   auto c = Parse(env);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_TRUE(c->host_coordinator);
@@ -143,7 +143,9 @@ TEST(WorkerConfig, HostingDecision) {
 }
 
 TEST(WorkerConfig, NoCoordinatorAddress) {
-  EnvMap env = {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"KOLO_SECRET", "x"}};
+  EnvMap env = {{"RANK", "1"},
+                {"WORLD_SIZE", "2"},
+                {"KOLO_SECRET", "x-0123456789abcdef"}};
   auto c = Parse(env);
   EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(c.status().message(), HasSubstr("KOLO_COORDINATOR=host:port"));
@@ -161,7 +163,7 @@ TEST(WorkerConfig, Slurm) {
                   {"SLURM_JOB_ID", "12345"},
                   {"MASTER_ADDR", "gpu-01"},
                   {"MASTER_PORT", "7000"},
-                  {"KOLO_SECRET", "x"}});
+                  {"KOLO_SECRET", "x-0123456789abcdef"}});
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->launch_mode, LaunchMode::kSlurm);
   EXPECT_EQ(c->rank, 5);
@@ -181,7 +183,7 @@ TEST(WorkerConfig, OpenMpiWinsOverSlurm) {
                   {"SLURM_PROCID", "0"},
                   {"SLURM_NTASKS", "1"},
                   {"KOLO_COORDINATOR", "head:6000"},
-                  {"KOLO_SECRET", "x"}});
+                  {"KOLO_SECRET", "x-0123456789abcdef"}});
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->launch_mode, LaunchMode::kOpenMpi);
   EXPECT_EQ(c->rank, 2);
@@ -216,7 +218,7 @@ TEST(WorkerConfig, SecretFile) {
   char path[] = "/tmp/kolo_secret_XXXXXX";
   int fd = ::mkstemp(path);
   ASSERT_GE(fd, 0);
-  const std::string content = "abcdef0123\n";
+  const std::string content = "abcdef0123456789\n";
   ASSERT_EQ(::write(fd, content.data(), content.size()),
             static_cast<ssize_t>(content.size()));
   ::close(fd);
@@ -227,11 +229,11 @@ TEST(WorkerConfig, SecretFile) {
                 {"KOLO_SECRET_FILE", path}};
   auto c = Parse(env);
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(c->secret, "abcdef0123");
-  env["KOLO_SECRET"] = "direct";  // KOLO_SECRET wins
+  EXPECT_EQ(c->secret, "abcdef0123456789");
+  env["KOLO_SECRET"] = "direct-0123456789abcdef";  // KOLO_SECRET wins
   c = Parse(env);
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(c->secret, "direct");
+  EXPECT_EQ(c->secret, "direct-0123456789abcdef");
   ::unlink(path);
   env.erase("KOLO_SECRET");
   c = Parse(env);
@@ -243,7 +245,7 @@ EnvMap Base() {
   return {{"RANK", "0"},
           {"WORLD_SIZE", "2"},
           {"KOLO_COORDINATOR", "127.0.0.1:5000"},
-          {"KOLO_SECRET", "x"}};
+          {"KOLO_SECRET", "x-0123456789abcdef"}};
 }
 
 TEST(WorkerConfig, BadNumbersNameTheVariable) {
@@ -319,6 +321,22 @@ TEST(WorkerConfig, EmptyValuesCountAsUnset) {
   EXPECT_EQ(c->log_level, "warn");
 }
 
+// Issue 16 §3: KOLO_SECRET too short to resist guessing is refused, saying
+// how long it must be and how to make one.
+TEST(WorkerConfig, ShortSecretRefused) {
+  EnvMap env = {{"RANK", "1"},
+                {"WORLD_SIZE", "2"},
+                {"MASTER_ADDR", "127.0.0.1"},
+                {"MASTER_PORT", "29500"},
+                {"KOLO_SECRET", "x"}};
+  auto c = Parse(env);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(c.status().message(), HasSubstr("KOLO_SECRET"));
+  EXPECT_THAT(c.status().message(), HasSubstr("at least 16 bytes"));
+  EXPECT_THAT(c.status().message(), HasSubstr("/dev/urandom"));
+}
+
 TEST(WorkerConfig, ProcessEnvironmentScrubsSecret) {
   ASSERT_EQ(::setenv("KOLO_SECRET", "from-env", 1), 0);
   ASSERT_EQ(::setenv("KOLO_TEST_MARKER", "a=b", 1), 0);
@@ -341,7 +359,7 @@ namespace {
 TEST(WorkerConfig, DataPlaneKnobs) {
   EnvMap env = {{"KOLO_LAUNCHER", "kolorun"},
                 {"KOLO_COORDINATOR", "127.0.0.1:5"},
-                {"KOLO_SECRET", "s"},
+                {"KOLO_SECRET", "s-0123456789abcdef"},
                 {"KOLO_RANK", "0"},
                 {"KOLO_SIZE", "1"}};
   auto c = ParseWorkerConfig(env, "host");
@@ -370,7 +388,7 @@ TEST(WorkerConfig, DataPlaneKnobs) {
 TEST(WorkerConfig, AllreduceAlgorithm) {
   EnvMap env = {{"KOLO_LAUNCHER", "kolorun"},
                 {"KOLO_COORDINATOR", "127.0.0.1:5"},
-                {"KOLO_SECRET", "s"},
+                {"KOLO_SECRET", "s-0123456789abcdef"},
                 {"KOLO_RANK", "0"},
                 {"KOLO_SIZE", "1"}};
   auto c = ParseWorkerConfig(env, "host");
@@ -399,7 +417,7 @@ TEST(WorkerConfig, AllreduceAlgorithm) {
 TEST(WorkerConfig, SegmentBytesAndTcpCongestion) {
   EnvMap env = {{"KOLO_LAUNCHER", "kolorun"},
                 {"KOLO_COORDINATOR", "127.0.0.1:5"},
-                {"KOLO_SECRET", "s"},
+                {"KOLO_SECRET", "s-0123456789abcdef"},
                 {"KOLO_RANK", "0"},
                 {"KOLO_SIZE", "1"}};
   auto c = ParseWorkerConfig(env, "host");
@@ -452,7 +470,7 @@ using ::testing::Not;
 EnvMap NegotiationBase() {
   return {{"KOLO_LAUNCHER", "kolorun"},
           {"KOLO_COORDINATOR", "127.0.0.1:5"},
-          {"KOLO_SECRET", "s"},
+          {"KOLO_SECRET", "s-0123456789abcdef"},
           {"KOLO_RANK", "0"},
           {"KOLO_SIZE", "1"}};
 }

@@ -229,6 +229,10 @@ absl::Status ParseSecret(const EnvMap& env, WorkerConfig& c) {
     return absl::FailedPreconditionError(
         absl::StrCat("the job secret is empty; ", kSecretHowTo));
   }
+  // (A secret file was checked when it was read.)
+  if (Get(env, "KOLO_SECRET")) {
+    return auth::CheckSecretStrength(c.secret, "KOLO_SECRET");
+  }
   return absl::OkStatus();
 }
 

@@ -221,9 +221,17 @@ void SessionClient::Reactor::Handle(const proto::CoordinatorMessage& msg) {
   if (!distrust_.ok() && !msg.has_refusal()) return;  // an impostor's words
   if (msg.has_refusal()) {
     SessionLog()->error("{}", msg.refusal().message());
-    Fail(RefusalStatus(msg.refusal(), absl::StrCat(Who(), " refused worker ",
-                                                   options_.worker_id, ": ")),
-         /*lost=*/false);
+    absl::Status refused = RefusalStatus(
+        msg.refusal(),
+        absl::StrCat(Who(), " refused worker ", options_.worker_id, ": "));
+    if (!distrust_.ok()) {
+      // An unauthenticated worker is told nothing precise; what it found
+      // itself (the coordinator could not prove the secret) says why.
+      refused = absl::Status(
+          refused.code(),
+          absl::StrCat(refused.message(), "; ", distrust_.message()));
+    }
+    Fail(refused, /*lost=*/false);
     return;
   }
   if (msg.has_challenge()) {

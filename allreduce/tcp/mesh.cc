@@ -16,6 +16,7 @@
 #include "allreduce/tcp/socket_util.h"
 #include "common/auth.h"
 #include "common/log.h"
+#include "common/rate_limited_log.h"
 
 namespace kolo::tcp {
 namespace {
@@ -52,6 +53,10 @@ struct Conn {
   absl::Time retry_at;
   absl::Duration backoff = kFirstRetry;
   bool dead = false;
+  // Acceptor: the peer proved the job secret (or was refused for its
+  // protocol version, which is public), so a refusal may say why. Until then
+  // it gets auth::kUnauthenticatedRefusal and the reason is only logged.
+  bool proven = false;
 };
 
 class Mesh {
@@ -139,12 +144,19 @@ void Mesh::Retry(Conn& c, absl::string_view why) {
 }
 
 void Mesh::Refuse(Conn& c, const absl::Status& why) {
-  log_->warn("{}: refused a data-plane connection from {}{}: {}", Self(),
-             c.remote,
-             c.peer >= 0 ? absl::StrCat(" claiming rank ", c.peer) : "",
-             std::string(why.message()));
-  std::string msg = EncodeMsg(
-      MsgType::kRefuse, EncodeString(why.message().substr(0, kMaxReasonBytes)));
+  const std::string detail =
+      absl::StrCat(Self(), ": refused a data-plane connection from ", c.remote,
+                   c.peer >= 0 ? absl::StrCat(" claiming rank ", c.peer) : "",
+                   ": ", why.message());
+  absl::string_view told = auth::kUnauthenticatedRefusal;
+  if (c.proven) {
+    log_->warn("{}", detail);
+    told = why.message();
+  } else {
+    LogRefusal(*log_, c.remote, detail);
+  }
+  std::string msg = EncodeMsg(MsgType::kRefuse,
+                              EncodeString(told.substr(0, kMaxReasonBytes)));
   // Best effort: the socket's buffer is empty, so this rarely blocks.
   (void)!::send(c.fd.get(), msg.data(), msg.size(), MSG_NOSIGNAL);
   ::shutdown(c.fd.get(), SHUT_RDWR);
@@ -245,16 +257,16 @@ absl::Status Mesh::OnMessage(Conn& c, absl::string_view body) {
     }
     return Fatal(c, "sent an unexpected handshake message");
   }
-  // Acceptor.
+  // Acceptor. Only the version is checked before the proof (it is public);
+  // the job, epoch and ranks after it, so that a peer without the secret
+  // learns nothing about the job.
   if (c.phase == Phase::kAwaitHello && type == MsgType::kHello) {
     absl::StatusOr<Hello> h = ParseHello(body);
     if (!h.ok()) return h.status();
     c.hello = *h;
-    if (absl::Status s = CheckHello(c.hello, view_); !s.ok()) return s;
-    c.peer = static_cast<int>(c.hello.from_rank);
-    if (fds_[c.peer].valid()) {
-      return absl::AlreadyExistsError(
-          absl::StrCat("rank ", c.peer, " is already connected"));
+    if (c.hello.version != view_.version) {
+      c.proven = true;  // a version mismatch may be told
+      return CheckHello(c.hello, view_);
     }
     c.acceptor_nonce = auth::RandomBytes(auth::kNonceBytes);
     Challenge ch{o_.worker_ids[o_.rank], c.acceptor_nonce,
@@ -274,6 +286,9 @@ absl::Status Mesh::OnMessage(Conn& c, absl::string_view body) {
           "wrong job secret: the peer's proof does not match (check that "
           "every worker got this job's secret)");
     }
+    c.proven = true;
+    if (absl::Status s = CheckHello(c.hello, view_); !s.ok()) return s;
+    c.peer = static_cast<int>(c.hello.from_rank);
     if (fds_[c.peer].valid()) {
       return absl::AlreadyExistsError(
           absl::StrCat("rank ", c.peer, " is already connected"));
@@ -413,12 +428,14 @@ absl::StatusOr<std::vector<UniqueFd>> Mesh::Run() {
         if (s.code() == absl::StatusCode::kPermissionDenied) return s;
         Retry(*c, s.message());
       } else if (s.code() == absl::StatusCode::kUnavailable) {
-        log_->warn(
-            "{}: a data-plane connection from {}{} {} (it may not know "
-            "the job secret, or it belongs to another job or epoch)",
-            Self(), c->remote,
-            c->peer >= 0 ? absl::StrCat(" claiming rank ", c->peer) : "",
-            std::string(s.message()));
+        LogRefusal(
+            *log_, c->remote,
+            absl::StrCat(
+                Self(), ": a data-plane connection from ", c->remote,
+                c->peer >= 0 ? absl::StrCat(" claiming rank ", c->peer) : "",
+                " ", s.message(),
+                " (it may not know the job secret, or it belongs to another "
+                "job or epoch)"));
         c->dead = true;
       } else {
         Refuse(*c, s);
@@ -442,6 +459,17 @@ absl::StatusOr<std::vector<UniqueFd>> Mesh::Run() {
         absl::StrJoin(missing, ", "),
         ". Check that those workers are alive and reachable at their "
         "advertised addresses (KOLO_IFACE / KOLO_ADDR)"));
+  }
+  // Connections that never finished their handshake (idle, or too slow)
+  // are dropped with the mesh: someone may be knocking.
+  for (const auto& c : conns_) {
+    if (c->connector || c->dead) continue;
+    LogRefusal(*log_, c->remote,
+               absl::StrCat(Self(), ": dropped a data-plane connection from ",
+                            c->remote,
+                            " that did not complete its handshake before the "
+                            "mesh of epoch ",
+                            o_.epoch, " was complete"));
   }
   return std::move(fds_);
 }

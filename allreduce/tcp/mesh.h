@@ -5,10 +5,12 @@
 // one, on the borrowed listening socket. Everything progresses at once in
 // one poll loop: connects are retried (a peer may not listen yet) until the
 // deadline, and a connection that sends garbage, stalls, or fails the
-// handshake (handshake.h) is refused and logged (logger "transport", warn)
-// without delaying the others; the acceptor keeps waiting for the right peer.
-// A connector that is refused by a genuine peer (wrong epoch, version, job or
-// secret) fails at once with the acceptor's reason, as retrying cannot help.
+// handshake (handshake.h) is refused and logged (logger "transport", warn;
+// a peer that has not proven the secret once per address per minute, see
+// common/rate_limited_log.h) without delaying the others; the acceptor keeps
+// waiting for the right peer. A connector that is refused by a genuine peer
+// (wrong epoch, version, job or secret) fails at once with the acceptor's
+// reason, as retrying cannot help.
 //
 // Thread-safety: a free function; the caller owns the listening socket and
 // must not accept from it concurrently.
