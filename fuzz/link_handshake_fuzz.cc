@@ -26,6 +26,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
@@ -73,9 +74,9 @@ bool WriteAll(int fd, const std::string& bytes) {
 }
 
 // The next frame from the server as a CoordinatorMessage; nullopt at EOF or
-// after 5 s.
+// after 5 s (`why` says which).
 std::optional<kolo::proto::CoordinatorMessage> ReadMessage(
-    int fd, kolo::FrameDecoder& decoder) {
+    int fd, kolo::FrameDecoder& decoder, std::string* why = nullptr) {
   while (true) {
     auto frame = decoder.Next();
     KOLO_CHECK(frame.ok());  // the server frames correctly
@@ -85,11 +86,17 @@ std::optional<kolo::proto::CoordinatorMessage> ReadMessage(
       return m;
     }
     pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, 5000) <= 0) return std::nullopt;
+    if (::poll(&p, 1, 5000) <= 0) {
+      if (why != nullptr) *why = "no answer within 5 s";
+      return std::nullopt;
+    }
     char buf[4096];
     ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return std::nullopt;
+    if (n <= 0) {
+      if (why != nullptr) *why = n == 0 ? "EOF" : std::strerror(errno);
+      return std::nullopt;
+    }
     decoder.Append(buf, static_cast<size_t>(n));
   }
 }
@@ -186,9 +193,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                                   challenge->challenge().server_nonce()));
       open = WriteAll(fd, Frame(proof));
       if (open) {
+        std::string why;
         std::optional<kolo::proto::CoordinatorMessage> ready =
-            ReadMessage(fd, decoder);
-        KOLO_CHECK(ready.has_value() && ready->has_link_ready());
+            ReadMessage(fd, decoder, &why);
+        // A right proof binds the link (bind accepts w0 in epoch 1).
+        KOLO_CHECK(ready.has_value() && ready->has_link_ready())
+            << (ready.has_value() ? ready->ShortDebugString() : why);
       }
     }
   }

@@ -6,6 +6,8 @@ handshakes, into negotiation). Deterministic: running it again rewrites the
 same files. Usage: python3 fuzz/make_corpus.py [OUT_DIR (default
 fuzz/corpus)]. Protobuf messages are encoded by hand (a few fields of
 proto/kolo.proto), so it needs nothing beyond Python's standard library.
+Files named regression_* in a corpus are not written here: they are inputs
+that once crashed a target, kept as seeds (each names the fix in the git log).
 """
 import hashlib
 import hmac
