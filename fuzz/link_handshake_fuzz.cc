@@ -86,7 +86,10 @@ std::optional<kolo::proto::CoordinatorMessage> ReadMessage(
       return m;
     }
     pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, 5000) <= 0) {
+    // libFuzzer's SIGALRM (its -timeout check) interrupts poll: retry.
+    const int r = ::poll(&p, 1, 5000);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
       if (why != nullptr) *why = "no answer within 5 s";
       return std::nullopt;
     }
