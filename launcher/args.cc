@@ -322,7 +322,9 @@ absl::StatusOr<LaunchOptions> ParseArgs(
     auto hosts = ParseHosts(hosts_text);
     if (!hosts.ok()) return hosts.status();
     o.hosts = *std::move(hosts);
-    int total = 0;
+    // 64 bits: slot counts up to INT_MAX each, summed over the hosts
+    // (found by fuzz/kolorun_args_fuzz.cc: the int sum overflowed).
+    int64_t total = 0;
     for (const HostSlots& h : o.hosts) total += h.slots;
     if (o.np > total) {
       return absl::InvalidArgumentError(absl::StrCat(

@@ -217,6 +217,18 @@ TEST(ParseHostsTest, SlotsDefaultToOne) {
   EXPECT_EQ((*h)[2].slots, 1);
 }
 
+// Found by fuzz/kolorun_args_fuzz.cc: the slots of -H were summed in an int,
+// which overflowed (undefined behaviour) for large slot counts.
+TEST(ParseHostsTest, HugeSlotCountsDoNotOverflow) {
+  auto o = Parse({"-np", "3", "-H", "a:2000000000,b:2000000000", "cmd"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->np, 3);
+  ASSERT_EQ(o->hosts.size(), 2u);
+  auto many = Parse({"-np", "2147483647", "-H",
+                     "a:2147483647,b:2147483647,c:2147483647", "cmd"});
+  EXPECT_TRUE(many.ok()) << many.status();
+}
+
 TEST(PlanWorkersTest, RanksFillSlotsInHostOrder) {
   auto o = Parse({"-np", "5", "-H", "a:2,b:1,c:3", "cmd"});
   ASSERT_TRUE(o.ok());

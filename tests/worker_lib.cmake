@@ -17,3 +17,5 @@ kolo_add_test(worker_lib_cache_mirror_test SOURCES worker_lib_cache_mirror_test.
   LIBS kolo LABELS unit)
 kolo_add_test(worker_lib_fused_executor_test SOURCES worker_lib_fused_executor_test.cc
   LIBS kolo LABELS unit)
+kolo_add_test(worker_lib_plan_executor_test SOURCES worker_lib_plan_executor_test.cc
+  LIBS kolo LABELS unit)

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -111,6 +112,25 @@ std::vector<absl::Status> FusedAllgather(const proto::Response& response,
                       " sizes for ", size,
                       " ranks; the coordinator and this worker disagree on "
                       "the protocol")));
+  }
+  // Every size non-negative, and all the bytes together within int64, before
+  // anything is computed from them (found by fuzz/plan_applier_fuzz.cc).
+  int64_t all_bytes = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t row_bytes =
+        std::max<int64_t>(RowElements(ops[i]->input.shape) * element, 1);
+    for (int r = 0; r < size; ++r) {
+      const int64_t rows = response.sizes(static_cast<int>(i) * size + r);
+      if (rows < 0 || rows > (std::numeric_limits<int64_t>::max() - all_bytes) /
+                                 row_bytes) {
+        return All(n, absl::InternalError(absl::StrCat(
+                          "the plan for allgather '", ops[i]->name, "' gives ",
+                          rows, " rows to rank ", r,
+                          "; the coordinator and this worker disagree on the "
+                          "protocol")));
+      }
+      all_bytes += rows * row_bytes;
+    }
   }
   // rows[i][r], per-rank counts, and where member i starts in rank r's block.
   std::vector<int64_t> row(n), counts(size, 0);
@@ -223,6 +243,33 @@ std::vector<absl::Status> ExecuteFused(const proto::Response& response,
                                                           static_cast<int>(i))),
                      "', which is not pending on rank ", rank,
                      "; the group did not run here")));
+    }
+  }
+  // Every member is this response's kind of op, of the first one's dtype
+  // (and reduce op), announced valid and, for an allgather, with rows: what
+  // the coordinator fuses (found by fuzz/plan_applier_fuzz.cc: an op of
+  // another kind or dtype in the group made the copies overrun).
+  for (const PendingOp* op : ops) {
+    const char* problem = nullptr;
+    if (op->op != response.op()) {
+      problem = "is another kind of op on this rank";
+    } else if (!op->request.invalid().empty()) {
+      problem = "was announced invalid by this rank";
+    } else if (op->input.dtype != ops[0]->input.dtype) {
+      problem = "has another dtype than the group's first tensor";
+    } else if (op->op == proto::ALLREDUCE &&
+               op->reduce.op != ops[0]->reduce.op) {
+      problem = "has another reduce op than the group's first tensor";
+    } else if (op->op == proto::ALLGATHER && op->input.shape.empty()) {
+      problem = "is a scalar";
+    }
+    if (problem != nullptr) {
+      return All(ops.size(),
+                 absl::InternalError(absl::StrCat(
+                     "fused ", proto::OpTypeName(response.op()), " of ",
+                     ops.size(), " tensors: '", op->name, "' ", problem,
+                     "; the coordinator and this worker disagree on the "
+                     "protocol; the group did not run here")));
     }
   }
   if (response.op() == proto::ALLREDUCE) {

@@ -789,6 +789,7 @@ std::shared_ptr<PendingOp> MakeJoinedOp(const proto::Response& r, int i) {
   op->op = proto::ALLREDUCE;
   const auto dtype = static_cast<DataType>(r.dtype());
   const int64_t count = r.counts(i);
+  if (count < 0) return nullptr;
   op->buffer.resize(static_cast<size_t>(count) * DataTypeSize(dtype));
   op->input = Tensor{dtype, {count}, op->buffer.data(), kCpu};
   op->output = op->input;

@@ -1,12 +1,37 @@
 #include "worker_lib/plan_executor.h"
 
+#include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "proto/op_names.h"
 
 namespace kolo::worker {
+namespace {
+
+absl::Status Disagree(const PendingOp& op, absl::string_view what) {
+  return absl::InternalError(absl::StrCat(
+      "the plan for ", proto::OpTypeName(op.op), " '", op.name, "' ", what,
+      "; the coordinator and this worker disagree on the protocol"));
+}
+
+// Adds the rows a plan gives `op` from one rank to `total`, checked before
+// any memory is allocated for them: none negative, and the output's bytes
+// (total * row_bytes) within int64 (found by fuzz/plan_applier_fuzz.cc).
+absl::Status AddRows(const PendingOp& op, int64_t rows, int64_t row_bytes,
+                     int64_t& total) {
+  const int64_t limit =
+      std::numeric_limits<int64_t>::max() / std::max<int64_t>(row_bytes, 1);
+  if (rows < 0 || rows > limit - total) {
+    return Disagree(op, absl::StrCat("gives ", rows, " rows to a rank"));
+  }
+  total += rows;
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 void* AllocateOutput(PendingOp& op, const std::vector<int64_t>& shape,
                      int64_t bytes, std::vector<char>& scratch,
@@ -31,7 +56,15 @@ absl::Status Execute(const proto::Response& response, PendingOp& op,
     return absl::Status(static_cast<absl::StatusCode>(response.error_code()),
                         response.error());
   }
+  if (!op.request.invalid().empty()) {
+    // This rank announced it invalid: the coordinator answers with an error.
+    return Disagree(op, "carries no error, but this rank announced it invalid");
+  }
   const Tensor& in = op.input;
+  if (in.shape.empty() &&
+      (op.op == proto::ALLGATHER || op.op == proto::ALLTOALL)) {
+    return Disagree(op, "runs it on a scalar");
+  }
   const int64_t row = RowElements(in.shape);
   const auto element = static_cast<int64_t>(DataTypeSize(in.dtype));
   auto with_rows = [&](int64_t rows) {
@@ -87,9 +120,15 @@ absl::Status Execute(const proto::Response& response, PendingOp& op,
       int64_t total = 0;
       for (int r = 0; r < size; ++r) {
         int64_t n = response.sizes(index * size + r);
+        if (absl::Status s = AddRows(op, n, row * element, total); !s.ok()) {
+          return s;
+        }
         rows.push_back(n);
         counts.push_back(n * row);
-        total += n;
+      }
+      if (rows[rank] * row != in.num_elements()) {
+        return Disagree(op, absl::StrCat("gives rank ", rank, " ", rows[rank],
+                                         " rows, not the ones it announced"));
       }
       result->shape = with_rows(total);
       result->splits = rows;
@@ -114,9 +153,19 @@ absl::Status Execute(const proto::Response& response, PendingOp& op,
       int64_t total = 0;
       for (int r = 0; r < size; ++r) {
         int64_t n = response.sizes(r * size + rank);
+        if (absl::Status s = AddRows(op, n, row * element, total); !s.ok()) {
+          return s;
+        }
         recv_rows.push_back(n);
         recv.push_back(n * row);
-        total += n;
+      }
+      // What this rank sends itself is known here.
+      if (op.splits.size() != static_cast<size_t>(size) ||
+          recv_rows[rank] != op.splits[rank]) {
+        return Disagree(
+            op, absl::StrCat("has rank ", rank, " receive ", recv_rows[rank],
+                             " rows from itself, not the ones it "
+                             "sends"));
       }
       result->shape = with_rows(total);
       result->splits = recv_rows;
