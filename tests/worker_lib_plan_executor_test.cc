@@ -7,6 +7,7 @@
 // op of another kind copied through its null output.
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -150,6 +151,30 @@ TEST(ExecuteFusedTest, AllgatherWithNegativeRowsIsAnError) {
   out = ExecuteFused(r, ops, plane, 0, 1, buffer, nullptr);
   EXPECT_TRUE(out[0].ok()) << out[0];
   EXPECT_TRUE(out[1].ok()) << out[1];
+}
+
+// An allocator that fails for an output no scratch memory can hold either:
+// this rank cannot take part, and says so with kResourceExhausted (it used
+// to abort the process with std::bad_alloc).
+TEST(AllocateOutputTest, NoScratchForAHugeOutputIsResourceExhausted) {
+  PendingOp op;
+  op.name = "huge";
+  op.op = proto::ALLGATHER;
+  op.allocator = [](absl::Span<const int64_t>) -> absl::StatusOr<void*> {
+    return absl::ResourceExhaustedError("the caller's pool is empty");
+  };
+  std::vector<char> scratch;
+  absl::Status problem;
+  const int64_t bytes = int64_t{1} << 46;  // 64 TiB
+  EXPECT_EQ(AllocateOutput(op, {bytes / 4}, bytes, scratch, problem), nullptr);
+  EXPECT_EQ(problem.code(), absl::StatusCode::kResourceExhausted) << problem;
+  EXPECT_NE(problem.message().find("scratch memory could not be allocated"),
+            std::string::npos)
+      << problem;
+  // A small output still runs into scratch memory.
+  absl::Status small;
+  EXPECT_NE(AllocateOutput(op, {4}, 16, scratch, small), nullptr);
+  EXPECT_EQ(small.code(), absl::StatusCode::kResourceExhausted);
 }
 
 }  // namespace

@@ -190,7 +190,7 @@ std::vector<absl::Status> FusedAllgather(const proto::Response& response,
     absl::Status problem;
     char* dst = static_cast<char*>(AllocateOutput(
         op, op.result.shape, total * row[i] * element, scratch, problem));
-    for (int r = 0; r < size; ++r) {
+    for (int r = 0; r < size && dst != nullptr; ++r) {
       const int64_t bytes = rows[r] * row[i] * element;
       if (bytes == 0) continue;
       std::memcpy(dst, out + (block[r] + start[i][r]) * element, bytes);

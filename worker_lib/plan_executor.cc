@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <new>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -46,7 +47,19 @@ void* AllocateOutput(PendingOp& op, const std::vector<int64_t>& shape,
                    "': the output allocator failed (", problem.message(),
                    "); the collective ran into scratch memory so that the "
                    "other ranks went on"));
-  scratch.assign(static_cast<size_t>(bytes), 0);
+  try {
+    scratch.assign(static_cast<size_t>(bytes), 0);
+  } catch (const std::bad_alloc&) {
+    // Not even scratch memory: this rank cannot take part. Its peers' data
+    // plane then reports it and the coordinator ends the job, naming it.
+    problem = absl::ResourceExhaustedError(
+        absl::StrCat(proto::OpTypeName(op.op), " '", op.name,
+                     "': the output allocator ", "failed and ", bytes,
+                     " bytes of scratch memory could not be "
+                     "allocated either (",
+                     problem.message(), ")"));
+    return nullptr;
+  }
   return scratch.data();
 }
 
@@ -136,6 +149,7 @@ absl::Status Execute(const proto::Response& response, PendingOp& op,
       absl::Status problem;
       void* out = AllocateOutput(op, result->shape, total * row * element,
                                  scratch, problem);
+      if (out == nullptr && total * row > 0) return problem;
       absl::Status s =
           data.Allgather(in.dtype, in.data, in.num_elements(), counts, out);
       return s.ok() ? problem : s;
@@ -173,6 +187,7 @@ absl::Status Execute(const proto::Response& response, PendingOp& op,
       absl::Status problem;
       void* out = AllocateOutput(op, result->shape, total * row * element,
                                  scratch, problem);
+      if (out == nullptr && total * row > 0) return problem;
       absl::Status s = data.Alltoall(in.dtype, in.data, send, out, recv);
       return s.ok() ? problem : s;
     }

@@ -25,7 +25,8 @@ namespace kolo::worker {
 
 // Output memory of `bytes` for `op` (of shape `shape`) from its allocator;
 // when the allocator fails or gives null for a non-empty output: `scratch`,
-// and `problem` says so (the op then fails on this rank only).
+// and `problem` says so (the op then fails on this rank only); null (and
+// `problem` kResourceExhausted) when even the scratch memory cannot be had.
 void* AllocateOutput(PendingOp& op, const std::vector<int64_t>& shape,
                      int64_t bytes, std::vector<char>& scratch,
                      absl::Status& problem);
