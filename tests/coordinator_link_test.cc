@@ -199,6 +199,32 @@ struct Received {
   proto::WorkerMessage message;
 };
 
+// A link Hello as a raw client sends it.
+proto::WorkerMessage LinkHello(uint64_t incarnation, const std::string& job,
+                               const std::string& worker,
+                               const std::string& client_nonce) {
+  proto::WorkerMessage hello;
+  hello.mutable_fence()->set_incarnation(incarnation);
+  hello.mutable_fence()->set_epoch(kEpoch);
+  hello.mutable_hello()->set_protocol_version(kProtocolVersion);
+  hello.mutable_hello()->set_job_id(job);
+  hello.mutable_hello()->set_worker_id(worker);
+  hello.mutable_hello()->set_client_nonce(client_nonce);
+  return hello;
+}
+
+// What an unproven peer gets: AUTH_FAILED with the generic text, then EOF.
+void ExpectGenericRefusal(RawClient& raw) {
+  absl::StatusOr<proto::CoordinatorMessage> refusal =
+      raw.Read(Scaled(absl::Seconds(20)));
+  ASSERT_TRUE(refusal.ok()) << refusal.status();
+  ASSERT_TRUE(refusal->has_refusal());
+  EXPECT_EQ(refusal->refusal().reason(), proto::Refusal::AUTH_FAILED);
+  EXPECT_EQ(refusal->refusal().message(), auth::kUnauthenticatedRefusal);
+  EXPECT_THAT(refusal->refusal().message(), Not(HasSubstr(kJob)));
+  EXPECT_TRUE(raw.AwaitEof(Scaled(absl::Seconds(20))).ok());
+}
+
 class LinkTest : public ::testing::Test {
  protected:
   using BindBehavior = std::function<absl::StatusOr<SessionId>(
@@ -459,14 +485,7 @@ TEST_F(LinkTest, ForgedProofIsRefusedWithAuthFailed) {
   RawClient raw(server_->port());
   ASSERT_TRUE(raw.connected());
   const std::string client_nonce = auth::RandomBytes(auth::kNonceBytes);
-  proto::WorkerMessage hello;
-  hello.mutable_fence()->set_incarnation(kIncarnation);
-  hello.mutable_fence()->set_epoch(kEpoch);
-  hello.mutable_hello()->set_protocol_version(kProtocolVersion);
-  hello.mutable_hello()->set_job_id(kJob);
-  hello.mutable_hello()->set_worker_id("w0");
-  hello.mutable_hello()->set_client_nonce(client_nonce);
-  ASSERT_TRUE(raw.Send(hello));
+  ASSERT_TRUE(raw.Send(LinkHello(kIncarnation, kJob, "w0", client_nonce)));
 
   // The Challenge is fenced with the Hello's epoch and proves the secret.
   absl::StatusOr<proto::CoordinatorMessage> challenge =
@@ -488,13 +507,7 @@ TEST_F(LinkTest, ForgedProofIsRefusedWithAuthFailed) {
   proof.mutable_proof()->set_mac(auth::WorkerProof("a-wrong-secret", kJob, "w0",
                                                    client_nonce, server_nonce));
   ASSERT_TRUE(raw.Send(proof));
-  absl::StatusOr<proto::CoordinatorMessage> refusal =
-      raw.Read(Scaled(absl::Seconds(20)));
-  ASSERT_TRUE(refusal.ok()) << refusal.status();
-  ASSERT_TRUE(refusal->has_refusal());
-  EXPECT_EQ(refusal->refusal().reason(), proto::Refusal::AUTH_FAILED);
-  EXPECT_EQ(refusal->refusal().message(), auth::kUnauthenticatedRefusal);
-  EXPECT_TRUE(raw.AwaitEof(Scaled(absl::Seconds(20))).ok());
+  ExpectGenericRefusal(raw);
   EXPECT_THAT(Binds(), IsEmpty());
 }
 
@@ -506,14 +519,8 @@ TEST_F(LinkTest, UnprovenPeerLearnsNothingAboutTheJob) {
   RawClient raw(server_->port());
   ASSERT_TRUE(raw.connected());
   const std::string client_nonce = auth::RandomBytes(auth::kNonceBytes);
-  proto::WorkerMessage hello;
-  hello.mutable_fence()->set_incarnation(kIncarnation + 1);
-  hello.mutable_fence()->set_epoch(kEpoch);
-  hello.mutable_hello()->set_protocol_version(kProtocolVersion);
-  hello.mutable_hello()->set_job_id("some-other-job");
-  hello.mutable_hello()->set_worker_id("w0");
-  hello.mutable_hello()->set_client_nonce(client_nonce);
-  ASSERT_TRUE(raw.Send(hello));
+  ASSERT_TRUE(raw.Send(
+      LinkHello(kIncarnation + 1, "some-other-job", "w0", client_nonce)));
   absl::StatusOr<proto::CoordinatorMessage> challenge =
       raw.Read(Scaled(absl::Seconds(20)));
   ASSERT_TRUE(challenge.ok()) << challenge.status();
@@ -521,14 +528,7 @@ TEST_F(LinkTest, UnprovenPeerLearnsNothingAboutTheJob) {
   proto::WorkerMessage proof;
   proof.mutable_proof()->set_mac("forged");
   ASSERT_TRUE(raw.Send(proof));
-  absl::StatusOr<proto::CoordinatorMessage> refusal =
-      raw.Read(Scaled(absl::Seconds(20)));
-  ASSERT_TRUE(refusal.ok()) << refusal.status();
-  ASSERT_TRUE(refusal->has_refusal());
-  EXPECT_EQ(refusal->refusal().reason(), proto::Refusal::AUTH_FAILED);
-  EXPECT_EQ(refusal->refusal().message(), auth::kUnauthenticatedRefusal);
-  EXPECT_THAT(refusal->refusal().message(), Not(HasSubstr(kJob)));
-  EXPECT_TRUE(raw.AwaitEof(Scaled(absl::Seconds(20))).ok());
+  ExpectGenericRefusal(raw);
   EXPECT_THAT(Binds(), IsEmpty());
 }
 
