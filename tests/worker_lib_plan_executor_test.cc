@@ -163,7 +163,7 @@ TEST(AllocateOutputTest, NoScratchForAHugeOutputIsResourceExhausted) {
   op.allocator = [](absl::Span<const int64_t>) -> absl::StatusOr<void*> {
     return absl::ResourceExhaustedError("the caller's pool is empty");
   };
-  std::vector<char> scratch;
+  std::unique_ptr<char[]> scratch;
   absl::Status problem;
   const int64_t bytes = int64_t{1} << 46;  // 64 TiB
   EXPECT_EQ(AllocateOutput(op, {bytes / 4}, bytes, scratch, problem), nullptr);

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -186,7 +187,7 @@ std::vector<absl::Status> FusedAllgather(const proto::Response& response,
     op.result.shape = op.input.shape;
     op.result.shape[0] = total;
     op.result.splits = rows;
-    std::vector<char> scratch;
+    std::unique_ptr<char[]> scratch;
     absl::Status problem;
     char* dst = static_cast<char*>(AllocateOutput(
         op, op.result.shape, total * row[i] * element, scratch, problem));

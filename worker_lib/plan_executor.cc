@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <new>
 #include <vector>
 
@@ -35,7 +36,7 @@ absl::Status AddRows(const PendingOp& op, int64_t rows, int64_t row_bytes,
 }  // namespace
 
 void* AllocateOutput(PendingOp& op, const std::vector<int64_t>& shape,
-                     int64_t bytes, std::vector<char>& scratch,
+                     int64_t bytes, std::unique_ptr<char[]>& scratch,
                      absl::Status& problem) {
   absl::StatusOr<void*> got = op.allocator(shape);
   if (got.ok() && (*got != nullptr || bytes == 0)) return *got;
@@ -47,9 +48,9 @@ void* AllocateOutput(PendingOp& op, const std::vector<int64_t>& shape,
                    "': the output allocator failed (", problem.message(),
                    "); the collective ran into scratch memory so that the "
                    "other ranks went on"));
-  try {
-    scratch.assign(static_cast<size_t>(bytes), 0);
-  } catch (const std::bad_alloc&) {
+  // Without exceptions (so that ASan, too, reports a failure as null).
+  scratch.reset(new (std::nothrow) char[static_cast<size_t>(bytes)]);
+  if (scratch == nullptr) {
     // Not even scratch memory: this rank cannot take part. Its peers' data
     // plane then reports it and the coordinator ends the job, naming it.
     problem = absl::ResourceExhaustedError(
@@ -60,7 +61,7 @@ void* AllocateOutput(PendingOp& op, const std::vector<int64_t>& shape,
                      problem.message(), ")"));
     return nullptr;
   }
-  return scratch.data();
+  return scratch.get();
 }
 
 absl::Status Execute(const proto::Response& response, PendingOp& op,
@@ -145,7 +146,7 @@ absl::Status Execute(const proto::Response& response, PendingOp& op,
       }
       result->shape = with_rows(total);
       result->splits = rows;
-      std::vector<char> scratch;
+      std::unique_ptr<char[]> scratch;
       absl::Status problem;
       void* out = AllocateOutput(op, result->shape, total * row * element,
                                  scratch, problem);
@@ -183,7 +184,7 @@ absl::Status Execute(const proto::Response& response, PendingOp& op,
       }
       result->shape = with_rows(total);
       result->splits = recv_rows;
-      std::vector<char> scratch;
+      std::unique_ptr<char[]> scratch;
       absl::Status problem;
       void* out = AllocateOutput(op, result->shape, total * row * element,
                                  scratch, problem);

@@ -14,6 +14,7 @@
 #define KOLO_WORKER_LIB_PLAN_EXECUTOR_H_
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -28,7 +29,7 @@ namespace kolo::worker {
 // and `problem` says so (the op then fails on this rank only); null (and
 // `problem` kResourceExhausted) when even the scratch memory cannot be had.
 void* AllocateOutput(PendingOp& op, const std::vector<int64_t>& shape,
-                     int64_t bytes, std::vector<char>& scratch,
+                     int64_t bytes, std::unique_ptr<char[]>& scratch,
                      absl::Status& problem);
 
 // `data`, `rank` and `size`: the op's process set's data plane, and this
