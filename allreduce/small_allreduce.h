@@ -26,7 +26,7 @@
 
 #include "absl/status/status.h"
 #include "allreduce/transport.h"
-#include "allreduce/types.h"
+#include "common/types.h"
 
 namespace kolo::internal {
 

@@ -39,8 +39,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "allreduce/types.h"
 #include "bench/presets.h"
+#include "common/types.h"
 
 namespace kolo::bench {
 

@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "allreduce/types.h"
+#include "common/types.h"
 
 namespace kolo::bench {
 

@@ -35,7 +35,7 @@ absl::StatusOr<std::string> InterfaceAddress(const std::string& iface);
 // True if `addr` is a numeric IPv4 or IPv6 address.
 bool IsIpLiteral(const std::string& addr);
 
-// The abstract local socket name (tcp::ListenLocal) where the coordinator
+// The abstract local socket name (net::ListenLocal) where the coordinator
 // whose negotiation link listens on TCP `port` also takes links from
 // workers on its host: "kolo-link.<port>" (unique per network namespace, as
 // the port is).

@@ -10,28 +10,12 @@
 #include "common/log.h"
 #include "common/rate_limited_log.h"
 #include "coordinator/membership.h"
+#include "proto/refusal.h"
 
 namespace kolo::coordinator {
 namespace {
 
 std::shared_ptr<spdlog::logger> Log() { return GetLogger("coordinator"); }
-
-// How a refused stream is finished (the Refusal message says the same).
-absl::Status RefusalStatus(proto::Refusal::Reason reason,
-                           const std::string& message) {
-  switch (reason) {
-    case proto::Refusal::AUTH_FAILED:
-      return absl::UnauthenticatedError(message);
-    case proto::Refusal::DUPLICATE_WORKER:
-      return absl::AlreadyExistsError(message);
-    case proto::Refusal::JOB_FULL:
-      return absl::ResourceExhaustedError(message);
-    case proto::Refusal::PROTOCOL_ERROR:
-      return absl::InvalidArgumentError(message);
-    default:
-      return absl::FailedPreconditionError(message);
-  }
-}
 
 const char* BodyName(const proto::WorkerMessage& m) {
   switch (m.body_case()) {
@@ -233,7 +217,7 @@ void CoordinatorCore::MaybeFormEpoch(Actions& out) {
     m.data_address = s.hello.data_address();
     m.pid = s.hello.pid();
     m.session = ids[i];
-    m.state = "member";
+    m.state = proto::MEMBER_STATE_MEMBER;
     m.last_heard = s.last_heard;
   }
   std::vector<std::string> names;
@@ -282,7 +266,8 @@ void CoordinatorCore::HandleExchange(SessionId id, Session& s,
   for (auto& v : values) msg.mutable_exchange_result()->add_values(*v);
   exchanges_.erase(ex.key());
   for (const Member& m : members_) {
-    if (m.open && m.state == "member") Send(m.session, msg, out);
+    if (m.open && m.state == proto::MEMBER_STATE_MEMBER)
+      Send(m.session, msg, out);
   }
 }
 
@@ -294,7 +279,8 @@ void CoordinatorCore::Apply(NegotiatorOutput& result, Actions& out) {
     msg.mutable_fence()->set_epoch(epoch_);
     *msg.mutable_plan() = std::move(plan);
     for (const Member& m : members_) {
-      if (m.open && m.state == "member") Send(m.session, msg, out);
+      if (m.open && m.state == proto::MEMBER_STATE_MEMBER)
+        Send(m.session, msg, out);
     }
   }
   if (result.shutdown.has_value()) {
@@ -315,11 +301,11 @@ void CoordinatorCore::HandleLeave(SessionId id, Session& s, Actions& out) {
     Log()->info("{} left before the epoch formed", Describe(s));
     return;
   }
-  members_[s.rank].state = "left";
+  members_[s.rank].state = proto::MEMBER_STATE_LEFT;
   Log()->info("{} left", Describe(s));
-  bool all_left =
-      std::all_of(members_.begin(), members_.end(),
-                  [](const Member& m) { return m.state == "left"; });
+  bool all_left = std::all_of(
+      members_.begin(), members_.end(),
+      [](const Member& m) { return m.state == proto::MEMBER_STATE_LEFT; });
   if (all_left && phase_ == Phase::kRunning) {
     phase_ = Phase::kEnded;
     end_failure_ = false;
@@ -351,7 +337,7 @@ void CoordinatorCore::Refuse(SessionId id, proto::Refusal::Reason reason,
   msg.mutable_refusal()->set_reason(reason);
   msg.mutable_refusal()->set_message(told);
   Send(id, std::move(msg), out);
-  out.closes.push_back(Actions::Close{id, RefusalStatus(reason, told)});
+  out.closes.push_back(Actions::Close{id, proto::RefusalStatus(reason, told)});
   int rank = s.rank;
   bool member = s.state == State::kMember;
   sessions_.erase(id);
@@ -366,12 +352,13 @@ void CoordinatorCore::FailMember(int rank, const std::string& cause,
   Member& m = members_[rank];
   if (phase_ == Phase::kEnded) {
     // The verdict is out: what follows is its consequence, not a cause.
-    if (m.state == "member") m.state = "ended";
+    if (m.state == proto::MEMBER_STATE_MEMBER)
+      m.state = proto::MEMBER_STATE_ENDED;
     Log()->info("worker {} (rank {}) {} after the job ended; not a cause",
                 m.worker_id, rank, cause);
     return;
   }
-  m.state = "failed";
+  m.state = proto::MEMBER_STATE_FAILED;
   EndJob(true,
          absl::StrCat("worker ", m.worker_id, " (rank ", rank, ", host ",
                       m.host_name, ") ", cause),
@@ -417,7 +404,7 @@ void CoordinatorCore::JudgeFaults(absl::Time now, Actions& out) {
   for (const FaultReport& f : faults_) {
     for (int p : f.peers) {
       const Member& m = members_[p];
-      if (m.state != "member") continue;
+      if (m.state != proto::MEMBER_STATE_MEMBER) continue;
       if (now - m.last_heard > quiet) {
         quiet = now - m.last_heard;
         suspect = p;
@@ -533,7 +520,7 @@ Actions CoordinatorCore::OnClosed(SessionId id, absl::string_view cause) {
       if (reporter && phase_ == Phase::kRunning) {
         // It gave up waiting for the verdict on the peers it reported: a
         // consequence of their fault, judged on its own schedule.
-        members_[s.rank].state = "disconnected";
+        members_[s.rank].state = proto::MEMBER_STATE_DISCONNECTED;
         Log()->warn(
             "{} disconnected ({}) after reporting a data-plane fault; the "
             "peers it reported are judged",

@@ -180,7 +180,7 @@ class CoordinatorCore {
     int64_t pid = 0;
     SessionId session = 0;
     bool open = true;
-    std::string state;  // "member", "left", "failed"
+    proto::MemberState state = proto::MEMBER_STATE_MEMBER;
     absl::Time last_heard;
   };
 

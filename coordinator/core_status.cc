@@ -52,9 +52,10 @@ proto::StatusReply CoordinatorCore::Status() const {
     w->set_rank(-1);
     w->set_host_name(s.hello.host_name());
     w->set_data_address(s.hello.data_address());
-    w->set_state(s.state == State::kWaiting ? "waiting"
-                 : s.state == State::kLeft  ? "left"
-                                            : "authenticating");
+    w->set_state(s.state == State::kWaiting ? proto::MEMBER_STATE_WAITING
+                 : s.state == State::kLeft
+                     ? proto::MEMBER_STATE_LEFT
+                     : proto::MEMBER_STATE_AUTHENTICATING);
     w->set_millis_since_heard(absl::ToInt64Milliseconds(now - s.last_heard));
     w->set_pid(s.hello.pid());
   }
@@ -141,7 +142,7 @@ std::string CoordinatorCore::DescribeStillIn() const {
   MutexLock lock(&mu_);
   std::vector<std::string> in;
   for (size_t r = 0; r < members_.size(); ++r) {
-    if (members_[r].state == "member") {
+    if (members_[r].state == proto::MEMBER_STATE_MEMBER) {
       in.push_back(absl::StrCat(members_[r].worker_id, " (rank ", r, ", host ",
                                 members_[r].host_name, ")"));
     }

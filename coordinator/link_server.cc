@@ -15,12 +15,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "allreduce/tcp/socket_util.h"
 #include "common/auth.h"
 #include "common/framing.h"
 #include "common/log.h"
 #include "common/net.h"
 #include "common/rate_limited_log.h"
+#include "common/socket_util.h"
 #include "common/version.h"
 
 namespace kolo::coordinator {
@@ -48,7 +48,7 @@ std::string ErrnoText(int err) { return std::strerror(err); }
 struct LinkServer::Conn {
   enum class State { kHello, kProof, kBound };
   uint64_t id = 0;  // the epoll tag
-  tcp::UniqueFd fd;
+  net::UniqueFd fd;
   std::string peer;
   State state = State::kHello;
   absl::Time opened;
@@ -64,9 +64,9 @@ struct LinkServer::Conn {
   SessionId session = 0;
 };
 
-LinkServer::LinkServer(LinkServerOptions options, tcp::UniqueFd listener,
-                       tcp::UniqueFd local_listener, tcp::UniqueFd epoll,
-                       tcp::UniqueFd wake, int port)
+LinkServer::LinkServer(LinkServerOptions options, net::UniqueFd listener,
+                       net::UniqueFd local_listener, net::UniqueFd epoll,
+                       net::UniqueFd wake, int port)
     : options_(std::move(options)),
       listener_(std::move(listener)),
       local_listener_(std::move(local_listener)),
@@ -96,11 +96,11 @@ absl::StatusOr<std::unique_ptr<LinkServer>> LinkServer::Listen(
       rc != 0 || found == nullptr) {
     return fail(::gai_strerror(rc));
   }
-  tcp::SockAddr addr;
+  net::SockAddr addr;
   std::memcpy(&addr.storage, found->ai_addr, found->ai_addrlen);
   addr.len = found->ai_addrlen;
   ::freeaddrinfo(found);
-  tcp::UniqueFd fd(::socket(addr.storage.ss_family,
+  net::UniqueFd fd(::socket(addr.storage.ss_family,
                             SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (fd.get() < 0) return fail(ErrnoText(errno));
   int one = 1;
@@ -119,8 +119,8 @@ absl::StatusOr<std::unique_ptr<LinkServer>> LinkServer::Listen(
       bound.ss_family == AF_INET6
           ? ntohs(reinterpret_cast<const sockaddr_in6*>(&bound)->sin6_port)
           : ntohs(reinterpret_cast<const sockaddr_in*>(&bound)->sin_port);
-  tcp::UniqueFd ep(::epoll_create1(EPOLL_CLOEXEC));
-  tcp::UniqueFd wake(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  net::UniqueFd ep(::epoll_create1(EPOLL_CLOEXEC));
+  net::UniqueFd wake(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   if (ep.get() < 0 || wake.get() < 0) return fail(ErrnoText(errno));
   epoll_event ev{};
   ev.events = EPOLLIN;
@@ -134,9 +134,9 @@ absl::StatusOr<std::unique_ptr<LinkServer>> LinkServer::Listen(
   }
   // Workers on this host (in this network namespace) connect here instead:
   // the same links without the TCP/IP stack. Without it they use the port.
-  tcp::UniqueFd local;
-  if (absl::StatusOr<tcp::UniqueFd> l =
-          tcp::ListenLocal(net::LocalLinkName(port));
+  net::UniqueFd local;
+  if (absl::StatusOr<net::UniqueFd> l =
+          net::ListenLocal(net::LocalLinkName(port));
       l.ok()) {
     ev.data.u64 = kLocalListenerTag;
     if (::epoll_ctl(ep.get(), EPOLL_CTL_ADD, l->get(), &ev) == 0) {
@@ -225,10 +225,10 @@ void LinkServer::Accept(int listener) {
       return;
     }
     auto conn = std::make_unique<Conn>();
-    conn->fd = tcp::UniqueFd(fd);
-    conn->peer = local ? "a local socket" : tcp::PeerAddress(fd);
+    conn->fd = net::UniqueFd(fd);
+    conn->peer = local ? "a local socket" : net::PeerAddress(fd);
     conn->opened = absl::Now();
-    if (!local) (void)tcp::SetNoDelay(fd);
+    if (!local) (void)net::SetNoDelay(fd);
     MutexLock lock(&mu_);
     const uint64_t id = next_id_++;
     conn->id = id;

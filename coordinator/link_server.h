@@ -40,8 +40,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "allreduce/tcp/unique_fd.h"
 #include "common/mutex.h"
+#include "common/unique_fd.h"
 #include "coordinator/core.h"
 #include "proto/kolo.pb.h"
 
@@ -94,9 +94,9 @@ class LinkServer {
 
  private:
   struct Conn;
-  LinkServer(LinkServerOptions options, tcp::UniqueFd listener,
-             tcp::UniqueFd local_listener, tcp::UniqueFd epoll,
-             tcp::UniqueFd wake, int port);
+  LinkServer(LinkServerOptions options, net::UniqueFd listener,
+             net::UniqueFd local_listener, net::UniqueFd epoll,
+             net::UniqueFd wake, int port);
 
   void Loop();
   // Accepts what `listener` (the TCP or the local one) has waiting.
@@ -124,7 +124,7 @@ class LinkServer {
   const LinkServerOptions options_;
   // The TCP listener, and the local one (net::LocalLinkName; -1 when it
   // could not be made).
-  tcp::UniqueFd listener_, local_listener_, epoll_, wake_;
+  net::UniqueFd listener_, local_listener_, epoll_, wake_;
   const int port_;
   BindFn bind_;
   MessageFn on_message_;

@@ -10,8 +10,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "allreduce/types.h"
 #include "common/check.h"
+#include "common/types.h"
 #include "proto/op_names.h"
 
 namespace kolo::coordinator {

@@ -50,7 +50,7 @@
 #include <vector>
 
 #include "absl/types/span.h"
-#include "allreduce/types.h"
+#include "common/types.h"
 
 namespace kolo::fusion {
 

@@ -32,13 +32,13 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "allreduce/tcp/socket_util.h"
-#include "allreduce/tcp/unique_fd.h"
 #include "common/auth.h"
 #include "common/check.h"
 #include "common/framing.h"
 #include "common/log.h"
 #include "common/net.h"
+#include "common/socket_util.h"
+#include "common/unique_fd.h"
 #include "common/version.h"
 #include "coordinator/link_server.h"
 #include "fuzz/byte_reader.h"
@@ -122,9 +122,9 @@ void DrainToEof(int fd) {
 // The local (Unix) socket of the link server, as a worker on its host
 // dials it: loopback TCP would run out of ports to TIME_WAIT after some
 // 100,000 inputs. Made blocking for the plain I/O above.
-kolo::tcp::UniqueFd Connect(int port) {
-  absl::StatusOr<kolo::tcp::UniqueFd> fd =
-      kolo::tcp::ConnectLocal(kolo::net::LocalLinkName(port));
+kolo::net::UniqueFd Connect(int port) {
+  absl::StatusOr<kolo::net::UniqueFd> fd =
+      kolo::net::ConnectLocal(kolo::net::LocalLinkName(port));
   KOLO_CHECK(fd.ok()) << fd.status();
   const int flags = ::fcntl(fd->get(), F_GETFL);
   KOLO_CHECK(::fcntl(fd->get(), F_SETFL, flags & ~O_NONBLOCK) == 0);
@@ -163,7 +163,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   kolo::fuzz::ByteReader in(data, size);
   const uint8_t flags = in.U8();
-  const kolo::tcp::UniqueFd conn = Connect(server->port());
+  const kolo::net::UniqueFd conn = Connect(server->port());
   const int fd = conn.get();
   kolo::FrameDecoder decoder;
   const std::string client_nonce(kolo::auth::kNonceBytes, 'n');

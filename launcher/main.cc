@@ -54,7 +54,8 @@ CoordinatorView Probe(coordinator::CoordinatorServer& server) {
   proto::StatusReply reply = server.Status();
   view.connected = reply.workers_size();
   for (const proto::WorkerStatus& w : reply.workers()) {
-    if (w.state() != "authenticating") view.joined.insert(w.worker_id());
+    if (w.state() != proto::MEMBER_STATE_AUTHENTICATING)
+      view.joined.insert(w.worker_id());
   }
   if (reply.phase() == "forming") {
     view.phase = CoordinatorView::Phase::kForming;

@@ -10,10 +10,10 @@
 
 #include "absl/status/statusor.h"
 #include "allreduce/tcp/handshake.h"
-#include "allreduce/tcp/socket_util.h"
 #include "allreduce/tcp/tcp_transport.h"
 #include "allreduce/tcp/wire.h"
 #include "common/auth.h"
+#include "common/socket_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/allreduce_tcp_test_mesh.h"
@@ -94,9 +94,9 @@ TEST(Handshake, ProofsDependOnRoleAndNonces) {
 class RawClient {
  public:
   explicit RawClient(const std::string& address) {
-    auto addr = tcp::ResolveAddress(address);
+    auto addr = net::ResolveAddress(address);
     EXPECT_TRUE(addr.ok());
-    fd_ = tcp::UniqueFd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    fd_ = net::UniqueFd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
     timeval tv{};
     tv.tv_sec =
         static_cast<time_t>(absl::ToInt64Seconds(Scaled(absl::Seconds(10))));
@@ -142,7 +142,7 @@ class RawClient {
     }
     return true;
   }
-  tcp::UniqueFd fd_;
+  net::UniqueFd fd_;
 };
 
 // Rank 0 of a 2-rank world accepts in a thread while the test plays

@@ -21,8 +21,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "allreduce/tcp/tcp_transport.h"
-#include "allreduce/tcp/unique_fd.h"
 #include "common/log.h"
+#include "common/unique_fd.h"
 #include "gtest/gtest.h"
 #include "spdlog/sinks/ringbuffer_sink.h"
 #include "tests/testing/timeouts.h"
@@ -30,14 +30,14 @@
 namespace kolo::testing {
 
 struct TestListener {
-  tcp::UniqueFd fd;
+  net::UniqueFd fd;
   std::string address;
 };
 
 // A non-blocking listening socket on 127.0.0.1, port chosen by the kernel.
 inline TestListener Listen() {
   TestListener l;
-  l.fd = tcp::UniqueFd(
+  l.fd = net::UniqueFd(
       ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   EXPECT_TRUE(l.fd.valid());
   sockaddr_in a{};

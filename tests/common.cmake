@@ -1,6 +1,9 @@
-# common/: authentication, networking helpers, Mutex/CondVar, logging.
+# common/: authentication, networking and socket helpers, element types and
+# reduce ops, Mutex/CondVar, logging.
 kolo_add_test(common_auth_test SOURCES common_auth_test.cc LIBS kolo_common LABELS unit tsan)
 kolo_add_test(common_net_test SOURCES common_net_test.cc LIBS kolo_common LABELS unit tsan)
 kolo_add_test(common_sync_test SOURCES common_sync_test.cc LIBS kolo_common LABELS unit tsan)
 kolo_add_test(common_framing_test SOURCES common_framing_test.cc LIBS kolo_common LABELS unit tsan)
 kolo_add_test(common_rate_limited_log_test SOURCES common_rate_limited_log_test.cc LIBS kolo_common LABELS unit tsan)
+kolo_add_test(common_types_test SOURCES common_types_test.cc LIBS kolo_common LABELS unit tsan)
+kolo_add_test(common_socket_test SOURCES common_socket_test.cc LIBS kolo_common LABELS unit tsan)

@@ -276,7 +276,7 @@ TEST_F(CoreTest, FullHandshakeAccepted) {
   EXPECT_EQ(st.incarnation(), kInc);
   ASSERT_EQ(st.workers_size(), 1);
   EXPECT_EQ(st.workers(0).worker_id(), "w0");
-  EXPECT_EQ(st.workers(0).state(), "waiting");
+  EXPECT_EQ(st.workers(0).state(), proto::MEMBER_STATE_WAITING);
   EXPECT_EQ(st.workers(0).rank(), -1);
   EXPECT_EQ(st.workers(0).pid(), 4242);
   EXPECT_THAT(core_->DescribeMissing(),
@@ -465,7 +465,7 @@ TEST_F(CoreTest, EpochFormationSendsMemberships) {
   ASSERT_EQ(st.workers_size(), 3);
   EXPECT_EQ(st.workers(2).worker_id(), "w1");
   EXPECT_EQ(st.workers(2).rank(), 2);
-  EXPECT_EQ(st.workers(2).state(), "member");
+  EXPECT_EQ(st.workers(2).state(), proto::MEMBER_STATE_MEMBER);
 }
 
 TEST_F(CoreTest, RequestedRanksUsed) {
@@ -602,7 +602,7 @@ TEST_F(CoreTest, MemberDisconnectEndsJob) {
   EXPECT_TRUE(core_->ended_in_failure());
   proto::StatusReply st = core_->Status();
   EXPECT_EQ(st.phase(), "ended");
-  EXPECT_EQ(st.workers(1).state(), "failed");
+  EXPECT_EQ(st.workers(1).state(), proto::MEMBER_STATE_FAILED);
   // Later events for the closed sessions are ignored.
   EXPECT_TRUE(core_->OnClosed(1, "x").empty());
   EXPECT_TRUE(core_->OnTick(now_ + absl::Hours(1)).empty());
@@ -773,8 +773,8 @@ TEST_F(BlameTest, ReportsAreJudgedByHeartbeats) {
   EXPECT_TRUE(core_->OnClosed(1, "gone").empty());
   EXPECT_EQ(core_->failed_worker(), "w1");
   proto::StatusReply st = core_->Status();
-  EXPECT_EQ(st.workers(1).state(), "failed");
-  EXPECT_NE(st.workers(0).state(), "failed");
+  EXPECT_EQ(st.workers(1).state(), proto::MEMBER_STATE_FAILED);
+  EXPECT_NE(st.workers(0).state(), proto::MEMBER_STATE_FAILED);
 }
 
 // A report about a peer that is not yet silent long enough is judged on

@@ -37,11 +37,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "allreduce/tcp/unique_fd.h"
 #include "common/auth.h"
 #include "common/framing.h"
 #include "common/mutex.h"
 #include "common/net.h"
+#include "common/unique_fd.h"
 #include "common/version.h"
 #include "coordinator/link_server.h"
 #include "gmock/gmock.h"
@@ -104,7 +104,7 @@ std::string PayloadFor(int key, size_t size) {
 class RawClient {
  public:
   explicit RawClient(int port) {
-    fd_ = tcp::UniqueFd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    fd_ = net::UniqueFd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_port = htons(static_cast<uint16_t>(port));
@@ -189,7 +189,7 @@ class RawClient {
     }
   }
 
-  tcp::UniqueFd fd_;
+  net::UniqueFd fd_;
   bool connected_ = false;
   FrameDecoder decoder_;
 };
@@ -381,7 +381,7 @@ TEST_F(LinkTest, WithoutItsLocalSocketTheCoordinatorIsReachedOverTcp) {
   // refused, so it connects to the port.
   absl::StatusOr<int> port = net::PickFreePort();
   ASSERT_TRUE(port.ok()) << port.status();
-  tcp::UniqueFd squatter(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  net::UniqueFd squatter(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   const std::string name = net::LocalLinkName(*port);

@@ -162,7 +162,9 @@ void WaitForAuthenticated(const CoordinatorServer& server, int n) {
     proto::StatusReply st = server.Status();
     int in = 0;
     for (const auto& w : st.workers()) {
-      if (w.state() == "waiting" || w.state() == "member") ++in;
+      if (w.state() == proto::MEMBER_STATE_WAITING ||
+          w.state() == proto::MEMBER_STATE_MEMBER)
+        ++in;
     }
     if (in >= n) return;
     ASSERT_LT(absl::Now(), until)
@@ -204,7 +206,8 @@ TEST(CoordinatorServerTest, EpochOfThreeFormsAndEndsWhenAllLeave) {
   EXPECT_EQ(st.workers(0).worker_id(), "w0");
   EXPECT_EQ(st.workers(1).worker_id(), "w2");
   EXPECT_EQ(st.workers(2).worker_id(), "w1");
-  for (const auto& ws : st.workers()) EXPECT_EQ(ws.state(), "member");
+  for (const auto& ws : st.workers())
+    EXPECT_EQ(ws.state(), proto::MEMBER_STATE_MEMBER);
 
   // Exchange, then Leave.
   for (int i = 0; i < 3; ++i) {
@@ -328,7 +331,7 @@ TEST(CoordinatorServerTest, WaitForEpochDeadlineNamesWhoIsIn) {
   proto::StatusReply status = StatusRpc(server->port());
   EXPECT_EQ(status.phase(), "forming");
   ASSERT_EQ(status.workers_size(), 1);
-  EXPECT_EQ(status.workers(0).state(), "waiting");
+  EXPECT_EQ(status.workers(0).state(), proto::MEMBER_STATE_WAITING);
   absl::Status st = server->WaitForEpoch(absl::Now() + absl::Milliseconds(200));
   EXPECT_TRUE(absl::IsDeadlineExceeded(st)) << st;
   EXPECT_THAT(st.message(), HasSubstr("waiting for 2 of 3 workers"));

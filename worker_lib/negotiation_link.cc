@@ -11,9 +11,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "allreduce/tcp/socket_util.h"
 #include "common/auth.h"
 #include "common/net.h"
+#include "common/socket_util.h"
 #include "common/version.h"
 
 namespace kolo::worker {
@@ -38,7 +38,7 @@ std::string ErrnoText(int err) { return std::strerror(err); }
 
 }  // namespace
 
-NegotiationLink::NegotiationLink(tcp::UniqueFd fd, tcp::UniqueFd wake,
+NegotiationLink::NegotiationLink(net::UniqueFd fd, net::UniqueFd wake,
                                  LinkOptions options, std::string peer)
     : fd_(std::move(fd)),
       wake_(std::move(wake)),
@@ -50,11 +50,11 @@ NegotiationLink::~NegotiationLink() = default;
 absl::StatusOr<std::unique_ptr<NegotiationLink>> NegotiationLink::Connect(
     const LinkOptions& options) {
   // A coordinator on this host also listens on a local socket: the same link
-  // without the TCP/IP stack (tcp::ListenLocal). The port when it does not,
+  // without the TCP/IP stack (net::ListenLocal). The port when it does not,
   // or when the link there fails (another job's coordinator may hold the
   // name, when two coordinators bound the same port on different loopback
   // addresses).
-  if (tcp::IsLoopbackHost(options.host)) {
+  if (net::IsLoopbackHost(options.host)) {
     absl::StatusOr<std::unique_ptr<NegotiationLink>> local =
         Open(options, /*local=*/true);
     // A refusal from this job's coordinator stands (the port would refuse
@@ -77,16 +77,16 @@ absl::StatusOr<std::unique_ptr<NegotiationLink>> NegotiationLink::Open(
   };
   const absl::Time deadline = absl::Now() + options.timeout;
   std::string peer = where;
-  absl::StatusOr<tcp::UniqueFd> fd = absl::UnavailableError("not local");
+  absl::StatusOr<net::UniqueFd> fd = absl::UnavailableError("not local");
   if (local) {
     const std::string name = net::LocalLinkName(options.port);
-    fd = tcp::ConnectLocal(name);
+    fd = net::ConnectLocal(name);
     if (!fd.ok()) return fail(fd.status().message());
     peer = absl::StrCat(where, " (local socket @", name, ")");
   } else {
-    absl::StatusOr<tcp::SockAddr> addr = tcp::ResolveAddress(where);
+    absl::StatusOr<net::SockAddr> addr = net::ResolveAddress(where);
     if (!addr.ok()) return fail(addr.status().message());
-    fd = tcp::StartConnect(*addr);
+    fd = net::StartConnect(*addr);
     if (!fd.ok()) return fail(fd.status().message());
     while (true) {
       pollfd p{fd->get(), POLLOUT, 0};
@@ -95,14 +95,14 @@ absl::StatusOr<std::unique_ptr<NegotiationLink>> NegotiationLink::Open(
       if (n < 0 && errno != EINTR) return fail(ErrnoText(errno));
       if (absl::Now() >= deadline) return fail("connect timed out");
     }
-    if (absl::Status s = tcp::FinishConnect(fd->get()); !s.ok()) {
+    if (absl::Status s = net::FinishConnect(fd->get()); !s.ok()) {
       return fail(s.message());
     }
-    if (absl::Status s = tcp::SetNoDelay(fd->get()); !s.ok()) {
+    if (absl::Status s = net::SetNoDelay(fd->get()); !s.ok()) {
       return fail(s.message());
     }
   }
-  tcp::UniqueFd wake(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  net::UniqueFd wake(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   if (wake.get() < 0) return fail(absl::StrCat("eventfd: ", ErrnoText(errno)));
   std::unique_ptr<NegotiationLink> link(
       new NegotiationLink(std::move(*fd), std::move(wake), options, peer));

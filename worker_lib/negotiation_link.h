@@ -26,9 +26,9 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
-#include "allreduce/tcp/unique_fd.h"
 #include "common/framing.h"
 #include "common/mutex.h"
+#include "common/unique_fd.h"
 #include "proto/kolo.pb.h"
 
 namespace kolo::worker {
@@ -73,7 +73,7 @@ class NegotiationLink {
   const std::string& peer() const { return peer_; }
 
  private:
-  NegotiationLink(tcp::UniqueFd fd, tcp::UniqueFd wake, LinkOptions options,
+  NegotiationLink(net::UniqueFd fd, net::UniqueFd wake, LinkOptions options,
                   std::string peer);
   // Connects (to the coordinator's local socket when `local`, else to its
   // TCP port) and runs the handshake.
@@ -87,8 +87,8 @@ class NegotiationLink {
   absl::StatusOr<std::optional<proto::CoordinatorMessage>> ReadMessage(
       absl::Time deadline, bool wakeable);
 
-  tcp::UniqueFd fd_;
-  tcp::UniqueFd wake_;  // eventfd
+  net::UniqueFd fd_;
+  net::UniqueFd wake_;  // eventfd
   const LinkOptions options_;
   const std::string peer_;
   std::atomic<bool> closed_{false};

@@ -10,31 +10,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/log.h"
+#include "proto/refusal.h"
 
 namespace kolo::worker {
 namespace {
 
 // How long a worker that distrusts the coordinator waits for its refusal.
 constexpr absl::Duration kDistrustGrace = absl::Seconds(2);
-
-// The status a Refusal turns into on the worker.
-absl::Status RefusalStatus(const proto::Refusal& r, const std::string& prefix) {
-  std::string msg = absl::StrCat(prefix, r.message());
-  switch (r.reason()) {
-    case proto::Refusal::AUTH_FAILED:
-      return absl::UnauthenticatedError(msg);
-    case proto::Refusal::DUPLICATE_WORKER:
-      return absl::AlreadyExistsError(msg);
-    case proto::Refusal::JOB_FULL:
-      return absl::ResourceExhaustedError(msg);
-    case proto::Refusal::FENCED:
-      return absl::AbortedError(msg);
-    case proto::Refusal::PROTOCOL_ERROR:
-      return absl::InvalidArgumentError(msg);
-    default:  // VERSION_MISMATCH, WRONG_JOB
-      return absl::FailedPreconditionError(msg);
-  }
-}
 
 }  // namespace
 
@@ -221,9 +203,10 @@ void SessionClient::Reactor::Handle(const proto::CoordinatorMessage& msg) {
   if (!distrust_.ok() && !msg.has_refusal()) return;  // an impostor's words
   if (msg.has_refusal()) {
     SessionLog()->error("{}", msg.refusal().message());
-    absl::Status refused = RefusalStatus(
-        msg.refusal(),
-        absl::StrCat(Who(), " refused worker ", options_.worker_id, ": "));
+    absl::Status refused = proto::RefusalStatus(
+        msg.refusal().reason(),
+        absl::StrCat(Who(), " refused worker ", options_.worker_id, ": ",
+                     msg.refusal().message()));
     if (!distrust_.ok()) {
       // An unauthenticated worker is told nothing precise; what it found
       // itself (the coordinator could not prove the secret) says why.

@@ -13,10 +13,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "allreduce/tcp/handshake.h"
-#include "allreduce/tcp/socket_util.h"
 #include "common/auth.h"
 #include "common/log.h"
 #include "common/rate_limited_log.h"
+#include "common/socket_util.h"
 
 namespace kolo::tcp {
 namespace {
@@ -38,7 +38,7 @@ enum class Phase {
 };
 
 struct Conn {
-  UniqueFd fd;
+  net::UniqueFd fd;
   bool connector = false;
   int peer = -1;  // known from the start for a connector
   Phase phase = Phase::kAwaitHello;
@@ -69,7 +69,7 @@ class Mesh {
              o.worker_ids};
   }
 
-  absl::StatusOr<std::vector<UniqueFd>> Run();
+  absl::StatusOr<std::vector<net::UniqueFd>> Run();
 
  private:
   std::string Self() const {
@@ -91,10 +91,10 @@ class Mesh {
   // Socket options of a data connection: TCP_NODELAY, buffer sizes,
   // congestion control.
   void Tune(int fd) {
-    (void)SetNoDelay(fd);
-    (void)SetBufferSizes(fd, o_.send_buffer_bytes, o_.recv_buffer_bytes);
+    (void)net::SetNoDelay(fd);
+    (void)net::SetBufferSizes(fd, o_.send_buffer_bytes, o_.recv_buffer_bytes);
     absl::StatusOr<std::string> cc =
-        SetCongestionControl(fd, o_.congestion_control);
+        net::SetCongestionControl(fd, o_.congestion_control);
     if (!cc.ok() && !cc_warned_) {
       cc_warned_ = true;  // once per mesh: every connection would say it
       log_->info("{}: keeping the system's TCP congestion control: {}", Self(),
@@ -111,16 +111,16 @@ class Mesh {
   const absl::Time deadline_;
   std::shared_ptr<spdlog::logger> log_;
   AcceptorView view_;
-  std::vector<UniqueFd> fds_;
+  std::vector<net::UniqueFd> fds_;
   std::vector<std::string> last_error_;
-  std::vector<SockAddr> addrs_;
+  std::vector<net::SockAddr> addrs_;
   std::vector<std::unique_ptr<Conn>> conns_;
   int missing_ = 0;
   bool cc_warned_ = false;
 };
 
 void Mesh::Connect(Conn& c) {
-  absl::StatusOr<UniqueFd> fd = StartConnect(addrs_[c.peer]);
+  absl::StatusOr<net::UniqueFd> fd = net::StartConnect(addrs_[c.peer]);
   if (!fd.ok()) {
     Retry(c, fd.status().message());
     return;
@@ -313,8 +313,8 @@ void Mesh::AcceptAll() {
       return;
     }
     auto c = std::make_unique<Conn>();
-    c->fd = UniqueFd(fd);
-    c->remote = PeerAddress(fd);
+    c->fd = net::UniqueFd(fd);
+    c->remote = net::PeerAddress(fd);
     c->phase = Phase::kAwaitHello;
     Tune(fd);
     size_t pending = 0;
@@ -334,10 +334,10 @@ void Mesh::AcceptAll() {
   }
 }
 
-absl::StatusOr<std::vector<UniqueFd>> Mesh::Run() {
+absl::StatusOr<std::vector<net::UniqueFd>> Mesh::Run() {
   addrs_.resize(o_.size);
   for (int r = 0; r < o_.rank; ++r) {
-    absl::StatusOr<SockAddr> a = ResolveAddress(o_.addresses[r]);
+    absl::StatusOr<net::SockAddr> a = net::ResolveAddress(o_.addresses[r]);
     if (!a.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat(Self(), ": bad data-plane address of ", Peer(r), ": ",
@@ -401,7 +401,7 @@ absl::StatusOr<std::vector<UniqueFd>> Mesh::Run() {
       if (c->dead) continue;
       absl::Status s;
       if (c->phase == Phase::kConnecting) {
-        s = FinishConnect(c->fd.get());
+        s = net::FinishConnect(c->fd.get());
         if (s.ok()) {
           Tune(c->fd.get());
           c->hello = Hello{o_.protocol_version,
@@ -476,8 +476,8 @@ absl::StatusOr<std::vector<UniqueFd>> Mesh::Run() {
 
 }  // namespace
 
-absl::StatusOr<std::vector<UniqueFd>> ConnectMesh(const TcpOptions& options,
-                                                  absl::Time deadline) {
+absl::StatusOr<std::vector<net::UniqueFd>> ConnectMesh(
+    const TcpOptions& options, absl::Time deadline) {
   return Mesh(options, deadline).Run();
 }
 

@@ -22,7 +22,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "allreduce/tcp/tcp_options.h"
-#include "allreduce/tcp/unique_fd.h"
+#include "common/unique_fd.h"
 
 namespace kolo::tcp {
 
@@ -30,8 +30,8 @@ namespace kolo::tcp {
 // rank (the entry of this rank is invalid). kDeadlineExceeded names the ranks
 // still missing at `deadline`; other errors name the refusing peer.
 // REQUIRES: options validated by TcpTransport::Create.
-absl::StatusOr<std::vector<UniqueFd>> ConnectMesh(const TcpOptions& options,
-                                                  absl::Time deadline);
+absl::StatusOr<std::vector<net::UniqueFd>> ConnectMesh(
+    const TcpOptions& options, absl::Time deadline);
 
 }  // namespace kolo::tcp
 

@@ -18,7 +18,7 @@ constexpr size_t kMaxSendBatch = 32;
 
 }  // namespace
 
-PeerChannel::PeerChannel(UniqueFd fd, uint64_t epoch, std::string self,
+PeerChannel::PeerChannel(net::UniqueFd fd, uint64_t epoch, std::string self,
                          std::string peer)
     : fd_(std::move(fd)),
       epoch_(epoch),

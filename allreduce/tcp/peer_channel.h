@@ -27,8 +27,8 @@
 
 #include "absl/status/status.h"
 #include "allreduce/tcp/frame.h"
-#include "allreduce/tcp/unique_fd.h"
 #include "allreduce/transport.h"
+#include "common/unique_fd.h"
 
 namespace kolo::tcp {
 
@@ -36,7 +36,8 @@ class PeerChannel {
  public:
   // `self` and `peer` name the two ends in messages, e.g. "rank 1 (worker
   // w1, 127.0.0.1:4567)".
-  PeerChannel(UniqueFd fd, uint64_t epoch, std::string self, std::string peer);
+  PeerChannel(net::UniqueFd fd, uint64_t epoch, std::string self,
+              std::string peer);
 
   int fd() const { return fd_.get(); }
   const std::string& peer_name() const { return peer_; }
@@ -68,7 +69,7 @@ class PeerChannel {
   void Fail(absl::Status error,
             std::vector<std::pair<OpId, absl::Status>>* done);
 
-  UniqueFd fd_;
+  net::UniqueFd fd_;
   const uint64_t epoch_;
   const std::string self_;
   const std::string peer_;

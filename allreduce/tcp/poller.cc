@@ -12,12 +12,12 @@
 namespace kolo::tcp {
 
 absl::StatusOr<std::unique_ptr<Poller>> Poller::Create() {
-  UniqueFd ep(::epoll_create1(EPOLL_CLOEXEC));
+  net::UniqueFd ep(::epoll_create1(EPOLL_CLOEXEC));
   if (!ep.valid()) {
     return absl::InternalError(
         absl::StrCat("epoll_create1: ", std::strerror(errno)));
   }
-  UniqueFd ev(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  net::UniqueFd ev(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!ev.valid()) {
     return absl::InternalError(absl::StrCat("eventfd: ", std::strerror(errno)));
   }

@@ -15,7 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
-#include "allreduce/tcp/unique_fd.h"
+#include "common/unique_fd.h"
 
 namespace kolo::tcp {
 
@@ -24,7 +24,7 @@ class Poller {
   static constexpr uint64_t kWakeTag = ~0ull;
 
   static absl::StatusOr<std::unique_ptr<Poller>> Create();
-  Poller(UniqueFd epoll, UniqueFd event)
+  Poller(net::UniqueFd epoll, net::UniqueFd event)
       : epoll_(std::move(epoll)), event_(std::move(event)) {}
 
   // Watches `fd` for input and output, edge-triggered; events carry `tag`.
@@ -37,8 +37,8 @@ class Poller {
   void Wake();
 
  private:
-  UniqueFd epoll_;
-  UniqueFd event_;
+  net::UniqueFd epoll_;
+  net::UniqueFd event_;
 };
 
 }  // namespace kolo::tcp

@@ -8,7 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "allreduce/tcp/mesh.h"
-#include "allreduce/tcp/socket_util.h"
+#include "common/socket_util.h"
 
 namespace kolo {
 namespace {
@@ -39,7 +39,7 @@ absl::Status Validate(const TcpOptions& o) {
           absl::StrCat("TcpTransport: rank ", o.rank,
                        " must accept connections but has no listening socket"));
     }
-    if (absl::Status s = tcp::EnsureNonBlocking(o.listen_fd); !s.ok()) return s;
+    if (absl::Status s = net::EnsureNonBlocking(o.listen_fd); !s.ok()) return s;
   }
   if (o.timeout <= absl::ZeroDuration() ||
       o.connect_timeout <= absl::ZeroDuration() ||
@@ -58,7 +58,7 @@ absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Create(
   if (absl::Status s = Validate(options); !s.ok()) return s;
   absl::StatusOr<std::unique_ptr<tcp::Poller>> poller = tcp::Poller::Create();
   if (!poller.ok()) return poller.status();
-  absl::StatusOr<std::vector<tcp::UniqueFd>> fds =
+  absl::StatusOr<std::vector<net::UniqueFd>> fds =
       tcp::ConnectMesh(options, absl::Now() + options.connect_timeout);
   if (!fds.ok()) return fds.status();
   std::vector<std::unique_ptr<tcp::PeerChannel>> channels(options.size);

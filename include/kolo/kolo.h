@@ -26,7 +26,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
-#include "allreduce/types.h"
+#include "common/types.h"
 
 namespace kolo {
 

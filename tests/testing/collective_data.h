@@ -25,7 +25,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "allreduce/transport.h"
-#include "allreduce/types.h"
+#include "common/types.h"
 
 namespace kolo::testing {
 

@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "allreduce/types.h"
+#include "common/types.h"
 
 namespace kolo::testing {
 

@@ -1,9 +1,11 @@
-// Small socket helpers of the TCP transport: address resolution,
-// non-blocking connect, socket options, and the peer's address for messages.
+// Small socket helpers shared by the TCP data plane, the negotiation link and
+// the coordinator's link server: address resolution, non-blocking connect,
+// socket options, local (abstract Unix) sockets, and the peer's address for
+// messages.
 //
 // Thread-safety: free functions without shared state.
-#ifndef KOLO_ALLREDUCE_TCP_SOCKET_UTIL_H_
-#define KOLO_ALLREDUCE_TCP_SOCKET_UTIL_H_
+#ifndef KOLO_COMMON_SOCKET_UTIL_H_
+#define KOLO_COMMON_SOCKET_UTIL_H_
 
 #include <sys/socket.h>
 
@@ -13,9 +15,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "allreduce/tcp/unique_fd.h"
+#include "common/unique_fd.h"
 
-namespace kolo::tcp {
+namespace kolo::net {
 
 struct SockAddr {
   sockaddr_storage storage{};
@@ -64,6 +66,6 @@ absl::StatusOr<UniqueFd> ConnectLocal(absl::string_view name);
 // "::1").
 bool IsLoopbackHost(absl::string_view host);
 
-}  // namespace kolo::tcp
+}  // namespace kolo::net
 
-#endif  // KOLO_ALLREDUCE_TCP_SOCKET_UTIL_H_
+#endif  // KOLO_COMMON_SOCKET_UTIL_H_

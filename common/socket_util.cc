@@ -1,4 +1,4 @@
-#include "allreduce/tcp/socket_util.h"
+#include "common/socket_util.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -14,7 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/net.h"
 
-namespace kolo::tcp {
+namespace kolo::net {
 
 absl::StatusOr<SockAddr> ResolveAddress(absl::string_view host_port) {
   absl::StatusOr<net::HostPort> hp = net::ParseHostPort(host_port);
@@ -219,4 +219,4 @@ bool IsLoopbackHost(absl::string_view host) {
          (ntohl(v4.s_addr) >> 24) == 127;
 }
 
-}  // namespace kolo::tcp
+}  // namespace kolo::net

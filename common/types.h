@@ -7,8 +7,8 @@
 // reduced through float32 and rounded to nearest even.
 //
 // Thread-safety: plain values and pure functions.
-#ifndef KOLO_ALLREDUCE_TYPES_H_
-#define KOLO_ALLREDUCE_TYPES_H_
+#ifndef KOLO_COMMON_TYPES_H_
+#define KOLO_COMMON_TYPES_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -66,4 +66,4 @@ absl::StatusOr<int64_t> CheckedElements(absl::string_view what, DataType type,
 
 }  // namespace kolo
 
-#endif  // KOLO_ALLREDUCE_TYPES_H_
+#endif  // KOLO_COMMON_TYPES_H_

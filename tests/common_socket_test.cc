@@ -9,11 +9,11 @@
 #include <string>
 #include <vector>
 
-#include "allreduce/tcp/socket_util.h"
-#include "allreduce/tcp/unique_fd.h"
+#include "common/socket_util.h"
+#include "common/unique_fd.h"
 #include "gtest/gtest.h"
 
-namespace kolo::tcp {
+namespace kolo::net {
 namespace {
 
 std::string Current(int fd) {
@@ -75,4 +75,4 @@ TEST(SocketUtil, BufferSizesAreSetOnlyWhenPositive) {
 }
 
 }  // namespace
-}  // namespace kolo::tcp
+}  // namespace kolo::net

@@ -1,4 +1,4 @@
-#include "allreduce/types.h"
+#include "common/types.h"
 
 #include <array>
 

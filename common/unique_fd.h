@@ -2,14 +2,14 @@
 //
 // Thread-safety: a plain value; not shared between threads.
 // Invariant: get() is -1 or an open descriptor owned by this object.
-#ifndef KOLO_ALLREDUCE_TCP_UNIQUE_FD_H_
-#define KOLO_ALLREDUCE_TCP_UNIQUE_FD_H_
+#ifndef KOLO_COMMON_UNIQUE_FD_H_
+#define KOLO_COMMON_UNIQUE_FD_H_
 
 #include <unistd.h>
 
 #include <utility>
 
-namespace kolo::tcp {
+namespace kolo::net {
 
 class UniqueFd {
  public:
@@ -38,6 +38,6 @@ class UniqueFd {
   int fd_ = -1;
 };
 
-}  // namespace kolo::tcp
+}  // namespace kolo::net
 
-#endif  // KOLO_ALLREDUCE_TCP_UNIQUE_FD_H_
+#endif  // KOLO_COMMON_UNIQUE_FD_H_
