@@ -95,7 +95,7 @@ Actions CoordinatorCore::OnMessage(SessionId id,
   if (it == sessions_.end()) return out;  // already closed by us
   Session& s = it->second;
   s.last_heard = options_.clock();
-  if (s.rank >= 0) members_[s.rank].last_heard = s.last_heard;
+  if (s.rank >= 0) ep_.members[s.rank].last_heard = s.last_heard;
 
   if (s.state == State::kAwaitHello) {
     if (message.body_case() != proto::WorkerMessage::kHello) {
@@ -115,7 +115,15 @@ Actions CoordinatorCore::OnMessage(SessionId id,
   bool late_ok = f.epoch() == 0 &&
                  (message.body_case() == proto::WorkerMessage::kHeartbeat ||
                   message.body_case() == proto::WorkerMessage::kLeave);
-  uint64_t want_epoch = s.rank >= 0 ? epoch_ : 0;
+  uint64_t want_epoch = s.rank >= 0 ? ep_.number : 0;
+  if (f.incarnation() == options_.incarnation && s.rank >= 0 && f.epoch() > 0 &&
+      f.epoch() < want_epoch) {
+    // Sent before the member learnt that its epoch ended (elastic jobs):
+    // a consequence of the change, not a fault. Its liveness counts.
+    Log()->debug("dropped {} of {} fenced with epoch {} (the epoch is {})",
+                 BodyName(message), Describe(s), f.epoch(), want_epoch);
+    return out;
+  }
   if (f.incarnation() != options_.incarnation ||
       (f.epoch() != want_epoch && !(s.rank >= 0 && late_ok))) {
     Refuse(id, proto::Refusal::FENCED,
@@ -140,7 +148,17 @@ Actions CoordinatorCore::OnMessage(SessionId id,
       return out;  // last_heard is updated above
     case proto::WorkerMessage::kExchange:
       if (s.state != State::kMember) break;
+      if (phase_ != Phase::kRunning) return out;  // the epoch ended
       HandleExchange(id, s, message.exchange(), out);
+      return out;
+    case proto::WorkerMessage::kEpochAck:
+      if (s.state != State::kMember) break;
+      // A late or repeated acknowledgement is harmless.
+      if (phase_ == Phase::kRecovering &&
+          message.epoch_ack().epoch() == ep_.number) {
+        ep_.members[s.rank].acked = true;
+        MaybeFormNextEpoch(s.last_heard, out);
+      }
       return out;
     case proto::WorkerMessage::kLeave:
       if (s.state != State::kMember && s.state != State::kWaiting) break;
@@ -151,21 +169,25 @@ Actions CoordinatorCore::OnMessage(SessionId id,
       // there before its Leave may arrive after the Leave. Harmless.
       if (s.state == State::kLeft) return out;
       if (s.state != State::kMember) break;
+      if (phase_ != Phase::kRunning) return out;  // the epoch ended
       NegotiatorOutput result;
-      negotiator_->Announce(s.rank, message.announce(), s.last_heard, result);
+      ep_.negotiator->Announce(s.rank, message.announce(), s.last_heard,
+                               result);
       Apply(result, out);
       return out;
     }
     case proto::WorkerMessage::kPeerFault:
       if (s.state == State::kLeft) return out;
       if (s.state != State::kMember) break;
+      if (phase_ != Phase::kRunning) return out;  // the epoch ended
       HandlePeerFault(s, message.peer_fault(), out);
       return out;
     case proto::WorkerMessage::kDone: {
       if (s.state == State::kLeft) return out;  // as Announce above
       if (s.state != State::kMember) break;
+      if (phase_ != Phase::kRunning) return out;  // the epoch ended
       NegotiatorOutput result;
-      negotiator_->Done(s.rank, message.done().seq(), s.last_heard, result);
+      ep_.negotiator->Done(s.rank, message.done().seq(), s.last_heard, result);
       Apply(result, out);
       return out;
     }
@@ -196,22 +218,30 @@ void CoordinatorCore::MaybeFormEpoch(Actions& out) {
   std::sort(by_arrival.begin(), by_arrival.end());
   std::vector<SessionId> ids;
   for (const auto& [arrival, id] : by_arrival) ids.push_back(id);
+  FormEpoch(1, ids, /*keep_order=*/false, out);
+}
+
+void CoordinatorCore::FormEpoch(uint64_t number,
+                                const std::vector<SessionId>& ids,
+                                bool keep_order, Actions& out) {
   std::vector<Arrival> arrivals;
-  for (SessionId id : ids) {
-    const proto::Hello& h = sessions_.at(id).hello;
-    arrivals.push_back(Arrival{h.worker_id(), h.host_name(), h.data_address(),
-                               h.requested_rank()});
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const proto::Hello& h = sessions_.at(ids[i]).hello;
+    arrivals.push_back(
+        Arrival{h.worker_id(), h.host_name(), h.data_address(),
+                keep_order ? static_cast<int>(i) : h.requested_rank()});
   }
   Assignment a = AssignRanks(arrivals, options_.job_id);
-  epoch_ = 1;
+  ep_ = Epoch{};
+  ep_.number = number;
   phase_ = Phase::kRunning;
-  members_.assign(ids.size(), Member{});
+  ep_.members.assign(ids.size(), Member{});
   for (size_t i = 0; i < ids.size(); ++i) {
     Session& s = sessions_.at(ids[i]);
     int rank = a.rank_of[i];
     s.state = State::kMember;
     s.rank = rank;
-    Member& m = members_[rank];
+    Member& m = ep_.members[rank];
     m.worker_id = s.hello.worker_id();
     m.host_name = s.hello.host_name();
     m.data_address = s.hello.data_address();
@@ -221,31 +251,32 @@ void CoordinatorCore::MaybeFormEpoch(Actions& out) {
     m.last_heard = s.last_heard;
   }
   std::vector<std::string> names;
-  for (size_t r = 0; r < members_.size(); ++r) {
-    names.push_back(absl::StrCat(r, "=", members_[r].worker_id, "@",
-                                 members_[r].host_name));
+  for (size_t r = 0; r < ep_.members.size(); ++r) {
+    names.push_back(absl::StrCat(r, "=", ep_.members[r].worker_id, "@",
+                                 ep_.members[r].host_name));
     proto::CoordinatorMessage msg;
     msg.mutable_fence()->set_incarnation(options_.incarnation);
-    msg.mutable_fence()->set_epoch(epoch_);
+    msg.mutable_fence()->set_epoch(ep_.number);
     *msg.mutable_membership() = a.by_rank[r];
     msg.mutable_membership()->set_link_port(options_.link_port);
-    Send(members_[r].session, std::move(msg), out);
+    Send(ep_.members[r].session, std::move(msg), out);
   }
   NegotiatorOptions no;
-  no.size = static_cast<int>(members_.size());
+  no.size = static_cast<int>(ep_.members.size());
   no.cycle_time = options_.cycle_time;
   no.stall_check = options_.stall_check;
   no.stall_shutdown = options_.stall_shutdown;
-  negotiator_ = std::make_unique<Negotiator>(no);
-  Log()->info("epoch {} formed with {} workers{}: {}", epoch_, members_.size(),
-              a.used_requested_ranks ? " (requested ranks)" : "",
+  ep_.negotiator = std::make_unique<Negotiator>(no);
+  Log()->info("epoch {} formed with {} workers{}: {}", ep_.number,
+              ep_.members.size(),
+              a.used_requested_ranks && !keep_order ? " (requested ranks)" : "",
               absl::StrJoin(names, ", "));
 }
 
 void CoordinatorCore::HandleExchange(SessionId id, Session& s,
                                      const proto::Exchange& ex, Actions& out) {
-  auto& values = exchanges_[ex.key()];
-  if (values.empty()) values.resize(members_.size());
+  auto& values = ep_.exchanges[ex.key()];
+  if (values.empty()) values.resize(ep_.members.size());
   if (values[s.rank].has_value()) {
     Refuse(id, proto::Refusal::PROTOCOL_ERROR,
            absl::StrCat(Describe(s), " sent Exchange '", ex.key(),
@@ -261,11 +292,11 @@ void CoordinatorCore::HandleExchange(SessionId id, Session& s,
   }
   proto::CoordinatorMessage msg;
   msg.mutable_fence()->set_incarnation(options_.incarnation);
-  msg.mutable_fence()->set_epoch(epoch_);
+  msg.mutable_fence()->set_epoch(ep_.number);
   msg.mutable_exchange_result()->set_key(ex.key());
   for (auto& v : values) msg.mutable_exchange_result()->add_values(*v);
-  exchanges_.erase(ex.key());
-  for (const Member& m : members_) {
+  ep_.exchanges.erase(ex.key());
+  for (const Member& m : ep_.members) {
     if (m.open && m.state == proto::MEMBER_STATE_MEMBER)
       Send(m.session, msg, out);
   }
@@ -276,9 +307,9 @@ void CoordinatorCore::Apply(NegotiatorOutput& result, Actions& out) {
   for (proto::Plan& plan : result.plans) {
     proto::CoordinatorMessage msg;
     msg.mutable_fence()->set_incarnation(options_.incarnation);
-    msg.mutable_fence()->set_epoch(epoch_);
+    msg.mutable_fence()->set_epoch(ep_.number);
     *msg.mutable_plan() = std::move(plan);
-    for (const Member& m : members_) {
+    for (const Member& m : ep_.members) {
       if (m.open && m.state == proto::MEMBER_STATE_MEMBER)
         Send(m.session, msg, out);
     }
@@ -287,13 +318,13 @@ void CoordinatorCore::Apply(NegotiatorOutput& result, Actions& out) {
     EndJob(true, *result.shutdown, out);
     return;
   }
-  out.wake_at = std::min(out.wake_at, negotiator_->NextWake());
+  out.wake_at = std::min(out.wake_at, ep_.negotiator->NextWake());
 }
 
 void CoordinatorCore::HandleLeave(SessionId id, Session& s, Actions& out) {
   proto::CoordinatorMessage ack;
   ack.mutable_fence()->set_incarnation(options_.incarnation);
-  ack.mutable_fence()->set_epoch(s.rank >= 0 ? epoch_ : 0);
+  ack.mutable_fence()->set_epoch(s.rank >= 0 ? ep_.number : 0);
   ack.mutable_leave_ack();
   Send(id, std::move(ack), out);
   s.state = State::kLeft;
@@ -301,17 +332,31 @@ void CoordinatorCore::HandleLeave(SessionId id, Session& s, Actions& out) {
     Log()->info("{} left before the epoch formed", Describe(s));
     return;
   }
-  members_[s.rank].state = proto::MEMBER_STATE_LEFT;
+  ep_.members[s.rank].state = proto::MEMBER_STATE_LEFT;
   Log()->info("{} left", Describe(s));
-  bool all_left = std::all_of(
-      members_.begin(), members_.end(),
-      [](const Member& m) { return m.state == proto::MEMBER_STATE_LEFT; });
-  if (all_left && phase_ == Phase::kRunning) {
+  // Elastic jobs: the lost are out already; the job ends well when every
+  // other member left.
+  int left = 0;
+  bool all_out = true;
+  for (const Member& m : ep_.members) {
+    if (m.state == proto::MEMBER_STATE_LEFT) {
+      ++left;
+    } else if (!(options_.elastic && m.state == proto::MEMBER_STATE_FAILED)) {
+      all_out = false;
+    }
+  }
+  if (all_out && phase_ != Phase::kForming && phase_ != Phase::kEnded) {
     phase_ = Phase::kEnded;
     end_failure_ = false;
-    end_reason_ = absl::StrCat("all ", members_.size(), " workers left");
+    end_reason_ =
+        lost_all_.empty()
+            ? absl::StrCat("all ", left, " workers left")
+            : absl::StrCat("the ", left, " remaining workers left (lost: ",
+                           DescribeLost(lost_all_), ")");
     Log()->info("job '{}' ended: {}", options_.job_id, end_reason_);
+    return;
   }
+  if (phase_ == Phase::kRecovering) MaybeFormNextEpoch(s.last_heard, out);
 }
 
 void CoordinatorCore::Refuse(SessionId id, proto::Refusal::Reason reason,
@@ -333,7 +378,7 @@ void CoordinatorCore::Refuse(SessionId id, proto::Refusal::Reason reason,
   }
   proto::CoordinatorMessage msg;
   msg.mutable_fence()->set_incarnation(options_.incarnation);
-  msg.mutable_fence()->set_epoch(s.rank >= 0 ? epoch_ : 0);
+  msg.mutable_fence()->set_epoch(s.rank >= 0 ? ep_.number : 0);
   msg.mutable_refusal()->set_reason(reason);
   msg.mutable_refusal()->set_message(told);
   Send(id, std::move(msg), out);
@@ -342,20 +387,24 @@ void CoordinatorCore::Refuse(SessionId id, proto::Refusal::Reason reason,
   bool member = s.state == State::kMember;
   sessions_.erase(id);
   if (rank >= 0) {
-    members_[rank].open = false;
+    ep_.members[rank].open = false;
     if (member) FailMember(rank, absl::StrCat("refused: ", message), out);
   }
 }
 
 void CoordinatorCore::FailMember(int rank, const std::string& cause,
                                  Actions& out) {
-  Member& m = members_[rank];
+  Member& m = ep_.members[rank];
   if (phase_ == Phase::kEnded) {
     // The verdict is out: what follows is its consequence, not a cause.
     if (m.state == proto::MEMBER_STATE_MEMBER)
       m.state = proto::MEMBER_STATE_ENDED;
     Log()->info("worker {} (rank {}) {} after the job ended; not a cause",
                 m.worker_id, rank, cause);
+    return;
+  }
+  if (options_.elastic) {
+    LoseMember(rank, cause, out);
     return;
   }
   m.state = proto::MEMBER_STATE_FAILED;
@@ -376,7 +425,7 @@ void CoordinatorCore::HandlePeerFault(Session& s, const proto::PeerFault& fault,
   FaultReport report;
   report.reporter = s.rank;
   for (int p : fault.peers()) {
-    if (p >= 0 && p < static_cast<int>(members_.size()) && p != s.rank) {
+    if (p >= 0 && p < static_cast<int>(ep_.members.size()) && p != s.rank) {
       report.peers.push_back(p);
     }
   }
@@ -384,26 +433,26 @@ void CoordinatorCore::HandlePeerFault(Session& s, const proto::PeerFault& fault,
   report.at = s.last_heard;
   std::vector<std::string> named;
   for (int p : report.peers) {
-    named.push_back(absl::StrCat(members_[p].worker_id, " (rank ", p, ")"));
+    named.push_back(absl::StrCat(ep_.members[p].worker_id, " (rank ", p, ")"));
   }
   Log()->warn(
       "worker {} (rank {}) reports a data-plane fault with {}: {}; judging "
       "from streams and heartbeats",
-      members_[s.rank].worker_id, s.rank, absl::StrJoin(named, ", "),
+      ep_.members[s.rank].worker_id, s.rank, absl::StrJoin(named, ", "),
       report.error);
   if (report.peers.empty()) return;
-  faults_.push_back(std::move(report));
+  ep_.faults.push_back(std::move(report));
   JudgeFaults(options_.clock(), out);
 }
 
 void CoordinatorCore::JudgeFaults(absl::Time now, Actions& out) {
-  if (faults_.empty() || phase_ != Phase::kRunning) return;
+  if (ep_.faults.empty() || phase_ != Phase::kRunning) return;
   // The most silent reported peer, if silent long enough.
   int suspect = -1;
   absl::Duration quiet = absl::ZeroDuration();
-  for (const FaultReport& f : faults_) {
+  for (const FaultReport& f : ep_.faults) {
     for (int p : f.peers) {
-      const Member& m = members_[p];
+      const Member& m = ep_.members[p];
       if (m.state != proto::MEMBER_STATE_MEMBER) continue;
       if (now - m.last_heard > quiet) {
         quiet = now - m.last_heard;
@@ -413,7 +462,7 @@ void CoordinatorCore::JudgeFaults(absl::Time now, Actions& out) {
   }
   if (suspect >= 0 && quiet >= suspect_silence()) {
     const FaultReport* by = nullptr;
-    for (const FaultReport& f : faults_) {
+    for (const FaultReport& f : ep_.faults) {
       if (std::find(f.peers.begin(), f.peers.end(), suspect) != f.peers.end()) {
         by = &f;
         break;
@@ -425,21 +474,21 @@ void CoordinatorCore::JudgeFaults(absl::Time now, Actions& out) {
                                      "'s data plane reported: ", by->error)
                       : std::string("its peers reported it"),
         ")");
-    faults_.clear();
+    ep_.faults.clear();
     FailMember(suspect, cause, out);
     return;
   }
-  if (now - faults_.front().at < options_.heartbeat_timeout) return;
+  if (now - ep_.faults.front().at < options_.heartbeat_timeout) return;
   std::vector<std::string> links;
-  for (const FaultReport& f : faults_) {
+  for (const FaultReport& f : ep_.faults) {
     for (int p : f.peers) {
-      links.push_back(absl::StrCat(members_[f.reporter].worker_id, " (rank ",
-                                   f.reporter, ") - ", members_[p].worker_id,
+      links.push_back(absl::StrCat(ep_.members[f.reporter].worker_id, " (rank ",
+                                   f.reporter, ") - ", ep_.members[p].worker_id,
                                    " (rank ", p, ")"));
     }
   }
-  const std::string first = faults_.front().error;
-  faults_.clear();
+  const std::string first = ep_.faults.front().error;
+  ep_.faults.clear();
   EndJob(
       true,
       absl::StrCat("the data connections ", absl::StrJoin(links, ", "),
@@ -477,14 +526,14 @@ void CoordinatorCore::EndJob(bool failure, const std::string& reason,
                                             "handshake");
     proto::CoordinatorMessage msg;
     msg.mutable_fence()->set_incarnation(options_.incarnation);
-    msg.mutable_fence()->set_epoch(s.rank >= 0 ? epoch_ : 0);
+    msg.mutable_fence()->set_epoch(s.rank >= 0 ? ep_.number : 0);
     msg.mutable_job_end()->set_failure(failure);
     msg.mutable_job_end()->set_reason(told);
     if (s.proven) msg.mutable_job_end()->set_failed_worker(failed_worker_);
     Send(id, std::move(msg), out);
     out.closes.push_back(Actions::Close{
         id, failure ? absl::AbortedError(told) : absl::OkStatus()});
-    if (s.rank >= 0) members_[s.rank].open = false;
+    if (s.rank >= 0) ep_.members[s.rank].open = false;
   }
   sessions_.clear();
 }
@@ -496,7 +545,7 @@ Actions CoordinatorCore::OnClosed(SessionId id, absl::string_view cause) {
   if (it == sessions_.end()) return out;
   Session s = std::move(it->second);
   sessions_.erase(it);
-  if (s.rank >= 0) members_[s.rank].open = false;
+  if (s.rank >= 0) ep_.members[s.rank].open = false;
   switch (s.state) {
     case State::kAwaitHello:
     case State::kAwaitProof:
@@ -515,12 +564,12 @@ Actions CoordinatorCore::OnClosed(SessionId id, absl::string_view cause) {
       break;
     case State::kMember: {
       const bool reporter = std::any_of(
-          faults_.begin(), faults_.end(),
+          ep_.faults.begin(), ep_.faults.end(),
           [&](const FaultReport& f) { return f.reporter == s.rank; });
       if (reporter && phase_ == Phase::kRunning) {
         // It gave up waiting for the verdict on the peers it reported: a
         // consequence of their fault, judged on its own schedule.
-        members_[s.rank].state = proto::MEMBER_STATE_DISCONNECTED;
+        ep_.members[s.rank].state = proto::MEMBER_STATE_DISCONNECTED;
         Log()->warn(
             "{} disconnected ({}) after reporting a data-plane fault; the "
             "peers it reported are judged",
@@ -555,12 +604,44 @@ Actions CoordinatorCore::OnTick(absl::Time now) {
     for (SessionId id : ids) {
       proto::CoordinatorMessage msg;
       msg.mutable_fence()->set_incarnation(options_.incarnation);
-      msg.mutable_fence()->set_epoch(sessions_.at(id).rank >= 0 ? epoch_ : 0);
+      msg.mutable_fence()->set_epoch(sessions_.at(id).rank >= 0 ? ep_.number
+                                                                : 0);
       msg.mutable_heartbeat()->set_seq(heartbeat_seq_);
       Send(id, std::move(msg), out);
     }
   }
   JudgeFaults(now, out);
+  if (phase_ == Phase::kEnded) return out;
+  // Elastic recovery deadlines: survivors that did not acknowledge the end
+  // of their epoch are lost too; a job short of workers ends.
+  if (phase_ == Phase::kRecovering && now >= recovery_deadline_) {
+    for (size_t r = 0; r < ep_.members.size(); ++r) {
+      if (phase_ != Phase::kRecovering) break;
+      const Member& m = ep_.members[r];
+      if (m.state != proto::MEMBER_STATE_MEMBER || m.acked) continue;
+      FailMember(
+          static_cast<int>(r),
+          absl::StrCat("did not acknowledge the end of epoch ", ep_.number,
+                       " within ", Seconds(options_.heartbeat_timeout)),
+          out);
+    }
+  }
+  if (phase_ == Phase::kShort && now >= recovery_deadline_) {
+    int in = 0;
+    for (const Member& m : ep_.members) {
+      if (m.state == proto::MEMBER_STATE_MEMBER) ++in;
+    }
+    EndJob(
+        true,
+        absl::StrCat("only ", in, " worker", in == 1 ? "" : "s",
+                     " remain, fewer than the minimum of ", options_.min_size,
+                     " (--min-np), and none joined within the elastic "
+                     "timeout of ",
+                     Seconds(options_.elastic_timeout),
+                     " (--elastic-timeout); lost: ", DescribeLost(lost_all_)),
+        out, lost_all_.empty() ? "" : lost_all_.back().worker_id());
+    return out;
+  }
   if (phase_ == Phase::kEnded) return out;
   // Silence. Collect first: refusing or failing changes sessions_.
   std::vector<SessionId> silent;
@@ -598,7 +679,7 @@ Actions CoordinatorCore::OnTick(absl::Time now) {
       }
       case State::kMember: {
         int rank = s.rank;
-        members_[rank].open = false;
+        ep_.members[rank].open = false;
         // The silent worker is told too, should it come back.
         FailMember(rank, absl::StrCat("silent for ", quiet), out);
         break;
@@ -607,10 +688,13 @@ Actions CoordinatorCore::OnTick(absl::Time now) {
         break;
     }
   }
-  if (phase_ == Phase::kRunning && negotiator_ != nullptr) {
+  if (phase_ == Phase::kRunning && ep_.negotiator != nullptr) {
     NegotiatorOutput result;
-    negotiator_->Tick(now, result);
+    ep_.negotiator->Tick(now, result);
     Apply(result, out);
+  }
+  if (phase_ == Phase::kRecovering || phase_ == Phase::kShort) {
+    out.wake_at = std::min(out.wake_at, recovery_deadline_);
   }
   return out;
 }

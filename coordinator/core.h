@@ -44,6 +44,22 @@
 //   warnings are logged, and its stall-shutdown verdict ends the job.
 //   Actions::wake_at says when OnTick is due for it (cycle time, stalls).
 //   Leave: LeaveAck; when every member left, the job ended well.
+// - Elastic jobs (CoreOptions::elastic; DESIGN.md "Elastic"): a lost member
+//   ends its epoch, not the job. The coordinator evicts it (Evicted, then
+//   its stream closes, if it is still open: a silent worker may come back),
+//   tells every survivor EpochAborted naming the lost workers, drops the
+//   epoch's negotiation state and links (Actions::unbind_links), and waits
+//   for every survivor's EpochAck (a survivor that does not ack within the
+//   heartbeat timeout is lost too). Then it forms epoch e+1 from the
+//   survivors, who keep their relative order (so the oldest survivor is rank
+//   0), with a fresh Negotiator. A failure during that recovery is handled
+//   the same way. With fewer survivors than min_size the job waits (phase
+//   "short"; newcomers are a later feature) and ends after elastic_timeout
+//   saying so; past reset_limit epoch changes the job ends saying so.
+//   A member's message fenced with an epoch that has ended is dropped
+//   quietly (it was sent before the worker learnt of the change); only a
+//   fence from another coordinator start, or from an epoch not yet formed,
+//   is refused.
 //
 // Thread-safety: every method may be called from any thread; one internal
 // kolo::Mutex serialises them. Callers that need the actions of successive
@@ -91,6 +107,13 @@ struct CoreOptions {
   // The negotiation link port told to members in their Membership (0: none;
   // coordinator/link_server.h).
   int link_port = 0;
+  // Elastic membership (see the header comment). min_size: the fewest
+  // workers an epoch may have (kolorun --min-np); elastic_timeout: how long
+  // the job waits below it; reset_limit: epoch changes allowed (-1: any).
+  bool elastic = false;
+  int min_size = 1;
+  absl::Duration elastic_timeout = absl::Seconds(600);
+  int reset_limit = -1;
   // When a message arrives (for liveness). Tests inject a fake clock and pass
   // the same clock's time to OnTick.
   std::function<absl::Time()> clock = [] { return absl::Now(); };
@@ -109,10 +132,15 @@ struct Actions {
   };
   std::vector<Send> sends;
   std::vector<Close> closes;
+  // Sessions whose negotiation links belong to an epoch that ended: the
+  // adapter closes those links (LinkServer::Unbind).
+  std::vector<SessionId> unbind_links;
   // Call OnTick no later than this (the negotiator's next deadline).
   absl::Time wake_at = absl::InfiniteFuture();
 
-  bool empty() const { return sends.empty() && closes.empty(); }
+  bool empty() const {
+    return sends.empty() && closes.empty() && unbind_links.empty();
+  }
 };
 
 class CoordinatorCore {
@@ -143,7 +171,7 @@ class CoordinatorCore {
   proto::StatusReply Status() const;
   uint64_t incarnation() const { return options_.incarnation; }
   int expected_size() const { return options_.expected_size; }
-  // The current epoch: 0 while forming, then 1.
+  // The current epoch: 0 while forming, then 1, 2, ... (elastic jobs).
   uint64_t epoch() const;
   bool epoch_formed() const;
   bool ended() const;
@@ -160,7 +188,8 @@ class CoordinatorCore {
 
  private:
   enum class State { kAwaitHello, kAwaitProof, kWaiting, kMember, kLeft };
-  enum class Phase { kForming, kRunning, kEnded };
+  // kRecovering and kShort: elastic jobs only (see the header comment).
+  enum class Phase { kForming, kRunning, kRecovering, kShort, kEnded };
 
   struct Session {
     std::string peer;
@@ -182,6 +211,26 @@ class CoordinatorCore {
     bool open = true;
     proto::MemberState state = proto::MEMBER_STATE_MEMBER;
     absl::Time last_heard;
+    bool acked = false;  // EpochAck while recovering
+  };
+  // PeerFault reports of an epoch, oldest first.
+  struct FaultReport {
+    int reporter = 0;
+    std::vector<int> peers;
+    std::string error;
+    absl::Time at;
+  };
+  // What lives for one epoch: made by FormEpoch, replaced by the next one.
+  struct Epoch {
+    uint64_t number = 0;  // 0 while the first one forms
+    // By rank (empty while forming).
+    std::vector<Member> members;
+    // Negotiation state (null while forming and once the epoch ended).
+    std::unique_ptr<Negotiator> negotiator;
+    std::vector<FaultReport> faults;
+    // Pending exchanges: key -> value per rank.
+    absl::flat_hash_map<std::string, std::vector<std::optional<std::string>>>
+        exchanges;
   };
 
   void HandleHello(SessionId id, Session& s, const proto::Hello& hello,
@@ -206,7 +255,23 @@ class CoordinatorCore {
   // the job on its shutdown verdict, and sets out.wake_at.
   void Apply(NegotiatorOutput& result, Actions& out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Forms epoch 1 once expected_size workers are in.
   void MaybeFormEpoch(Actions& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Makes epoch `number` of `sessions` (in arrival order; `keep_order`: the
+  // order is the ranks) and sends every member its Membership.
+  void FormEpoch(uint64_t number, const std::vector<SessionId>& sessions,
+                 bool keep_order, Actions& out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Elastic: ends the current epoch because `lost` (its rank) failed with
+  // `cause`, or adds it to the losses of the recovery under way.
+  void LoseMember(int rank, const std::string& cause, Actions& out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Elastic: forms the next epoch once every survivor acked (or ends the
+  // job, or waits below min_size).
+  void MaybeFormNextEpoch(absl::Time now, Actions& out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // "w2 (rank 2, host b): silent for 3.1 s; ..." for each of `lost`.
+  static std::string DescribeLost(const std::vector<proto::LostWorker>& lost);
   // Sends a Refusal, closes the stream and logs a warning. A refused member
   // fails the job. A peer that has not proven the secret gets the generic
   // refusal instead of `message`, which is only logged (rate-limited).
@@ -214,7 +279,7 @@ class CoordinatorCore {
               const std::string& message, Actions& out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The member of `rank` failed: the job ends with JobEnd to every open
-  // Session.
+  // Session (elastic jobs: its epoch ends instead, LoseMember).
   void FailMember(int rank, const std::string& cause, Actions& out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EndJob(bool failure, const std::string& reason, Actions& out,
@@ -231,30 +296,24 @@ class CoordinatorCore {
 
   mutable Mutex mu_;
   Phase phase_ ABSL_GUARDED_BY(mu_) = Phase::kForming;
-  uint64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
+  Epoch ep_ ABSL_GUARDED_BY(mu_);
   bool end_failure_ ABSL_GUARDED_BY(mu_) = false;
   std::string end_reason_ ABSL_GUARDED_BY(mu_);
   std::string failed_worker_ ABSL_GUARDED_BY(mu_);
-  // PeerFault reports of this epoch, oldest first.
-  struct FaultReport {
-    int reporter = 0;
-    std::vector<int> peers;
-    std::string error;
-    absl::Time at;
-  };
-  std::vector<FaultReport> faults_ ABSL_GUARDED_BY(mu_);
   // Open sessions only.
   absl::flat_hash_map<SessionId, Session> sessions_ ABSL_GUARDED_BY(mu_);
-  // The epoch's members, by rank (empty while forming).
-  std::vector<Member> members_ ABSL_GUARDED_BY(mu_);
   uint64_t next_arrival_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t heartbeat_seq_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time next_heartbeat_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
-  // The epoch's negotiation state (null while forming).
-  std::unique_ptr<Negotiator> negotiator_ ABSL_GUARDED_BY(mu_);
-  // Pending exchanges: key -> value per rank.
-  absl::flat_hash_map<std::string, std::vector<std::optional<std::string>>>
-      exchanges_ ABSL_GUARDED_BY(mu_);
+  // Elastic: the recovery under way (kRecovering, kShort): the workers lost
+  // from the epoch that ended, when it ended, and the deadline of the acks
+  // (kRecovering) or of the wait for workers (kShort).
+  std::vector<proto::LostWorker> lost_ ABSL_GUARDED_BY(mu_);
+  absl::Time recovery_since_ ABSL_GUARDED_BY(mu_);
+  absl::Time recovery_deadline_ ABSL_GUARDED_BY(mu_);
+  // Elastic: epochs ended by losses, and every worker lost, oldest first.
+  int resets_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<proto::LostWorker> lost_all_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace kolo::coordinator

@@ -104,7 +104,7 @@ void CoordinatorCore::HandleProof(SessionId id, Session& s,
            out);
     return;
   }
-  if (phase_ == Phase::kRunning ||
+  if (phase_ != Phase::kForming ||
       AuthenticatedCount() >= options_.expected_size) {
     Refuse(id, proto::Refusal::JOB_FULL,
            absl::StrCat("job '", options_.job_id, "' already has its ",

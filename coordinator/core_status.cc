@@ -15,22 +15,38 @@ proto::StatusReply CoordinatorCore::Status() const {
   absl::Time now = options_.clock();
   proto::StatusReply r;
   r.set_incarnation(options_.incarnation);
-  r.set_epoch(epoch_);
+  r.set_epoch(ep_.number);
   r.set_job_id(options_.job_id);
   r.set_expected_size(options_.expected_size);
-  r.set_phase(phase_ == Phase::kForming   ? "forming"
-              : phase_ == Phase::kRunning ? "running"
-                                          : "ended");
+  switch (phase_) {
+    case Phase::kForming:
+      r.set_phase("forming");
+      break;
+    case Phase::kRunning:
+      r.set_phase("running");
+      break;
+    case Phase::kRecovering:
+      r.set_phase("recovering");
+      break;
+    case Phase::kShort:
+      r.set_phase("short");
+      break;
+    case Phase::kEnded:
+      r.set_phase("ended");
+      break;
+  }
+  r.set_resets(static_cast<uint32_t>(resets_));
+  for (const proto::LostWorker& l : lost_all_) *r.add_lost() = l;
   r.set_end_reason(end_reason_);
   r.set_failed_worker(failed_worker_);
-  if (negotiator_ != nullptr) {
-    for (proto::PendingTensor& p : negotiator_->Pending(now)) {
+  if (ep_.negotiator != nullptr) {
+    for (proto::PendingTensor& p : ep_.negotiator->Pending(now)) {
       *r.add_pending() = std::move(p);
     }
-    r.set_plans(negotiator_->plans_sent());
+    r.set_plans(ep_.negotiator->plans_sent());
   }
-  for (size_t rank = 0; rank < members_.size(); ++rank) {
-    const Member& m = members_[rank];
+  for (size_t rank = 0; rank < ep_.members.size(); ++rank) {
+    const Member& m = ep_.members[rank];
     proto::WorkerStatus* w = r.add_workers();
     w->set_worker_id(m.worker_id);
     w->set_rank(static_cast<int>(rank));
@@ -66,29 +82,31 @@ absl::StatusOr<SessionId> CoordinatorCore::MemberSession(
     const std::string& worker_id, uint64_t epoch) const {
   MutexLock lock(&mu_);
   if (phase_ != Phase::kRunning) {
-    return absl::FailedPreconditionError(phase_ == Phase::kEnded
-                                             ? "the job has ended"
-                                             : "the epoch has not formed yet");
+    return absl::FailedPreconditionError(
+        phase_ == Phase::kEnded     ? "the job has ended"
+        : phase_ == Phase::kForming ? "the epoch has not formed yet"
+                                    : "the epoch ended; the next one forms");
   }
-  if (epoch != epoch_) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "fenced: the link is for epoch ", epoch, " but the epoch is ", epoch_));
+  if (epoch != ep_.number) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("fenced: the link is for epoch ", epoch,
+                     " but the epoch is ", ep_.number));
   }
-  for (const Member& m : members_) {
+  for (const Member& m : ep_.members) {
     if (m.worker_id == worker_id && m.open) return m.session;
   }
-  return absl::FailedPreconditionError(
-      absl::StrCat("worker ", worker_id, " is not a member of epoch ", epoch_));
+  return absl::FailedPreconditionError(absl::StrCat(
+      "worker ", worker_id, " is not a member of epoch ", ep_.number));
 }
 
 uint64_t CoordinatorCore::epoch() const {
   MutexLock lock(&mu_);
-  return epoch_;
+  return ep_.number;
 }
 
 bool CoordinatorCore::epoch_formed() const {
   MutexLock lock(&mu_);
-  return epoch_ > 0;
+  return ep_.number > 0;
 }
 
 bool CoordinatorCore::ended() const {
@@ -141,10 +159,10 @@ std::string CoordinatorCore::DescribeMissing() const {
 std::string CoordinatorCore::DescribeStillIn() const {
   MutexLock lock(&mu_);
   std::vector<std::string> in;
-  for (size_t r = 0; r < members_.size(); ++r) {
-    if (members_[r].state == proto::MEMBER_STATE_MEMBER) {
-      in.push_back(absl::StrCat(members_[r].worker_id, " (rank ", r, ", host ",
-                                members_[r].host_name, ")"));
+  for (size_t r = 0; r < ep_.members.size(); ++r) {
+    if (ep_.members[r].state == proto::MEMBER_STATE_MEMBER) {
+      in.push_back(absl::StrCat(ep_.members[r].worker_id, " (rank ", r,
+                                ", host ", ep_.members[r].host_name, ")"));
     }
   }
   return in.empty() ? std::string("none") : absl::StrJoin(in, ", ");

@@ -17,6 +17,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -44,6 +45,7 @@ constexpr char kUsage[] =
     "         [--heartbeat-interval-seconds S] [--cycle-time-ms X]\n"
     "         [--stall-check-time-seconds S]\n"
     "         [--stall-shutdown-time-seconds S] [--log-level L]\n"
+    "         [--min-np A [--elastic-timeout S] [--reset-limit N]]\n"
     "  --port P         TCP port to listen on (0: the kernel picks one)\n"
     "  --np N           number of workers that form the job\n"
     "  --bind HOST      address to bind (default 0.0.0.0)\n"
@@ -70,7 +72,16 @@ constexpr char kUsage[] =
     "                   (default: $KOLO_STALL_SHUTDOWN_TIME_SECONDS,\n"
     "                   $HOROVOD_STALL_SHUTDOWN_TIME_SECONDS or 0)\n"
     "  --log-level L    trace, debug, info, warning, error (default:\n"
-    "                   $KOLO_LOG_LEVEL, $HOROVOD_LOG_LEVEL or warning)\n";
+    "                   $KOLO_LOG_LEVEL, $HOROVOD_LOG_LEVEL or warning)\n"
+    "  --min-np A       elastic job: a lost worker ends its epoch, not the\n"
+    "                   job, while at least A workers remain (KOLO_ELASTIC=1\n"
+    "                   alone: A = 1); workers need KOLO_ELASTIC=1 too\n"
+    "  --elastic-timeout S\n"
+    "                   how long an elastic job below A waits before it ends\n"
+    "                   (default: $KOLO_ELASTIC_TIMEOUT,\n"
+    "                   $HOROVOD_ELASTIC_TIMEOUT or 600)\n"
+    "  --reset-limit N  end an elastic job after N membership changes\n"
+    "                   (default: unlimited)\n";
 
 struct Flags {
   int port = -1;
@@ -85,6 +96,9 @@ struct Flags {
   absl::Duration stall_check = absl::Seconds(60);
   absl::Duration stall_shutdown = absl::ZeroDuration();
   std::string log_level;
+  int min_np = 0;  // 0: not elastic
+  absl::Duration elastic_timeout = absl::Seconds(600);
+  int reset_limit = -1;
 };
 
 // A negotiation knob: its flag, its variable and Horovod's alias, its unit,
@@ -108,6 +122,8 @@ constexpr DurationFlag kDurationFlags[] = {
     {"--stall-shutdown-time-seconds", "KOLO_STALL_SHUTDOWN_TIME_SECONDS",
      "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", absl::Seconds(1), "seconds", true,
      1e7, &Flags::stall_shutdown},
+    {"--elastic-timeout", "KOLO_ELASTIC_TIMEOUT", "HOROVOD_ELASTIC_TIMEOUT",
+     absl::Seconds(1), "seconds", false, 1e7, &Flags::elastic_timeout},
 };
 
 // Parses `text` for `k` into `f`; returns an error message naming `what` (the
@@ -183,7 +199,8 @@ std::string ParseFlags(int argc, char** argv, Flags& f) {
     if (arg == "--port" || arg == "--np" || arg == "--bind" ||
         arg == "--secret-file" || arg == "--job-id" || arg == "--port-file" ||
         arg == "--heartbeat-timeout-seconds" ||
-        arg == "--heartbeat-interval-seconds" || arg == "--log-level") {
+        arg == "--heartbeat-interval-seconds" || arg == "--log-level" ||
+        arg == "--min-np" || arg == "--reset-limit") {
       if (!next(v)) return absl::StrCat(arg, " needs a value");
     } else {
       return absl::StrCat("unknown argument '", arg, "'");
@@ -220,11 +237,30 @@ std::string ParseFlags(int argc, char** argv, Flags& f) {
       }
     } else if (arg == "--log-level") {
       f.log_level = v;
+    } else if (arg == "--min-np") {
+      if (!absl::SimpleAtoi(v, &f.min_np) || f.min_np < 1) {
+        return absl::StrCat("--min-np must be a positive integer, got '", v,
+                            "'");
+      }
+    } else if (arg == "--reset-limit") {
+      if (!absl::SimpleAtoi(v, &f.reset_limit) || f.reset_limit < 0) {
+        return absl::StrCat(
+            "--reset-limit must be a number of membership changes (0 or "
+            "more), got '",
+            v, "'");
+      }
     }
+  }
+  if (const char* e = std::getenv("KOLO_ELASTIC");
+      e != nullptr && std::string(e) == "1" && f.min_np == 0) {
+    f.min_np = 1;
   }
   if (!env_error.empty()) return env_error;
   if (f.port < 0) return "--port is required (0 lets the kernel pick one)";
   if (f.np < 1) return "--np is required (the number of workers)";
+  if (f.min_np > f.np) {
+    return absl::StrCat("--min-np ", f.min_np, " is more than --np ", f.np);
+  }
   return "";
 }
 
@@ -300,6 +336,10 @@ int main(int argc, char** argv) {
   options.cycle_time = flags.cycle_time;
   options.stall_check = flags.stall_check;
   options.stall_shutdown = flags.stall_shutdown;
+  options.elastic = flags.min_np > 0;
+  options.min_size = std::max(1, flags.min_np);
+  options.elastic_timeout = flags.elastic_timeout;
+  options.reset_limit = flags.reset_limit;
   auto server = kolo::coordinator::CoordinatorServer::Start(options);
   if (!server.ok()) return Fail(std::string(server.status().message()));
 

@@ -40,6 +40,10 @@ CoreOptions MakeCoreOptions(const ServerOptions& options, uint64_t incarnation,
   core.cycle_time = options.cycle_time;
   core.stall_check = options.stall_check;
   core.stall_shutdown = options.stall_shutdown;
+  core.elastic = options.elastic;
+  core.min_size = options.min_size;
+  core.elastic_timeout = options.elastic_timeout;
+  core.reset_limit = options.reset_limit;
   return core;
 }
 

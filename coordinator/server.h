@@ -44,6 +44,12 @@ struct ServerOptions {
   // Listen for negotiation links (coordinator/link_server.h) on a
   // kernel-chosen port of bind_host, told to workers in their Membership.
   bool negotiation_links = true;
+  // Elastic membership (coordinator/core.h, "Elastic jobs"; kolorun
+  // --min-np / kolo-coordinator --min-np).
+  bool elastic = false;
+  int min_size = 1;
+  absl::Duration elastic_timeout = absl::Seconds(600);
+  int reset_limit = -1;  // -1: unlimited
 };
 
 class CoordinatorServer {

@@ -183,6 +183,9 @@ void CoordinatorService::Deliver(Actions actions) {
     auto it = reactors_.find(send.session);
     if (it != reactors_.end()) it->second->Enqueue(std::move(send.message));
   }
+  for (SessionId id : actions.unbind_links) {
+    if (links_ != nullptr) links_->Unbind(id);
+  }
   for (const Actions::Close& close : actions.closes) {
     if (links_ != nullptr) links_->Unbind(close.session);
     auto it = reactors_.find(close.session);

@@ -60,6 +60,19 @@ Options:
                                why) after a stall of S seconds; 0 = never.
                                Default: 0, or KOLO_STALL_SHUTDOWN_TIME_SECONDS
                                / HOROVOD_STALL_SHUTDOWN_TIME_SECONDS.
+  --min-np N                   Elastic mode: a worker that fails or is
+                               stopped ends its epoch, not the job; the
+                               survivors go on (their pending ops fail with
+                               the membership error; kolo::elastic::run
+                               retries). Below N workers the job waits up to
+                               --elastic-timeout, then ends.
+  --max-np N                   Elastic mode: the most workers (with --max-np
+                               alone, --min-np is 1).
+  --elastic-timeout S          Seconds an elastic job below --min-np waits
+                               before it ends. Default: 600, or
+                               KOLO_ELASTIC_TIMEOUT / HOROVOD_ELASTIC_TIMEOUT.
+  --reset-limit N              Elastic mode: end the job after N membership
+                               changes. Default: unlimited.
   --log-level L                trace, debug, info, warn, error, critical, off;
                                for kolorun and (as KOLO_LOG_LEVEL) the workers.
                                Default: KOLO_LOG_LEVEL / HOROVOD_LOG_LEVEL, or
@@ -136,6 +149,8 @@ constexpr DurationKnob kDurationKnobs[] = {
     {"--stall-shutdown-time-seconds", "KOLO_STALL_SHUTDOWN_TIME_SECONDS",
      "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", absl::Seconds(1), "seconds", true,
      1e7, &LaunchOptions::stall_shutdown},
+    {"--elastic-timeout", "KOLO_ELASTIC_TIMEOUT", "HOROVOD_ELASTIC_TIMEOUT",
+     absl::Seconds(1), "seconds", false, 1e7, &LaunchOptions::elastic_timeout},
 };
 
 const DurationKnob* FindDurationKnob(absl::string_view flag) {
@@ -250,7 +265,10 @@ absl::StatusOr<LaunchOptions> ParseArgs(
                                               "--ssh-cmd",
                                               "--launcher-cmd",
                                               "--log-level",
-                                              "--coordinator-addr"};
+                                              "--coordinator-addr",
+                                              "--min-np",
+                                              "--max-np",
+                                              "--reset-limit"};
     const DurationKnob* knob = FindDurationKnob(name);
     bool known = knob != nullptr;
     for (const char* f : kValueFlags) known = known || name == f;
@@ -300,6 +318,21 @@ absl::StatusOr<LaunchOptions> ParseArgs(
             "'; expected trace, debug, info, warn, error, critical or off"));
       }
       o.log_level = value;
+    } else if (name == "--min-np" || name == "--max-np") {
+      int n = 0;
+      if (!absl::SimpleAtoi(value, &n) || n < 1) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(name, ": expected a positive number of workers, got '",
+                         value, "'"));
+      }
+      (name == "--min-np" ? o.min_np : o.max_np) = n;
+    } else if (name == "--reset-limit") {
+      if (!absl::SimpleAtoi(value, &o.reset_limit) || o.reset_limit < 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--reset-limit: expected a number of membership changes (0 or "
+            "more), got '",
+            value, "'"));
+      }
     } else if (name == "--coordinator-addr") {
       if (value.empty())
         return absl::InvalidArgumentError("--coordinator-addr: empty address");
@@ -315,6 +348,19 @@ absl::StatusOr<LaunchOptions> ParseArgs(
   if (o.command.empty()) {
     return absl::InvalidArgumentError(
         "no command given: kolorun -np N [options] [--] command");
+  }
+  if (o.max_np > 0 && o.min_np == 0) o.min_np = 1;
+  if (o.elastic()) {
+    if (o.min_np > o.np) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--min-np ", o.min_np, " is more than -np ", o.np,
+          ": the job starts with -np workers and goes on while at least "
+          "--min-np remain"));
+    }
+    if (o.max_np > 0 && o.max_np < o.np) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--max-np ", o.max_np, " is less than -np ", o.np));
+    }
   }
   if (hosts_text.empty()) {
     o.hosts = {HostSlots{"localhost", o.np}};

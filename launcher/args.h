@@ -53,6 +53,19 @@ struct LaunchOptions {
   // HOROVOD_STALL_SHUTDOWN_TIME_SECONDS; 0 = never): a stall this long ends
   // the job.
   absl::Duration stall_shutdown = absl::ZeroDuration();
+  // Elastic mode (Horovod's flags): --min-np A turns it on (--max-np alone
+  // too, with A = 1). A lost worker then ends its epoch, not the job; the
+  // survivors go on while at least min_np remain. max_np caps the size
+  // (joins are a later feature: today it is only checked against -np).
+  int min_np = 0;
+  int max_np = 0;
+  // --elastic-timeout S (HOROVOD_ELASTIC_TIMEOUT; 600 s): how long a job
+  // below --min-np waits for workers before it ends.
+  absl::Duration elastic_timeout = absl::Seconds(600);
+  // --reset-limit N (default: unlimited): membership changes after which
+  // the job ends.
+  int reset_limit = -1;
+  bool elastic() const { return min_np > 0; }
   // These three go to the embedded coordinator and, as KOLO_* variables, to
   // every worker (which would use them if it hosted a coordinator itself).
   // --log-level L: kolorun's level, also passed to workers as KOLO_LOG_LEVEL.

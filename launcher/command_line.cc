@@ -45,6 +45,7 @@ EnvList WorkerEnv(const JobInfo& job, const WorkerPlan& worker) {
        absl::StrCat(absl::ToDoubleSeconds(job.stall_shutdown))},
   };
   if (!job.log_level.empty()) env.emplace_back("KOLO_LOG_LEVEL", job.log_level);
+  if (job.elastic) env.emplace_back("KOLO_ELASTIC", "1");
   return env;
 }
 

@@ -36,6 +36,7 @@ struct JobInfo {
   absl::Duration cycle_time = absl::Milliseconds(1);
   absl::Duration stall_check = absl::Seconds(60);
   absl::Duration stall_shutdown = absl::ZeroDuration();
+  bool elastic = false;  // KOLO_ELASTIC=1 (kolorun --min-np)
 };
 
 // The KOLO_* variables of one worker, in a fixed order, without the secret.

@@ -8,6 +8,7 @@
 // its tick thread.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -59,7 +60,8 @@ CoordinatorView Probe(coordinator::CoordinatorServer& server) {
   }
   if (reply.phase() == "forming") {
     view.phase = CoordinatorView::Phase::kForming;
-  } else if (reply.phase() == "running") {
+  } else if (reply.phase() == "running" || reply.phase() == "recovering" ||
+             reply.phase() == "short") {
     view.phase = CoordinatorView::Phase::kRunning;
   } else {
     absl::Status ended = server.WaitUntilEnded(absl::Now());
@@ -134,6 +136,10 @@ int Main(int argc, char** argv) {
   server_options.cycle_time = options.cycle_time;
   server_options.stall_check = options.stall_check;
   server_options.stall_shutdown = options.stall_shutdown;
+  server_options.elastic = options.elastic();
+  server_options.min_size = std::max(1, options.min_np);
+  server_options.elastic_timeout = options.elastic_timeout;
+  server_options.reset_limit = options.reset_limit;
   absl::StatusOr<std::unique_ptr<coordinator::CoordinatorServer>> server =
       coordinator::CoordinatorServer::Start(server_options);
   if (!server.ok()) {
@@ -152,6 +158,7 @@ int Main(int argc, char** argv) {
   job.cycle_time = options.cycle_time;
   job.stall_check = options.stall_check;
   job.stall_shutdown = options.stall_shutdown;
+  job.elastic = options.elastic();
   log->info("job {}: {} workers, coordinator at {}", job_id, options.np,
             job.coordinator);
 
@@ -188,6 +195,7 @@ int Main(int argc, char** argv) {
   SupervisorOptions sup_options;
   sup_options.start_timeout = options.start_timeout;
   sup_options.coordinator_address = job.coordinator;
+  sup_options.elastic = options.elastic();
   coordinator::CoordinatorServer& coord = **server;
   sup_options.end_job = [&coord](const std::string& reason,
                                  const std::string& failed_worker) {

@@ -189,6 +189,14 @@ int Supervisor::Run() {
                                view.reason, "\n"));
       return 1;
     }
+    // Elastic: workers were lost and the job did not end in order.
+    if (!elastic_lost_.empty() &&
+        view.phase != CoordinatorView::Phase::kEndedOk) {
+      WriteAll(2, absl::StrCat("kolorun: every worker ended before the job "
+                               "ended in order; lost: ",
+                               absl::StrJoin(elastic_lost_, "; "), "\n"));
+      return 1;
+    }
   }
   return exit_code_;
 }
@@ -287,6 +295,16 @@ void Supervisor::OnWorkerEnded(Worker& w) {
   }
   w.failed_code = exited ? code : 128 + sig;
   w.failed_what = what;
+  if (options_.elastic && !epoch_formed_ && probe_ &&
+      probe_().phase != CoordinatorView::Phase::kForming) {
+    epoch_formed_ = true;
+  }
+  if (options_.elastic && epoch_formed_) {
+    // The coordinator ends its epoch and the survivors go on.
+    elastic_lost_.push_back(absl::StrCat(Describe(w), " ", what));
+    log->warn("{} {}; elastic job: the survivors go on", Describe(w), what);
+    if (LiveGuards() > 0) return;
+  }
   if (failed_first_ != nullptr) return;  // already waiting for the verdict
   failed_first_ = &w;
   CoordinatorView view;

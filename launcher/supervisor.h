@@ -8,7 +8,9 @@
 //     but once the job's epoch formed, the coordinator's verdict comes first
 //     (waited for up to 2 s): when it blames another worker (say a stopped
 //     one, whose neighbours gave up), kolorun reports the verdict and exits
-//     with the blamed worker's code (1 while it still runs);
+//     with the blamed worker's code (1 while it still runs); in an elastic
+//     job (--min-np), once the epoch formed, it is a loss the coordinator
+//     recovers from: the survivors go on;
 //   - SIGINT / SIGTERM / SIGHUP to kolorun     -> stops every worker, exits
 //     130 / 143 / 129 (a second SIGINT skips the grace);
 //   - the coordinator ended the job in failure -> prints its reason, exit 1;
@@ -69,6 +71,11 @@ struct SupervisorOptions {
                      const std::string& failed_worker)>
       end_job;
   std::string coordinator_address;  // for messages
+  // Elastic job (kolorun --min-np): once the epoch formed, a worker that
+  // ends is a loss the coordinator recovers from (the survivors go on), not
+  // the job's end; the job ends when the coordinator ends it, or when every
+  // worker ended (exit 0 only if the coordinator ended the job well).
+  bool elastic = false;
   std::string self_exe = "/proc/self/exe";
 };
 
@@ -116,6 +123,8 @@ class Supervisor {
   bool killed_ = false;
   int exit_code_ = 0;
   std::string failure_reason_;
+  // Elastic: the workers that ended while the job went on.
+  std::vector<std::string> elastic_lost_;
   absl::Time kill_at_ = absl::InfiniteFuture();
   absl::Time give_up_at_ = absl::InfiniteFuture();
   absl::Time next_probe_;

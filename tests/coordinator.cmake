@@ -5,7 +5,7 @@ kolo_add_test(coordinator_membership_test
   LIBS kolo_coordinator_core
   LABELS unit tsan)
 kolo_add_test(coordinator_core_test
-  SOURCES coordinator_core_test.cc
+  SOURCES coordinator_core_test.cc coordinator_core_elastic_test.cc
   LIBS kolo_coordinator_core
   LABELS unit tsan)
 kolo_add_test(coordinator_server_test

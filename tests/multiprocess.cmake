@@ -88,3 +88,12 @@ kolo_add_test(multiprocess_hardening_test
   SOURCES multiprocess_hardening_test.cc
   LIBS kolo_mp_testing LABELS multiprocess SERIAL TIMEOUT 600)
 add_dependencies(multiprocess_hardening_test kolo-hardening-worker kolorun)
+
+# Elastic membership of issue 17: workers killed or stopped mid-training
+# under kolorun --min-np; the survivors go on (tests/workers/elastic_worker.cc).
+add_executable(kolo-elastic-worker workers/elastic_worker.cc)
+target_link_libraries(kolo-elastic-worker PRIVATE kolo_elastic)
+kolo_target_warnings(kolo-elastic-worker)
+kolo_add_test(multiprocess_elastic_test SOURCES multiprocess_elastic_test.cc
+  LIBS kolo_mp_testing LABELS multiprocess SERIAL TIMEOUT 900)
+add_dependencies(multiprocess_elastic_test kolo-elastic-worker kolorun)

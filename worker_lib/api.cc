@@ -9,6 +9,8 @@
 // Thread-safety: init/shutdown/control_allgather take api_mu only to find the
 // Runtime (a control_allgather in flight does not block shutdown, which fails
 // it). Topology getters read atomics, without locks.
+#include <sys/eventfd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -21,13 +23,14 @@
 #include "common/log.h"
 #include "common/mutex.h"
 #include "common/net.h"
+#include "common/unique_fd.h"
 #include "coordinator/server.h"
 #include "kolo/kolo.h"
 #include "worker_lib/api_internal.h"
 #include "worker_lib/config.h"
 #include "worker_lib/data_listener.h"
 #include "worker_lib/data_plane.h"
-#include "worker_lib/negotiation_link.h"
+#include "worker_lib/epoch_runtime.h"
 #include "worker_lib/op_runtime.h"
 #include "worker_lib/session_client.h"
 
@@ -41,17 +44,20 @@ std::shared_ptr<spdlog::logger> Log() {
   return *logger;
 }
 
-// A job this process has joined.
+// A job this process has joined: what lives for the job. What lives for
+// one epoch is in `epochs` (worker_lib/epoch_runtime.h).
 struct Runtime {
   worker::WorkerConfig config;
   std::unique_ptr<coordinator::CoordinatorServer> server;  // if hosting
-  std::unique_ptr<worker::DataListener> listener;
+  // Shared with an epoch change in flight.
+  std::shared_ptr<worker::DataListener> listener;
   // Shared with control_allgather calls in flight.
   std::shared_ptr<worker::SessionClient> client;
-  // Shared with raw collectives in flight.
-  std::shared_ptr<worker::DataPlane> data;
-  // Negotiated ops; shared with API calls in flight.
-  std::shared_ptr<worker::OpRuntime> ops;
+  // The coordinator's address as dialled.
+  std::string target;
+  // The current epoch (and a few retired ones); shared with the Session's
+  // observers.
+  std::shared_ptr<worker::EpochSlot> epochs;
 };
 
 absl::Status WithMessage(const absl::Status& s, absl::string_view message) {
@@ -93,9 +99,14 @@ absl::StatusOr<std::unique_ptr<coordinator::CoordinatorServer>> HostCoordinator(
 // coordinator.
 absl::Status StopRuntime(Runtime& rt) {
   absl::Status abandoned;
-  if (rt.ops != nullptr) abandoned = rt.ops->Stop();  // before the data plane
-  rt.data.reset();  // closes this epoch's data connections
-  absl::Status result = rt.client->Shutdown();
+  if (rt.epochs != nullptr) {
+    if (std::shared_ptr<worker::EpochRuntime> e = rt.epochs->current()) {
+      abandoned = e->ops->Stop();  // before the data plane
+    }
+    rt.epochs.reset();  // closes the data connections
+  }
+  absl::Status result =
+      rt.client != nullptr ? rt.client->Shutdown() : absl::OkStatus();
   if (result.ok()) result = abandoned;
   if (rt.server != nullptr) {
     absl::Status ended =
@@ -124,7 +135,7 @@ absl::StatusOr<std::unique_ptr<Runtime>> StartRuntime(
                                                : "the route to the coordinator";
   auto listener = worker::DataListener::Open(*ip, source);
   if (!listener.ok()) return listener.status();
-  rt->listener = *std::move(listener);
+  rt->listener = std::shared_ptr<worker::DataListener>(*std::move(listener));
   std::string target = c.coordinator.ToString();
   if (c.host_coordinator) {
     auto server = HostCoordinator(c);
@@ -159,89 +170,21 @@ absl::StatusOr<std::unique_ptr<Runtime>> StartRuntime(
     return client.status();
   }
   rt->client = *std::move(client);
-  auto data = worker::DataPlane::Connect(c, rt->client->membership(),
-                                         rt->client->epoch(),
-                                         rt->listener->fd(), deadline);
-  if (!data.ok()) {
+  rt->target = target;
+  rt->epochs = std::make_shared<worker::EpochSlot>();
+  worker::EpochSlot::Attach(rt->epochs, *rt->client);
+  worker::EpochInputs in;
+  in.config = &rt->config;
+  in.client = rt->client;
+  in.listen_fd = rt->listener->fd();
+  in.coordinator = rt->target;
+  auto epoch =
+      worker::BuildEpoch(in, rt->client->current(), deadline, /*abort_fd=*/-1);
+  if (!epoch.ok()) {
     (void)StopRuntime(*rt);
-    return data.status();
+    return epoch.status();
   }
-  rt->data = *std::move(data);
-  // A collective that failed because of peers waits for the coordinator's
-  // verdict on who failed (it judges from streams and heartbeats; a ring
-  // neighbour of a stopped rank times out on a healthy peer). The
-  // coordinator decides within its heartbeat timeout of the report.
-  rt->data->OnPeerFault(
-      [weak = std::weak_ptr<worker::SessionClient>(rt->client),
-       wait = c.heartbeat_timeout + absl::Seconds(2)](const absl::Status& e) {
-        std::shared_ptr<worker::SessionClient> session = weak.lock();
-        if (session == nullptr) return e;
-        return session->ReportPeerFault(e, PeersOf(e), wait);
-      });
-  const proto::Membership& m = rt->client->membership();
-  std::unique_ptr<worker::NegotiationLink> link;
-  if (c.negotiation_link && m.link_port() != 0) {
-    worker::LinkOptions lo;
-    absl::StatusOr<net::HostPort> coordinator = net::ParseHostPort(target);
-    lo.host = coordinator.ok() ? coordinator->host : c.coordinator.host;
-    lo.port = m.link_port();
-    lo.secret = c.secret;
-    lo.job_id = c.job_id;
-    lo.worker_id = c.worker_id;
-    lo.incarnation = rt->client->incarnation();
-    lo.epoch = rt->client->epoch();
-    // The coordinator already answered on its gRPC port: a link that does
-    // not connect within seconds is filtered, and the stream will do.
-    lo.timeout =
-        std::clamp(deadline - absl::Now(), absl::Seconds(1), absl::Seconds(5));
-    auto connected = worker::NegotiationLink::Connect(lo);
-    if (connected.ok()) {
-      link = *std::move(connected);
-    } else {
-      Log()->warn("{}; negotiation stays on the Session stream (slower)",
-                  std::string(connected.status().message()));
-    }
-  }
-  worker::RuntimeOptions ro;
-  ro.fusion_threshold = c.fusion_threshold;
-  ro.fusion_direct_bytes = c.fusion_direct_bytes;
-  ro.cache_capacity = c.cache_capacity;
-  ro.disable_group_fusion = c.disable_group_fusion;
-  ro.announce_window = c.cycle_time;
-  if (!c.timeline.empty() && m.rank() == 0) {
-    // As Horovod: rank 0 writes the timeline. A path that cannot be
-    // written is reported and the job goes on without one.
-    auto timeline = worker::Timeline::Open(c.timeline, m.rank());
-    if (timeline.ok()) {
-      ro.timeline = *std::move(timeline);
-    } else {
-      Log()->warn("{}; the job goes on without a timeline",
-                  std::string(timeline.status().message()));
-    }
-  }
-  rt->ops = std::make_shared<worker::OpRuntime>(rt->client, std::move(link),
-                                                rt->data.get(), m.rank(),
-                                                m.size(), std::move(ro));
-  rt->client->OnPlan([weak = std::weak_ptr<worker::OpRuntime>(rt->ops)](
-                         const proto::Plan& plan) {
-    if (std::shared_ptr<worker::OpRuntime> ops = weak.lock()) {
-      ops->Deliver(plan);
-    }
-  });
-  // The job ending (or the coordinator lost) fails pending ops and
-  // collectives at once with the coordinator's reason, rather than after
-  // KOLO_TIMEOUT_SECONDS of waiting on peers that will never send.
-  rt->client->OnTerminal(
-      [weak_data = std::weak_ptr<worker::DataPlane>(rt->data),
-       weak_ops =
-           std::weak_ptr<worker::OpRuntime>(rt->ops)](const absl::Status& why) {
-        if (std::shared_ptr<worker::DataPlane> d = weak_data.lock()) {
-          d->Abort(why);
-        }
-        if (std::shared_ptr<worker::OpRuntime> o = weak_ops.lock()) {
-          o->Fail(why);
-        }
-      });
+  rt->epochs->Install(*std::move(epoch));
   return rt;
 }
 
@@ -317,7 +260,7 @@ absl::Status init() {
   runtime = *std::move(rt);
   static const bool at_exit = std::atexit(ShutdownAtExit) == 0;
   if (!at_exit) Log()->warn("could not register kolo's shutdown at exit");
-  const proto::Membership& m = runtime->client->membership();
+  const proto::Membership m = runtime->epochs->current()->membership;
   SetLogRank(m.rank());
   Publish(&m, runtime->config.worker_id, runtime->listener->address());
   Log()->info(
@@ -397,7 +340,7 @@ absl::StatusOr<std::shared_ptr<worker::DataPlane>> Data(absl::string_view op) {
     return absl::FailedPreconditionError(
         absl::StrCat(op, " called before kolo::init()"));
   }
-  return runtime->data;
+  return runtime->epochs->current()->data;
 }
 
 }  // namespace
@@ -464,7 +407,78 @@ absl::StatusOr<std::shared_ptr<worker::OpRuntime>> CurrentOps(
     return absl::FailedPreconditionError(
         absl::StrCat(op, " called before kolo::init() (or after shutdown())"));
   }
-  return runtime->ops;
+  return runtime->epochs->current()->ops;
+}
+
+absl::StatusOr<std::shared_ptr<worker::OpRuntime>> OpsForHandle(
+    absl::string_view op, Handle handle) {
+  MutexLock lock(&api_mu);
+  if (runtime == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(op, " called before kolo::init() (or after shutdown())"));
+  }
+  return runtime->epochs->ForHandle(handle)->ops;
+}
+
+absl::Status AwaitNextEpoch(absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  std::shared_ptr<worker::EpochSlot> epochs;
+  std::shared_ptr<worker::SessionClient> client;
+  std::shared_ptr<worker::DataListener> listener;
+  worker::WorkerConfig config;
+  worker::EpochInputs in;
+  in.config = &config;
+  {
+    MutexLock lock(&api_mu);
+    if (runtime == nullptr) {
+      return absl::FailedPreconditionError(
+          "the elastic retry found kolo shut down (kolo::shutdown() was "
+          "called, or init() never was)");
+    }
+    epochs = runtime->epochs;
+    client = runtime->client;
+    listener = runtime->listener;
+    config = runtime->config;
+    in.coordinator = runtime->target;
+  }
+  in.client = client;
+  in.listen_fd = listener->fd();
+  in.first = false;
+  while (true) {
+    std::shared_ptr<worker::EpochRuntime> old = epochs->current();
+    if (epochs->EndedWith(old->number).ok()) {
+      return absl::OkStatus();  // the current epoch is alive: nothing to do
+    }
+    absl::StatusOr<worker::SessionClient::EpochView> view =
+        client->WaitForEpochAfter(old->number, deadline);
+    if (!view.ok()) return view.status();
+    // The ended epoch's runtime stops before the next one starts (its
+    // pending ops failed already).
+    (void)old->ops->Stop();
+    in.first_handle = old->ops->next_handle();
+    in.dissolved_sets = epochs->KnownSets();
+    net::UniqueFd abort(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    epochs->BeginBuild(view->epoch, abort.get());
+    auto epoch = worker::BuildEpoch(in, *view, deadline, abort.get());
+    epochs->EndBuild();
+    if (!epoch.ok()) {
+      absl::Status ended = epochs->EndedWith(view->epoch);
+      if (ended.ok()) return epoch.status();
+      // Epoch e+1 ended while its data plane formed: wait for e+2. The
+      // failed build leaves the ended epoch current.
+      Log()->warn("epoch {} ended while it formed: {}", view->epoch,
+                  std::string(ended.message()));
+      continue;
+    }
+    const proto::Membership m = (*epoch)->membership;
+    epochs->Install(*std::move(epoch));
+    SetLogRank(m.rank());
+    Publish(&m, config.worker_id, listener->address());
+    Log()->info("epoch {}: rank {} of {}, local {} of {}, cross {} of {}",
+                view->epoch, m.rank(), m.size(), m.local_rank(), m.local_size(),
+                m.cross_rank(), m.cross_size());
+    return absl::OkStatus();
+  }
 }
 
 }  // namespace internal

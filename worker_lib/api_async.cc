@@ -256,28 +256,32 @@ absl::Status set_cache_capacity(int64_t entries) {
 }
 
 absl::StatusOr<bool> poll(Handle handle) {
-  auto ops = internal::CurrentOps("poll");
+  auto ops = internal::OpsForHandle("poll", handle);
   if (!ops.ok()) return ops.status();
   return (*ops)->Poll(handle);
 }
 
 absl::Status synchronize(Handle handle, absl::Duration timeout,
                          OpResult* result) {
-  auto ops = internal::CurrentOps("synchronize");
+  auto ops = internal::OpsForHandle("synchronize", handle);
   if (!ops.ok()) return ops.status();
   return (*ops)->Synchronize(handle, timeout, result);
 }
 
 std::vector<absl::Status> synchronize_all(absl::Span<const Handle> handles,
                                           absl::Duration timeout) {
-  auto ops = internal::CurrentOps("synchronize_all");
+  // Handles of one call come from one epoch (an epoch's end fails them
+  // all, and the retry submits anew).
+  auto ops = internal::OpsForHandle("synchronize_all",
+                                    handles.empty() ? 0 : handles.front());
   if (!ops.ok()) return std::vector<absl::Status>(handles.size(), ops.status());
   return (*ops)->SynchronizeAll(handles, timeout);
 }
 
 absl::StatusOr<size_t> wait_any(absl::Span<const Handle> handles,
                                 absl::Duration timeout) {
-  auto ops = internal::CurrentOps("wait_any");
+  auto ops =
+      internal::OpsForHandle("wait_any", handles.empty() ? 0 : handles.front());
   if (!ops.ok()) return ops.status();
   return (*ops)->WaitAny(handles, timeout);
 }

@@ -1,6 +1,7 @@
 // The seam between api.cc (init/shutdown, the process's one job) and the
-// negotiated API (api_async.cc): how the latter finds the current job's
-// OpRuntime. Internal to worker_lib.
+// negotiated API (api_async.cc) and the elastic API (elastic/): how they
+// find the current epoch's OpRuntime, and how an elastic retry moves the
+// job to the next epoch. Internal to kolo.
 //
 // Thread-safety: CurrentOps may be called from any thread; the returned
 // OpRuntime stays valid while held (after shutdown it fails every call).
@@ -19,6 +20,18 @@ namespace kolo::internal {
 // is not initialised.
 absl::StatusOr<std::shared_ptr<worker::OpRuntime>> CurrentOps(
     absl::string_view op);
+// The OpRuntime of the epoch that gave out `handle` (a retired epoch's
+// answers with its ops' errors); the current one for an unknown handle.
+absl::StatusOr<std::shared_ptr<worker::OpRuntime>> OpsForHandle(
+    absl::string_view op, Handle handle);
+
+// Elastic jobs: when the current epoch has ended, waits for the next one
+// (at most `timeout`), stops the ended epoch's runtime and builds the new
+// epoch's data plane, link and runtime, and publishes the new rank and
+// size. OK at once when the current epoch is alive. An epoch that ends
+// while it forms is skipped for the one after. The Session's terminal
+// error when the job ends first.
+absl::Status AwaitNextEpoch(absl::Duration timeout);
 
 }  // namespace kolo::internal
 

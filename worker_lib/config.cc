@@ -263,6 +263,20 @@ absl::Status ParseTiming(const EnvMap& env, WorkerConfig& c) {
     if (!d.ok()) return d.status();
     c.data_timeout = *d;
   }
+  if (auto f = First(env, {"KOLO_ELASTIC"})) {
+    auto v = ParseBool(*f);
+    if (!v.ok()) return v.status();
+    c.elastic = *v;
+    if (c.elastic && c.host_coordinator) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "KOLO_ELASTIC=1 but rank ", c.rank,
+          " would host the coordinator (torchrun/Slurm-style start): an "
+          "elastic job's coordinator must outlive every worker. Launch with "
+          "kolorun --min-np N, or run kolo-coordinator --min-np N and set "
+          "KOLO_COORDINATOR=host:port KOLO_HOST_COORDINATOR=0 on the "
+          "workers"));
+    }
+  }
   if (auto f = First(env, {"KOLO_NEGOTIATION_LINK"})) {
     auto v = ParseBool(*f);
     if (!v.ok()) return v.status();

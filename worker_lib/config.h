@@ -160,6 +160,11 @@ struct WorkerConfig {
   // reachable). A link that cannot be opened falls back to the stream with a
   // warning.
   bool negotiation_link = true;
+  // KOLO_ELASTIC (set by kolorun --min-np, or by hand with a standalone
+  // kolo-coordinator --min-np): the job is elastic (DESIGN.md "Elastic").
+  // Refused on a worker that would host the coordinator: the coordinator
+  // must outlive any worker.
+  bool elastic = false;
 
   // --- Fusion, response cache, timeline (issue 5) ----------------------------
   // KOLO_FUSION_THRESHOLD (alias HOROVOD_FUSION_THRESHOLD), bytes: ready

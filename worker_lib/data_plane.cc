@@ -23,8 +23,9 @@ AlgorithmOptions NotForced(AlgorithmOptions options) {
 
 absl::StatusOr<std::unique_ptr<DataPlane>> DataPlane::Connect(
     const WorkerConfig& config, const proto::Membership& membership,
-    uint64_t epoch, int listen_fd, absl::Time deadline) {
+    uint64_t epoch, int listen_fd, absl::Time deadline, int abort_fd) {
   TcpOptions o;
+  o.abort_fd = abort_fd;
   o.rank = membership.rank();
   o.size = membership.size();
   o.epoch = epoch;

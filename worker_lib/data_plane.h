@@ -7,8 +7,9 @@
 //
 // Thread-safety: every method may be called from any thread; collectives are
 // serialised by an internal mutex. Abort() never waits for that mutex.
-// Lifetime: built after the Membership arrived; destroyed (closing every
-// data connection) when the worker shuts down.
+// Lifetime: one per epoch: built after the epoch's Membership arrived;
+// destroyed (closing every data connection) when the epoch ends or the
+// worker shuts down. Connections are never reused across epochs.
 #ifndef KOLO_WORKER_LIB_DATA_PLANE_H_
 #define KOLO_WORKER_LIB_DATA_PLANE_H_
 
@@ -32,10 +33,12 @@ namespace kolo::worker {
 class DataPlane {
  public:
   // Connects to every peer of `membership` (epoch `epoch`), accepting on the
-  // borrowed listening socket `listen_fd`, until `deadline`.
+  // borrowed listening socket `listen_fd`, until `deadline`; fails at once
+  // with kAborted when the borrowed `abort_fd` (if >= 0) becomes readable
+  // (the epoch ended while its data plane formed).
   static absl::StatusOr<std::unique_ptr<DataPlane>> Connect(
       const WorkerConfig& config, const proto::Membership& membership,
-      uint64_t epoch, int listen_fd, absl::Time deadline);
+      uint64_t epoch, int listen_fd, absl::Time deadline, int abort_fd = -1);
 
   absl::Status Allreduce(DataType type, const void* input, void* output,
                          int64_t count, const ReduceOptions& reduce);

@@ -59,9 +59,12 @@ OpRuntime::OpRuntime(std::shared_ptr<SessionClient> session,
       rank_(rank),
       size_(size),
       timeline_(std::move(options.timeline)),
-      announce_window_(options.announce_window) {
+      announce_window_(options.announce_window),
+      epoch_(options.epoch),
+      dissolved_sets_(std::move(options.dissolved_sets)) {
   {
     MutexLock lock(&mu_);
+    next_handle_ = std::max<Handle>(1, options.first_handle);
     settings_.set_fusion_threshold(
         static_cast<uint64_t>(std::max<int64_t>(0, options.fusion_threshold)));
     settings_.set_fusion_direct_bytes(static_cast<uint64_t>(
@@ -75,6 +78,11 @@ OpRuntime::OpRuntime(std::shared_ptr<SessionClient> session,
 }
 
 OpRuntime::~OpRuntime() { (void)Stop(); }
+
+Handle OpRuntime::next_handle() {
+  MutexLock lock(&mu_);
+  return next_handle_;
+}
 
 std::shared_ptr<PendingOp> OpRuntime::NewOp() {
   {
@@ -170,6 +178,16 @@ absl::StatusOr<Handle> OpRuntime::SubmitOps(
     const std::vector<int>* members = nullptr;
     if (set != 0) {
       auto it = sets_.find(set);
+      if (it == sets_.end() &&
+          std::find(dissolved_sets_.begin(), dissolved_sets_.end(), set) !=
+              dissolved_sets_.end()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            what(), " on rank ", rank_, ": process set ", set,
+            " was dissolved by the membership change that formed epoch ",
+            epoch_,
+            " (its ranks no longer mean the same); add the set again with "
+            "add_process_set in a reset callback and use the id it returns"));
+      }
       if (it == sets_.end()) {
         return absl::InvalidArgumentError(absl::StrCat(
             what(), " on rank ", rank_, ": process set ", set,

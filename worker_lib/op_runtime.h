@@ -129,6 +129,14 @@ struct RuntimeOptions {
   // KOLO_DISABLE_GROUP_FUSION: grouped ops fuse only within their group.
   bool disable_group_fusion = false;
   std::unique_ptr<Timeline> timeline;  // null: none
+  // Elastic jobs: this runtime serves one epoch. Handles start at
+  // first_handle (the previous epoch's next_handle(), so that handles are
+  // unique for the job), and an op on one of dissolved_sets (the process
+  // sets of earlier epochs) fails with kFailedPrecondition saying that the
+  // membership change dissolved it.
+  Handle first_handle = 1;
+  uint64_t epoch = 1;
+  std::vector<int32_t> dissolved_sets;
 };
 
 class OpRuntime {
@@ -166,6 +174,8 @@ class OpRuntime {
   absl::StatusOr<std::vector<int>> ProcessSetRanks(int32_t id)
       ABSL_LOCKS_EXCLUDED(mu_);
   std::vector<int32_t> ProcessSetIds() ABSL_LOCKS_EXCLUDED(mu_);
+  // The handle the next submission gets.
+  Handle next_handle() ABSL_LOCKS_EXCLUDED(mu_);
 
   absl::StatusOr<bool> Poll(Handle handle) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Synchronize(Handle handle, absl::Duration timeout,
@@ -259,6 +269,8 @@ class OpRuntime {
   const int rank_, size_;
   const std::unique_ptr<Timeline> timeline_;  // may be null
   const absl::Duration announce_window_;
+  const uint64_t epoch_;
+  const std::vector<int32_t> dissolved_sets_;
 
   // Orders writes to the coordinator (see the header comment); taken before
   // mu_.

@@ -18,9 +18,7 @@ absl::Status SessionClient::Reactor::WaitForMembership(absl::Time start,
   }
   if (!terminal_.ok()) return terminal_;
   if (membership_.has_value()) {
-    client.membership_ = *membership_;
     client.incarnation_ = incarnation_;
-    client.epoch_ = epoch_;
     return absl::OkStatus();
   }
   std::string waited = Secs(deadline - start);
@@ -66,6 +64,7 @@ absl::StatusOr<std::vector<std::string>> SessionClient::Reactor::Exchange(
           ": the session is not running (call it after init() and before "
           "shutdown())"));
     }
+    if (!epoch_error_.ok()) return epoch_error_;
     if (exchanges_.contains(k)) {
       return absl::FailedPreconditionError(absl::StrCat(
           "control_allgather('", k, "') is already pending on worker ",
@@ -79,7 +78,7 @@ absl::StatusOr<std::vector<std::string>> SessionClient::Reactor::Exchange(
   }
   MaybeStartWrite(/*from_reaction=*/false);
   MutexLock lock(&mu_);
-  while (!exchanges_[k].has_value() && terminal_.ok()) {
+  while (!exchanges_[k].has_value() && terminal_.ok() && epoch_error_.ok()) {
     if (cv_.WaitWithDeadline(&mu_, deadline)) break;
   }
   auto it = exchanges_.find(k);
@@ -90,6 +89,7 @@ absl::StatusOr<std::vector<std::string>> SessionClient::Reactor::Exchange(
   }
   exchanges_.erase(it);
   if (!terminal_.ok()) return terminal_;
+  if (!epoch_error_.ok()) return epoch_error_;
   return absl::DeadlineExceededError(absl::StrCat(
       "control_allgather('", k, "') on worker ", options_.worker_id, " (rank ",
       membership_->rank(), "): no result from ", Who(), " within ",
@@ -242,7 +242,7 @@ absl::Status SessionClient::ReportPeerFault(const absl::Status& error,
                    sent.code() == absl::StatusCode::kUnavailable
                ? sent  // the verdict (or the loss) is known
                : error;
-  absl::Status verdict = reactor_->WaitForTerminal(absl::Now() + wait);
+  absl::Status verdict = reactor_->WaitForVerdict(absl::Now() + wait);
   if (!verdict.ok()) return verdict;
   return absl::Status(error.code(),
                       absl::StrCat(error.message(),
@@ -264,6 +264,20 @@ absl::Status SessionClient::Shutdown(absl::Duration timeout) {
 }
 
 absl::Status SessionClient::health() const { return reactor_->health(); }
+
+SessionClient::EpochView SessionClient::current() const {
+  return reactor_->Current();
+}
+
+void SessionClient::OnEpochEnd(
+    std::function<void(const absl::Status&, uint64_t)> observer) {
+  reactor_->OnEpochEnd(std::move(observer));
+}
+
+absl::StatusOr<SessionClient::EpochView> SessionClient::WaitForEpochAfter(
+    uint64_t epoch, absl::Time deadline) {
+  return reactor_->WaitForEpochAfter(epoch, deadline);
+}
 
 void SessionClient::OnTerminal(
     std::function<void(const absl::Status&)> observer) {

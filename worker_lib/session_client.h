@@ -14,6 +14,14 @@
 //     coordinator must not linger. Once Shutdown() began, a loss is expected.
 //   - JobEnd from the coordinator fails pending and later calls with
 //     kAborted carrying its reason.
+//   - Elastic jobs: EpochAborted ends the current epoch (not the session):
+//     pending Exchanges, Announces and Dones fail with the membership error
+//     (proto/membership_error.h), the OnEpochEnd observer is told, EpochAck
+//     goes back, and the next Membership opens the next epoch
+//     (WaitForEpochAfter). Evicted (this worker was judged lost) is
+//     terminal with the evicted membership error; with
+//     exit_on_lost_coordinator the process then exits with
+//     kEvictedExitCode after the grace.
 //   - Exchange() is the control-plane allgather.
 // Fencing: every message sent carries (coordinator incarnation, epoch) as
 // learned from the Challenge and the Membership; a coordinator message with
@@ -49,6 +57,8 @@ namespace kolo::worker {
 
 // Exit status of a worker that lost its coordinator (EX_TEMPFAIL).
 inline constexpr int kLostCoordinatorExitCode = 75;
+// Exit status of a worker the coordinator evicted (elastic jobs).
+inline constexpr int kEvictedExitCode = 76;
 
 // Limits of control_allgather (Exchange), checked before anything is sent:
 // every rank's value comes back in one coordinator message.
@@ -97,10 +107,26 @@ class SessionClient {
   SessionClient(const SessionClient&) = delete;
   SessionClient& operator=(const SessionClient&) = delete;
 
-  // This worker's place in the epoch.
-  const proto::Membership& membership() const { return membership_; }
+  // This worker's place in the current epoch (the latest Membership).
+  struct EpochView {
+    proto::Membership membership;
+    uint64_t epoch = 0;
+  };
+  EpochView current() const;
+  proto::Membership membership() const { return current().membership; }
+  uint64_t epoch() const { return current().epoch; }
   uint64_t incarnation() const { return incarnation_; }
-  uint64_t epoch() const { return epoch_; }
+
+  // Elastic jobs: calls `observer` with the membership error and the epoch
+  // when the coordinator ends an epoch (EpochAborted), on a gRPC thread
+  // under the session's lock: it must be quick and must not call this
+  // client.
+  void OnEpochEnd(std::function<void(const absl::Status&, uint64_t)> observer);
+  // Elastic jobs: waits until an epoch later than `epoch` formed (its
+  // Membership arrived and it has not ended since). The session's terminal
+  // error if it ends first; kDeadlineExceeded at `deadline`.
+  absl::StatusOr<EpochView> WaitForEpochAfter(uint64_t epoch,
+                                              absl::Time deadline);
 
   // Sends `value` under `key`; returns every member's value in rank order.
   // kDeadlineExceeded after `timeout`, kAborted if the job ends, kUnavailable
@@ -117,7 +143,8 @@ class SessionClient {
   // A collective failed on the data plane because of `peers` (ranks of the
   // epoch): tells the coordinator (PeerFault) and waits up to `wait` for
   // its verdict. Returns the verdict (the job's end: kAborted naming the
-  // worker the coordinator judged failed), or `error`, noting that no
+  // worker the coordinator judged failed; in elastic jobs the epoch's end,
+  // the membership error), or `error`, noting that no
   // verdict came, after `wait`.
   absl::Status ReportPeerFault(const absl::Status& error,
                                absl::Span<const int> peers,
@@ -148,9 +175,7 @@ class SessionClient {
  private:
   // Never null; destroyed only after gRPC's OnDone (else leaked, logged).
   std::unique_ptr<Reactor> reactor_;
-  proto::Membership membership_;
   uint64_t incarnation_ = 0;
-  uint64_t epoch_ = 0;
   std::atomic<bool> shut_down_{false};
 };
 

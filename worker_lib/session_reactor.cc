@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/log.h"
+#include "proto/membership_error.h"
 #include "proto/refusal.h"
 
 namespace kolo::worker {
@@ -168,12 +169,39 @@ void SessionClient::Reactor::OnTerminal(
   if (!terminal_.ok() && on_terminal_) on_terminal_(terminal_);
 }
 
-absl::Status SessionClient::Reactor::WaitForTerminal(absl::Time deadline) {
+absl::Status SessionClient::Reactor::WaitForVerdict(absl::Time deadline) {
   MutexLock lock(&mu_);
-  while (terminal_.ok()) {
+  while (terminal_.ok() && epoch_error_.ok()) {
     if (cv_.WaitWithDeadline(&mu_, deadline)) break;
   }
-  return terminal_;
+  return !terminal_.ok() ? terminal_ : epoch_error_;
+}
+
+void SessionClient::Reactor::OnEpochEnd(
+    std::function<void(const absl::Status&, uint64_t)> observer) {
+  MutexLock lock(&mu_);
+  on_epoch_end_ = std::move(observer);
+}
+
+absl::StatusOr<SessionClient::EpochView>
+SessionClient::Reactor::WaitForEpochAfter(uint64_t epoch, absl::Time deadline) {
+  MutexLock lock(&mu_);
+  while (terminal_.ok() && (epoch_ <= epoch || !epoch_error_.ok())) {
+    if (cv_.WaitWithDeadline(&mu_, deadline)) break;
+  }
+  if (!terminal_.ok()) return terminal_;
+  if (epoch_ > epoch && epoch_error_.ok()) {
+    return EpochView{*membership_, epoch_};
+  }
+  return absl::DeadlineExceededError(absl::StrCat(
+      "worker ", options_.worker_id, ": no membership of an epoch after ",
+      epoch, " from ", Who(),
+      " in time (the survivors did not regroup; check the coordinator's log)"));
+}
+
+SessionClient::EpochView SessionClient::Reactor::Current() const {
+  MutexLock lock(&mu_);
+  return EpochView{membership_.value_or(proto::Membership{}), epoch_};
 }
 
 void SessionClient::Reactor::OnPlan(
@@ -192,6 +220,7 @@ absl::Status SessionClient::Reactor::SendMessage(proto::WorkerMessage msg) {
           ": the session is not running (submit collectives after init() and "
           "before shutdown())"));
     }
+    if (!epoch_error_.ok()) return epoch_error_;
     Enqueue(std::move(msg));
   }
   MaybeStartWrite(/*from_reaction=*/false);
@@ -253,6 +282,9 @@ void SessionClient::Reactor::Handle(const proto::CoordinatorMessage& msg) {
   }
   // Fencing: this incarnation, and this epoch (a Membership opens a later one).
   const bool new_epoch = msg.has_membership() && f.epoch() > epoch_;
+  // Elastic jobs: after EpochAborted the next Membership is awaited.
+  const bool awaiting = phase_ == Phase::kAwaitMembership ||
+                        (phase_ == Phase::kMember && !epoch_error_.ok());
   if (!challenged_ || f.incarnation() != incarnation_ ||
       (f.epoch() != epoch_ && !new_epoch)) {
     SessionLog()->warn(
@@ -265,17 +297,55 @@ void SessionClient::Reactor::Handle(const proto::CoordinatorMessage& msg) {
   last_heard_ = absl::Now();  // only a message of our coordinator renews
   switch (msg.body_case()) {
     case proto::CoordinatorMessage::kMembership:
-      if (phase_ != Phase::kAwaitMembership || !new_epoch) {
+      if (!awaiting || !new_epoch) {
         SessionLog()->warn(
             "{} sent an unexpected Membership (epoch {}); ignored", Who(),
             f.epoch());
         return;
       }
+      if (phase_ == Phase::kMember) {
+        SessionLog()->warn(
+            "worker {}: epoch {} formed: rank {} of {} (was rank {} of {})",
+            options_.worker_id, f.epoch(), msg.membership().rank(),
+            msg.membership().size(), membership_->rank(), membership_->size());
+      }
       epoch_ = f.epoch();
       membership_ = msg.membership();
+      epoch_error_ = absl::OkStatus();
       phase_ = Phase::kMember;
       cv_.SignalAll();
       return;
+    case proto::CoordinatorMessage::kEpochAborted: {
+      const proto::EpochAborted& ab = msg.epoch_aborted();
+      if (phase_ != Phase::kMember || !epoch_error_.ok() ||
+          ab.epoch() != epoch_) {
+        SessionLog()->warn("{} ended epoch {} at epoch {}; ignored", Who(),
+                           ab.epoch(), epoch_);
+        return;
+      }
+      SessionLog()->warn("worker {}: {}", options_.worker_id, ab.reason());
+      epoch_error_ = proto::MembershipError(ab);
+      // Pending exchanges, Announces and Dones of the epoch fail with it;
+      // the API aborts the epoch's data plane and ops.
+      if (on_epoch_end_) on_epoch_end_(epoch_error_, epoch_);
+      proto::WorkerMessage ack;
+      ack.mutable_epoch_ack()->set_epoch(epoch_);
+      Enqueue(std::move(ack));
+      cv_.SignalAll();
+      return;
+    }
+    case proto::CoordinatorMessage::kEvicted: {
+      proto::LostWorker self;
+      self.set_worker_id(options_.worker_id);
+      self.set_rank(membership_.has_value() ? membership_->rank() : -1);
+      self.set_host_name(options_.host_name);
+      self.set_cause("evicted");
+      SessionLog()->error("worker {}: {}", options_.worker_id,
+                          msg.evicted().reason());
+      evicted_ = true;
+      Fail(proto::EvictedError(msg.evicted(), self), /*lost=*/false);
+      return;
+    }
     case proto::CoordinatorMessage::kHeartbeat:
       return;  // last_heard_ is updated
     case proto::CoordinatorMessage::kExchangeResult: {
@@ -345,6 +415,18 @@ void SessionClient::Reactor::ThreadMain() {
       mu_.Unlock();
       context_.TryCancel();
       mu_.Lock();
+      continue;
+    }
+    if (evicted_ && !loss_reported) {
+      loss_reported = true;
+      if (options_.exit_on_lost_coordinator) {
+        // Out of the job: let pending calls return and report, then go.
+        mu_.Unlock();
+        absl::SleepFor(options_.exit_grace);
+        FlushLogs();
+        std::fflush(nullptr);
+        std::_Exit(kEvictedExitCode);
+      }
       continue;
     }
     if (lost_ && !loss_reported) {

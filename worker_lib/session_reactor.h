@@ -81,9 +81,16 @@ class SessionClient::Reactor final
     MutexLock lock(&mu_);
     return terminal_;
   }
-  // Until the session ended (returns its terminal error) or `deadline`
-  // (returns OK).
-  absl::Status WaitForTerminal(absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
+  // Until the session ended (returns its terminal error), the epoch ended
+  // (returns the membership error) or `deadline` (returns OK).
+  absl::Status WaitForVerdict(absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
+  // See SessionClient::OnEpochEnd, WaitForEpochAfter and current().
+  void OnEpochEnd(std::function<void(const absl::Status&, uint64_t)> observer)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<EpochView> WaitForEpochAfter(uint64_t epoch,
+                                              absl::Time deadline)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  EpochView Current() const ABSL_LOCKS_EXCLUDED(mu_);
   // See SessionClient::OnTerminal.
   void OnTerminal(std::function<void(const absl::Status&)> observer)
       ABSL_LOCKS_EXCLUDED(mu_);
@@ -141,6 +148,13 @@ class SessionClient::Reactor final
   absl::flat_hash_map<std::string, std::optional<std::vector<std::string>>>
       exchanges_ ABSL_GUARDED_BY(mu_);
   absl::Status terminal_ ABSL_GUARDED_BY(mu_);
+  // Elastic jobs: the membership error of the epoch that ended (EpochAborted),
+  // until the next Membership; OK otherwise.
+  absl::Status epoch_error_ ABSL_GUARDED_BY(mu_);
+  // Told each epoch's end, under mu_ (it must not call back in).
+  std::function<void(const absl::Status&, uint64_t)> on_epoch_end_
+      ABSL_GUARDED_BY(mu_);
+  bool evicted_ ABSL_GUARDED_BY(mu_) = false;  // terminal_ says so
   // Told the terminal error once, under mu_ (it must not call back in).
   std::function<void(const absl::Status&)> on_terminal_ ABSL_GUARDED_BY(mu_);
   // Given every Plan, under mu_ (it must not call back in).

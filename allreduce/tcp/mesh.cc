@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -369,6 +370,11 @@ absl::StatusOr<std::vector<net::UniqueFd>> Mesh::Run() {
       pfds.push_back({o_.listen_fd, POLLIN, 0});
       polled.push_back(nullptr);
     }
+    const size_t abort_slot = o_.abort_fd >= 0 ? pfds.size() : SIZE_MAX;
+    if (o_.abort_fd >= 0) {
+      pfds.push_back({o_.abort_fd, POLLIN, 0});
+      polled.push_back(nullptr);
+    }
     for (auto& c : conns_) {
       if (c->dead) continue;
       if (c->phase == Phase::kRetryWait) {
@@ -391,8 +397,13 @@ absl::StatusOr<std::vector<net::UniqueFd>> Mesh::Run() {
     if (n < 0 && errno != EINTR) {
       return absl::InternalError(absl::StrCat("poll: ", std::strerror(errno)));
     }
+    if (n > 0 && abort_slot != SIZE_MAX && pfds[abort_slot].revents != 0) {
+      return absl::AbortedError(
+          absl::StrCat(Self(), ": the data-plane mesh of epoch ", o_.epoch,
+                       " was abandoned while it formed (the epoch ended)"));
+    }
     for (size_t i = 0; n > 0 && i < pfds.size(); ++i) {
-      if (pfds[i].revents == 0) continue;
+      if (pfds[i].revents == 0 || i == abort_slot) continue;
       Conn* c = polled[i];
       if (c == nullptr) {
         AcceptAll();

@@ -62,6 +62,10 @@ struct TcpOptions {
   // Bound on Create: connecting (with retries while peers start listening)
   // and authenticating every connection of the mesh.
   absl::Duration connect_timeout = absl::Seconds(30);
+  // Borrowed, optional (-1: none): a descriptor that becomes readable when
+  // the mesh must stop forming (an eventfd written by the worker when the
+  // epoch ends meanwhile). Create then fails at once with kAborted.
+  int abort_fd = -1;
 };
 
 }  // namespace kolo

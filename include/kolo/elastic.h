@@ -1,0 +1,119 @@
+// kolo's elastic API (Horovod's model, in C++): training state that survives
+// the loss of workers, and a retry wrapper.
+//
+//   kolo::elastic::State state;
+//   state.AddTensor("weights", w.data(), w.size(), kolo::DataType::kFloat32);
+//   state.AddBlob("step", &step_bytes);
+//   state.OnReset([&] { lr = base_lr * kolo::size(); });
+//   absl::Status s = kolo::elastic::run(state, [&]() -> absl::Status {
+//     while (step < steps) {
+//       ... kolo::allreduce(...) ...   // fails with the membership error
+//       ... state.commit() ...         // when a worker is lost
+//     }
+//     return absl::OkStatus();
+//   });
+//
+// When a worker of an elastic job (kolorun --min-np) is lost, the
+// coordinator ends the epoch: every pending op on every survivor fails with
+// the *membership error* (kAborted with a payload naming the epoch and the
+// lost workers; IsMembershipError). run() then restores the state to its
+// last commit, waits for the next epoch (the survivors, ranks reassigned in
+// their old order), rebuilds the data plane, runs the reset callbacks,
+// syncs rank 0's state to every rank and calls `fn` again. rank() and size()
+// inside `fn` give the new epoch's values. Any other error — a caller's
+// mistake (kInvalidArgument, kFailedPrecondition), the job's end, this worker
+// evicted (it was judged lost; IsEvictedError) — is returned unchanged.
+//
+// Thread-safety: a State is used by one thread (the training loop); run()
+// calls `fn` on the calling thread.
+#ifndef KOLO_ELASTIC_H_
+#define KOLO_ELASTIC_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "kolo/kolo.h"
+
+namespace kolo::elastic {
+
+// Whether `s` is a membership error an elastic retry acts on: the epoch
+// ended because workers were lost (not: this worker was evicted).
+bool IsMembershipError(const absl::Status& s);
+// Whether `s` says that this worker was evicted (judged lost; it must exit).
+bool IsEvictedError(const absl::Status& s);
+
+class State {
+ public:
+  State() = default;
+  State(const State&) = delete;
+  State& operator=(const State&) = delete;
+
+  // Registers a tensor the caller owns: `count` elements of `type` at `data`
+  // (host memory), which must stay valid while the State is used. Names are
+  // unique. kInvalidArgument for a duplicate name, a null buffer with a
+  // non-zero count, a negative count.
+  absl::Status AddTensor(std::string name, void* data, int64_t count,
+                         DataType type);
+  // Registers a byte blob the caller owns (its size may change between
+  // commits: sync sends rank 0's size first).
+  absl::Status AddBlob(std::string name, std::string* blob);
+  // Runs after a membership change, before sync(), in registration order
+  // (rescale a learning rate, reshard data, re-add process sets).
+  void OnReset(std::function<void()> callback);
+
+  // Copies every tensor and blob to host memory: the point restore() goes
+  // back to. Counts commits.
+  void commit();
+  // Copies the last commit back into the tensors and blobs (nothing before
+  // the first commit).
+  void restore();
+  // Rank 0's tensors and blobs to every rank (broadcast), then commit():
+  // every rank holds rank 0's committed state. Fails like a collective.
+  absl::Status sync();
+  // Runs the reset callbacks (run() does, after a membership change).
+  void on_reset();
+
+  int64_t commits() const { return commits_; }
+
+ private:
+  struct TensorEntry {
+    std::string name;
+    void* data = nullptr;
+    int64_t count = 0;
+    DataType type = DataType::kFloat32;
+    std::string saved;  // bytes of the last commit
+  };
+  struct BlobEntry {
+    std::string name;
+    std::string* blob = nullptr;
+    std::string saved;
+  };
+  bool Known(const std::string& name) const;
+
+  std::vector<TensorEntry> tensors_;
+  std::vector<BlobEntry> blobs_;
+  std::vector<std::function<void()>> on_reset_;
+  int64_t commits_ = 0;
+  bool committed_ = false;
+};
+
+struct RunOptions {
+  // How long one retry waits for the next epoch (forming it includes the
+  // survivors' acknowledgements and the new data plane's connections).
+  absl::Duration epoch_timeout = absl::Seconds(120);
+};
+
+// Calls fn(); on a membership error restores `state`, waits for the next
+// epoch, runs the reset callbacks, syncs and calls fn() again (also syncs
+// before the first call, so that every rank starts from rank 0's state).
+// Returns fn's result, or the first error that is not a membership error.
+absl::Status run(State& state, const std::function<absl::Status()>& fn,
+                 const RunOptions& options = {});
+
+}  // namespace kolo::elastic
+
+#endif  // KOLO_ELASTIC_H_

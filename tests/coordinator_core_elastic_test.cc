@@ -1,0 +1,371 @@
+// Tests of CoordinatorCore's elastic epoch transitions (coordinator/core.h,
+// "Elastic jobs"), driven directly with events and a fake clock: a lost
+// member ends its epoch, the survivors acknowledge and form the next one in
+// their old order; eviction of a silent member; stale messages dropped; a
+// second loss during recovery; the acknowledgement deadline; too few
+// workers; the reset limit.
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "coordinator/core.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/core_harness.h"
+
+namespace kolo::coordinator {
+namespace {
+
+using core_harness::CloseOf;
+using core_harness::CoreTest;
+using core_harness::To;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+class ElasticTest : public CoreTest {
+ protected:
+  // Forms an elastic epoch 1 of workers w0.. (sessions 1..n) on one host
+  // each.
+  void FormElastic(int n, int min_size = 1, int reset_limit = -1) {
+    tweak_ = [=](CoreOptions& o) {
+      o.elastic = true;
+      o.min_size = min_size;
+      o.reset_limit = reset_limit;
+      o.elastic_timeout = absl::Seconds(20);
+    };
+    std::vector<std::string> hosts;
+    for (int i = 0; i < n; ++i) hosts.push_back(absl::StrCat("h", i));
+    Form(hosts);
+  }
+
+  Actions Ack(SessionId id, uint64_t epoch) {
+    proto::WorkerMessage m = Fenced(epoch);
+    m.mutable_epoch_ack()->set_epoch(epoch);
+    return core_->OnMessage(id, m);
+  }
+  Actions Heartbeat(SessionId id, uint64_t epoch) {
+    proto::WorkerMessage m = Fenced(epoch);
+    m.mutable_heartbeat()->set_seq(1);
+    return core_->OnMessage(id, m);
+  }
+  Actions AnnounceIn(SessionId id, uint64_t epoch, const std::string& name) {
+    proto::WorkerMessage m = Fenced(epoch);
+    proto::Request* r = m.mutable_announce()->add_requests();
+    r->set_name(name);
+    r->set_op(proto::ALLREDUCE);
+    r->add_shape(4);
+    r->set_device(-1);
+    r->set_prescale(1);
+    r->set_postscale(1);
+    return core_->OnMessage(id, m);
+  }
+
+  // The first message of kind `body` to `id` in `a` (heartbeats may come
+  // with it); an empty message when there is none.
+  static proto::CoordinatorMessage Of(
+      const Actions& a, SessionId id,
+      proto::CoordinatorMessage::BodyCase body) {
+    for (const proto::CoordinatorMessage& m : To(a, id)) {
+      if (m.body_case() == body) return m;
+    }
+    return {};
+  }
+
+  // The one EpochAborted to `id` in `a`.
+  static proto::EpochAborted AbortedTo(const Actions& a, SessionId id) {
+    std::vector<proto::CoordinatorMessage> got = To(a, id);
+    for (const proto::CoordinatorMessage& m : got) {
+      if (m.has_epoch_aborted()) return m.epoch_aborted();
+    }
+    ADD_FAILURE() << "no EpochAborted to session " << id;
+    return {};
+  }
+  // The one Membership to `id` in `a`, checking its fence.
+  static proto::Membership MembershipTo(const Actions& a, SessionId id,
+                                        uint64_t epoch) {
+    for (const proto::CoordinatorMessage& m : To(a, id)) {
+      if (m.has_membership()) {
+        EXPECT_EQ(m.fence().epoch(), epoch);
+        return m.membership();
+      }
+    }
+    ADD_FAILURE() << "no Membership to session " << id;
+    return {};
+  }
+  static std::vector<std::string> PeerIds(const proto::Membership& m) {
+    std::vector<std::string> ids;
+    for (const proto::Peer& p : m.peers()) ids.push_back(p.worker_id());
+    return ids;
+  }
+  static bool Unbinds(const Actions& a, SessionId id) {
+    for (SessionId s : a.unbind_links) {
+      if (s == id) return true;
+    }
+    return false;
+  }
+};
+
+TEST_F(ElasticTest, KilledMemberEndsTheEpochAndSurvivorsFormTheNext) {
+  FormElastic(4);
+  // w2 (rank 2, session 3) crashes: its stream breaks.
+  Actions a = core_->OnClosed(3, "the stream broke");
+  EXPECT_FALSE(core_->ended());
+  for (SessionId id : {1, 2, 4}) {
+    proto::EpochAborted ab = AbortedTo(a, id);
+    EXPECT_EQ(ab.epoch(), 1u);
+    ASSERT_EQ(ab.lost_size(), 1);
+    EXPECT_EQ(ab.lost(0).worker_id(), "w2");
+    EXPECT_EQ(ab.lost(0).rank(), 2);
+    EXPECT_EQ(ab.lost(0).host_name(), "h2");
+    EXPECT_THAT(ab.lost(0).cause(), HasSubstr("disconnected without leaving"));
+    EXPECT_THAT(ab.reason(), HasSubstr("epoch 1 ended: worker w2 (rank 2"));
+    EXPECT_TRUE(Unbinds(a, id)) << "the links of epoch 1 close";
+    EXPECT_EQ(To(a, id)[0].fence().epoch(), 1u);
+  }
+  EXPECT_TRUE(To(a, 3).empty());
+  proto::StatusReply st = core_->Status();
+  EXPECT_EQ(st.phase(), "recovering");
+  EXPECT_EQ(st.epoch(), 1u);
+  EXPECT_EQ(st.resets(), 1u);
+  ASSERT_EQ(st.lost_size(), 1);
+  EXPECT_EQ(st.lost(0).worker_id(), "w2");
+
+  // The next epoch forms once every survivor acknowledged.
+  EXPECT_TRUE(Ack(1, 1).sends.empty());
+  EXPECT_TRUE(Ack(2, 1).sends.empty());
+  EXPECT_TRUE(Ack(2, 1).sends.empty()) << "a repeated ack is harmless";
+  Actions formed = Ack(4, 1);
+  const std::vector<std::pair<SessionId, int>> expect = {
+      {1, 0}, {2, 1}, {4, 2}};
+  for (const auto& [id, rank] : expect) {
+    proto::Membership m = MembershipTo(formed, id, 2);
+    EXPECT_EQ(m.rank(), rank);
+    EXPECT_EQ(m.size(), 3);
+    EXPECT_EQ(m.local_rank(), 0);
+    EXPECT_EQ(m.local_size(), 1);
+    EXPECT_EQ(m.cross_rank(), rank);
+    EXPECT_EQ(m.cross_size(), 3);
+    EXPECT_THAT(PeerIds(m), ElementsAre("w0", "w1", "w3"));
+  }
+  st = core_->Status();
+  EXPECT_EQ(st.phase(), "running");
+  EXPECT_EQ(st.epoch(), 2u);
+  EXPECT_EQ(core_->epoch(), 2u);
+
+  // Epoch 2 negotiates from scratch: plan 1, fenced with epoch 2.
+  EXPECT_TRUE(AnnounceIn(1, 2, "g").sends.empty());
+  EXPECT_TRUE(AnnounceIn(2, 2, "g").sends.empty());
+  Actions plan = AnnounceIn(4, 2, "g");
+  for (SessionId id : {1, 2, 4}) {
+    std::vector<proto::CoordinatorMessage> got = To(plan, id);
+    ASSERT_EQ(got.size(), 1u);
+    ASSERT_TRUE(got[0].has_plan());
+    EXPECT_EQ(got[0].plan().seq(), 1u);
+    EXPECT_EQ(got[0].fence().epoch(), 2u);
+  }
+  // The links bind for epoch 2 only.
+  EXPECT_TRUE(core_->MemberSession("w3", 2).ok());
+  EXPECT_FALSE(core_->MemberSession("w3", 1).ok());
+  EXPECT_FALSE(core_->MemberSession("w2", 2).ok());
+}
+
+TEST_F(ElasticTest, LostRankZeroMakesTheOldestSurvivorRankZero) {
+  FormElastic(3);
+  Actions a = core_->OnClosed(1, "killed");
+  EXPECT_EQ(AbortedTo(a, 2).lost(0).rank(), 0);
+  (void)Ack(3, 1);
+  Actions formed = Ack(2, 1);
+  EXPECT_EQ(MembershipTo(formed, 2, 2).rank(), 0);
+  EXPECT_EQ(MembershipTo(formed, 3, 2).rank(), 1);
+  EXPECT_THAT(PeerIds(MembershipTo(formed, 3, 2)), ElementsAre("w1", "w2"));
+}
+
+TEST_F(ElasticTest, SilentMemberIsEvictedAndItsLaterMessagesIgnored) {
+  FormElastic(3);
+  // w1 (session 2) stops; the others keep beating.
+  for (int i = 0; i < 11; ++i) {
+    now_ += absl::Milliseconds(500);
+    (void)Heartbeat(1, 1);
+    (void)Heartbeat(3, 1);
+  }
+  Actions a = core_->OnTick(now_);
+  // The silent worker is told it was evicted, and its stream closes.
+  proto::CoordinatorMessage told =
+      Of(a, 2, proto::CoordinatorMessage::kEvicted);
+  ASSERT_TRUE(told.has_evicted());
+  EXPECT_EQ(told.evicted().epoch(), 1u);
+  EXPECT_THAT(
+      told.evicted().reason(),
+      HasSubstr("worker w1 (rank 1, host h1) was evicted from epoch 1"));
+  EXPECT_THAT(told.evicted().reason(), HasSubstr("silent for 5.5 s"));
+  const absl::Status* closed = CloseOf(a, 2);
+  ASSERT_NE(closed, nullptr);
+  EXPECT_TRUE(absl::IsFailedPrecondition(*closed)) << *closed;
+  EXPECT_THAT(AbortedTo(a, 1).lost(0).cause(), HasSubstr("silent for 5.5 s"));
+  (void)AbortedTo(a, 3);
+  // It comes back (SIGCONT): whatever it sends is ignored.
+  EXPECT_TRUE(Heartbeat(2, 1).empty());
+  EXPECT_TRUE(AnnounceIn(2, 1, "x").empty());
+  (void)Ack(1, 1);
+  Actions formed = Ack(3, 1);
+  EXPECT_EQ(MembershipTo(formed, 3, 2).size(), 2);
+  EXPECT_TRUE(To(formed, 2).empty());
+}
+
+TEST_F(ElasticTest, MessagesOfAnEndedEpochAreDroppedQuietly) {
+  FormElastic(3);
+  (void)AnnounceIn(1, 1, "half");  // pending when the epoch ends
+  (void)core_->OnClosed(3, "killed");
+  // Sent before they learnt of the change: dropped, nobody refused.
+  EXPECT_TRUE(AnnounceIn(2, 1, "half").empty());
+  proto::WorkerMessage done = Fenced(1);
+  done.mutable_done()->set_seq(1);
+  EXPECT_TRUE(core_->OnMessage(2, done).empty());
+  (void)Ack(1, 1);
+  (void)Ack(2, 1);
+  ASSERT_EQ(core_->epoch(), 2u);
+  EXPECT_TRUE(AnnounceIn(1, 1, "late").empty());
+  EXPECT_TRUE(Heartbeat(2, 1).empty());
+  EXPECT_TRUE(Ack(2, 1).empty());
+  proto::StatusReply st = core_->Status();
+  EXPECT_EQ(st.phase(), "running");
+  EXPECT_EQ(st.pending_size(), 0) << "epoch 1's half-announced name is gone";
+  for (const proto::WorkerStatus& w : st.workers()) {
+    EXPECT_EQ(w.state(), proto::MEMBER_STATE_MEMBER) << w.worker_id();
+  }
+  // A fence from an epoch that has not formed is still refused.
+  Actions future = AnnounceIn(1, 3, "x");
+  std::vector<proto::CoordinatorMessage> got = To(future, 1);
+  ASSERT_FALSE(got.empty());
+  EXPECT_TRUE(got[0].has_refusal());
+}
+
+TEST_F(ElasticTest, SecondLossDuringRecoveryJoinsTheSameChange) {
+  FormElastic(4);
+  (void)core_->OnClosed(2, "killed");  // w1
+  (void)Ack(1, 1);
+  now_ += absl::Milliseconds(200);
+  Actions second = core_->OnClosed(4, "killed");  // w3, before its ack
+  EXPECT_TRUE(To(second, 1).empty()) << "the survivors already left epoch 1";
+  Actions formed = Ack(3, 1);
+  EXPECT_EQ(MembershipTo(formed, 1, 2).size(), 2);
+  EXPECT_THAT(PeerIds(MembershipTo(formed, 3, 2)), ElementsAre("w0", "w2"));
+  proto::StatusReply st = core_->Status();
+  EXPECT_EQ(st.resets(), 1u);
+  ASSERT_EQ(st.lost_size(), 2);
+  EXPECT_EQ(st.lost(0).worker_id(), "w1");
+  EXPECT_EQ(st.lost(1).worker_id(), "w3");
+  // A loss in epoch 2 ends epoch 2: epoch 3 follows.
+  Actions third = core_->OnClosed(3, "killed");
+  EXPECT_EQ(AbortedTo(third, 1).epoch(), 2u);
+  EXPECT_EQ(AbortedTo(third, 1).lost(0).rank(), 1);
+  Actions last = Ack(1, 2);
+  proto::Membership m = MembershipTo(last, 1, 3);
+  EXPECT_EQ(m.size(), 1);
+  EXPECT_EQ(core_->Status().resets(), 2u);
+}
+
+TEST_F(ElasticTest, SurvivorThatNeverAcknowledgesIsLostAtTheDeadline) {
+  FormElastic(3);
+  (void)core_->OnClosed(1, "killed");
+  (void)Ack(2, 1);
+  // w2 keeps beating but never acknowledges.
+  for (int i = 0; i < 9; ++i) {
+    now_ += absl::Milliseconds(500);
+    (void)Heartbeat(2, 1);
+    (void)Heartbeat(3, 1);
+    (void)core_->OnTick(now_);
+  }
+  EXPECT_EQ(core_->epoch(), 1u);
+  now_ += absl::Seconds(1);
+  (void)Heartbeat(2, 1);
+  (void)Heartbeat(3, 1);
+  Actions a = core_->OnTick(now_);
+  ASSERT_EQ(core_->epoch(), 2u);
+  EXPECT_EQ(MembershipTo(a, 2, 2).size(), 1);
+  proto::CoordinatorMessage evicted =
+      Of(a, 3, proto::CoordinatorMessage::kEvicted);
+  ASSERT_TRUE(evicted.has_evicted());
+  EXPECT_THAT(evicted.evicted().reason(),
+              HasSubstr("did not acknowledge the end of epoch 1"));
+}
+
+TEST_F(ElasticTest, TooFewSurvivorsWaitThenEndAtTheElasticTimeout) {
+  FormElastic(3, /*min_size=*/3);
+  (void)core_->OnClosed(3, "killed");
+  (void)Ack(1, 1);
+  Actions a = Ack(2, 1);
+  EXPECT_TRUE(To(a, 1).empty()) << "no epoch of 2 below --min-np 3";
+  EXPECT_EQ(core_->Status().phase(), "short");
+  for (int i = 0; i < 38; ++i) {  // 19 s: still waiting
+    now_ += absl::Milliseconds(500);
+    (void)Heartbeat(1, 1);
+    (void)Heartbeat(2, 1);
+    (void)core_->OnTick(now_);
+  }
+  EXPECT_FALSE(core_->ended());
+  now_ += absl::Seconds(2);
+  (void)Heartbeat(1, 1);
+  (void)Heartbeat(2, 1);
+  Actions end = core_->OnTick(now_);
+  ASSERT_TRUE(core_->ended_in_failure());
+  EXPECT_THAT(core_->end_reason(),
+              HasSubstr("only 2 workers remain, fewer than the minimum of 3 "
+                        "(--min-np), and none joined within the elastic "
+                        "timeout of 20.0 s (--elastic-timeout)"));
+  EXPECT_THAT(core_->end_reason(), HasSubstr("w2 (rank 2, host h2)"));
+  EXPECT_TRUE(Of(end, 1, proto::CoordinatorMessage::kJobEnd).has_job_end());
+}
+
+TEST_F(ElasticTest, ResetLimitEndsTheJob) {
+  FormElastic(4, /*min_size=*/1, /*reset_limit=*/1);
+  (void)core_->OnClosed(4, "killed");
+  (void)Ack(1, 1);
+  (void)Ack(2, 1);
+  (void)Ack(3, 1);
+  ASSERT_EQ(core_->epoch(), 2u);
+  Actions a = core_->OnClosed(3, "killed");
+  ASSERT_TRUE(core_->ended_in_failure());
+  EXPECT_THAT(core_->end_reason(),
+              HasSubstr("reached its reset limit (1 membership changes, "
+                        "--reset-limit)"));
+  EXPECT_EQ(core_->failed_worker(), "w2");
+  EXPECT_TRUE(Of(a, 1, proto::CoordinatorMessage::kJobEnd).has_job_end());
+}
+
+TEST_F(ElasticTest, SurvivorsLeavingEndTheJobWell) {
+  FormElastic(3);
+  (void)core_->OnClosed(2, "killed");
+  (void)Ack(1, 1);
+  (void)Ack(3, 1);
+  ASSERT_EQ(core_->epoch(), 2u);
+  for (SessionId id : {1, 3}) {
+    proto::WorkerMessage leave = Fenced(2);
+    leave.mutable_leave();
+    (void)core_->OnMessage(id, leave);
+  }
+  ASSERT_TRUE(core_->ended());
+  EXPECT_FALSE(core_->ended_in_failure());
+  EXPECT_THAT(core_->end_reason(), HasSubstr("the 2 remaining workers left"));
+}
+
+TEST_F(ElasticTest, LeavingDuringRecoveryDoesNotBlockTheNextEpoch) {
+  FormElastic(3);
+  (void)core_->OnClosed(3, "killed");
+  (void)Ack(1, 1);
+  proto::WorkerMessage leave = Fenced(1);
+  leave.mutable_leave();
+  Actions a = core_->OnMessage(2, leave);
+  EXPECT_EQ(core_->epoch(), 2u);
+  EXPECT_EQ(MembershipTo(a, 1, 2).size(), 1);
+}
+
+TEST_F(ElasticTest, NonElasticJobStillEndsOnALoss) {
+  Form({"a", "b", "c"});
+  (void)core_->OnClosed(2, "killed");
+  ASSERT_TRUE(core_->ended_in_failure());
+  EXPECT_EQ(core_->failed_worker(), "w1");
+}
+
+}  // namespace
+}  // namespace kolo::coordinator
