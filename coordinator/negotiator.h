@@ -56,6 +56,10 @@
 //   once. Ages count from a name's first announcement.
 // - Agreement checks and their messages: coordinator/negotiator_checks.h.
 //
+// Files: negotiator.cc (readiness: announcements, joins, groups, Done, ticks,
+// the stall inspector), negotiator_plans.cc (held responses into plans:
+// dispatch, cache bits, fusion), negotiator_checks.cc (agreement).
+//
 // Thread-safety: none; the owner serialises calls (CoordinatorCore holds its
 // mutex).
 // Invariants: plan sequence numbers are consecutive from 1; a name is in at
