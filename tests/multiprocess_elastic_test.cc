@@ -68,7 +68,10 @@ void ExpectSurvivors(const JobRun& run, int size, int64_t steps, int64_t w) {
   std::sort(ranks.begin(), ranks.end());
   for (int r = 0; r < size; ++r) EXPECT_EQ(ranks[r], r) << run.output;
   EXPECT_THAT(run.output, Not(HasSubstr("EL_STEP_BAD")));
-  EXPECT_THAT(run.output, Not(HasSubstr("EL_ERROR")));
+  // Only an evicted worker (stopped, then continued) ends in an error.
+  for (const std::string& line : Lines(run.output, "EL_ERROR ")) {
+    EXPECT_THAT(line, HasSubstr("evicted=1")) << run.output;
+  }
   EXPECT_THAT(run.output, Not(HasSubstr("signal 11")));
 }
 
@@ -115,7 +118,11 @@ TEST(Elastic, StoppedWorkerIsEvictedAndExitsWhenContinued) {
   EXPECT_THAT(run.output, HasSubstr("worker w1 (rank 1, host localhost) was "
                                     "evicted from epoch 1"));
   EXPECT_THAT(run.output, HasSubstr("silent for"));
-  // The stopped worker, continued, is told and exits (status 76).
+  // The stopped worker, continued, is told: its op fails with the evicted
+  // membership error (kAborted, not retried) and it exits (status 76).
+  std::vector<std::string> evicted = Lines(run.output, "EL_ERROR ");
+  ASSERT_EQ(evicted.size(), 1u) << run.output;
+  EXPECT_THAT(evicted[0], HasSubstr("code=10 evicted=1"));
   EXPECT_THAT(run.output, HasSubstr("exited with code 76"));
   double s = RecoverySeconds(run, "EL_STOP ");
   EXPECT_GT(s, 0);
