@@ -295,9 +295,7 @@ absl::StatusOr<Handle> OpRuntime::SubmitOps(
     // Whatever the outbox holds when this write takes it (other threads'
     // submissions too) goes in it; writes leave in the order they take it.
     MutexLock send_lock(&send_mu_);
-    if (absl::Status s = Flush(); !s.ok()) {
-      Fail(s);  // the session ended: nothing can be negotiated any more
-    }
+    if (absl::Status s = Flush(); !s.ok()) OnFlushError(s);
   }
   return result;
 }

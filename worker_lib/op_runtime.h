@@ -236,6 +236,9 @@ class OpRuntime {
   // lock order puts send_mu_ first) and takes it again.
   void FlushFromUnderLock() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_)
       ABSL_LOCKS_EXCLUDED(send_mu_);
+  // A failed Flush: without a link the session ended (Fail with it); with
+  // one, the background thread waits for the Session's verdict first.
+  void OnFlushError(const absl::Status& s) ABSL_LOCKS_EXCLUDED(mu_);
   // Flush() if the outbox or a Done holds anything (a caller starts
   // waiting).
   void FlushOutbox() ABSL_LOCKS_EXCLUDED(mu_, send_mu_);

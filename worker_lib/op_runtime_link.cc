@@ -80,7 +80,21 @@ void OpRuntime::FlushOutbox() {
     if (flush_at_ == absl::InfiniteFuture() && unsent_done_ == 0) return;
   }
   MutexLock send_lock(&send_mu_);
-  if (absl::Status s = Flush(); !s.ok()) Fail(s);
+  if (absl::Status s = Flush(); !s.ok()) OnFlushError(s);
+}
+
+void OpRuntime::OnFlushError(const absl::Status& s) {
+  if (link_ == nullptr) {
+    Fail(s);  // the session ended: nothing can be negotiated any more
+    return;
+  }
+  // The link broke: the coordinator closes links when the job or the epoch
+  // ends, and the Session's verdict (the job's end, the membership error, an
+  // eviction) is what the ops must fail with. The background thread waits
+  // for it a little, then gives the link's error (NextPlanFromLink).
+  MutexLock lock(&mu_);
+  link_broken_ = true;
+  plan_cv_.SignalAll();
 }
 
 std::optional<proto::Plan> OpRuntime::NextPlanFromLink() {
@@ -116,7 +130,11 @@ std::optional<proto::Plan> OpRuntime::NextPlanFromLink() {
             reader_busy_ = true;  // let go in ThreadMain after the run
             return plan;
           }
-          if (flush_at_ == absl::InfiniteFuture() && !after_plan) break;
+          // A caller found the link broken: read it now for the verdict.
+          if ((flush_at_ == absl::InfiniteFuture() && !after_plan) ||
+              link_broken_) {
+            break;
+          }
         }
         absl::Time until = flush_at_;
         if (after_plan) until = std::min(until, bg_park_until_);
