@@ -60,18 +60,13 @@ absl::Status WithMessage(const absl::Status& s, absl::string_view message) {
 
 absl::StatusOr<std::unique_ptr<coordinator::CoordinatorServer>> HostCoordinator(
     const worker::WorkerConfig& c) {
-  coordinator::ServerOptions so;
+  coordinator::ServerOptions so = coordinator::ServerOptionsFromKnobs(c.knobs);
   so.bind_host =
       net::IsIpLiteral(c.coordinator.host) ? c.coordinator.host : "0.0.0.0";
   so.port = c.coordinator.port;
   so.expected_size = c.size;
   so.job_id = c.job_id;
   so.secret = c.secret;
-  so.heartbeat_interval = c.heartbeat_interval;
-  so.heartbeat_timeout = c.heartbeat_timeout;
-  so.cycle_time = c.cycle_time;
-  so.stall_check = c.stall_check;
-  so.stall_shutdown = c.stall_shutdown;
   auto server = coordinator::CoordinatorServer::Start(so);
   if (server.ok()) return server;
   std::string hint =
@@ -99,7 +94,7 @@ absl::Status StopRuntime(Runtime& rt) {
   if (result.ok()) result = abandoned;
   if (rt.server != nullptr) {
     absl::Status ended =
-        rt.server->WaitUntilEnded(absl::Now() + rt.config.start_timeout);
+        rt.server->WaitUntilEnded(absl::Now() + rt.config.knobs.start_timeout);
     if (!ended.ok()) {
       Log()->warn("the coordinator hosted by worker {} stops: {}",
                   rt.config.worker_id, std::string(ended.message()));
@@ -113,7 +108,7 @@ absl::Status StopRuntime(Runtime& rt) {
 
 absl::StatusOr<std::unique_ptr<Runtime>> StartRuntime(
     worker::WorkerConfig config) {
-  const absl::Time deadline = absl::Now() + config.start_timeout;
+  const absl::Time deadline = absl::Now() + config.knobs.start_timeout;
   auto rt = std::make_unique<Runtime>();
   rt->config = std::move(config);
   const worker::WorkerConfig& c = rt->config;
@@ -145,7 +140,7 @@ absl::StatusOr<std::unique_ptr<Runtime>> StartRuntime(
   so.requested_rank = c.rank;
   so.expected_size = c.size;
   so.secret = c.secret;
-  so.heartbeat_interval = c.heartbeat_interval;
+  so.heartbeat_interval = c.knobs.heartbeat_interval;
   so.lease = c.lease;
   so.exit_on_lost_coordinator = true;
   auto client = worker::SessionClient::Connect(so, deadline);
@@ -173,7 +168,8 @@ absl::StatusOr<std::unique_ptr<Runtime>> StartRuntime(
   // coordinator decides within its heartbeat timeout of the report.
   rt->data->OnPeerFault(
       [weak = std::weak_ptr<worker::SessionClient>(rt->client),
-       wait = c.heartbeat_timeout + absl::Seconds(2)](const absl::Status& e) {
+       wait = c.knobs.heartbeat_timeout +
+              absl::Seconds(2)](const absl::Status& e) {
         std::shared_ptr<worker::SessionClient> session = weak.lock();
         if (session == nullptr) return e;
         return session->ReportPeerFault(e, PeersOf(e), wait);
@@ -207,7 +203,7 @@ absl::StatusOr<std::unique_ptr<Runtime>> StartRuntime(
   ro.fusion_direct_bytes = c.fusion_direct_bytes;
   ro.cache_capacity = c.cache_capacity;
   ro.disable_group_fusion = c.disable_group_fusion;
-  ro.announce_window = c.cycle_time;
+  ro.announce_window = c.knobs.cycle_time;
   if (!c.timeline.empty() && m.rank() == 0) {
     // As Horovod: rank 0 writes the timeline. A path that cannot be
     // written is reported and the job goes on without one.
@@ -303,7 +299,7 @@ absl::Status init() {
   worker::ScrubSecretFromProcessEnvironment();
   auto config = worker::ParseWorkerConfig(env, net::KernelHostName());
   if (!config.ok()) return config.status();
-  if (absl::Status s = SetLogLevel(config->log_level); !s.ok()) return s;
+  if (absl::Status s = SetLogLevel(config->knobs.log_level); !s.ok()) return s;
   for (const std::string& w : worker::UnknownVariableWarnings(env)) {
     Log()->warn("{}", w);
   }
