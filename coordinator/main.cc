@@ -6,9 +6,13 @@
 //       [--stall-check-time-seconds S] [--stall-shutdown-time-seconds S]
 //       [--log-level L]
 //
-// The negotiation flags default to their variables (KOLO_CYCLE_TIME_MS,
-// KOLO_STALL_CHECK_TIME_SECONDS, KOLO_STALL_SHUTDOWN_TIME_SECONDS, or
-// Horovod's names), as in kolorun and in a worker that hosts the coordinator.
+// The knob flags (heartbeat, cycle time, stall times, log level) are the
+// rows of common/knobs.h's table, parsed by its helpers as kolorun and the
+// workers parse them. The negotiation flags and --log-level default to their
+// variables (KOLO_CYCLE_TIME_MS, KOLO_STALL_CHECK_TIME_SECONDS,
+// KOLO_STALL_SHUTDOWN_TIME_SECONDS, KOLO_LOG_LEVEL, or Horovod's names), as in
+// kolorun and in a worker that hosts the coordinator; the heartbeat flags do
+// not read a variable.
 //
 // Prints "kolo-coordinator: listening on HOST:PORT (...)" once bound. Exits 0
 // when every member left in order, 1 when the job ended in failure or on
@@ -34,11 +38,13 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/auth.h"
+#include "common/knobs.h"
 #include "common/log.h"
 #include "coordinator/server.h"
 
 namespace {
 
+// The defaults in <--flag> are filled in from common/knobs.h (Usage).
 constexpr char kUsage[] =
     "usage: kolo-coordinator --port P --np N [--bind HOST] [--secret-file F]\n"
     "         [--job-id ID] [--port-file F] [--heartbeat-timeout-seconds S]\n"
@@ -54,34 +60,53 @@ constexpr char kUsage[] =
     "\"default\")\n"
     "  --port-file F    write the bound port to F\n"
     "  --heartbeat-timeout-seconds S\n"
-    "                   a worker silent this long has failed (default 5)\n"
+    "                   a worker silent this long has failed (default "
+    "<--heartbeat-timeout-seconds>)\n"
     "  --heartbeat-interval-seconds S\n"
-    "                   the coordinator's heartbeat period (default 0.5)\n"
+    "                   the coordinator's heartbeat period (default "
+    "<--heartbeat-interval-seconds>)\n"
     "  --cycle-time-ms X\n"
     "                   milliseconds (fractions allowed) a ready tensor waits\n"
     "                   to batch with others while the data plane is busy\n"
     "                   (default: $KOLO_CYCLE_TIME_MS, $HOROVOD_CYCLE_TIME or "
-    "1)\n"
+    "<--cycle-time-ms>)\n"
     "  --stall-check-time-seconds S\n"
     "                   warn about tensors some ranks submitted and others\n"
     "                   not for S seconds; 0 = never (default:\n"
     "                   $KOLO_STALL_CHECK_TIME_SECONDS,\n"
-    "                   $HOROVOD_STALL_CHECK_TIME_SECONDS or 60)\n"
+    "                   $HOROVOD_STALL_CHECK_TIME_SECONDS or "
+    "<--stall-check-time-seconds>)\n"
     "  --stall-shutdown-time-seconds S\n"
     "                   end the job after a stall of S seconds; 0 = never\n"
     "                   (default: $KOLO_STALL_SHUTDOWN_TIME_SECONDS,\n"
-    "                   $HOROVOD_STALL_SHUTDOWN_TIME_SECONDS or 0)\n"
-    "  --log-level L    trace, debug, info, warning, error (default:\n"
-    "                   $KOLO_LOG_LEVEL, $HOROVOD_LOG_LEVEL or warning)\n"
+    "                   $HOROVOD_STALL_SHUTDOWN_TIME_SECONDS or "
+    "<--stall-shutdown-time-seconds>)\n"
+    "  --log-level L    trace, debug, info, warn, error, critical, off\n"
+    "                   (default: $KOLO_LOG_LEVEL, $HOROVOD_LOG_LEVEL or "
+    "<--log-level>)\n"
     "  --min-np A       elastic job: a lost worker ends its epoch, not the\n"
     "                   job, while at least A workers remain (KOLO_ELASTIC=1\n"
     "                   alone: A = 1); workers need KOLO_ELASTIC=1 too\n"
     "  --elastic-timeout S\n"
     "                   how long an elastic job below A waits before it ends\n"
     "                   (default: $KOLO_ELASTIC_TIMEOUT,\n"
-    "                   $HOROVOD_ELASTIC_TIMEOUT or 600)\n"
+    "                   $HOROVOD_ELASTIC_TIMEOUT or <--elastic-timeout>)\n"
     "  --reset-limit N  end an elastic job after N membership changes\n"
     "                   (default: unlimited)\n";
+
+// The knobs of common/knobs.h that kolo-coordinator takes as flags, and those
+// of them whose variables give the flags' defaults.
+constexpr const kolo::Knob* kFlagKnobs[] = {
+    &kolo::knobs::kHeartbeatTimeout, &kolo::knobs::kHeartbeatInterval,
+    &kolo::knobs::kCycleTime,        &kolo::knobs::kStallCheck,
+    &kolo::knobs::kStallShutdown,    &kolo::knobs::kLogLevel,
+    &kolo::knobs::kElasticTimeout};
+constexpr const kolo::Knob* kEnvKnobs[] = {
+    &kolo::knobs::kCycleTime, &kolo::knobs::kStallCheck,
+    &kolo::knobs::kStallShutdown, &kolo::knobs::kLogLevel,
+    &kolo::knobs::kElasticTimeout};
+
+std::string Usage() { return kolo::FillKnobDefaults(kUsage, kFlagKnobs); }
 
 struct Flags {
   int port = -1;
@@ -90,72 +115,10 @@ struct Flags {
   std::string secret_file;
   std::string job_id = "default";
   std::string port_file;
-  double heartbeat_timeout_s = 5;
-  double heartbeat_interval_s = 0.5;
-  absl::Duration cycle_time = absl::Milliseconds(1);
-  absl::Duration stall_check = absl::Seconds(60);
-  absl::Duration stall_shutdown = absl::ZeroDuration();
-  std::string log_level;
-  int min_np = 0;  // 0: not elastic
-  absl::Duration elastic_timeout = absl::Seconds(600);
-  int reset_limit = -1;
+  kolo::KnobValues knobs;  // the table's defaults, variables, then flags
+  int min_np = 0;          // 0: not elastic
+  int reset_limit = -1;    // -1: unlimited
 };
-
-// A negotiation knob: its flag, its variable and Horovod's alias, its unit,
-// whether 0 (off) is allowed, and its largest value.
-struct DurationFlag {
-  const char* flag;
-  const char* variable;
-  const char* alias;
-  absl::Duration unit;
-  const char* unit_name;
-  bool allow_zero;
-  double max_units;
-  absl::Duration Flags::*field;
-};
-constexpr DurationFlag kDurationFlags[] = {
-    {"--cycle-time-ms", "KOLO_CYCLE_TIME_MS", "HOROVOD_CYCLE_TIME",
-     absl::Milliseconds(1), "milliseconds", false, 60000, &Flags::cycle_time},
-    {"--stall-check-time-seconds", "KOLO_STALL_CHECK_TIME_SECONDS",
-     "HOROVOD_STALL_CHECK_TIME_SECONDS", absl::Seconds(1), "seconds", true, 1e7,
-     &Flags::stall_check},
-    {"--stall-shutdown-time-seconds", "KOLO_STALL_SHUTDOWN_TIME_SECONDS",
-     "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", absl::Seconds(1), "seconds", true,
-     1e7, &Flags::stall_shutdown},
-    {"--elastic-timeout", "KOLO_ELASTIC_TIMEOUT", "HOROVOD_ELASTIC_TIMEOUT",
-     absl::Seconds(1), "seconds", false, 1e7, &Flags::elastic_timeout},
-};
-
-// Parses `text` for `k` into `f`; returns an error message naming `what` (the
-// flag or the variable), or "".
-std::string SetDuration(const DurationFlag& k, const std::string& what,
-                        const std::string& text, Flags& f) {
-  double v = 0;
-  if (!absl::SimpleAtod(text, &v) || !(k.allow_zero ? v >= 0 : v > 0) ||
-      v > k.max_units) {
-    return absl::StrCat(
-        what, " must be a ", k.allow_zero ? "non-negative" : "positive",
-        " number of ", k.unit_name, " up to ",
-        static_cast<int64_t>(k.max_units),
-        k.allow_zero ? " (0 turns it off)" : "", ", got '", text, "'");
-  }
-  f.*k.field = v * k.unit;
-  return "";
-}
-
-// The negotiation knobs' defaults from the environment (KOLO_* wins over the
-// alias; empty counts as unset). Returns an error message, or "".
-std::string DurationDefaultsFromEnv(Flags& f) {
-  for (const DurationFlag& k : kDurationFlags) {
-    for (const char* name : {k.variable, k.alias}) {
-      const char* v = std::getenv(name);
-      if (v == nullptr || *v == '\0') continue;
-      if (std::string e = SetDuration(k, name, v, f); !e.empty()) return e;
-      break;
-    }
-  }
-  return "";
-}
 
 int Fail(const std::string& message) {
   std::cerr << "kolo-coordinator: " << message << "\n";
@@ -165,7 +128,8 @@ int Fail(const std::string& message) {
 // Returns an error message, or "" on success.
 std::string ParseFlags(int argc, char** argv, Flags& f) {
   // A bad variable is reported after the flags, so that --help still works.
-  const std::string env_error = DurationDefaultsFromEnv(f);
+  const absl::Status env_error =
+      kolo::SetKnobsFromEnv(kEnvKnobs, kolo::GetProcessEnv, f.knobs);
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     std::string value;
@@ -187,19 +151,17 @@ std::string ParseFlags(int argc, char** argv, Flags& f) {
       return true;
     };
     std::string v;
-    const DurationFlag* knob = nullptr;
-    for (const DurationFlag& k : kDurationFlags) {
-      if (arg == k.flag) knob = &k;
-    }
-    if (knob != nullptr) {
+    if (const kolo::Knob* knob = kolo::FindKnobByFlag(kFlagKnobs, arg);
+        knob != nullptr) {
       if (!next(v)) return absl::StrCat(arg, " needs a value");
-      if (std::string e = SetDuration(*knob, arg, v, f); !e.empty()) return e;
+      if (absl::Status st = kolo::SetKnobFromFlag(*knob, v, f.knobs);
+          !st.ok()) {
+        return std::string(st.message());
+      }
       continue;
     }
     if (arg == "--port" || arg == "--np" || arg == "--bind" ||
         arg == "--secret-file" || arg == "--job-id" || arg == "--port-file" ||
-        arg == "--heartbeat-timeout-seconds" ||
-        arg == "--heartbeat-interval-seconds" || arg == "--log-level" ||
         arg == "--min-np" || arg == "--reset-limit") {
       if (!next(v)) return absl::StrCat(arg, " needs a value");
     } else {
@@ -221,22 +183,6 @@ std::string ParseFlags(int argc, char** argv, Flags& f) {
       f.job_id = v;
     } else if (arg == "--port-file") {
       f.port_file = v;
-    } else if (arg == "--heartbeat-timeout-seconds") {
-      if (!absl::SimpleAtod(v, &f.heartbeat_timeout_s) ||
-          !(f.heartbeat_timeout_s > 0)) {
-        return absl::StrCat(
-            "--heartbeat-timeout-seconds must be a positive number, got '", v,
-            "'");
-      }
-    } else if (arg == "--heartbeat-interval-seconds") {
-      if (!absl::SimpleAtod(v, &f.heartbeat_interval_s) ||
-          !(f.heartbeat_interval_s > 0)) {
-        return absl::StrCat(
-            "--heartbeat-interval-seconds must be a positive number, got '", v,
-            "'");
-      }
-    } else if (arg == "--log-level") {
-      f.log_level = v;
     } else if (arg == "--min-np") {
       if (!absl::SimpleAtoi(v, &f.min_np) || f.min_np < 1) {
         return absl::StrCat("--min-np must be a positive integer, got '", v,
@@ -255,7 +201,7 @@ std::string ParseFlags(int argc, char** argv, Flags& f) {
       e != nullptr && std::string(e) == "1" && f.min_np == 0) {
     f.min_np = 1;
   }
-  if (!env_error.empty()) return env_error;
+  if (!env_error.ok()) return std::string(env_error.message());
   if (f.port < 0) return "--port is required (0 lets the kernel pick one)";
   if (f.np < 1) return "--np is required (the number of workers)";
   if (f.min_np > f.np) {
@@ -297,18 +243,14 @@ int main(int argc, char** argv) {
   Flags flags;
   std::string error = ParseFlags(argc, argv, flags);
   if (error == "help") {
-    std::cout << kUsage;
+    std::cout << Usage();
     return 0;
   }
-  if (!error.empty()) return Fail(absl::StrCat(error, "\n", kUsage));
+  if (!error.empty()) return Fail(absl::StrCat(error, "\n", Usage()));
 
-  std::string level = flags.log_level;
-  if (level.empty()) {
-    const char* env = std::getenv("KOLO_LOG_LEVEL");
-    if (env == nullptr) env = std::getenv("HOROVOD_LOG_LEVEL");
-    level = env == nullptr ? "warning" : env;
-  }
-  if (absl::Status st = kolo::SetLogLevel(level); !st.ok()) {
+  // --log-level, else KOLO_LOG_LEVEL, else HOROVOD_LOG_LEVEL, else warn
+  // (ParseFlags checked it).
+  if (absl::Status st = kolo::SetLogLevel(flags.knobs.log_level); !st.ok()) {
     return Fail(std::string(st.message()));
   }
 
@@ -325,20 +267,15 @@ int main(int argc, char** argv) {
   absl::StatusOr<std::string> secret = kolo::auth::LoadSecretFile(secret_file);
   if (!secret.ok()) return Fail(std::string(secret.status().message()));
 
-  kolo::coordinator::ServerOptions options;
+  kolo::coordinator::ServerOptions options =
+      kolo::coordinator::ServerOptionsFromKnobs(flags.knobs);
   options.bind_host = flags.bind;
   options.port = flags.port;
   options.expected_size = flags.np;
   options.job_id = flags.job_id;
   options.secret = *secret;
-  options.heartbeat_timeout = absl::Seconds(flags.heartbeat_timeout_s);
-  options.heartbeat_interval = absl::Seconds(flags.heartbeat_interval_s);
-  options.cycle_time = flags.cycle_time;
-  options.stall_check = flags.stall_check;
-  options.stall_shutdown = flags.stall_shutdown;
   options.elastic = flags.min_np > 0;
   options.min_size = std::max(1, flags.min_np);
-  options.elastic_timeout = flags.elastic_timeout;
   options.reset_limit = flags.reset_limit;
   auto server = kolo::coordinator::CoordinatorServer::Start(options);
   if (!server.ok()) return Fail(std::string(server.status().message()));

@@ -222,6 +222,17 @@ class ServerImpl final : public CoordinatorServer {
 
 }  // namespace
 
+ServerOptions ServerOptionsFromKnobs(const KnobValues& knobs) {
+  ServerOptions options;
+  options.heartbeat_interval = knobs.heartbeat_interval;
+  options.heartbeat_timeout = knobs.heartbeat_timeout;
+  options.cycle_time = knobs.cycle_time;
+  options.stall_check = knobs.stall_check;
+  options.stall_shutdown = knobs.stall_shutdown;
+  options.elastic_timeout = knobs.elastic_timeout;
+  return options;
+}
+
 absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
     const ServerOptions& options) {
   if (options.expected_size < 1) {

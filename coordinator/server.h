@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/knobs.h"
 #include "proto/kolo.pb.h"
 
 namespace kolo::coordinator {
@@ -27,20 +28,16 @@ struct ServerOptions {
   int expected_size = 1;                // workers that form epoch 1
   std::string job_id;
   std::string secret;  // job secret (never logged)
-  absl::Duration heartbeat_interval = absl::Milliseconds(500);
-  // A worker silent this long (no heartbeat, stream still open) has failed.
-  absl::Duration heartbeat_timeout = absl::Seconds(5);
-  // KOLO_CYCLE_TIME_MS (alias HOROVOD_CYCLE_TIME): the longest a ready
-  // tensor waits for others to batch with while the data plane is busy.
-  absl::Duration cycle_time = absl::Milliseconds(1);
-  // KOLO_STALL_CHECK_TIME_SECONDS (alias HOROVOD_STALL_CHECK_TIME_SECONDS):
-  // warn about tensors some ranks submitted and others not for this long;
-  // zero disables the warning.
-  absl::Duration stall_check = absl::Seconds(60);
-  // KOLO_STALL_SHUTDOWN_TIME_SECONDS (alias
-  // HOROVOD_STALL_SHUTDOWN_TIME_SECONDS): end the job after a stall this
-  // long; zero = never.
-  absl::Duration stall_shutdown = absl::ZeroDuration();
+  // The job's knobs (common/knobs.h has each one's meaning, variable and
+  // default; ServerOptionsFromKnobs sets them from parsed values). A zero
+  // stall_check disables the warning; a zero stall_shutdown never ends the
+  // job.
+  absl::Duration heartbeat_interval =
+      knobs::kHeartbeatInterval.default_duration;
+  absl::Duration heartbeat_timeout = knobs::kHeartbeatTimeout.default_duration;
+  absl::Duration cycle_time = knobs::kCycleTime.default_duration;
+  absl::Duration stall_check = knobs::kStallCheck.default_duration;
+  absl::Duration stall_shutdown = knobs::kStallShutdown.default_duration;
   // Listen for negotiation links (coordinator/link_server.h) on a
   // kernel-chosen port of bind_host, told to workers in their Membership.
   bool negotiation_links = true;
@@ -51,6 +48,13 @@ struct ServerOptions {
   absl::Duration elastic_timeout = absl::Seconds(600);
   int reset_limit = -1;  // -1: unlimited
 };
+
+// Options with the coordinator's knobs set from `knobs` (heartbeat interval
+// and timeout, cycle time, stall check and shutdown), the rest at their
+// defaults for the caller to fill in (where to listen, the job). kolorun's
+// embedded coordinator, kolo-coordinator and a worker that hosts the
+// coordinator all start from here.
+ServerOptions ServerOptionsFromKnobs(const KnobValues& knobs);
 
 class CoordinatorServer {
  public:

@@ -10,10 +10,12 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/knobs.h"
 
 namespace kolo::launcher {
 namespace {
 
+// The defaults in <--flag> are filled in from common/knobs.h (UsageText).
 constexpr const char* kUsage =
     R"(Usage: kolorun -np N [options] [--] command [args...]
 
@@ -39,26 +41,26 @@ Options:
                                the first of them has reached the coordinator;
                                past it, kolorun ends the job naming the workers
                                that have not joined. Commands that never reach
-                               the coordinator are not timed. Default: 30, or
+                               the coordinator are not timed. Default: <--start-timeout>, or
                                KOLO_START_TIMEOUT / HOROVOD_START_TIMEOUT.
   --heartbeat-timeout-seconds S
                                A worker silent this long is declared failed
-                               and the job ends. Default: 5, or
+                               and the job ends. Default: <--heartbeat-timeout-seconds>, or
                                KOLO_HEARTBEAT_TIMEOUT_SECONDS.
   --cycle-time-ms X            Milliseconds (fractions allowed) a ready tensor
                                waits for others to batch with while the data
-                               plane is busy. Default: 1, or
+                               plane is busy. Default: <--cycle-time-ms>, or
                                KOLO_CYCLE_TIME_MS / HOROVOD_CYCLE_TIME.
   --stall-check-time-seconds S
                                Warn, naming the missing ranks, when some ranks
                                submitted a tensor and others have not for S
-                               seconds; 0 disables the warning. Default: 60, or
+                               seconds; 0 disables the warning. Default: <--stall-check-time-seconds>, or
                                KOLO_STALL_CHECK_TIME_SECONDS /
                                HOROVOD_STALL_CHECK_TIME_SECONDS.
   --stall-shutdown-time-seconds S
                                End the job (every pending op fails, saying
                                why) after a stall of S seconds; 0 = never.
-                               Default: 0, or KOLO_STALL_SHUTDOWN_TIME_SECONDS
+                               Default: <--stall-shutdown-time-seconds>, or KOLO_STALL_SHUTDOWN_TIME_SECONDS
                                / HOROVOD_STALL_SHUTDOWN_TIME_SECONDS.
   --min-np N                   Elastic mode: a worker that fails or is
                                stopped ends its epoch, not the job; the
@@ -69,14 +71,15 @@ Options:
   --max-np N                   Elastic mode: the most workers (with --max-np
                                alone, --min-np is 1).
   --elastic-timeout S          Seconds an elastic job below --min-np waits
-                               before it ends. Default: 600, or
-                               KOLO_ELASTIC_TIMEOUT / HOROVOD_ELASTIC_TIMEOUT.
+                               before it ends. Default: <--elastic-timeout>,
+                               or KOLO_ELASTIC_TIMEOUT /
+                               HOROVOD_ELASTIC_TIMEOUT.
   --reset-limit N              Elastic mode: end the job after N membership
                                changes. Default: unlimited.
   --log-level L                trace, debug, info, warn, error, critical, off;
                                for kolorun and (as KOLO_LOG_LEVEL) the workers.
                                Default: KOLO_LOG_LEVEL / HOROVOD_LOG_LEVEL, or
-                               warn.
+                               <--log-level>.
   --coordinator-addr ADDR      Host or IP address workers dial to reach the
                                embedded coordinator (its port is picked by
                                the kernel). Default: 127.0.0.1 when every
@@ -104,93 +107,16 @@ every worker (exit 130 / 143). Workers never outlive kolorun, even when it is
 killed with SIGKILL.
 )";
 
-// `text` as a number of `unit`s (fractions allowed) up to `max_units`: > 0,
-// or >= 0 when `allow_zero`. `what` (a flag or a variable) names the value in
-// the error.
-absl::StatusOr<absl::Duration> ParseAmount(absl::string_view what,
-                                           absl::string_view text,
-                                           absl::Duration unit,
-                                           absl::string_view unit_name,
-                                           bool allow_zero, double max_units) {
-  double v = 0;
-  if (!absl::SimpleAtod(text, &v) || !(allow_zero ? v >= 0 : v > 0) ||
-      v > max_units) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, ": expected ", allow_zero ? "a" : "a positive", " number of ",
-        unit_name, " up to ", static_cast<int64_t>(max_units),
-        allow_zero ? " (0 turns it off)" : "", ", got '", text, "'"));
-  }
-  return v * unit;
-}
-
-// The duration knobs that have both a flag and an environment variable.
-struct DurationKnob {
-  const char* flag;
-  const char* variable;
-  const char* alias;  // Horovod's name, or nullptr
-  absl::Duration unit;
-  const char* unit_name;
-  bool allow_zero;
-  double max_units;
-  absl::Duration LaunchOptions::*field;
-};
-constexpr DurationKnob kDurationKnobs[] = {
-    {"--start-timeout", "KOLO_START_TIMEOUT", "HOROVOD_START_TIMEOUT",
-     absl::Seconds(1), "seconds", false, 1e7, &LaunchOptions::start_timeout},
-    {"--heartbeat-timeout-seconds", "KOLO_HEARTBEAT_TIMEOUT_SECONDS", nullptr,
-     absl::Seconds(1), "seconds", false, 1e7,
-     &LaunchOptions::heartbeat_timeout},
-    {"--cycle-time-ms", "KOLO_CYCLE_TIME_MS", "HOROVOD_CYCLE_TIME",
-     absl::Milliseconds(1), "milliseconds", false, 60000,
-     &LaunchOptions::cycle_time},
-    {"--stall-check-time-seconds", "KOLO_STALL_CHECK_TIME_SECONDS",
-     "HOROVOD_STALL_CHECK_TIME_SECONDS", absl::Seconds(1), "seconds", true, 1e7,
-     &LaunchOptions::stall_check},
-    {"--stall-shutdown-time-seconds", "KOLO_STALL_SHUTDOWN_TIME_SECONDS",
-     "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", absl::Seconds(1), "seconds", true,
-     1e7, &LaunchOptions::stall_shutdown},
-    {"--elastic-timeout", "KOLO_ELASTIC_TIMEOUT", "HOROVOD_ELASTIC_TIMEOUT",
-     absl::Seconds(1), "seconds", false, 1e7, &LaunchOptions::elastic_timeout},
-};
-
-const DurationKnob* FindDurationKnob(absl::string_view flag) {
-  for (const DurationKnob& k : kDurationKnobs) {
-    if (flag == k.flag) return &k;
-  }
-  return nullptr;
-}
-
-// Sets `o`'s duration knobs from their variables (a KOLO_* name wins over
-// its alias; empty values count as unset).
-absl::Status DurationDefaultsFromEnv(
-    const std::map<std::string, std::string>& env, LaunchOptions& o) {
-  for (const DurationKnob& k : kDurationKnobs) {
-    for (const char* name : {k.variable, k.alias}) {
-      if (name == nullptr) continue;
-      auto it = env.find(name);
-      if (it == env.end() || it->second.empty()) continue;
-      auto d = ParseAmount(name, it->second, k.unit, k.unit_name, k.allow_zero,
-                           k.max_units);
-      if (!d.ok()) return d.status();
-      o.*k.field = *d;
-      break;
-    }
-  }
-  return absl::OkStatus();
-}
-
-bool ValidLogLevel(absl::string_view level) {
-  std::string l = absl::AsciiStrToLower(level);
-  for (const char* known : {"trace", "debug", "info", "warn", "warning",
-                            "error", "critical", "off"}) {
-    if (l == known) return true;
-  }
-  return false;
-}
+// The knobs of common/knobs.h that kolorun reads from its flags and, before
+// them, from its environment.
+constexpr const Knob* kKolorunKnobs[] = {
+    &knobs::kStartTimeout,  &knobs::kHeartbeatTimeout, &knobs::kCycleTime,
+    &knobs::kStallCheck,    &knobs::kStallShutdown,    &knobs::kLogLevel,
+    &knobs::kElasticTimeout};
 
 }  // namespace
 
-std::string UsageText() { return kUsage; }
+std::string UsageText() { return FillKnobDefaults(kUsage, kKolorunKnobs); }
 
 absl::StatusOr<std::vector<HostSlots>> ParseHosts(absl::string_view text) {
   std::vector<HostSlots> hosts;
@@ -226,7 +152,10 @@ absl::StatusOr<LaunchOptions> ParseArgs(
     const std::vector<std::string>& args,
     const std::map<std::string, std::string>& env) {
   LaunchOptions o;
-  if (absl::Status st = DurationDefaultsFromEnv(env, o); !st.ok()) return st;
+  if (absl::Status st = SetKnobsFromEnv(kKolorunKnobs, InMap(env), o.knobs);
+      !st.ok()) {
+    return st;
+  }
   std::string hosts_text;
   bool np_given = false;
   size_t i = 0;
@@ -257,19 +186,11 @@ absl::StatusOr<LaunchOptions> ParseArgs(
       value = arg.substr(eq + 1);
       inline_value = true;
     }
-    static const char* const kValueFlags[] = {"-np",
-                                              "--np",
-                                              "--num-proc",
-                                              "-H",
-                                              "--hosts",
-                                              "--ssh-cmd",
-                                              "--launcher-cmd",
-                                              "--log-level",
-                                              "--coordinator-addr",
-                                              "--min-np",
-                                              "--max-np",
-                                              "--reset-limit"};
-    const DurationKnob* knob = FindDurationKnob(name);
+    static const char* const kValueFlags[] = {
+        "-np",      "--np",      "--num-proc",     "-H",
+        "--hosts",  "--ssh-cmd", "--launcher-cmd", "--coordinator-addr",
+        "--min-np", "--max-np",  "--reset-limit"};
+    const Knob* knob = FindKnobByFlag(kKolorunKnobs, name);
     bool known = knob != nullptr;
     for (const char* f : kValueFlags) known = known || name == f;
     if (!known) {
@@ -287,10 +208,10 @@ absl::StatusOr<LaunchOptions> ParseArgs(
       ++i;
     }
     if (knob != nullptr) {
-      auto d = ParseAmount(name, value, knob->unit, knob->unit_name,
-                           knob->allow_zero, knob->max_units);
-      if (!d.ok()) return d.status();
-      o.*knob->field = *d;
+      if (absl::Status st = SetKnobFromFlag(*knob, value, o.knobs); !st.ok()) {
+        return st;
+      }
+      if (knob->id == KnobId::kLogLevel) o.log_level_given = true;
     } else if (name == "-np" || name == "--np" || name == "--num-proc") {
       if (!absl::SimpleAtoi(value, &o.np) || o.np < 1) {
         return absl::InvalidArgumentError(
@@ -311,13 +232,6 @@ absl::StatusOr<LaunchOptions> ParseArgs(
         return absl::InvalidArgumentError("--launcher-cmd: empty template");
       }
       o.launcher_cmd = value;
-    } else if (name == "--log-level") {
-      if (!ValidLogLevel(value)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "--log-level: unknown level '", value,
-            "'; expected trace, debug, info, warn, error, critical or off"));
-      }
-      o.log_level = value;
     } else if (name == "--min-np" || name == "--max-np") {
       int n = 0;
       if (!absl::SimpleAtoi(value, &n) || n < 1) {

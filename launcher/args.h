@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "common/knobs.h"
 
 namespace kolo::launcher {
 
@@ -36,40 +37,31 @@ struct LaunchOptions {
   // --launcher-cmd: a command prefix with {host}; when given, every worker
   // (local host names included) starts through it.
   std::string launcher_cmd;
-  // --start-timeout S (KOLO_START_TIMEOUT, alias HOROVOD_START_TIMEOUT; 30 s):
-  // how long workers may take to form the first epoch once one has joined.
-  absl::Duration start_timeout = absl::Seconds(30);
-  // --heartbeat-timeout-seconds S (KOLO_HEARTBEAT_TIMEOUT_SECONDS; 5 s): a
-  // worker silent this long is declared failed by the coordinator.
-  absl::Duration heartbeat_timeout = absl::Seconds(5);
-  // --cycle-time-ms X (KOLO_CYCLE_TIME_MS, alias HOROVOD_CYCLE_TIME; 1 ms,
-  // fractions allowed, > 0): the embedded coordinator's batching window.
-  absl::Duration cycle_time = absl::Milliseconds(1);
-  // --stall-check-time-seconds S (KOLO_STALL_CHECK_TIME_SECONDS, alias
-  // HOROVOD_STALL_CHECK_TIME_SECONDS; 60 s; 0 = no warning): a tensor some
-  // ranks submitted and others not for this long is reported.
-  absl::Duration stall_check = absl::Seconds(60);
-  // --stall-shutdown-time-seconds S (KOLO_STALL_SHUTDOWN_TIME_SECONDS, alias
-  // HOROVOD_STALL_SHUTDOWN_TIME_SECONDS; 0 = never): a stall this long ends
-  // the job.
-  absl::Duration stall_shutdown = absl::ZeroDuration();
+  // --start-timeout, --heartbeat-timeout-seconds, --cycle-time-ms,
+  // --stall-check-time-seconds, --stall-shutdown-time-seconds and
+  // --log-level, over their variables (KOLO_START_TIMEOUT and friends, or
+  // Horovod's names), over their defaults: common/knobs.h has each one's
+  // meaning, unit, range and default (kolorun reads no other knob; the rest
+  // keep their defaults). The embedded coordinator runs with them; the start
+  // timeout also bounds how long the workers may take to form the first
+  // epoch once one has joined; the log level is kolorun's. The start timeout,
+  // cycle time and stall times also go to every worker as KOLO_* variables
+  // (WorkerEnv in command_line.h).
+  KnobValues knobs;
+  // --log-level was given: workers get it as KOLO_LOG_LEVEL. (Otherwise they
+  // read the same variables kolorun did from the environment they inherit.)
+  bool log_level_given = false;
   // Elastic mode (Horovod's flags): --min-np A turns it on (--max-np alone
   // too, with A = 1). A lost worker then ends its epoch, not the job; the
   // survivors go on while at least min_np remain. max_np caps the size
   // (joins are a later feature: today it is only checked against -np).
+  // --elastic-timeout is knobs.elastic_timeout.
   int min_np = 0;
   int max_np = 0;
-  // --elastic-timeout S (HOROVOD_ELASTIC_TIMEOUT; 600 s): how long a job
-  // below --min-np waits for workers before it ends.
-  absl::Duration elastic_timeout = absl::Seconds(600);
   // --reset-limit N (default: unlimited): membership changes after which
   // the job ends.
   int reset_limit = -1;
   bool elastic() const { return min_np > 0; }
-  // These three go to the embedded coordinator and, as KOLO_* variables, to
-  // every worker (which would use them if it hosted a coordinator itself).
-  // --log-level L: kolorun's level, also passed to workers as KOLO_LOG_LEVEL.
-  std::string log_level;
   // --coordinator-addr ADDR: the address workers dial (default: see
   // CoordinatorAddress in main.cc).
   std::string coordinator_addr;
@@ -80,9 +72,10 @@ struct LaunchOptions {
 
 // Parses argv[1..] (without the program name). `env` supplies the defaults
 // of the flags that have a variable (KOLO_START_TIMEOUT and friends; a KOLO_*
-// name wins over its HOROVOD_* alias, a flag over both). Errors
-// (kInvalidArgument) name the flag or variable and say what is expected;
-// kolorun prints them and exits 2.
+// name wins over its HOROVOD_* alias, a flag over both; a bad variable is an
+// error even where a flag overrides it). Errors (kInvalidArgument) name the
+// flag or variable, say what is expected and what was given; kolorun prints
+// them and exits 2.
 absl::StatusOr<LaunchOptions> ParseArgs(
     const std::vector<std::string>& args,
     const std::map<std::string, std::string>& env);

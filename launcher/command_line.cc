@@ -1,6 +1,7 @@
 #include "launcher/command_line.h"
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -35,16 +36,18 @@ EnvList WorkerEnv(const JobInfo& job, const WorkerPlan& worker) {
       {"KOLO_SIZE", absl::StrCat(job.size)},
       {"KOLO_LOCAL_RANK", absl::StrCat(worker.local_rank)},
       {"KOLO_LOCAL_SIZE", absl::StrCat(worker.local_size)},
-      {"KOLO_START_TIMEOUT",
-       absl::StrCat(absl::ToDoubleSeconds(job.start_timeout))},
-      {"KOLO_CYCLE_TIME_MS",
-       absl::StrCat(absl::ToDoubleMilliseconds(job.cycle_time))},
-      {"KOLO_STALL_CHECK_TIME_SECONDS",
-       absl::StrCat(absl::ToDoubleSeconds(job.stall_check))},
-      {"KOLO_STALL_SHUTDOWN_TIME_SECONDS",
-       absl::StrCat(absl::ToDoubleSeconds(job.stall_shutdown))},
   };
-  if (!job.log_level.empty()) env.emplace_back("KOLO_LOG_LEVEL", job.log_level);
+  for (const auto& [knob, value] :
+       {std::pair<const Knob*, absl::Duration>{&knobs::kStartTimeout,
+                                               job.start_timeout},
+        {&knobs::kCycleTime, job.cycle_time},
+        {&knobs::kStallCheck, job.stall_check},
+        {&knobs::kStallShutdown, job.stall_shutdown}}) {
+    env.emplace_back(knob->variable, KnobVariableText(*knob, value));
+  }
+  if (!job.log_level.empty()) {
+    env.emplace_back(knobs::kLogLevel.variable, job.log_level);
+  }
   if (job.elastic) env.emplace_back("KOLO_ELASTIC", "1");
   return env;
 }

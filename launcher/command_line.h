@@ -18,6 +18,8 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "common/knobs.h"
 #include "launcher/args.h"
 
 namespace kolo::launcher {
@@ -29,13 +31,14 @@ struct JobInfo {
   std::string job_id;
   std::string coordinator;  // "addr:port" workers dial
   int size = 0;
-  absl::Duration start_timeout = absl::Seconds(30);
+  // Knobs (common/knobs.h) passed on in their variables: the start timeout
+  // (the workers' init() deadline) and the embedded coordinator's
+  // negotiation knobs, so that workers see what the job runs with.
+  absl::Duration start_timeout = knobs::kStartTimeout.default_duration;
   std::string log_level;  // empty: not set
-  // The embedded coordinator's negotiation knobs, passed on so that workers
-  // see what the job runs with (LaunchOptions has their meaning).
-  absl::Duration cycle_time = absl::Milliseconds(1);
-  absl::Duration stall_check = absl::Seconds(60);
-  absl::Duration stall_shutdown = absl::ZeroDuration();
+  absl::Duration cycle_time = knobs::kCycleTime.default_duration;
+  absl::Duration stall_check = knobs::kStallCheck.default_duration;
+  absl::Duration stall_shutdown = knobs::kStallShutdown.default_duration;
   bool elastic = false;  // KOLO_ELASTIC=1 (kolorun --min-np)
 };
 

@@ -108,12 +108,12 @@ int Main(int argc, char** argv) {
     return 0;
   }
   SetLogIdentity("kolorun");
-  // --log-level, else KOLO_LOG_LEVEL, else HOROVOD_LOG_LEVEL (empty = unset).
-  std::string level = options.log_level;
-  for (const char* name : {"KOLO_LOG_LEVEL", "HOROVOD_LOG_LEVEL"}) {
-    if (level.empty() && env.count(name) > 0) level = env[name];
+  // --log-level, else KOLO_LOG_LEVEL, else HOROVOD_LOG_LEVEL, else warn
+  // (ParseArgs checked it).
+  if (absl::Status st = SetLogLevel(options.knobs.log_level); !st.ok()) {
+    std::fprintf(stderr, "kolorun: %s\n", std::string(st.message()).c_str());
+    return 2;
   }
-  if (!level.empty()) (void)SetLogLevel(level);
   auto log = GetLogger("kolorun");
   // kolorun reads a few of the variables the workers read and passes them
   // all on: a misspelt one is worth a word before the job starts.
@@ -126,19 +126,15 @@ int Main(int argc, char** argv) {
   const std::string secret = auth::RandomHex(32);
   const std::string job_id = absl::StrCat("kolo-", auth::RandomHex(4));
 
-  coordinator::ServerOptions server_options;
+  coordinator::ServerOptions server_options =
+      coordinator::ServerOptionsFromKnobs(options.knobs);
   server_options.bind_host = AllLocal(plan) ? "127.0.0.1" : "0.0.0.0";
   server_options.port = 0;
   server_options.expected_size = options.np;
   server_options.job_id = job_id;
   server_options.secret = secret;
-  server_options.heartbeat_timeout = options.heartbeat_timeout;
-  server_options.cycle_time = options.cycle_time;
-  server_options.stall_check = options.stall_check;
-  server_options.stall_shutdown = options.stall_shutdown;
   server_options.elastic = options.elastic();
   server_options.min_size = std::max(1, options.min_np);
-  server_options.elastic_timeout = options.elastic_timeout;
   server_options.reset_limit = options.reset_limit;
   absl::StatusOr<std::unique_ptr<coordinator::CoordinatorServer>> server =
       coordinator::CoordinatorServer::Start(server_options);
@@ -153,11 +149,11 @@ int Main(int argc, char** argv) {
       net::HostPort{CoordinatorHost(options, plan), (*server)->port()}
           .ToString();
   job.size = options.np;
-  job.start_timeout = options.start_timeout;
-  job.log_level = options.log_level;
-  job.cycle_time = options.cycle_time;
-  job.stall_check = options.stall_check;
-  job.stall_shutdown = options.stall_shutdown;
+  job.start_timeout = options.knobs.start_timeout;
+  if (options.log_level_given) job.log_level = options.knobs.log_level;
+  job.cycle_time = options.knobs.cycle_time;
+  job.stall_check = options.knobs.stall_check;
+  job.stall_shutdown = options.knobs.stall_shutdown;
   job.elastic = options.elastic();
   log->info("job {}: {} workers, coordinator at {}", job_id, options.np,
             job.coordinator);
@@ -193,7 +189,7 @@ int Main(int argc, char** argv) {
   }
 
   SupervisorOptions sup_options;
-  sup_options.start_timeout = options.start_timeout;
+  sup_options.start_timeout = options.knobs.start_timeout;
   sup_options.coordinator_address = job.coordinator;
   sup_options.elastic = options.elastic();
   coordinator::CoordinatorServer& coord = **server;

@@ -1,5 +1,5 @@
 # common/: authentication, networking and socket helpers, element types and
-# reduce ops, Mutex/CondVar, logging.
+# reduce ops, Mutex/CondVar, logging, the shared knobs.
 kolo_add_test(common_auth_test SOURCES common_auth_test.cc LIBS kolo_common LABELS unit tsan)
 kolo_add_test(common_net_test SOURCES common_net_test.cc LIBS kolo_common LABELS unit tsan)
 kolo_add_test(common_sync_test SOURCES common_sync_test.cc LIBS kolo_common LABELS unit tsan)
@@ -7,3 +7,4 @@ kolo_add_test(common_framing_test SOURCES common_framing_test.cc LIBS kolo_commo
 kolo_add_test(common_rate_limited_log_test SOURCES common_rate_limited_log_test.cc LIBS kolo_common LABELS unit tsan)
 kolo_add_test(common_types_test SOURCES common_types_test.cc LIBS kolo_common LABELS unit tsan)
 kolo_add_test(common_socket_test SOURCES common_socket_test.cc LIBS kolo_common LABELS unit tsan)
+kolo_add_test(common_knobs_test SOURCES common_knobs_test.cc LIBS kolo_common LABELS unit tsan)

@@ -6,6 +6,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "common/knobs.h"
 #include "gtest/gtest.h"
 #include "launcher/args.h"
 #include "launcher/command_line.h"
@@ -31,8 +33,8 @@ TEST(ParseArgsTest, MinimalCommandLine) {
   EXPECT_EQ(o->hosts[0].slots, 3);
   EXPECT_EQ(o->command,
             (std::vector<std::string>{"python", "train.py", "--lr", "0.1"}));
-  EXPECT_EQ(o->start_timeout, absl::Seconds(30));
-  EXPECT_EQ(o->heartbeat_timeout, absl::Seconds(5));
+  EXPECT_EQ(o->knobs.start_timeout, absl::Seconds(30));
+  EXPECT_EQ(o->knobs.heartbeat_timeout, absl::Seconds(5));
   EXPECT_EQ(o->ssh_cmd, "ssh -o BatchMode=yes");
   EXPECT_TRUE(o->launcher_cmd.empty());
 }
@@ -56,9 +58,9 @@ TEST(ParseArgsTest, AllFlags) {
   EXPECT_EQ(o->ssh_cmd, "ssh -p 2222");
   EXPECT_TRUE(o->ssh_cmd_given);
   EXPECT_EQ(o->launcher_cmd, "ip netns exec {host}");
-  EXPECT_EQ(o->start_timeout, absl::Milliseconds(2500));
-  EXPECT_EQ(o->heartbeat_timeout, absl::Seconds(3));
-  EXPECT_EQ(o->log_level, "debug");
+  EXPECT_EQ(o->knobs.start_timeout, absl::Milliseconds(2500));
+  EXPECT_EQ(o->knobs.heartbeat_timeout, absl::Seconds(3));
+  EXPECT_EQ(o->knobs.log_level, "debug");
   EXPECT_EQ(o->coordinator_addr, "10.0.0.1");
   EXPECT_EQ(o->command, std::vector<std::string>{"cmd"});
 }
@@ -115,15 +117,15 @@ TEST(ParseArgsTest, UsageErrorsNameTheProblem) {
 TEST(ParseArgsTest, StartTimeoutFromEnvironment) {
   auto a = Parse({"-np", "1", "cmd"}, {{"HOROVOD_START_TIMEOUT", "12"}});
   ASSERT_TRUE(a.ok());
-  EXPECT_EQ(a->start_timeout, absl::Seconds(12));
+  EXPECT_EQ(a->knobs.start_timeout, absl::Seconds(12));
   auto b = Parse({"-np", "1", "cmd"}, {{"HOROVOD_START_TIMEOUT", "12"},
                                        {"KOLO_START_TIMEOUT", "7"}});
   ASSERT_TRUE(b.ok());
-  EXPECT_EQ(b->start_timeout, absl::Seconds(7));
+  EXPECT_EQ(b->knobs.start_timeout, absl::Seconds(7));
   auto c = Parse({"-np", "1", "--start-timeout", "3", "cmd"},
                  {{"KOLO_START_TIMEOUT", "7"}});
   ASSERT_TRUE(c.ok());
-  EXPECT_EQ(c->start_timeout, absl::Seconds(3));
+  EXPECT_EQ(c->knobs.start_timeout, absl::Seconds(3));
   auto bad = Parse({"-np", "1", "cmd"}, {{"KOLO_START_TIMEOUT", "soon"}});
   EXPECT_FALSE(bad.ok());
 }
@@ -131,9 +133,9 @@ TEST(ParseArgsTest, StartTimeoutFromEnvironment) {
 TEST(ParseArgsTest, NegotiationFlagsDefaults) {
   auto o = Parse({"-np", "1", "cmd"});
   ASSERT_TRUE(o.ok()) << o.status();
-  EXPECT_EQ(o->cycle_time, absl::Milliseconds(1));
-  EXPECT_EQ(o->stall_check, absl::Seconds(60));
-  EXPECT_EQ(o->stall_shutdown, absl::ZeroDuration());
+  EXPECT_EQ(o->knobs.cycle_time, absl::Milliseconds(1));
+  EXPECT_EQ(o->knobs.stall_check, absl::Seconds(60));
+  EXPECT_EQ(o->knobs.stall_shutdown, absl::ZeroDuration());
   EXPECT_NE(UsageText().find("--cycle-time-ms"), std::string::npos);
   EXPECT_NE(UsageText().find("--stall-check-time-seconds"), std::string::npos);
   EXPECT_NE(UsageText().find("--stall-shutdown-time-seconds"),
@@ -145,9 +147,9 @@ TEST(ParseArgsTest, NegotiationFlags) {
                   "--stall-check-time-seconds=0",
                   "--stall-shutdown-time-seconds", "90", "cmd"});
   ASSERT_TRUE(o.ok()) << o.status();
-  EXPECT_EQ(o->cycle_time, absl::Microseconds(2500));
-  EXPECT_EQ(o->stall_check, absl::ZeroDuration());  // 0: no warning
-  EXPECT_EQ(o->stall_shutdown, absl::Seconds(90));
+  EXPECT_EQ(o->knobs.cycle_time, absl::Microseconds(2500));
+  EXPECT_EQ(o->knobs.stall_check, absl::ZeroDuration());  // 0: no warning
+  EXPECT_EQ(o->knobs.stall_shutdown, absl::Seconds(90));
   EXPECT_EQ(o->command, std::vector<std::string>{"cmd"});
 }
 
@@ -157,9 +159,9 @@ TEST(ParseArgsTest, NegotiationFlagsFromEnvironmentAndAliases) {
                        {"HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "120"}};
   auto a = Parse({"-np", "1", "cmd"}, horovod);
   ASSERT_TRUE(a.ok()) << a.status();
-  EXPECT_EQ(a->cycle_time, absl::Milliseconds(5));
-  EXPECT_EQ(a->stall_check, absl::Seconds(30));
-  EXPECT_EQ(a->stall_shutdown, absl::Seconds(120));
+  EXPECT_EQ(a->knobs.cycle_time, absl::Milliseconds(5));
+  EXPECT_EQ(a->knobs.stall_check, absl::Seconds(30));
+  EXPECT_EQ(a->knobs.stall_shutdown, absl::Seconds(120));
 
   // KOLO_* wins over HOROVOD_*.
   Env both = horovod;
@@ -168,9 +170,9 @@ TEST(ParseArgsTest, NegotiationFlagsFromEnvironmentAndAliases) {
   both["KOLO_STALL_SHUTDOWN_TIME_SECONDS"] = "0";
   auto b = Parse({"-np", "1", "cmd"}, both);
   ASSERT_TRUE(b.ok()) << b.status();
-  EXPECT_EQ(b->cycle_time, absl::Microseconds(500));
-  EXPECT_EQ(b->stall_check, absl::Seconds(10));
-  EXPECT_EQ(b->stall_shutdown, absl::ZeroDuration());
+  EXPECT_EQ(b->knobs.cycle_time, absl::Microseconds(500));
+  EXPECT_EQ(b->knobs.stall_check, absl::Seconds(10));
+  EXPECT_EQ(b->knobs.stall_shutdown, absl::ZeroDuration());
 
   // A flag wins over both.
   auto c =
@@ -178,14 +180,14 @@ TEST(ParseArgsTest, NegotiationFlagsFromEnvironmentAndAliases) {
              "4", "--stall-shutdown-time-seconds", "5", "cmd"},
             both);
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(c->cycle_time, absl::Milliseconds(3));
-  EXPECT_EQ(c->stall_check, absl::Seconds(4));
-  EXPECT_EQ(c->stall_shutdown, absl::Seconds(5));
+  EXPECT_EQ(c->knobs.cycle_time, absl::Milliseconds(3));
+  EXPECT_EQ(c->knobs.stall_check, absl::Seconds(4));
+  EXPECT_EQ(c->knobs.stall_shutdown, absl::Seconds(5));
 
   // Empty counts as unset.
   auto d = Parse({"-np", "1", "cmd"}, {{"KOLO_CYCLE_TIME_MS", ""}});
   ASSERT_TRUE(d.ok()) << d.status();
-  EXPECT_EQ(d->cycle_time, absl::Milliseconds(1));
+  EXPECT_EQ(d->knobs.cycle_time, absl::Milliseconds(1));
 
   // A bad value is refused, naming the variable it came from.
   for (const auto& [var, value] :
@@ -204,6 +206,56 @@ TEST(ParseArgsTest, NegotiationFlagsFromEnvironmentAndAliases) {
     EXPECT_NE(bad.status().message().find(value), absl::string_view::npos)
         << bad.status().message();
   }
+}
+
+// The flags that are knobs (common/knobs.h): the help text gives the table's
+// defaults; --log-level over KOLO_LOG_LEVEL over HOROVOD_LOG_LEVEL, and only
+// the flag is passed on to workers.
+TEST(ParseArgsTest, KnobFlagsComeFromTheTable) {
+  const std::string usage = UsageText();
+  EXPECT_EQ(usage.find("<--"), std::string::npos) << "a default not filled in";
+  for (const Knob* k :
+       {&knobs::kStartTimeout, &knobs::kHeartbeatTimeout, &knobs::kCycleTime,
+        &knobs::kStallCheck, &knobs::kStallShutdown, &knobs::kLogLevel}) {
+    EXPECT_NE(usage.find(k->flag), std::string::npos) << k->flag;
+    EXPECT_NE(usage.find(k->variable), std::string::npos) << k->variable;
+    if (k->alias != nullptr) {
+      EXPECT_NE(usage.find(k->alias), std::string::npos) << k->alias;
+    }
+    if (k->type == KnobType::kDuration) {
+      EXPECT_NE(usage.find(absl::StrCat(
+                    "Default: ", KnobDefaultText(*k, KnobSpelling::kFlag))),
+                std::string::npos)
+          << k->flag;
+    }
+  }
+  EXPECT_NE(usage.find("HOROVOD_LOG_LEVEL, or\n                               "
+                       "warn."),
+            std::string::npos);
+
+  auto none = Parse({"-np", "1", "cmd"});
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_EQ(none->knobs.log_level, "warn");
+  EXPECT_FALSE(none->log_level_given);
+  auto env = Parse({"-np", "1", "cmd"}, {{"HOROVOD_LOG_LEVEL", "Info"}});
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_EQ(env->knobs.log_level, "info");
+  EXPECT_FALSE(env->log_level_given);
+  auto flag = Parse({"-np", "1", "--log-level=ERROR", "cmd"},
+                    {{"KOLO_LOG_LEVEL", "info"}});
+  ASSERT_TRUE(flag.ok()) << flag.status();
+  EXPECT_EQ(flag->knobs.log_level, "error");
+  EXPECT_TRUE(flag->log_level_given);
+  // A bad variable is refused, naming it, the value and what is allowed.
+  auto bad = Parse({"-np", "1", "cmd"}, {{"KOLO_LOG_LEVEL", "loud"}});
+  EXPECT_EQ(bad.status().message(),
+            "bad value KOLO_LOG_LEVEL='loud': expected trace, debug, info, "
+            "warn (or warning), error, critical (or fatal) or off");
+  // kolorun does not read the knobs that are not its own.
+  auto other = Parse(
+      {"-np", "1", "cmd"},
+      {{"KOLO_TIMEOUT_SECONDS", "x"}, {"KOLO_HEARTBEAT_INTERVAL_MS", "x"}});
+  EXPECT_TRUE(other.ok()) << other.status();
 }
 
 TEST(ParseHostsTest, SlotsDefaultToOne) {

@@ -54,11 +54,11 @@ TEST(WorkerConfig, Kolorun) {
   EXPECT_FALSE(c->host_coordinator);
   EXPECT_EQ(c->worker_incarnation, 0u);
   // Defaults.
-  EXPECT_EQ(c->start_timeout, absl::Seconds(30));
-  EXPECT_EQ(c->heartbeat_interval, absl::Milliseconds(500));
+  EXPECT_EQ(c->knobs.start_timeout, absl::Seconds(30));
+  EXPECT_EQ(c->knobs.heartbeat_interval, absl::Milliseconds(500));
   EXPECT_EQ(c->lease, absl::Seconds(10));
-  EXPECT_EQ(c->heartbeat_timeout, absl::Seconds(5));
-  EXPECT_EQ(c->log_level, "warn");
+  EXPECT_EQ(c->knobs.heartbeat_timeout, absl::Seconds(5));
+  EXPECT_EQ(c->knobs.log_level, "warn");
   EXPECT_EQ(c->data_addr, "");
   EXPECT_EQ(c->data_iface, "");
 }
@@ -293,11 +293,11 @@ TEST(WorkerConfig, TimingAndAliases) {
   env["KOLO_ADDR"] = "10.1.2.3";
   auto c = Parse(env);
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(c->start_timeout, absl::Seconds(7));
-  EXPECT_EQ(c->log_level, "debug");
-  EXPECT_EQ(c->heartbeat_interval, absl::Milliseconds(100));
+  EXPECT_EQ(c->knobs.start_timeout, absl::Seconds(7));
+  EXPECT_EQ(c->knobs.log_level, "debug");
+  EXPECT_EQ(c->knobs.heartbeat_interval, absl::Milliseconds(100));
   EXPECT_EQ(c->lease, absl::Milliseconds(2500));
-  EXPECT_EQ(c->heartbeat_timeout, absl::Milliseconds(1500));
+  EXPECT_EQ(c->knobs.heartbeat_timeout, absl::Milliseconds(1500));
   EXPECT_EQ(c->worker_incarnation, 3u);
   EXPECT_EQ(c->data_iface, "eth1");
   EXPECT_EQ(c->data_addr, "10.1.2.3");
@@ -306,8 +306,8 @@ TEST(WorkerConfig, TimingAndAliases) {
   env["KOLO_LOG_LEVEL"] = "error";
   c = Parse(env);
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(c->start_timeout, absl::Seconds(9));
-  EXPECT_EQ(c->log_level, "error");
+  EXPECT_EQ(c->knobs.start_timeout, absl::Seconds(9));
+  EXPECT_EQ(c->knobs.log_level, "error");
 }
 
 TEST(WorkerConfig, EmptyValuesCountAsUnset) {
@@ -318,7 +318,7 @@ TEST(WorkerConfig, EmptyValuesCountAsUnset) {
   auto c = Parse(env);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->worker_id, "rank0@kernelhost");
-  EXPECT_EQ(c->log_level, "warn");
+  EXPECT_EQ(c->knobs.log_level, "warn");
 }
 
 // Issue 16 §3: KOLO_SECRET too short to resist guessing is refused, saying
@@ -364,7 +364,7 @@ TEST(WorkerConfig, DataPlaneKnobs) {
                 {"KOLO_SIZE", "1"}};
   auto c = ParseWorkerConfig(env, "host");
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(c->data_timeout, absl::Seconds(30));
+  EXPECT_EQ(c->knobs.data_timeout, absl::Seconds(30));
   EXPECT_EQ(c->spin, absl::Microseconds(50));
   EXPECT_EQ(c->small_allreduce_bytes, -1);  // by world size
   env["HOROVOD_GLOO_TIMEOUT_SECONDS"] = "12";
@@ -372,13 +372,13 @@ TEST(WorkerConfig, DataPlaneKnobs) {
   env["KOLO_SMALL_ALLREDUCE_BYTES"] = "4096";
   c = ParseWorkerConfig(env, "host");
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(c->data_timeout, absl::Seconds(12));
+  EXPECT_EQ(c->knobs.data_timeout, absl::Seconds(12));
   EXPECT_EQ(c->spin, absl::ZeroDuration());
   EXPECT_EQ(c->small_allreduce_bytes, 4096);
   env["KOLO_TIMEOUT_SECONDS"] = "3";  // wins over the Horovod alias
   c = ParseWorkerConfig(env, "host");
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(c->data_timeout, absl::Seconds(3));
+  EXPECT_EQ(c->knobs.data_timeout, absl::Seconds(3));
   env["KOLO_SPIN_US"] = "-1";
   c = ParseWorkerConfig(env, "host");
   EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
@@ -479,18 +479,18 @@ TEST(WorkerConfig, NegotiationKnobsDefaultsAndAliases) {
   EnvMap env = NegotiationBase();
   auto c = ParseWorkerConfig(env, "host");
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(c->cycle_time, absl::Milliseconds(1));
-  EXPECT_EQ(c->stall_check, absl::Seconds(60));
-  EXPECT_EQ(c->stall_shutdown, absl::ZeroDuration());
+  EXPECT_EQ(c->knobs.cycle_time, absl::Milliseconds(1));
+  EXPECT_EQ(c->knobs.stall_check, absl::Seconds(60));
+  EXPECT_EQ(c->knobs.stall_shutdown, absl::ZeroDuration());
 
   env["HOROVOD_CYCLE_TIME"] = "5";
   env["HOROVOD_STALL_CHECK_TIME_SECONDS"] = "30";
   env["HOROVOD_STALL_SHUTDOWN_TIME_SECONDS"] = "120";
   c = ParseWorkerConfig(env, "host");
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(c->cycle_time, absl::Milliseconds(5));
-  EXPECT_EQ(c->stall_check, absl::Seconds(30));
-  EXPECT_EQ(c->stall_shutdown, absl::Seconds(120));
+  EXPECT_EQ(c->knobs.cycle_time, absl::Milliseconds(5));
+  EXPECT_EQ(c->knobs.stall_check, absl::Seconds(30));
+  EXPECT_EQ(c->knobs.stall_shutdown, absl::Seconds(120));
 
   // KOLO_* wins over HOROVOD_*; fractions; 0 turns the stall checks off.
   env["KOLO_CYCLE_TIME_MS"] = "0.25";
@@ -498,13 +498,13 @@ TEST(WorkerConfig, NegotiationKnobsDefaultsAndAliases) {
   env["KOLO_STALL_SHUTDOWN_TIME_SECONDS"] = "1.5";
   c = ParseWorkerConfig(env, "host");
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(c->cycle_time, absl::Microseconds(250));
-  EXPECT_EQ(c->stall_check, absl::ZeroDuration());
-  EXPECT_EQ(c->stall_shutdown, absl::Milliseconds(1500));
+  EXPECT_EQ(c->knobs.cycle_time, absl::Microseconds(250));
+  EXPECT_EQ(c->knobs.stall_check, absl::ZeroDuration());
+  EXPECT_EQ(c->knobs.stall_shutdown, absl::Milliseconds(1500));
   env["KOLO_STALL_SHUTDOWN_TIME_SECONDS"] = "0";
   c = ParseWorkerConfig(env, "host");
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(c->stall_shutdown, absl::ZeroDuration());
+  EXPECT_EQ(c->knobs.stall_shutdown, absl::ZeroDuration());
 }
 
 TEST(WorkerConfig, BadNegotiationKnobsNameTheVariable) {
@@ -606,6 +606,11 @@ TEST(UnknownVariableWarnings, KnownListIsSortedAndHasEveryKnob) {
         "KOLO_TIMEOUT_SECONDS", "KOLO_LOG_LEVEL", "KOLO_LOCAL_SIZE",
         "KOLO_SECRET", "KOLO_SECRET_FILE", "KOLO_TIMEOUT_SCALE"}) {
     EXPECT_NE(std::find(known.begin(), known.end(), name), known.end()) << name;
+  }
+  // And every variable of the shared knobs' table (common/knobs.h).
+  for (const Knob& knob : kKnobTable) {
+    EXPECT_NE(std::find(known.begin(), known.end(), knob.variable), known.end())
+        << knob.variable;
   }
 }
 

@@ -66,18 +66,13 @@ absl::Status WithMessage(const absl::Status& s, absl::string_view message) {
 
 absl::StatusOr<std::unique_ptr<coordinator::CoordinatorServer>> HostCoordinator(
     const worker::WorkerConfig& c) {
-  coordinator::ServerOptions so;
+  coordinator::ServerOptions so = coordinator::ServerOptionsFromKnobs(c.knobs);
   so.bind_host =
       net::IsIpLiteral(c.coordinator.host) ? c.coordinator.host : "0.0.0.0";
   so.port = c.coordinator.port;
   so.expected_size = c.size;
   so.job_id = c.job_id;
   so.secret = c.secret;
-  so.heartbeat_interval = c.heartbeat_interval;
-  so.heartbeat_timeout = c.heartbeat_timeout;
-  so.cycle_time = c.cycle_time;
-  so.stall_check = c.stall_check;
-  so.stall_shutdown = c.stall_shutdown;
   auto server = coordinator::CoordinatorServer::Start(so);
   if (server.ok()) return server;
   std::string hint =
@@ -110,7 +105,7 @@ absl::Status StopRuntime(Runtime& rt) {
   if (result.ok()) result = abandoned;
   if (rt.server != nullptr) {
     absl::Status ended =
-        rt.server->WaitUntilEnded(absl::Now() + rt.config.start_timeout);
+        rt.server->WaitUntilEnded(absl::Now() + rt.config.knobs.start_timeout);
     if (!ended.ok()) {
       Log()->warn("the coordinator hosted by worker {} stops: {}",
                   rt.config.worker_id, std::string(ended.message()));
@@ -124,7 +119,7 @@ absl::Status StopRuntime(Runtime& rt) {
 
 absl::StatusOr<std::unique_ptr<Runtime>> StartRuntime(
     worker::WorkerConfig config) {
-  const absl::Time deadline = absl::Now() + config.start_timeout;
+  const absl::Time deadline = absl::Now() + config.knobs.start_timeout;
   auto rt = std::make_unique<Runtime>();
   rt->config = std::move(config);
   const worker::WorkerConfig& c = rt->config;
@@ -156,7 +151,7 @@ absl::StatusOr<std::unique_ptr<Runtime>> StartRuntime(
   so.requested_rank = c.rank;
   so.expected_size = c.size;
   so.secret = c.secret;
-  so.heartbeat_interval = c.heartbeat_interval;
+  so.heartbeat_interval = c.knobs.heartbeat_interval;
   so.lease = c.lease;
   so.exit_on_lost_coordinator = true;
   auto client = worker::SessionClient::Connect(so, deadline);
@@ -246,7 +241,7 @@ absl::Status init() {
   worker::ScrubSecretFromProcessEnvironment();
   auto config = worker::ParseWorkerConfig(env, net::KernelHostName());
   if (!config.ok()) return config.status();
-  if (absl::Status s = SetLogLevel(config->log_level); !s.ok()) return s;
+  if (absl::Status s = SetLogLevel(config->knobs.log_level); !s.ok()) return s;
   for (const std::string& w : worker::UnknownVariableWarnings(env)) {
     Log()->warn("{}", w);
   }

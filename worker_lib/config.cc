@@ -23,6 +23,13 @@ extern char** environ;
 namespace kolo::worker {
 namespace {
 
+// Every knob of common/knobs.h's table.
+constexpr const Knob* kSharedKnobs[] = {
+    &knobs::kStartTimeout,     &knobs::kHeartbeatInterval,
+    &knobs::kHeartbeatTimeout, &knobs::kCycleTime,
+    &knobs::kStallCheck,       &knobs::kStallShutdown,
+    &knobs::kDataTimeout,      &knobs::kLogLevel};
+
 constexpr char kSecretHowTo[] =
     "write a secret with `openssl rand -hex 32 > /path/secret` and set "
     "KOLO_SECRET_FILE=/path/secret on every worker";
@@ -79,31 +86,6 @@ absl::StatusOr<int> RequiredInt(const EnvMap& env, const std::string& name,
                      LaunchModeName(mode), " launch, which sets it"));
   }
   return ParseInt(name, *v, min, 1 << 24);
-}
-
-absl::StatusOr<absl::Duration> ParseSeconds(const Found& f) {
-  double s = 0;
-  if (!absl::SimpleAtod(f.value, &s) || !(s > 0) || s > 1e7) {
-    return Bad(f.name, f.value, "a positive number of seconds");
-  }
-  return absl::Seconds(s);
-}
-
-// A duration of `unit`s (fractions allowed) in [0, max_units], or in
-// (0, max_units] when !allow_zero.
-absl::StatusOr<absl::Duration> ParseAmount(const Found& f, absl::Duration unit,
-                                           absl::string_view unit_name,
-                                           bool allow_zero, double max_units) {
-  double v = 0;
-  if (!absl::SimpleAtod(f.value, &v) || !(allow_zero ? v >= 0 : v > 0) ||
-      v > max_units) {
-    return Bad(
-        f.name, f.value,
-        absl::StrCat(allow_zero ? "a number of " : "a positive number of ",
-                     unit_name, " up to ", static_cast<int64_t>(max_units),
-                     allow_zero ? " (0 turns it off)" : ""));
-  }
-  return v * unit;
 }
 
 absl::StatusOr<bool> ParseBool(const Found& f) {
@@ -237,31 +219,13 @@ absl::Status ParseSecret(const EnvMap& env, WorkerConfig& c) {
 }
 
 absl::Status ParseTiming(const EnvMap& env, WorkerConfig& c) {
-  if (auto f = First(env, {"KOLO_START_TIMEOUT", "HOROVOD_START_TIMEOUT"})) {
-    auto d = ParseSeconds(*f);
-    if (!d.ok()) return d.status();
-    c.start_timeout = *d;
-  }
-  if (auto f = First(env, {"KOLO_HEARTBEAT_INTERVAL_MS"})) {
-    auto ms = ParseInt(f->name, f->value, 1, 600000);
-    if (!ms.ok()) return ms.status();
-    c.heartbeat_interval = absl::Milliseconds(*ms);
-  }
   if (auto f = First(env, {"KOLO_LEASE_SECONDS"})) {
-    auto d = ParseSeconds(*f);
-    if (!d.ok()) return d.status();
-    c.lease = *d;
-  }
-  if (auto f = First(env, {"KOLO_HEARTBEAT_TIMEOUT_SECONDS"})) {
-    auto d = ParseSeconds(*f);
-    if (!d.ok()) return d.status();
-    c.heartbeat_timeout = *d;
-  }
-  if (auto f = First(
-          env, {"KOLO_TIMEOUT_SECONDS", "HOROVOD_GLOO_TIMEOUT_SECONDS"})) {
-    auto d = ParseSeconds(*f);
-    if (!d.ok()) return d.status();
-    c.data_timeout = *d;
+    double s = 0;
+    if (!absl::SimpleAtod(f->value, &s) || !(s > 0) || s > 1e7) {
+      return Bad(f->name, f->value,
+                 "a positive number of seconds up to 10000000");
+    }
+    c.lease = absl::Seconds(s);
   }
   if (auto f = First(env, {"KOLO_ELASTIC"})) {
     auto v = ParseBool(*f);
@@ -336,38 +300,18 @@ absl::Status ParseTiming(const EnvMap& env, WorkerConfig& c) {
       return Bad(f->name, f->value, "auto, ring or small");
     }
   }
-  if (c.lease <= c.heartbeat_interval) {
+  if (c.lease <= c.knobs.heartbeat_interval) {
     return absl::InvalidArgumentError(absl::StrCat(
         "KOLO_LEASE_SECONDS (", absl::FormatDuration(c.lease),
-        ") must be longer than KOLO_HEARTBEAT_INTERVAL_MS (",
-        absl::FormatDuration(c.heartbeat_interval),
+        ") must be longer than ", knobs::kHeartbeatInterval.variable, " (",
+        absl::FormatDuration(c.knobs.heartbeat_interval),
         "), or every worker would lose the coordinator between heartbeats"));
   }
   return absl::OkStatus();
 }
 
-// The coordinator's negotiation knobs (used when this process hosts it).
+// Fusion, the response cache and the timeline.
 absl::Status ParseNegotiation(const EnvMap& env, WorkerConfig& c) {
-  if (auto f = First(env, {"KOLO_CYCLE_TIME_MS", "HOROVOD_CYCLE_TIME"})) {
-    auto d = ParseAmount(*f, absl::Milliseconds(1), "milliseconds",
-                         /*allow_zero=*/false, 60000);
-    if (!d.ok()) return d.status();
-    c.cycle_time = *d;
-  }
-  if (auto f = First(env, {"KOLO_STALL_CHECK_TIME_SECONDS",
-                           "HOROVOD_STALL_CHECK_TIME_SECONDS"})) {
-    auto d =
-        ParseAmount(*f, absl::Seconds(1), "seconds", /*allow_zero=*/true, 1e7);
-    if (!d.ok()) return d.status();
-    c.stall_check = *d;
-  }
-  if (auto f = First(env, {"KOLO_STALL_SHUTDOWN_TIME_SECONDS",
-                           "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS"})) {
-    auto d =
-        ParseAmount(*f, absl::Seconds(1), "seconds", /*allow_zero=*/true, 1e7);
-    if (!d.ok()) return d.status();
-    c.stall_shutdown = *d;
-  }
   if (auto f =
           First(env, {"KOLO_FUSION_THRESHOLD", "HOROVOD_FUSION_THRESHOLD"})) {
     auto v = ParseInt64(*f, 0, int64_t{1} << 40);
@@ -404,17 +348,6 @@ absl::Status ParseMisc(const EnvMap& env, WorkerConfig& c) {
     c.data_addr = *a;
   }
   if (auto i = Get(env, "KOLO_IFACE")) c.data_iface = *i;
-  if (auto f = First(env, {"KOLO_LOG_LEVEL", "HOROVOD_LOG_LEVEL"})) {
-    std::string l = absl::AsciiStrToLower(f->value);
-    for (const char* ok : {"trace", "debug", "info", "warn", "warning", "error",
-                           "critical", "fatal", "off"}) {
-      if (l == ok) c.log_level = l;
-    }
-    if (c.log_level != l) {
-      return Bad(f->name, f->value,
-                 "trace, debug, info, warning, error, critical or off");
-    }
-  }
   if (auto f = First(env, {"KOLO_WORKER_INCARNATION"})) {
     auto v = ParseInt(f->name, f->value, 0, 1 << 30);
     if (!v.ok()) return v.status();
@@ -462,6 +395,12 @@ absl::StatusOr<WorkerConfig> ParseWorkerConfig(
   if (auto w = Get(env, "KOLO_WORKER_ID")) c.worker_id = *w;
   if (absl::Status s = ParseCoordinator(env, c); !s.ok()) return s;
   if (absl::Status s = ParseSecret(env, c); !s.ok()) return s;
+  // The knobs kolorun and kolo-coordinator share (common/knobs.h): the worker
+  // reads every one of them.
+  if (absl::Status s = SetKnobsFromEnv(kSharedKnobs, InMap(env), c.knobs);
+      !s.ok()) {
+    return s;
+  }
   if (absl::Status s = ParseTiming(env, c); !s.ok()) return s;
   if (absl::Status s = ParseNegotiation(env, c); !s.ok()) return s;
   if (absl::Status s = ParseMisc(env, c); !s.ok()) return s;

@@ -18,7 +18,8 @@
 // MASTER_ADDR:MASTER_PORT, unless KOLO_HOST_COORDINATOR=0 says one (a
 // standalone kolo-coordinator) already runs there.
 //
-// Every knob is declared once below, with its default and why (README.md
+// Every knob is declared once, with its default and why: below, or in
+// common/knobs.h for those kolorun and kolo-coordinator read too (README.md
 // lists them for users).
 // Bad values are kInvalidArgument naming the variable and the value.
 //
@@ -38,6 +39,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "allreduce/collectives.h"
+#include "common/knobs.h"
 #include "common/net.h"
 
 namespace kolo::worker {
@@ -70,22 +72,19 @@ struct WorkerConfig {
   // in single mode). Never logged.
   std::string secret;
 
+  // --- Shared knobs ---------------------------------------------------------
+  // start_timeout (init()'s deadline), heartbeat_interval, heartbeat_timeout
+  // (used when this process hosts the coordinator), data_timeout, cycle_time,
+  // stall_check, stall_shutdown and log_level: the knobs this library shares
+  // with kolorun and kolo-coordinator, declared with their variables,
+  // aliases, defaults, ranges and reasons in common/knobs.h.
+  KnobValues knobs;
+
   // --- Timing ---------------------------------------------------------------
-  // KOLO_START_TIMEOUT (alias HOROVOD_START_TIMEOUT), seconds: how long init()
-  // waits for every worker to arrive. 30 s covers slow container starts and
-  // imports; beyond it a missing worker is a mistake worth reporting.
-  absl::Duration start_timeout = absl::Seconds(30);
-  // KOLO_HEARTBEAT_INTERVAL_MS: how often this worker tells the coordinator it
-  // is alive. 500 ms is cheap and finds a silent worker within seconds.
-  absl::Duration heartbeat_interval = absl::Milliseconds(500);
   // KOLO_LEASE_SECONDS: a coordinator silent this long (it heartbeats every
   // interval) is lost: pending calls fail and the worker exits. 10 s rides
   // out GC pauses and loaded hosts; must exceed the heartbeat interval.
   absl::Duration lease = absl::Seconds(10);
-  // KOLO_HEARTBEAT_TIMEOUT_SECONDS, used when this process hosts the
-  // coordinator: a worker silent this long has failed. 5 s = 10 missed
-  // heartbeats; shorter than the lease so the coordinator judges first.
-  absl::Duration heartbeat_timeout = absl::Seconds(5);
 
   // --- Data plane -----------------------------------------------------------
   // The data address defaults to the local address of the route to the
@@ -93,11 +92,6 @@ struct WorkerConfig {
   // override it. KOLO_ADDR wins over KOLO_IFACE.
   std::string data_addr;   // KOLO_ADDR: advertise exactly this IP
   std::string data_iface;  // KOLO_IFACE: advertise this interface's IPv4
-  // KOLO_TIMEOUT_SECONDS (alias HOROVOD_GLOO_TIMEOUT_SECONDS): a data-plane
-  // wait fails after this long without any byte moving (an inactivity
-  // deadline, not a bound on large transfers). Longer than the heartbeat
-  // timeout, so that the coordinator, not a neighbour, says who failed.
-  absl::Duration data_timeout = absl::Seconds(30);
   // KOLO_SPIN_US: how long a data-plane wait polls before it blocks. Spinning
   // pays only when every local rank has a core: with more local ranks than
   // cores the runtime does not spin at all (DESIGN.md's waiting policy).
@@ -133,26 +127,6 @@ struct WorkerConfig {
   std::vector<std::string> tcp_congestion = {"cubic", "reno"};
 
   // --- Negotiation (used when this process hosts the coordinator) -----------
-  // KOLO_CYCLE_TIME_MS (alias HOROVOD_CYCLE_TIME), milliseconds, may be
-  // fractional: the longest a ready tensor waits for others to batch with
-  // while the data plane is busy (an idle data plane gets it at once), and
-  // the longest a worker holds a submission to announce it together with
-  // later ones while its caller waits for nothing (op_runtime.h). 1 ms,
-  // as Horovod: long enough to fuse a backward pass's burst of gradients,
-  // short next to a step. Must be > 0.
-  absl::Duration cycle_time = absl::Milliseconds(1);
-  // KOLO_STALL_CHECK_TIME_SECONDS (alias HOROVOD_STALL_CHECK_TIME_SECONDS): a
-  // tensor some ranks submitted and others not for this long is reported in a
-  // warning naming the missing ranks, repeated while the stall lasts. 60 s,
-  // as Horovod: longer than any sane step, so a warning means a rank took
-  // another path through the model. 0 disables the warning.
-  absl::Duration stall_check = absl::Seconds(60);
-  // KOLO_STALL_SHUTDOWN_TIME_SECONDS (alias
-  // HOROVOD_STALL_SHUTDOWN_TIME_SECONDS): a stall this long fails every
-  // pending op with the reason and ends the job. 0, the default, never does
-  // (as Horovod): a stall may be a slow rank, and only the user knows how
-  // slow is too slow.
-  absl::Duration stall_shutdown = absl::ZeroDuration();
   // KOLO_NEGOTIATION_LINK (0/1): carry announcements, plans and Done on a
   // plain TCP link to the coordinator beside the Session stream (1, the
   // default: a gRPC stream round trip costs several times a socket's), or on
@@ -191,11 +165,6 @@ struct WorkerConfig {
   // members of a grouped op fuse only with each other, not with other
   // tensors. Default 0.
   bool disable_group_fusion = false;
-
-  // --- Logging --------------------------------------------------------------
-  // KOLO_LOG_LEVEL (alias HOROVOD_LOG_LEVEL): warn by default so a healthy
-  // job prints nothing from kolo.
-  std::string log_level = "warn";
 };
 
 // Parses `env` (variable -> value). `kernel_host_name` is the fallback host

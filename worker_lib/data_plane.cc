@@ -36,7 +36,7 @@ absl::StatusOr<std::unique_ptr<DataPlane>> DataPlane::Connect(
   }
   o.secret = config.secret;
   o.listen_fd = listen_fd;
-  o.timeout = config.data_timeout;
+  o.timeout = config.knobs.data_timeout;
   // DESIGN.md's waiting policy: spin only when every local rank has a core.
   const int cores =
       static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));

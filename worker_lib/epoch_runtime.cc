@@ -53,13 +53,13 @@ absl::StatusOr<std::shared_ptr<EpochRuntime>> BuildEpoch(
   // neighbour of a stopped rank times out on a healthy peer). The
   // coordinator decides within its heartbeat timeout of the report; in an
   // elastic job the verdict is the epoch's end (the membership error).
-  epoch->data->OnPeerFault(
-      [weak = std::weak_ptr<SessionClient>(in.client),
-       wait = c.heartbeat_timeout + absl::Seconds(2)](const absl::Status& e) {
-        std::shared_ptr<SessionClient> session = weak.lock();
-        if (session == nullptr) return e;
-        return session->ReportPeerFault(e, PeersOf(e), wait);
-      });
+  epoch->data->OnPeerFault([weak = std::weak_ptr<SessionClient>(in.client),
+                            wait = c.knobs.heartbeat_timeout +
+                                   absl::Seconds(2)](const absl::Status& e) {
+    std::shared_ptr<SessionClient> session = weak.lock();
+    if (session == nullptr) return e;
+    return session->ReportPeerFault(e, PeersOf(e), wait);
+  });
   std::unique_ptr<NegotiationLink> link;
   if (c.negotiation_link && m.link_port() != 0) {
     LinkOptions lo;
@@ -89,7 +89,7 @@ absl::StatusOr<std::shared_ptr<EpochRuntime>> BuildEpoch(
   ro.fusion_direct_bytes = c.fusion_direct_bytes;
   ro.cache_capacity = c.cache_capacity;
   ro.disable_group_fusion = c.disable_group_fusion;
-  ro.announce_window = c.cycle_time;
+  ro.announce_window = c.knobs.cycle_time;
   ro.first_handle = in.first_handle;
   ro.epoch = view.epoch;
   ro.dissolved_sets = in.dissolved_sets;
