@@ -99,7 +99,7 @@ struct CoreOptions {
   std::string secret;        // job secret (never logged)
   uint64_t incarnation = 0;  // random per coordinator start
   absl::Duration heartbeat_interval = absl::Milliseconds(500);
-  absl::Duration heartbeat_timeout = absl::Seconds(5);
+  absl::Duration heartbeat_timeout = absl::Milliseconds(2500);
   // Negotiation (coordinator/negotiator.h has the meaning of each).
   absl::Duration cycle_time = absl::Milliseconds(1);
   absl::Duration stall_check = absl::Seconds(60);

@@ -8,8 +8,12 @@
 // (computed here from the fixed secret), a Done for the last plan received.
 // So inputs get past the handshake into membership and negotiation.
 //
+// An input picks a fixed job or an elastic one with a minimum of 1..N
+// workers (a lost worker then ends its epoch, and EpochAck matters).
+//
 // Checks: the core never crashes, and never sends to or closes a Session
 // that was not opened or that it already closed.
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -45,13 +49,18 @@ struct FakeWorker {
 };
 
 struct Harness {
-  explicit Harness(int expected_size)
-      : core(MakeOptions(expected_size, &now)) {}
+  // min_size 0: not elastic; else an elastic job with that minimum.
+  Harness(int expected_size, int min_size)
+      : core(MakeOptions(expected_size, min_size, &now)) {}
 
   static kolo::coordinator::CoreOptions MakeOptions(int expected_size,
+                                                    int min_size,
                                                     absl::Time* now) {
     kolo::coordinator::CoreOptions o;
     o.expected_size = expected_size;
+    o.elastic = min_size > 0;
+    o.min_size = std::max(1, min_size);
+    o.elastic_timeout = absl::Seconds(30);
     o.job_id = kJob;
     o.secret = kSecret;
     o.incarnation = kIncarnation;
@@ -109,7 +118,8 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   kolo::fuzz::ByteReader in(data, size);
-  Harness h(in.Pick(1, 3));
+  const int expected = in.Pick(1, 3);
+  Harness h(expected, in.Pick(0, expected));
   int events = 0;
   while (in.remaining() > 0 && ++events < 256) {
     const int op = in.Pick(0, 7);

@@ -75,7 +75,7 @@ TEST(KnobTable, Defaults) {
   KnobValues v;
   EXPECT_EQ(v.start_timeout, absl::Seconds(30));
   EXPECT_EQ(v.heartbeat_interval, absl::Milliseconds(500));
-  EXPECT_EQ(v.heartbeat_timeout, absl::Seconds(5));
+  EXPECT_EQ(v.heartbeat_timeout, absl::Milliseconds(2500));
   EXPECT_EQ(v.cycle_time, absl::Milliseconds(1));
   EXPECT_EQ(v.stall_check, absl::Seconds(60));
   EXPECT_EQ(v.stall_shutdown, absl::ZeroDuration());

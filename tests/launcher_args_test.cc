@@ -34,7 +34,7 @@ TEST(ParseArgsTest, MinimalCommandLine) {
   EXPECT_EQ(o->command,
             (std::vector<std::string>{"python", "train.py", "--lr", "0.1"}));
   EXPECT_EQ(o->knobs.start_timeout, absl::Seconds(30));
-  EXPECT_EQ(o->knobs.heartbeat_timeout, absl::Seconds(5));
+  EXPECT_EQ(o->knobs.heartbeat_timeout, absl::Milliseconds(2500));
   EXPECT_EQ(o->ssh_cmd, "ssh -o BatchMode=yes");
   EXPECT_TRUE(o->launcher_cmd.empty());
 }

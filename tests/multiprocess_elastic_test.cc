@@ -111,9 +111,9 @@ TEST(Elastic, KilledRankZeroTheOldestSurvivorBecomesRankZero) {
 
 TEST(Elastic, StoppedWorkerIsEvictedAndExitsWhenContinued) {
   // Rank 1 stops at step 8 and is continued 6 s later, long after the
-  // coordinator (heartbeat timeout 2 s) evicted it.
-  JobRun run = Launch(4, {"--min-np", "2", "--heartbeat-timeout-seconds", "2"},
-                      {"--steps", "30", "--stop", "1:8:6000"});
+  // coordinator (the default heartbeat timeout, 2.5 s) evicted it.
+  JobRun run =
+      Launch(4, {"--min-np", "2"}, {"--steps", "30", "--stop", "1:8:6000"});
   ExpectSurvivors(run, 3, 30, 8 * 10 + 22 * 6);
   EXPECT_THAT(run.output, HasSubstr("worker w1 (rank 1, host localhost) was "
                                     "evicted from epoch 1"));

@@ -57,7 +57,7 @@ TEST(WorkerConfig, Kolorun) {
   EXPECT_EQ(c->knobs.start_timeout, absl::Seconds(30));
   EXPECT_EQ(c->knobs.heartbeat_interval, absl::Milliseconds(500));
   EXPECT_EQ(c->lease, absl::Seconds(10));
-  EXPECT_EQ(c->knobs.heartbeat_timeout, absl::Seconds(5));
+  EXPECT_EQ(c->knobs.heartbeat_timeout, absl::Milliseconds(2500));
   EXPECT_EQ(c->knobs.log_level, "warn");
   EXPECT_EQ(c->data_addr, "");
   EXPECT_EQ(c->data_iface, "");
