@@ -465,6 +465,10 @@ absl::Status OpRuntime::Stop() {
         break;
       }
     }
+    // Nothing runs plans any more: the process sets' data planes go now,
+    // before the epoch's data plane whose connections they use (an elastic
+    // job closes it when the epoch is retired; epoch_runtime.h).
+    if (!reader_busy_) set_planes_.clear();
   }
   if (timeline_ != nullptr) timeline_->Close();
   return result;
