@@ -155,6 +155,14 @@ TEST(Elastic, TwoWorkersKilled200msApart) {
   ExpectSurvivors(run, 2, 30, {10 * 10 + 20 * 3, 9 * 10 + 21 * 3});
 }
 
+TEST(Elastic, TwoWorkersKilledTogether) {
+  // The second loss usually lands while epoch 2 forms (before the
+  // survivors' acknowledgements are in, or while its mesh connects).
+  JobRun run = Launch(4, {"--min-np", "2"},
+                      {"--steps", "30", "--kill", "3:10", "--kill", "1:10"});
+  ExpectSurvivors(run, 2, 30, {10 * 10 + 20 * 3, 9 * 10 + 21 * 3});
+}
+
 TEST(Elastic, KillDuringTheStateSync) {
   JobRun run =
       Launch(4, {"--min-np", "2"},
