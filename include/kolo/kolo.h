@@ -8,7 +8,8 @@
 //     (OMPI_COMM_WORLD_*): rank 0 hosts the coordinator at
 //     MASTER_ADDR:MASTER_PORT (or KOLO_COORDINATOR) and the job secret comes
 //     from KOLO_SECRET_FILE.
-// See README.md for every variable and its default.
+// See README.md for every variable and its default. Elastic jobs (workers
+// lost while the others go on): kolo/elastic.h.
 //
 // Thread-safety: every function may be called from any thread. `init` and
 // `shutdown` are serialised; topology getters are lock-free reads.
