@@ -48,17 +48,6 @@ class ElasticTest : public CoreTest {
     m.mutable_heartbeat()->set_seq(1);
     return core_->OnMessage(id, m);
   }
-  Actions AnnounceIn(SessionId id, uint64_t epoch, const std::string& name) {
-    proto::WorkerMessage m = Fenced(epoch);
-    proto::Request* r = m.mutable_announce()->add_requests();
-    r->set_name(name);
-    r->set_op(proto::ALLREDUCE);
-    r->add_shape(4);
-    r->set_device(-1);
-    r->set_prescale(1);
-    r->set_postscale(1);
-    return core_->OnMessage(id, m);
-  }
 
   // The first message of kind `body` to `id` in `a` (heartbeats may come
   // with it); an empty message when there is none.
@@ -153,9 +142,9 @@ TEST_F(ElasticTest, KilledMemberEndsTheEpochAndSurvivorsFormTheNext) {
   EXPECT_EQ(core_->epoch(), 2u);
 
   // Epoch 2 negotiates from scratch: plan 1, fenced with epoch 2.
-  EXPECT_TRUE(AnnounceIn(1, 2, "g").sends.empty());
-  EXPECT_TRUE(AnnounceIn(2, 2, "g").sends.empty());
-  Actions plan = AnnounceIn(4, 2, "g");
+  EXPECT_TRUE(Announce(1, "g", 2).sends.empty());
+  EXPECT_TRUE(Announce(2, "g", 2).sends.empty());
+  Actions plan = Announce(4, "g", 2);
   for (SessionId id : {1, 2, 4}) {
     std::vector<proto::CoordinatorMessage> got = To(plan, id);
     ASSERT_EQ(got.size(), 1u);
@@ -205,7 +194,7 @@ TEST_F(ElasticTest, SilentMemberIsEvictedAndItsLaterMessagesIgnored) {
   (void)AbortedTo(a, 3);
   // It comes back (SIGCONT): whatever it sends is ignored.
   EXPECT_TRUE(Heartbeat(2, 1).empty());
-  EXPECT_TRUE(AnnounceIn(2, 1, "x").empty());
+  EXPECT_TRUE(Announce(2, "x", 1).empty());
   (void)Ack(1, 1);
   Actions formed = Ack(3, 1);
   EXPECT_EQ(MembershipTo(formed, 3, 2).size(), 2);
@@ -214,17 +203,17 @@ TEST_F(ElasticTest, SilentMemberIsEvictedAndItsLaterMessagesIgnored) {
 
 TEST_F(ElasticTest, MessagesOfAnEndedEpochAreDroppedQuietly) {
   FormElastic(3);
-  (void)AnnounceIn(1, 1, "half");  // pending when the epoch ends
+  (void)Announce(1, "half", 1);  // pending when the epoch ends
   (void)core_->OnClosed(3, "killed");
   // Sent before they learnt of the change: dropped, nobody refused.
-  EXPECT_TRUE(AnnounceIn(2, 1, "half").empty());
+  EXPECT_TRUE(Announce(2, "half", 1).empty());
   proto::WorkerMessage done = Fenced(1);
   done.mutable_done()->set_seq(1);
   EXPECT_TRUE(core_->OnMessage(2, done).empty());
   (void)Ack(1, 1);
   (void)Ack(2, 1);
   ASSERT_EQ(core_->epoch(), 2u);
-  EXPECT_TRUE(AnnounceIn(1, 1, "late").empty());
+  EXPECT_TRUE(Announce(1, "late", 1).empty());
   EXPECT_TRUE(Heartbeat(2, 1).empty());
   EXPECT_TRUE(Ack(2, 1).empty());
   proto::StatusReply st = core_->Status();
@@ -234,7 +223,7 @@ TEST_F(ElasticTest, MessagesOfAnEndedEpochAreDroppedQuietly) {
     EXPECT_EQ(w.state(), proto::MEMBER_STATE_MEMBER) << w.worker_id();
   }
   // A fence from an epoch that has not formed is still refused.
-  Actions future = AnnounceIn(1, 3, "x");
+  Actions future = Announce(1, "x", 3);
   std::vector<proto::CoordinatorMessage> got = To(future, 1);
   ASSERT_FALSE(got.empty());
   EXPECT_TRUE(got[0].has_refusal());

@@ -175,9 +175,9 @@ class CoreTest : public ::testing::Test {
     return last;
   }
 
-  // Rank `rank`'s member session announces an allreduce of `name`.
-  Actions Announce(SessionId id, const std::string& name) {
-    proto::WorkerMessage m = Fenced(1);
+  // Session `id` announces an allreduce of `name`, fenced with `epoch`.
+  Actions Announce(SessionId id, const std::string& name, uint64_t epoch = 1) {
+    proto::WorkerMessage m = Fenced(epoch);
     proto::Request* r = m.mutable_announce()->add_requests();
     r->set_name(name);
     r->set_op(proto::ALLREDUCE);
