@@ -112,6 +112,7 @@ struct CoreOptions {
   // the job waits below it; reset_limit: epoch changes allowed (-1: any).
   bool elastic = false;
   int min_size = 1;
+  int max_size = 0;  // the most workers an epoch may have; 0: no cap
   absl::Duration elastic_timeout = absl::Seconds(600);
   int reset_limit = -1;
   // When a message arrives (for liveness). Tests inject a fake clock and pass

@@ -42,6 +42,7 @@ CoreOptions MakeCoreOptions(const ServerOptions& options, uint64_t incarnation,
   core.stall_shutdown = options.stall_shutdown;
   core.elastic = options.elastic;
   core.min_size = options.min_size;
+  core.max_size = options.max_size;
   core.elastic_timeout = options.elastic_timeout;
   core.reset_limit = options.reset_limit;
   return core;

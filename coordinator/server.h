@@ -45,6 +45,7 @@ struct ServerOptions {
   // --min-np / kolo-coordinator --min-np).
   bool elastic = false;
   int min_size = 1;
+  int max_size = 0;  // 0: no cap (kolorun --max-np)
   absl::Duration elastic_timeout = absl::Seconds(600);
   int reset_limit = -1;  // -1: unlimited
 };

@@ -135,6 +135,7 @@ int Main(int argc, char** argv) {
   server_options.secret = secret;
   server_options.elastic = options.elastic();
   server_options.min_size = std::max(1, options.min_np);
+  server_options.max_size = options.max_np;
   server_options.reset_limit = options.reset_limit;
   absl::StatusOr<std::unique_ptr<coordinator::CoordinatorServer>> server =
       coordinator::CoordinatorServer::Start(server_options);
