@@ -115,7 +115,7 @@ Actions CoordinatorCore::OnMessage(SessionId id,
   bool late_ok = f.epoch() == 0 &&
                  (message.body_case() == proto::WorkerMessage::kHeartbeat ||
                   message.body_case() == proto::WorkerMessage::kLeave);
-  uint64_t want_epoch = s.rank >= 0 ? ep_.number : 0;
+  uint64_t want_epoch = FenceOf(s);
   if (f.incarnation() == options_.incarnation && s.rank >= 0 && f.epoch() > 0 &&
       f.epoch() < want_epoch) {
     // Sent before the member learnt that its epoch ended (elastic jobs):
@@ -135,6 +135,18 @@ Actions CoordinatorCore::OnMessage(SessionId id,
                Describe(s), BodyName(message), f.incarnation(), f.epoch(),
                options_.incarnation, want_epoch),
            out);
+    return out;
+  }
+  if (s.departed_epoch != 0) {
+    // It left at a membership check: only its Leave matters now.
+    if (message.body_case() == proto::WorkerMessage::kLeave) {
+      proto::CoordinatorMessage ack;
+      ack.mutable_fence()->set_incarnation(options_.incarnation);
+      ack.mutable_fence()->set_epoch(s.departed_epoch);
+      ack.mutable_leave_ack();
+      Send(id, std::move(ack), out);
+      Log()->info("{} left after epoch {}", Describe(s), s.departed_epoch);
+    }
     return out;
   }
 
@@ -211,19 +223,36 @@ void CoordinatorCore::MaybeFormEpoch(Actions& out) {
       AuthenticatedCount() < options_.expected_size) {
     return;
   }
+  // The first expected_size to arrive (an elastic job's extras wait to
+  // join at the first membership check).
+  std::vector<SessionId> ids = Newcomers(options_.expected_size);
+  proto::EpochRecord record;
+  record.set_cause("start");
+  FormEpoch(1, ids, /*keep_order=*/false, std::move(record), out);
+}
+
+std::vector<SessionId> CoordinatorCore::Newcomers(int room) const {
   std::vector<std::pair<uint64_t, SessionId>> by_arrival;
   for (const auto& [id, s] : sessions_) {
     if (s.state == State::kWaiting) by_arrival.emplace_back(s.arrival, id);
   }
   std::sort(by_arrival.begin(), by_arrival.end());
   std::vector<SessionId> ids;
-  for (const auto& [arrival, id] : by_arrival) ids.push_back(id);
-  FormEpoch(1, ids, /*keep_order=*/false, out);
+  for (const auto& [arrival, id] : by_arrival) {
+    if (room >= 0 && static_cast<int>(ids.size()) >= room) break;
+    ids.push_back(id);
+  }
+  return ids;
+}
+
+uint64_t CoordinatorCore::FenceOf(const Session& s) const {
+  return s.rank >= 0 ? ep_.number : s.departed_epoch;
 }
 
 void CoordinatorCore::FormEpoch(uint64_t number,
                                 const std::vector<SessionId>& ids,
-                                bool keep_order, Actions& out) {
+                                bool keep_order, proto::EpochRecord record,
+                                Actions& out) {
   std::vector<Arrival> arrivals;
   for (size_t i = 0; i < ids.size(); ++i) {
     const proto::Hello& h = sessions_.at(ids[i]).hello;
@@ -232,6 +261,17 @@ void CoordinatorCore::FormEpoch(uint64_t number,
                 keep_order ? static_cast<int>(i) : h.requested_rank()});
   }
   Assignment a = AssignRanks(arrivals, options_.job_id);
+  // Sessions of the ending epoch not in this one (they left) keep the
+  // fence of the epoch they left from.
+  for (auto& [id, s] : sessions_) {
+    if (s.rank < 0 ||
+        std::find(ids.begin(), ids.end(), id) != ids.end()) {
+      continue;
+    }
+    s.departed_epoch = ep_.number;
+    s.rank = -1;
+    s.state = State::kLeft;
+  }
   ep_ = Epoch{};
   ep_.number = number;
   phase_ = Phase::kRunning;
@@ -245,6 +285,7 @@ void CoordinatorCore::FormEpoch(uint64_t number,
     m.worker_id = s.hello.worker_id();
     m.host_name = s.hello.host_name();
     m.data_address = s.hello.data_address();
+    m.incarnation = s.hello.worker_incarnation();
     m.pid = s.hello.pid();
     m.session = ids[i];
     m.state = proto::MEMBER_STATE_MEMBER;
@@ -267,6 +308,11 @@ void CoordinatorCore::FormEpoch(uint64_t number,
   no.stall_check = options_.stall_check;
   no.stall_shutdown = options_.stall_shutdown;
   ep_.negotiator = std::make_unique<Negotiator>(no);
+  record.set_epoch(number);
+  record.set_formed_unix_ms(absl::ToUnixMillis(options_.clock()));
+  record.clear_members();
+  for (const Member& m : ep_.members) record.add_members(m.worker_id);
+  history_.push_back(std::move(record));
   Log()->info("epoch {} formed with {} workers{}: {}", ep_.number,
               ep_.members.size(),
               a.used_requested_ranks && !keep_order ? " (requested ranks)" : "",
@@ -305,13 +351,22 @@ void CoordinatorCore::HandleExchange(SessionId id, Session& s,
 void CoordinatorCore::Apply(NegotiatorOutput& result, Actions& out) {
   for (const std::string& w : result.warnings) Log()->warn("{}", w);
   for (proto::Plan& plan : result.plans) {
-    proto::CoordinatorMessage msg;
-    msg.mutable_fence()->set_incarnation(options_.incarnation);
-    msg.mutable_fence()->set_epoch(ep_.number);
-    *msg.mutable_plan() = std::move(plan);
-    for (const Member& m : ep_.members) {
-      if (m.open && m.state == proto::MEMBER_STATE_MEMBER)
-        Send(m.session, msg, out);
+    std::optional<std::vector<int>> change;
+    if (options_.elastic) change = TakeMembershipChange(plan);
+    if (plan.responses_size() > 0 || !change.has_value()) {
+      proto::CoordinatorMessage msg;
+      msg.mutable_fence()->set_incarnation(options_.incarnation);
+      msg.mutable_fence()->set_epoch(ep_.number);
+      *msg.mutable_plan() = std::move(plan);
+      for (const Member& m : ep_.members) {
+        if (m.open && m.state == proto::MEMBER_STATE_MEMBER)
+          Send(m.session, msg, out);
+      }
+    }
+    if (change.has_value()) {
+      // Later plans of this round belong to an epoch that ends now.
+      EndEpochPlanned(*change, out);
+      return;
     }
   }
   if (result.shutdown.has_value()) {
@@ -324,7 +379,7 @@ void CoordinatorCore::Apply(NegotiatorOutput& result, Actions& out) {
 void CoordinatorCore::HandleLeave(SessionId id, Session& s, Actions& out) {
   proto::CoordinatorMessage ack;
   ack.mutable_fence()->set_incarnation(options_.incarnation);
-  ack.mutable_fence()->set_epoch(s.rank >= 0 ? ep_.number : 0);
+  ack.mutable_fence()->set_epoch(FenceOf(s));
   ack.mutable_leave_ack();
   Send(id, std::move(ack), out);
   s.state = State::kLeft;
@@ -378,7 +433,7 @@ void CoordinatorCore::Refuse(SessionId id, proto::Refusal::Reason reason,
   }
   proto::CoordinatorMessage msg;
   msg.mutable_fence()->set_incarnation(options_.incarnation);
-  msg.mutable_fence()->set_epoch(s.rank >= 0 ? ep_.number : 0);
+  msg.mutable_fence()->set_epoch(FenceOf(s));
   msg.mutable_refusal()->set_reason(reason);
   msg.mutable_refusal()->set_message(told);
   Send(id, std::move(msg), out);
@@ -404,6 +459,7 @@ void CoordinatorCore::FailMember(int rank, const std::string& cause,
     return;
   }
   if (options_.elastic) {
+    if (m.state != proto::MEMBER_STATE_MEMBER) return;  // out already
     LoseMember(rank, cause, out);
     return;
   }
@@ -526,7 +582,7 @@ void CoordinatorCore::EndJob(bool failure, const std::string& reason,
                                             "handshake");
     proto::CoordinatorMessage msg;
     msg.mutable_fence()->set_incarnation(options_.incarnation);
-    msg.mutable_fence()->set_epoch(s.rank >= 0 ? ep_.number : 0);
+    msg.mutable_fence()->set_epoch(FenceOf(s));
     msg.mutable_job_end()->set_failure(failure);
     msg.mutable_job_end()->set_reason(told);
     if (s.proven) msg.mutable_job_end()->set_failed_worker(failed_worker_);
@@ -604,8 +660,7 @@ Actions CoordinatorCore::OnTick(absl::Time now) {
     for (SessionId id : ids) {
       proto::CoordinatorMessage msg;
       msg.mutable_fence()->set_incarnation(options_.incarnation);
-      msg.mutable_fence()->set_epoch(sessions_.at(id).rank >= 0 ? ep_.number
-                                                                : 0);
+      msg.mutable_fence()->set_epoch(FenceOf(sessions_.at(id)));
       msg.mutable_heartbeat()->set_seq(heartbeat_seq_);
       Send(id, std::move(msg), out);
     }

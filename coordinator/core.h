@@ -54,8 +54,22 @@
 //   survivors, who keep their relative order (so the oldest survivor is rank
 //   0), with a fresh Negotiator. A failure during that recovery is handled
 //   the same way. With fewer survivors than min_size the job waits (phase
-//   "short"; newcomers are a later feature) and ends after elastic_timeout
-//   saying so; past reset_limit epoch changes the job ends saying so.
+//   "short") for newcomers and ends after elastic_timeout saying so; past
+//   reset_limit epoch changes the job ends saying so.
+// - Elastic growth (DESIGN.md "Elastic"): a worker that authenticates while
+//   the job runs is a newcomer: it waits (heartbeating) until it is
+//   admitted. Newcomers join when an epoch forms after a loss (appended
+//   after the survivors, in arrival order), or at a membership check
+//   (MEMBERSHIP_CHECK, State::commit): when every member announced the
+//   check and newcomers wait (within max_size) or members asked to leave
+//   (SIGTERM), the check's response is withheld and the epoch ends with a
+//   planned EpochAborted (no rollback): the leavers depart (their Session
+//   stays fenced with the epoch they left from, for their Leave), the
+//   others acknowledge, and the next epoch is survivors + newcomers.
+//   Without a change the check is answered like a barrier. A newcomer
+//   with the worker id of a member and a higher incarnation replaces it
+//   (the launcher saw the old process end): the old one is lost.
+//   Every epoch formed is recorded (StatusReply.history).
 //   A member's message fenced with an epoch that has ended is dropped
 //   quietly (it was sent before the worker learnt of the change); only a
 //   fence from another coordinator start, or from an epoch not yet formed,
@@ -204,9 +218,14 @@ class CoordinatorCore {
     absl::Time last_heard;
     uint64_t arrival = 0;  // order of authentication
     int rank = -1;
+    // Left at a membership check of this epoch (elastic): out of the
+    // membership (rank -1, kLeft) but fenced with that epoch until its
+    // Leave, which is acknowledged.
+    uint64_t departed_epoch = 0;
   };
   struct Member {
     std::string worker_id, host_name, data_address;
+    uint32_t incarnation = 0;
     int64_t pid = 0;
     SessionId session = 0;
     bool open = true;
@@ -260,16 +279,39 @@ class CoordinatorCore {
   void MaybeFormEpoch(Actions& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Makes epoch `number` of `sessions` (in arrival order; `keep_order`: the
   // order is the ranks) and sends every member its Membership.
+  // `record` says why (cause, joined, left, lost); FormEpoch completes it
+  // and appends it to the history.
   void FormEpoch(uint64_t number, const std::vector<SessionId>& sessions,
-                 bool keep_order, Actions& out)
+                 bool keep_order, proto::EpochRecord record, Actions& out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Elastic: ends the current epoch because `lost` (its rank) failed with
   // `cause`, or adds it to the losses of the recovery under way.
   void LoseMember(int rank, const std::string& cause, Actions& out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Elastic: forms the next epoch once every survivor acked (or ends the
-  // job, or waits below min_size).
+  // job, or waits below min_size), with the waiting newcomers appended.
   void MaybeFormNextEpoch(absl::Time now, Actions& out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Elastic: if `plan` answers a membership check while workers wait to
+  // join (with room under max_size) or members leave, removes that
+  // response and returns the leaving ranks (the epoch must end).
+  std::optional<std::vector<int>> TakeMembershipChange(proto::Plan& plan)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Elastic: ends the current epoch at a membership check: `leavers`
+  // depart, every other member is told (planned EpochAborted) and acks.
+  void EndEpochPlanned(const std::vector<int>& leavers, Actions& out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Authenticated workers waiting to join, in arrival order, at most
+  // `room` of them (-1: all).
+  std::vector<SessionId> Newcomers(int room) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // How many newcomers an epoch of `staying` members may take (-1: any).
+  int RoomFor(int staying) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The epoch a message to `s` is fenced with.
+  uint64_t FenceOf(const Session& s) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Elastic: a proven worker whose id is taken by `other` (waiting or a
+  // member) with a lower incarnation replaces it; false if it may not.
+  bool Supersede(const Session& s, SessionId other_id, Actions& out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // "w2 (rank 2, host b): silent for 3.1 s; ..." for each of `lost`.
   static std::string DescribeLost(const std::vector<proto::LostWorker>& lost);
@@ -315,6 +357,10 @@ class CoordinatorCore {
   // Elastic: epochs ended by losses, and every worker lost, oldest first.
   int resets_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<proto::LostWorker> lost_all_ ABSL_GUARDED_BY(mu_);
+  // Elastic: the workers that left at the check that ended the epoch (for
+  // the next epoch's record), and every epoch formed, oldest first.
+  std::vector<std::string> left_ ABSL_GUARDED_BY(mu_);
+  std::vector<proto::EpochRecord> history_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace kolo::coordinator

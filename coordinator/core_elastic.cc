@@ -1,6 +1,7 @@
 // CoordinatorCore, the elastic side: a lost member ends its epoch, not the
-// job; the survivors acknowledge and form the next epoch. See core.h ("Elastic
-// jobs") for the class contract.
+// job; the survivors acknowledge and form the next epoch, with newcomers
+// appended; membership checks admit newcomers and let members leave. See
+// core.h ("Elastic jobs", "Elastic growth") for the class contract.
 #include <algorithm>
 #include <string>
 #include <utility>
@@ -117,37 +118,194 @@ void CoordinatorCore::LoseMember(int rank, const std::string& cause,
 
 void CoordinatorCore::MaybeFormNextEpoch(absl::Time now, Actions& out) {
   if (phase_ != Phase::kRecovering && phase_ != Phase::kShort) return;
-  std::vector<SessionId> survivors;  // in rank order
+  std::vector<SessionId> members;  // survivors in rank order
   for (const Member& m : ep_.members) {
     if (m.state != proto::MEMBER_STATE_MEMBER || !m.open) continue;
     if (!m.acked) return;  // not yet (OnTick enforces the deadline)
-    survivors.push_back(m.session);
+    members.push_back(m.session);
   }
-  if (survivors.empty()) {
+  if (members.empty()) {
+    // Nobody holds the job's state: newcomers cannot go on without it.
+    if (lost_.empty() && !left_.empty()) {
+      EndJob(false,
+             absl::StrCat("every worker left job '", options_.job_id,
+                          "' (last: ", absl::StrJoin(left_, ", "), ")"),
+             out);
+      return;
+    }
     EndJob(true,
            absl::StrCat("every worker of job '", options_.job_id,
                         "' was lost: ", DescribeLost(lost_all_)),
            out, lost_all_.empty() ? "" : lost_all_.back().worker_id());
     return;
   }
-  if (static_cast<int>(survivors.size()) < options_.min_size) {
+  const std::vector<SessionId> newcomers =
+      Newcomers(RoomFor(static_cast<int>(members.size())));
+  if (static_cast<int>(members.size() + newcomers.size()) <
+      options_.min_size) {
     if (phase_ != Phase::kShort) {
       phase_ = Phase::kShort;
       recovery_deadline_ = now + options_.elastic_timeout;
       Log()->warn(
           "job '{}': {} workers remain, fewer than the minimum of {} "
           "(--min-np); waiting up to {} (--elastic-timeout) for workers",
-          options_.job_id, survivors.size(), options_.min_size,
-          Secs(options_.elastic_timeout));
+          options_.job_id, members.size() + newcomers.size(),
+          options_.min_size, Secs(options_.elastic_timeout));
     }
     return;
   }
+  proto::EpochRecord record;
+  std::vector<std::string> causes;
+  if (!lost_.empty()) causes.push_back("lost");
+  if (!left_.empty()) causes.push_back("left");
+  if (!newcomers.empty()) causes.push_back("joined");
+  record.set_cause(causes.empty() ? "reformed" : absl::StrJoin(causes, "+"));
+  for (const proto::LostWorker& l : lost_) *record.add_lost() = l;
+  for (const std::string& w : left_) record.add_left(w);
+  for (SessionId id : newcomers) {
+    record.add_joined(sessions_.at(id).hello.worker_id());
+    members.push_back(id);
+  }
   const uint64_t ended = ep_.number;
-  const std::string lost = DescribeLost(lost_);
-  FormEpoch(ended + 1, survivors, /*keep_order=*/true, out);
-  Log()->warn("epoch {} formed {} after epoch {} ended (lost: {})", ep_.number,
-              Secs(now - recovery_since_), ended, lost);
+  const std::string what = absl::StrCat(
+      "lost: ", DescribeLost(lost_), "; left: ",
+      left_.empty() ? "none" : absl::StrJoin(left_, ", "), "; joined: ",
+      record.joined().empty() ? "none" : absl::StrJoin(record.joined(), ", "));
+  FormEpoch(ended + 1, members, /*keep_order=*/true, std::move(record), out);
+  Log()->warn("epoch {} formed with {} workers {} after epoch {} ended ({})",
+              ep_.number, ep_.members.size(), Secs(now - recovery_since_),
+              ended, what);
   lost_.clear();
+  left_.clear();
+}
+
+int CoordinatorCore::RoomFor(int staying) const {
+  if (options_.max_size <= 0) return -1;
+  return std::max(0, options_.max_size - staying);
+}
+
+std::optional<std::vector<int>> CoordinatorCore::TakeMembershipChange(
+    proto::Plan& plan) {
+  auto* responses = plan.mutable_responses();
+  for (int i = 0; i < responses->size(); ++i) {
+    const proto::Response& r = responses->Get(i);
+    if (r.op() != proto::MEMBERSHIP_CHECK || r.error_code() != 0) continue;
+    std::vector<int> leavers;
+    for (int64_t rank : r.sizes()) {
+      if (rank >= 0 && rank < static_cast<int64_t>(ep_.members.size())) {
+        leavers.push_back(static_cast<int>(rank));
+      }
+    }
+    const int staying =
+        static_cast<int>(ep_.members.size()) - static_cast<int>(leavers.size());
+    if (leavers.empty() && Newcomers(RoomFor(staying)).empty()) {
+      return std::nullopt;  // nothing changes: answered like a barrier
+    }
+    responses->DeleteSubrange(i, 1);
+    return leavers;
+  }
+  return std::nullopt;
+}
+
+void CoordinatorCore::EndEpochPlanned(const std::vector<int>& leavers,
+                                      Actions& out) {
+  const absl::Time now = options_.clock();
+  const uint64_t number = ep_.number;
+  int staying = 0;
+  for (const Member& m : ep_.members) {
+    if (m.state == proto::MEMBER_STATE_MEMBER) ++staying;
+  }
+  staying -= static_cast<int>(leavers.size());
+  proto::CoordinatorMessage msg;
+  msg.mutable_fence()->set_incarnation(options_.incarnation);
+  msg.mutable_fence()->set_epoch(number);
+  proto::EpochAborted* ab = msg.mutable_epoch_aborted();
+  ab->set_epoch(number);
+  ab->set_planned(true);
+  for (SessionId id : Newcomers(RoomFor(staying))) {
+    ab->add_joining(sessions_.at(id).hello.worker_id());
+  }
+  left_.clear();
+  for (int rank : leavers) {
+    Member& m = ep_.members[rank];
+    m.state = proto::MEMBER_STATE_LEFT;
+    ab->add_leaving(m.worker_id);
+    left_.push_back(m.worker_id);
+  }
+  std::vector<std::string> parts;
+  if (!ab->joining().empty()) {
+    parts.push_back(absl::StrCat(absl::StrJoin(ab->joining(), ", "),
+                                 ab->joining_size() == 1 ? " joins" : " join"));
+  }
+  if (!ab->leaving().empty()) {
+    parts.push_back(absl::StrCat(absl::StrJoin(ab->leaving(), ", "),
+                                 ab->leaving_size() == 1 ? " leaves" : " leave",
+                                 " (SIGTERM)"));
+  }
+  ab->set_reason(absl::StrCat("epoch ", number,
+                              " ended at a membership check: ",
+                              absl::StrJoin(parts, "; "),
+                              "; the members go on from this commit"));
+  ++resets_;
+  lost_.clear();
+  recovery_since_ = now;
+  recovery_deadline_ = now + options_.heartbeat_timeout;
+  ep_.negotiator.reset();
+  ep_.faults.clear();
+  ep_.exchanges.clear();
+  phase_ = Phase::kRecovering;
+  Log()->warn("job '{}': {}", options_.job_id, ab->reason());
+  if (options_.reset_limit >= 0 && resets_ > options_.reset_limit) {
+    EndJob(true,
+           absl::StrCat(ab->reason(), "; the job reached its reset limit (",
+                        options_.reset_limit,
+                        " membership changes, --reset-limit) and ends"),
+           out);
+    return;
+  }
+  for (Member& m : ep_.members) {
+    const bool leaving = m.state == proto::MEMBER_STATE_LEFT &&
+                         std::find(left_.begin(), left_.end(), m.worker_id) !=
+                             left_.end();
+    if (!m.open || (m.state != proto::MEMBER_STATE_MEMBER && !leaving)) {
+      continue;
+    }
+    m.acked = false;
+    Send(m.session, msg, out);
+    out.unbind_links.push_back(m.session);
+    if (leaving) {
+      // Out of the membership; fenced with this epoch until its Leave.
+      if (auto it = sessions_.find(m.session); it != sessions_.end()) {
+        it->second.departed_epoch = number;
+        it->second.rank = -1;
+        it->second.state = State::kLeft;
+      }
+      m.open = false;
+    }
+  }
+  MaybeFormNextEpoch(now, out);
+}
+
+bool CoordinatorCore::Supersede(const Session& s, SessionId other_id,
+                                Actions& out) {
+  Session& other = sessions_.at(other_id);
+  const uint32_t mine = s.hello.worker_incarnation();
+  const uint32_t theirs = other.hello.worker_incarnation();
+  if (mine <= theirs || phase_ == Phase::kEnded) return false;
+  const std::string cause = absl::StrCat(
+      "was replaced by incarnation ", mine, " of worker ",
+      s.hello.worker_id(), " (from ", s.peer,
+      "): the launcher saw incarnation ", theirs, " end");
+  if (other.state == State::kMember && other.rank >= 0) {
+    FailMember(other.rank, cause, out);
+  } else {
+    Log()->warn("worker {} (incarnation {}) waiting to join {}",
+                other.hello.worker_id(), theirs, cause);
+    out.closes.push_back(
+        Actions::Close{other_id, absl::FailedPreconditionError(cause)});
+    sessions_.erase(other_id);
+  }
+  return true;
 }
 
 }  // namespace kolo::coordinator

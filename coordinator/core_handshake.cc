@@ -74,7 +74,8 @@ void CoordinatorCore::HandleProof(SessionId id, Session& s,
            out);
     return;
   }
-  if (s.hello.expected_size() != 0 &&
+  // An elastic job's size changes: a newcomer's is only a hint.
+  if (!options_.elastic && s.hello.expected_size() != 0 &&
       s.hello.expected_size() != options_.expected_size) {
     Refuse(id, proto::Refusal::WRONG_JOB,
            absl::StrCat("worker ", w, " (host ", s.hello.host_name(),
@@ -85,17 +86,32 @@ void CoordinatorCore::HandleProof(SessionId id, Session& s,
            out);
     return;
   }
+  SessionId taken = 0;
   for (const auto& [other_id, other] : sessions_) {
-    if (other_id != id && other.hello.worker_id() == w &&
-        (other.state == State::kWaiting || other.state == State::kMember ||
-         other.state == State::kLeft)) {
-      Refuse(id, proto::Refusal::DUPLICATE_WORKER,
-             absl::StrCat("worker id ", w, " is already connected (host ",
-                          other.hello.host_name(), ", from ", other.peer,
-                          "); give every worker a distinct worker id"),
-             out);
-      return;
+    if (other_id == id || other.hello.worker_id() != w) continue;
+    // A worker that left (or departed at a check) may come back.
+    if (other.state == State::kLeft &&
+        (options_.elastic || other.departed_epoch != 0)) {
+      continue;
     }
+    if (other.state == State::kWaiting || other.state == State::kMember ||
+        other.state == State::kLeft) {
+      taken = other_id;
+      break;
+    }
+  }
+  if (taken != 0 && !(options_.elastic && Supersede(s, taken, out))) {
+    const Session& other = sessions_.at(taken);
+    Refuse(id, proto::Refusal::DUPLICATE_WORKER,
+           absl::StrCat("worker id ", w, " is already connected (host ",
+                        other.hello.host_name(), ", from ", other.peer,
+                        ", incarnation ", other.hello.worker_incarnation(),
+                        "; this one is incarnation ",
+                        s.hello.worker_incarnation(),
+                        "); give every worker a distinct worker id (a "
+                        "replacement needs a higher KOLO_WORKER_INCARNATION)"),
+           out);
+    return;
   }
   if (phase_ == Phase::kEnded) {
     Refuse(id, proto::Refusal::JOB_FULL,
@@ -104,8 +120,24 @@ void CoordinatorCore::HandleProof(SessionId id, Session& s,
            out);
     return;
   }
-  if (phase_ != Phase::kForming ||
-      AuthenticatedCount() >= options_.expected_size) {
+  if (options_.elastic && phase_ != Phase::kForming) {
+    // A newcomer: it waits to be admitted (core.h, "Elastic growth").
+    s.state = State::kWaiting;
+    s.arrival = next_arrival_++;
+    GetLogger("coordinator")
+        ->info(
+            "{} (incarnation {}) authenticated and waits to join epoch {}'s "
+            "successor (admitted at the next membership check{})",
+            Describe(s), s.hello.worker_incarnation(), ep_.number,
+            options_.max_size > 0
+                ? absl::StrCat(", while the job has fewer than ",
+                               options_.max_size, " workers")
+                : "");
+    MaybeFormNextEpoch(options_.clock(), out);
+    return;
+  }
+  if (!options_.elastic && (phase_ != Phase::kForming ||
+                            AuthenticatedCount() >= options_.expected_size)) {
     Refuse(id, proto::Refusal::JOB_FULL,
            absl::StrCat("job '", options_.job_id, "' already has its ",
                         options_.expected_size, " workers; ", Describe(s),

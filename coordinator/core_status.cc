@@ -36,6 +36,10 @@ proto::StatusReply CoordinatorCore::Status() const {
       break;
   }
   r.set_resets(static_cast<uint32_t>(resets_));
+  r.set_elastic(options_.elastic);
+  r.set_min_size(options_.min_size);
+  r.set_max_size(options_.max_size);
+  for (const proto::EpochRecord& e : history_) *r.add_history() = e;
   for (const proto::LostWorker& l : lost_all_) *r.add_lost() = l;
   r.set_end_reason(end_reason_);
   r.set_failed_worker(failed_worker_);
@@ -55,6 +59,7 @@ proto::StatusReply CoordinatorCore::Status() const {
     w->set_state(m.state);
     w->set_millis_since_heard(absl::ToInt64Milliseconds(now - m.last_heard));
     w->set_pid(m.pid);
+    w->set_incarnation(m.incarnation);
   }
   std::vector<SessionId> ids;
   for (const auto& [id, s] : sessions_) {
@@ -74,6 +79,7 @@ proto::StatusReply CoordinatorCore::Status() const {
                      : proto::MEMBER_STATE_AUTHENTICATING);
     w->set_millis_since_heard(absl::ToInt64Milliseconds(now - s.last_heard));
     w->set_pid(s.hello.pid());
+    w->set_incarnation(s.hello.worker_incarnation());
   }
   return r;
 }

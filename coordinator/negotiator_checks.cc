@@ -329,6 +329,7 @@ std::optional<std::string> CheckRunnable(const Requests& rs, const Ranks& ranks,
       return std::nullopt;
     case proto::ALLREDUCE:
     case proto::BARRIER:
+    case proto::MEMBERSHIP_CHECK:
     case proto::PROCESS_SET_ADD:
     case proto::PROCESS_SET_REMOVE:
       return std::nullopt;

@@ -83,6 +83,14 @@ void Negotiator::FinishHeld(size_t index, const proto::Request& first) {
       (op == proto::PROCESS_SET_ADD || op == proto::PROCESS_SET_REMOVE)) {
     FinishProcessSetOp(index, first);
   }
+  if (r.error_code() == 0 && h.absent.empty() &&
+      op == proto::MEMBERSHIP_CHECK) {
+    // The ranks that leave here (Request.root = 1), for the coordinator.
+    r.clear_sizes();
+    for (size_t rank = 0; rank < h.requests.size(); ++rank) {
+      if (h.requests[rank].root() == 1) r.add_sizes(static_cast<int64_t>(rank));
+    }
+  }
   if (h.absent.empty() || op == proto::BARRIER) return;
   if (op == proto::ALLREDUCE) {  // the joined ranks contribute the identity
     if (r.error_code() != 0) return;

@@ -24,6 +24,8 @@ std::string OpTypeName(int op) {
       return "add_process_set";
     case PROCESS_SET_REMOVE:
       return "remove_process_set";
+    case MEMBERSHIP_CHECK:
+      return "membership check";
     case OP_UNSPECIFIED:
       return "unspecified op";
     default:

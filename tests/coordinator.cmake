@@ -6,6 +6,7 @@ kolo_add_test(coordinator_membership_test
   LABELS unit tsan)
 kolo_add_test(coordinator_core_test
   SOURCES coordinator_core_test.cc coordinator_core_elastic_test.cc
+    coordinator_core_growth_test.cc
   LIBS kolo_coordinator_core
   LABELS unit tsan)
 kolo_add_test(coordinator_server_test

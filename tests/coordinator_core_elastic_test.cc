@@ -12,87 +12,17 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/core_harness.h"
+#include "tests/testing/elastic_harness.h"
 
 namespace kolo::coordinator {
 namespace {
 
 using core_harness::CloseOf;
 using core_harness::CoreTest;
+using core_harness::ElasticTest;
 using core_harness::To;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-
-class ElasticTest : public CoreTest {
- protected:
-  // Forms an elastic epoch 1 of workers w0.. (sessions 1..n) on one host
-  // each.
-  void FormElastic(int n, int min_size = 1, int reset_limit = -1) {
-    tweak_ = [=](CoreOptions& o) {
-      o.elastic = true;
-      o.min_size = min_size;
-      o.reset_limit = reset_limit;
-      o.elastic_timeout = absl::Seconds(20);
-    };
-    std::vector<std::string> hosts;
-    for (int i = 0; i < n; ++i) hosts.push_back(absl::StrCat("h", i));
-    Form(hosts);
-  }
-
-  Actions Ack(SessionId id, uint64_t epoch) {
-    proto::WorkerMessage m = Fenced(epoch);
-    m.mutable_epoch_ack()->set_epoch(epoch);
-    return core_->OnMessage(id, m);
-  }
-  Actions Heartbeat(SessionId id, uint64_t epoch) {
-    proto::WorkerMessage m = Fenced(epoch);
-    m.mutable_heartbeat()->set_seq(1);
-    return core_->OnMessage(id, m);
-  }
-
-  // The first message of kind `body` to `id` in `a` (heartbeats may come
-  // with it); an empty message when there is none.
-  static proto::CoordinatorMessage Of(
-      const Actions& a, SessionId id,
-      proto::CoordinatorMessage::BodyCase body) {
-    for (const proto::CoordinatorMessage& m : To(a, id)) {
-      if (m.body_case() == body) return m;
-    }
-    return {};
-  }
-
-  // The one EpochAborted to `id` in `a`.
-  static proto::EpochAborted AbortedTo(const Actions& a, SessionId id) {
-    std::vector<proto::CoordinatorMessage> got = To(a, id);
-    for (const proto::CoordinatorMessage& m : got) {
-      if (m.has_epoch_aborted()) return m.epoch_aborted();
-    }
-    ADD_FAILURE() << "no EpochAborted to session " << id;
-    return {};
-  }
-  // The one Membership to `id` in `a`, checking its fence.
-  static proto::Membership MembershipTo(const Actions& a, SessionId id,
-                                        uint64_t epoch) {
-    for (const proto::CoordinatorMessage& m : To(a, id)) {
-      if (m.has_membership()) {
-        EXPECT_EQ(m.fence().epoch(), epoch);
-        return m.membership();
-      }
-    }
-    ADD_FAILURE() << "no Membership to session " << id;
-    return {};
-  }
-  static std::vector<std::string> PeerIds(const proto::Membership& m) {
-    std::vector<std::string> ids;
-    for (const proto::Peer& p : m.peers()) ids.push_back(p.worker_id());
-    return ids;
-  }
-  static bool Unbinds(const Actions& a, SessionId id) {
-    for (SessionId s : a.unbind_links) {
-      if (s == id) return true;
-    }
-    return false;
-  }
-};
 
 TEST_F(ElasticTest, KilledMemberEndsTheEpochAndSurvivorsFormTheNext) {
   FormElastic(4);
