@@ -264,8 +264,7 @@ void CoordinatorCore::FormEpoch(uint64_t number,
   // Sessions of the ending epoch not in this one (they left) keep the
   // fence of the epoch they left from.
   for (auto& [id, s] : sessions_) {
-    if (s.rank < 0 ||
-        std::find(ids.begin(), ids.end(), id) != ids.end()) {
+    if (s.rank < 0 || std::find(ids.begin(), ids.end(), id) != ids.end()) {
       continue;
     }
     s.departed_epoch = ep_.number;

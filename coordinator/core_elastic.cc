@@ -141,16 +141,15 @@ void CoordinatorCore::MaybeFormNextEpoch(absl::Time now, Actions& out) {
   }
   const std::vector<SessionId> newcomers =
       Newcomers(RoomFor(static_cast<int>(members.size())));
-  if (static_cast<int>(members.size() + newcomers.size()) <
-      options_.min_size) {
+  if (static_cast<int>(members.size() + newcomers.size()) < options_.min_size) {
     if (phase_ != Phase::kShort) {
       phase_ = Phase::kShort;
       recovery_deadline_ = now + options_.elastic_timeout;
       Log()->warn(
           "job '{}': {} workers remain, fewer than the minimum of {} "
           "(--min-np); waiting up to {} (--elastic-timeout) for workers",
-          options_.job_id, members.size() + newcomers.size(),
-          options_.min_size, Secs(options_.elastic_timeout));
+          options_.job_id, members.size() + newcomers.size(), options_.min_size,
+          Secs(options_.elastic_timeout));
     }
     return;
   }
@@ -168,8 +167,9 @@ void CoordinatorCore::MaybeFormNextEpoch(absl::Time now, Actions& out) {
   }
   const uint64_t ended = ep_.number;
   const std::string what = absl::StrCat(
-      "lost: ", DescribeLost(lost_), "; left: ",
-      left_.empty() ? "none" : absl::StrJoin(left_, ", "), "; joined: ",
+      "lost: ", DescribeLost(lost_),
+      "; left: ", left_.empty() ? "none" : absl::StrJoin(left_, ", "),
+      "; joined: ",
       record.joined().empty() ? "none" : absl::StrJoin(record.joined(), ", "));
   FormEpoch(ended + 1, members, /*keep_order=*/true, std::move(record), out);
   Log()->warn("epoch {} formed with {} workers {} after epoch {} ended ({})",
@@ -242,10 +242,9 @@ void CoordinatorCore::EndEpochPlanned(const std::vector<int>& leavers,
                                  ab->leaving_size() == 1 ? " leaves" : " leave",
                                  " (SIGTERM)"));
   }
-  ab->set_reason(absl::StrCat("epoch ", number,
-                              " ended at a membership check: ",
-                              absl::StrJoin(parts, "; "),
-                              "; the members go on from this commit"));
+  ab->set_reason(absl::StrCat(
+      "epoch ", number, " ended at a membership check: ",
+      absl::StrJoin(parts, "; "), "; the members go on from this commit"));
   ++resets_;
   lost_.clear();
   recovery_since_ = now;
@@ -264,9 +263,9 @@ void CoordinatorCore::EndEpochPlanned(const std::vector<int>& leavers,
     return;
   }
   for (Member& m : ep_.members) {
-    const bool leaving = m.state == proto::MEMBER_STATE_LEFT &&
-                         std::find(left_.begin(), left_.end(), m.worker_id) !=
-                             left_.end();
+    const bool leaving =
+        m.state == proto::MEMBER_STATE_LEFT &&
+        std::find(left_.begin(), left_.end(), m.worker_id) != left_.end();
     if (!m.open || (m.state != proto::MEMBER_STATE_MEMBER && !leaving)) {
       continue;
     }
@@ -293,9 +292,8 @@ bool CoordinatorCore::Supersede(const Session& s, SessionId other_id,
   const uint32_t theirs = other.hello.worker_incarnation();
   if (mine <= theirs || phase_ == Phase::kEnded) return false;
   const std::string cause = absl::StrCat(
-      "was replaced by incarnation ", mine, " of worker ",
-      s.hello.worker_id(), " (from ", s.peer,
-      "): the launcher saw incarnation ", theirs, " end");
+      "was replaced by incarnation ", mine, " of worker ", s.hello.worker_id(),
+      " (from ", s.peer, "): the launcher saw incarnation ", theirs, " end");
   if (other.state == State::kMember && other.rank >= 0) {
     FailMember(other.rank, cause, out);
   } else {

@@ -102,15 +102,15 @@ void CoordinatorCore::HandleProof(SessionId id, Session& s,
   }
   if (taken != 0 && !(options_.elastic && Supersede(s, taken, out))) {
     const Session& other = sessions_.at(taken);
-    Refuse(id, proto::Refusal::DUPLICATE_WORKER,
-           absl::StrCat("worker id ", w, " is already connected (host ",
-                        other.hello.host_name(), ", from ", other.peer,
-                        ", incarnation ", other.hello.worker_incarnation(),
-                        "; this one is incarnation ",
-                        s.hello.worker_incarnation(),
-                        "); give every worker a distinct worker id (a "
-                        "replacement needs a higher KOLO_WORKER_INCARNATION)"),
-           out);
+    Refuse(
+        id, proto::Refusal::DUPLICATE_WORKER,
+        absl::StrCat("worker id ", w, " is already connected (host ",
+                     other.hello.host_name(), ", from ", other.peer,
+                     ", incarnation ", other.hello.worker_incarnation(),
+                     "; this one is incarnation ", s.hello.worker_incarnation(),
+                     "); give every worker a distinct worker id (a "
+                     "replacement needs a higher KOLO_WORKER_INCARNATION)"),
+        out);
     return;
   }
   if (phase_ == Phase::kEnded) {

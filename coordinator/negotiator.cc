@@ -451,8 +451,7 @@ namespace {
 // The ops the response cache keeps: the collectives.
 bool Cacheable(proto::OpType op) {
   return op != proto::JOIN && op != proto::MEMBERSHIP_CHECK &&
-         op != proto::PROCESS_SET_ADD &&
-         op != proto::PROCESS_SET_REMOVE;
+         op != proto::PROCESS_SET_ADD && op != proto::PROCESS_SET_REMOVE;
 }
 
 }  // namespace

@@ -69,7 +69,8 @@ TEST_F(ElasticTest, NewcomerWaitsThenJoinsAtTheMembershipCheck) {
   EXPECT_EQ(core_->Status().phase(), "recovering");
   EXPECT_TRUE(Ack(1, 1).sends.empty());
   Actions formed = Ack(2, 1);
-  const std::vector<std::pair<SessionId, int>> expect = {{1, 0}, {2, 1}, {3, 2}};
+  const std::vector<std::pair<SessionId, int>> expect = {
+      {1, 0}, {2, 1}, {3, 2}};
   for (const auto& [id, rank] : expect) {
     proto::Membership m = MembershipTo(formed, id, 2);
     EXPECT_EQ(m.rank(), rank);
