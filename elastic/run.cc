@@ -1,8 +1,11 @@
-// kolo::elastic::run (include/kolo/elastic.h): the retry wrapper, and the
-// predicates on the membership error that decide a retry.
+// kolo::elastic::run (include/kolo/elastic.h): the retry wrapper, the
+// membership check, and the predicates on the membership error that decide
+// a retry (with or without rollback) or a leave.
+#include <cstdlib>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/log.h"
 #include "kolo/elastic.h"
 #include "kolo/kolo.h"
@@ -26,6 +29,31 @@ bool IsMembershipError(const absl::Status& s) {
 
 bool IsEvictedError(const absl::Status& s) { return proto::IsEvictedError(s); }
 
+bool IsHostsUpdated(const absl::Status& s) {
+  if (!IsMembershipError(s)) return false;
+  std::optional<proto::EpochAborted> payload = proto::MembershipPayload(s);
+  return payload.has_value() && payload->planned();
+}
+
+bool IsLeaving(const absl::Status& s) {
+  if (!IsHostsUpdated(s)) return false;
+  const std::string me = kolo::worker_id();
+  for (const std::string& w : proto::MembershipPayload(s)->leaving()) {
+    if (w == me) return true;
+  }
+  return false;
+}
+
+absl::Status check_host_updates() {
+  if (!internal::IsElasticJob()) return absl::OkStatus();
+  absl::StatusOr<Handle> h =
+      internal::MembershipCheckAsync(internal::LeaveRequested());
+  if (!h.ok()) return h.status();
+  return synchronize(*h);
+}
+
+void request_leave() { internal::RequestLeave(); }
+
 absl::Status run(State& state, const std::function<absl::Status()>& fn,
                  const RunOptions& options) {
   int resets = 0;
@@ -33,10 +61,27 @@ absl::Status run(State& state, const std::function<absl::Status()>& fn,
     absl::Status s = state.sync();
     if (s.ok()) s = fn();
     if (s.ok() || !IsMembershipError(s)) return s;
+    if (IsLeaving(s)) {
+      Log()->warn("worker {} leaves the job at commit {} (asked to: SIGTERM)",
+                  kolo::worker_id(), state.commits());
+      if (!options.exit_on_leave) return s;
+      if (absl::Status down = kolo::shutdown(); !down.ok()) {
+        Log()->warn("leaving: {}", std::string(down.message()));
+      }
+      std::exit(0);
+    }
     ++resets;
-    Log()->warn("membership change #{}: {}; restoring commit {} and regrouping",
-                resets, std::string(s.message()), state.commits());
-    state.restore();
+    if (IsHostsUpdated(s)) {
+      Log()->warn(
+          "membership change #{} at commit {}: {}; going on from it (no "
+          "rollback)",
+          resets, state.commits(), std::string(s.message()));
+    } else {
+      Log()->warn(
+          "membership change #{}: {}; restoring commit {} and regrouping",
+          resets, std::string(s.message()), state.commits());
+      state.restore();
+    }
     absl::Status next = internal::AwaitNextEpoch(options.epoch_timeout);
     if (!next.ok()) return next;
     state.on_reset();

@@ -59,7 +59,12 @@ void State::OnReset(std::function<void()> callback) {
   on_reset_.push_back(std::move(callback));
 }
 
-void State::commit() {
+absl::Status State::commit() {
+  save();
+  return check_host_updates();
+}
+
+void State::save() {
   for (TensorEntry& t : tensors_) {
     const size_t bytes = static_cast<size_t>(t.count) * DataTypeSize(t.type);
     t.saved.assign(static_cast<const char*>(t.data), bytes);
@@ -97,7 +102,7 @@ absl::Status State::sync() {
     s = broadcast(b.blob->data(), size, DataType::kUInt8, /*root=*/0);
     if (!s.ok()) return s;
   }
-  commit();
+  save();
   return absl::OkStatus();
 }
 

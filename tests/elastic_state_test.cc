@@ -49,7 +49,7 @@ TEST(State, RestoreGoesBackToTheLastCommit) {
   state.restore();  // nothing committed yet: unchanged
   EXPECT_THAT(w, ElementsAre(1, 2, 3));
   EXPECT_EQ(blob, "step 1");
-  state.commit();
+  ASSERT_TRUE(state.commit().ok()) << "no job: no membership check";
   EXPECT_EQ(state.commits(), 1);
   w = {7, 8, 9};
   blob = "step 2, longer";
@@ -58,7 +58,7 @@ TEST(State, RestoreGoesBackToTheLastCommit) {
   EXPECT_EQ(blob, "step 1");
   w[0] = 5;
   blob = "";
-  state.commit();
+  ASSERT_TRUE(state.commit().ok()) << "no job: no membership check";
   w[0] = 6;
   blob = "x";
   state.restore();

@@ -9,6 +9,7 @@
 // Thread-safety: init/shutdown/control_allgather take api_mu only to find the
 // Runtime (a control_allgather in flight does not block shutdown, which fails
 // it). Topology getters read atomics, without locks.
+#include <signal.h>
 #include <sys/eventfd.h>
 
 #include <algorithm>
@@ -117,9 +118,45 @@ absl::Status StopRuntime(Runtime& rt) {
   return result;
 }
 
+// Elastic jobs: SIGTERM (a spot instance's notice) asks this worker to leave
+// at its next membership check (State::commit); a second SIGTERM ends the
+// process as SIGTERM would have.
+std::atomic<bool> leave_requested{false};
+static_assert(std::atomic<bool>::is_always_lock_free);
+
+void OnSigterm(int) {
+  if (leave_requested.exchange(true)) {
+    ::signal(SIGTERM, SIG_DFL);
+    ::raise(SIGTERM);
+  }
+}
+
+void InstallGracefulLeave() {
+  struct sigaction old = {};
+  if (::sigaction(SIGTERM, nullptr, &old) != 0) return;
+  if (old.sa_handler != SIG_DFL || (old.sa_flags & SA_SIGINFO) != 0) {
+    Log()->info(
+        "SIGTERM has a handler of the program's: kolo's graceful leave on "
+        "SIGTERM is off (call kolo::elastic::request_leave() from it)");
+    return;
+  }
+  struct sigaction sa = {};
+  sa.sa_handler = OnSigterm;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  if (::sigaction(SIGTERM, &sa, nullptr) == 0) {
+    Log()->debug("SIGTERM leaves the job at the next commit");
+  }
+}
+
 absl::StatusOr<std::unique_ptr<Runtime>> StartRuntime(
     worker::WorkerConfig config) {
-  const absl::Time deadline = absl::Now() + config.knobs.start_timeout;
+  // A worker of an elastic job may have to wait until it is admitted (at
+  // the members' next commit, or when a slot frees under --max-np).
+  const absl::Time deadline =
+      absl::Now() + (config.elastic ? std::max(config.knobs.start_timeout,
+                                               config.knobs.elastic_timeout)
+                                    : config.knobs.start_timeout);
   auto rt = std::make_unique<Runtime>();
   rt->config = std::move(config);
   const worker::WorkerConfig& c = rt->config;
@@ -253,6 +290,7 @@ absl::Status init() {
   auto rt = StartRuntime(*std::move(config));
   if (!rt.ok()) return rt.status();
   runtime = *std::move(rt);
+  if (runtime->config.elastic) InstallGracefulLeave();
   static const bool at_exit = std::atexit(ShutdownAtExit) == 0;
   if (!at_exit) Log()->warn("could not register kolo's shutdown at exit");
   const proto::Membership m = runtime->epochs->current()->membership;
@@ -414,6 +452,15 @@ absl::StatusOr<std::shared_ptr<worker::OpRuntime>> OpsForHandle(
   }
   return runtime->epochs->ForHandle(handle)->ops;
 }
+
+bool IsElasticJob() {
+  MutexLock lock(&api_mu);
+  return runtime != nullptr && runtime->config.elastic;
+}
+
+bool LeaveRequested() { return leave_requested.load(); }
+
+void RequestLeave() { leave_requested.store(true); }
 
 absl::Status AwaitNextEpoch(absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;

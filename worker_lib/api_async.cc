@@ -182,6 +182,13 @@ absl::StatusOr<Handle> barrier_async(absl::string_view name,
   return Submit(*std::move(n), name);
 }
 
+absl::StatusOr<Handle> internal::MembershipCheckAsync(bool leave) {
+  auto n = Prepare(proto::MEMBERSHIP_CHECK, Tensor{}, kGlobalProcessSet);
+  if (!n.ok()) return n.status();
+  n->op->root = leave ? 1 : 0;
+  return Submit(*std::move(n), "kolo.membership_check");
+}
+
 absl::StatusOr<Handle> grouped_allreduce_async(absl::Span<const Tensor> inputs,
                                                absl::Span<const Tensor> outputs,
                                                const AllreduceOptions& options,

@@ -33,6 +33,18 @@ absl::StatusOr<std::shared_ptr<worker::OpRuntime>> OpsForHandle(
 // error when the job ends first.
 absl::Status AwaitNextEpoch(absl::Duration timeout);
 
+// Elastic jobs: submits the membership check (State::commit,
+// check_host_updates; proto MEMBERSHIP_CHECK), leaving the job there if
+// `leave`.
+absl::StatusOr<Handle> MembershipCheckAsync(bool leave);
+// Whether this job is elastic (KOLO_ELASTIC); false when kolo is not
+// initialised.
+bool IsElasticJob();
+// Whether this worker was asked to leave at its next membership check
+// (SIGTERM in an elastic job, or kolo::elastic::request_leave()).
+bool LeaveRequested();
+void RequestLeave();
+
 }  // namespace kolo::internal
 
 #endif  // KOLO_WORKER_LIB_API_INTERNAL_H_

@@ -86,7 +86,7 @@ std::string Validate(PendingOp& op, int rank, int size) {
   const std::string op_name = proto::OpTypeName(op.op);
   const char* name = op_name.c_str();
   if (op.op == proto::BARRIER || op.op == proto::JOIN ||
-      op.op == proto::PROCESS_SET_REMOVE) {
+      op.op == proto::MEMBERSHIP_CHECK || op.op == proto::PROCESS_SET_REMOVE) {
     return "";
   }
   if (op.op == proto::PROCESS_SET_ADD) {
@@ -256,7 +256,8 @@ void FillRequest(PendingOp& op, int rank, int size, proto::Request* out) {
     r.set_group_size(op.group_size);
   }
   if (op.op != proto::BARRIER && op.op != proto::JOIN &&
-      op.op != proto::PROCESS_SET_ADD && op.op != proto::PROCESS_SET_REMOVE) {
+      op.op != proto::MEMBERSHIP_CHECK && op.op != proto::PROCESS_SET_ADD &&
+      op.op != proto::PROCESS_SET_REMOVE) {
     r.set_dtype(static_cast<int>(op.input.dtype));
     r.mutable_shape()->Add(op.input.shape.begin(), op.input.shape.end());
     r.set_device(op.input.device);

@@ -97,6 +97,10 @@ absl::Status Execute(const proto::Response& response, PendingOp& op,
     case proto::BARRIER:
       // Every rank announced it: they have all entered the barrier.
       return absl::OkStatus();
+    case proto::MEMBERSHIP_CHECK:
+      // Answered: the membership stays (a change ends the epoch instead,
+      // failing the check with the hosts-updated error).
+      return absl::OkStatus();
     case proto::JOIN:  // every rank joined: sizes = {the last to join}
     case proto::PROCESS_SET_ADD:  // sizes = {the set's id}
     case proto::PROCESS_SET_REMOVE:

@@ -8,8 +8,9 @@
 //   absl::Status s = kolo::elastic::run(state, [&]() -> absl::Status {
 //     while (step < steps) {
 //       ... kolo::allreduce(...) ...   // fails with the membership error
-//       ... state.commit() ...         // when a worker is lost
-//     }
+//                                      // when a worker is lost
+//       if (absl::Status c = state.commit(); !c.ok()) return c;
+//     }                                // (workers joined or left)
 //     return absl::OkStatus();
 //   });
 //
@@ -23,6 +24,19 @@
 // inside `fn` give the new epoch's values. Any other error — a caller's
 // mistake (kInvalidArgument, kFailedPrecondition), the job's end, this worker
 // evicted (it was judged lost; IsEvictedError) — is returned unchanged.
+//
+// Growth and planned leaves: a worker that starts while the job runs (a
+// replacement, a new host) waits until every member reaches a membership
+// check — State::commit() or check_host_updates() — and is admitted there.
+// The check then fails on every member with the *hosts-updated* error
+// (IsHostsUpdated; a membership error too, Horovod's HostsUpdatedInterrupt):
+// run() goes on from that commit without rollback, waits for the next epoch
+// (newcomers appended after the survivors' ranks), runs the reset callbacks
+// and syncs; the newcomer's run() starts with that sync. A worker that
+// receives SIGTERM in an elastic job (or calls request_leave()) leaves at
+// its next check: the others go on from there without rollback, and run()
+// shuts kolo down on the leaver and exits the process with status 0
+// (RunOptions::exit_on_leave).
 //
 // Thread-safety: a State is used by one thread (the training loop); run()
 // calls `fn` on the calling thread.
@@ -45,6 +59,22 @@ namespace kolo::elastic {
 bool IsMembershipError(const absl::Status& s);
 // Whether `s` says that this worker was evicted (judged lost; it must exit).
 bool IsEvictedError(const absl::Status& s);
+// Whether `s` is a planned membership change at a membership check
+// (workers joined or left): go on without rollback.
+bool IsHostsUpdated(const absl::Status& s);
+// Whether `s` is a planned change in which this worker leaves.
+bool IsLeaving(const absl::Status& s);
+
+// One round through the coordinator (no data moves) at which every member
+// of an elastic job learns of membership updates: OK when nothing changes;
+// the hosts-updated error (IsHostsUpdated) when workers join or leave here,
+// IsLeaving on a worker that leaves. Every member must call it at the same
+// point (State::commit() does). OK at once outside elastic jobs.
+absl::Status check_host_updates();
+// Asks this worker to leave the job at its next membership check (what
+// SIGTERM does in an elastic job; for programs with their own SIGTERM
+// handler). Async-signal-safe.
+void request_leave();
 
 class State {
  public:
@@ -66,12 +96,15 @@ class State {
   void OnReset(std::function<void()> callback);
 
   // Copies every tensor and blob to host memory: the point restore() goes
-  // back to. Counts commits.
-  void commit();
+  // back to (counts commits), then check_host_updates(): the hosts-updated
+  // error when the membership changes here (return it from run()'s fn).
+  absl::Status commit();
+  // The copy of commit() without the membership check.
+  void save();
   // Copies the last commit back into the tensors and blobs (nothing before
   // the first commit).
   void restore();
-  // Rank 0's tensors and blobs to every rank (broadcast), then commit():
+  // Rank 0's tensors and blobs to every rank (broadcast), then save():
   // every rank holds rank 0's committed state. Fails like a collective.
   absl::Status sync();
   // Runs the reset callbacks (run() does, after a membership change).
@@ -105,6 +138,9 @@ struct RunOptions {
   // How long one retry waits for the next epoch (forming it includes the
   // survivors' acknowledgements and the new data plane's connections).
   absl::Duration epoch_timeout = absl::Seconds(120);
+  // A worker that leaves (SIGTERM) shuts kolo down and exits with status 0;
+  // false: run() returns the IsLeaving error instead.
+  bool exit_on_leave = true;
 };
 
 // Calls fn(); on a membership error restores `state`, waits for the next

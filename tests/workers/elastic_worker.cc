@@ -16,11 +16,15 @@
 //                        process sends it SIGCONT C ms later
 //   --kill-in-reset R    the worker that is rank R of epoch 1 SIGKILLs itself
 //                        in its first reset callback (while the others sync)
+//   --term R:S           rank R of epoch 1 sends itself SIGTERM at step S: it
+//                        leaves at that step's commit (exit 0)
 //   --process-set        every rank adds process set {0, 1} first and runs an
 //                        allreduce on it each step; after a reset the old set
 //                        fails (kFailedPrecondition, "dissolved") and the
 //                        reset callback adds it again
-// Lines (each rank): EL_STEP_BAD (a wrong sum), EL_KILL t=<us> (just before
+// Lines (each rank): EL_START worker=W incarnation=I rank=R size=S step=N
+// (after init and the first sync: a newcomer's step is the job's),
+// EL_STEP_BAD (a wrong sum), EL_KILL t=<us> (just before
 // a self-kill), EL_RESET n=K size=S rank=R, EL_RECOVERED t=<us> (the first
 // step completed after a reset), EL_DISSOLVED code=C msg=..., and at the end
 // EL_DONE rank=R size=S step=N w=W resets=K, or EL_ERROR code=C msg=... when
@@ -30,6 +34,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -62,7 +67,7 @@ std::string OneLine(absl::string_view s) {
 }
 
 struct Fault {
-  enum Kind { kKill, kStop } kind = kKill;
+  enum Kind { kKill, kStop, kTerm } kind = kKill;
   int rank = -1;
   int64_t step = 0;
   int delay_ms = 0;  // kill: after reaching the step; stop: until SIGCONT
@@ -105,6 +110,8 @@ bool Parse(int argc, char** argv, Args& a) {
     } else if (flag == "--kill-after-ms" && v.size() == 3) {
       a.faults.push_back(
           {Fault::kKill, static_cast<int>(v[0]), v[1], static_cast<int>(v[2])});
+    } else if (flag == "--term" && v.size() == 2) {
+      a.faults.push_back({Fault::kTerm, static_cast<int>(v[0]), v[1], 0});
     } else if (flag == "--stop" && v.size() == 3) {
       a.faults.push_back(
           {Fault::kStop, static_cast<int>(v[0]), v[1], static_cast<int>(v[2])});
@@ -172,8 +179,17 @@ int main(int argc, char** argv) {
     }
   });
 
+  bool started_printed = false;
   absl::Status result = kolo::elastic::run(state, [&]() -> absl::Status {
     std::memcpy(&step, step_blob.data(), sizeof(step));
+    if (!started_printed) {
+      started_printed = true;
+      const char* inc = std::getenv("KOLO_WORKER_INCARNATION");
+      Print(absl::StrCat("EL_START worker=", kolo::worker_id(),
+                         " incarnation=", inc != nullptr ? inc : "0",
+                         " rank=", kolo::rank(), " size=", kolo::size(),
+                         " step=", step));
+    }
     if (args.process_set && old_set != 0 && !set_dissolved_checked) {
       int64_t one = 1, out = 0;
       kolo::Tensor in{kolo::DataType::kInt64, {1}, &one, kolo::kCpu};
@@ -196,6 +212,9 @@ int main(int argc, char** argv) {
         if (f.kind == Fault::kKill) {
           if (f.delay_ms > 0) absl::SleepFor(absl::Milliseconds(f.delay_ms));
           KillSelf();
+        } else if (f.kind == Fault::kTerm) {
+          Print(absl::StrCat("EL_TERM t=", NowMicros()));
+          ::raise(SIGTERM);
         } else {
           StopSelf(f.delay_ms);
         }
@@ -233,7 +252,7 @@ int main(int argc, char** argv) {
       for (size_t i = 0; i < w.size(); ++i) w[i] += out[i];
       ++step;
       std::memcpy(step_blob.data(), &step, sizeof(step));
-      state.commit();
+      if (absl::Status c = state.commit(); !c.ok()) return c;
       if (recovered_pending) {
         recovered_pending = false;
         Print(absl::StrCat("EL_RECOVERED t=", NowMicros(),
