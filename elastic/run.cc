@@ -38,7 +38,9 @@ bool IsHostsUpdated(const absl::Status& s) {
 bool IsLeaving(const absl::Status& s) {
   if (!IsHostsUpdated(s)) return false;
   const std::string me = kolo::worker_id();
-  for (const std::string& w : proto::MembershipPayload(s)->leaving()) {
+  const std::optional<proto::EpochAborted> payload =
+      proto::MembershipPayload(s);
+  for (const std::string& w : payload->leaving()) {
     if (w == me) return true;
   }
   return false;

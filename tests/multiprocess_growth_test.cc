@@ -1,0 +1,196 @@
+// Elastic growth and planned leaves on loopback (issue 18): real workers
+// (tests/workers/elastic_worker.cc) train under kolo::elastic::run while a
+// worker joins by hand (a standalone kolo-coordinator and workers started
+// with the job's address and secret) or leaves on SIGTERM; every member
+// learns of the change at the same commit, goes on without rollback, and
+// every rank ends with rank 0's state. Every job is bounded; nothing here
+// can hang.
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/job_run.h"
+#include "tests/testing/subprocess.h"
+#include "tests/testing/timeouts.h"
+
+namespace kolo::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using Env = std::map<std::string, std::optional<std::string>>;
+
+// The value of `key=` in `line` (up to the next space), or "".
+std::string Field(const std::string& line, const std::string& key) {
+  size_t at = line.find(" " + key + "=");
+  if (at == std::string::npos) return "";
+  at += key.size() + 2;
+  size_t end = line.find(' ', at);
+  return line.substr(at, end == std::string::npos ? end : end - at);
+}
+
+int64_t Int(const std::string& s) {
+  int64_t v = -1;
+  return absl::SimpleAtoi(s, &v) ? v : -1;
+}
+
+// The EL_DONE lines of `output`: `size` of them, each at size `size`, with
+// the same step and w (rank 0's state), ranks 0..size-1, no wrong sum.
+void ExpectDone(const std::string& output, int size) {
+  std::vector<std::string> done = Lines(output, "EL_DONE ");
+  ASSERT_EQ(done.size(), static_cast<size_t>(size)) << output;
+  std::vector<int64_t> ranks;
+  for (const std::string& line : done) {
+    EXPECT_EQ(Int(Field(line, "size")), size) << line;
+    EXPECT_EQ(Field(line, "step"), Field(done[0], "step")) << output;
+    EXPECT_EQ(Field(line, "w"), Field(done[0], "w"))
+        << "every rank holds rank 0's state\n"
+        << output;
+    ranks.push_back(Int(Field(line, "rank")));
+  }
+  std::sort(ranks.begin(), ranks.end());
+  for (int r = 0; r < size; ++r) EXPECT_EQ(ranks[r], r) << output;
+  EXPECT_THAT(output, Not(HasSubstr("EL_STEP_BAD")));
+  EXPECT_THAT(output, Not(HasSubstr("EL_ERROR")));
+}
+
+TEST(Growth, SigtermLeavesAtTheCommitAndTheOthersGoOn) {
+  JobRun run = RunJob({Bin("kolorun"), "-np", "4", "--min-np", "2",
+                       Bin("kolo-elastic-worker"), "--steps", "40", "--term",
+                       "2:10"},
+                      {}, absl::Seconds(120));
+  EXPECT_TRUE(run.exit.exited && run.exit.code == 0)
+      << run.exit.ToString() << "\n"
+      << run.output;
+  ExpectDone(run.output, 3);
+  for (const std::string& line : Lines(run.output, "EL_DONE ")) {
+    EXPECT_EQ(Int(Field(line, "step")), 40) << line;
+  }
+  ASSERT_EQ(Lines(run.output, "EL_TERM ").size(), 1u) << run.output;
+  // A planned change: the leaver exits 0, nobody rolls back, nobody is
+  // lost.
+  EXPECT_THAT(run.output, HasSubstr("leaves the job at commit"));
+  EXPECT_THAT(run.output, HasSubstr("no rollback"));
+  EXPECT_THAT(run.output, Not(HasSubstr("restoring commit")));
+  EXPECT_THAT(run.output, Not(HasSubstr("exited with code")))
+      << "only exits with code 0, which kolorun logs at info";
+  std::vector<std::string> term = Lines(run.output, "EL_TERM ");
+  std::vector<std::string> back = Lines(run.output, "EL_RECOVERED ");
+  ASSERT_EQ(back.size(), 3u) << run.output;
+  const int64_t t0 = Int(Field(" " + term[0].substr(term[0].find("EL_TERM")),
+                               "t"));
+  int64_t last = 0;
+  for (const std::string& line : back) {
+    last = std::max(last, Int(Field(line, "t")));
+  }
+  std::printf("graceful leave: %.3f s from SIGTERM to the others' next step\n",
+              static_cast<double>(last - t0) / 1e6);
+}
+
+// A private secret file for this test, removed at the end.
+class SecretFile {
+ public:
+  SecretFile()
+      : path_(absl::StrCat(::testing::TempDir(), "/growth_secret.", getpid())) {
+    std::ofstream(path_) << "growth-test-secret-0123456789abcdef\n";
+    ::chmod(path_.c_str(), 0600);
+  }
+  ~SecretFile() { ::unlink(path_.c_str()); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+Env WorkerEnv(int index, int size, int port, const std::string& secret) {
+  return Env{{"RANK", std::to_string(index)},
+             {"WORLD_SIZE", std::to_string(size)},
+             {"LOCAL_RANK", std::to_string(index)},
+             {"KOLO_COORDINATOR", absl::StrCat("127.0.0.1:", port)},
+             {"KOLO_HOST_COORDINATOR", "0"},
+             {"KOLO_ELASTIC", "1"},
+             {"KOLO_WORKER_ID", absl::StrCat("hw", index)},
+             {"KOLO_SECRET_FILE", secret},
+             {"KOLO_LEASE_SECONDS", "5"},
+             // Variables a surrounding launcher might have set.
+             {"KOLO_RANK", std::nullopt},
+             {"KOLO_SIZE", std::nullopt},
+             {"KOLO_JOB_ID", std::nullopt}};
+}
+
+TEST(Growth, WorkerStartedByHandJoinsAtTheNextCommit) {
+  SecretFile secret;
+  Subprocess coord({Bin("kolo-coordinator"), "--port", "0", "--np", "2",
+                    "--min-np", "1", "--bind", "127.0.0.1", "--secret-file",
+                    secret.path(), "--log-level", "info"});
+  ASSERT_TRUE(coord.Start().ok());
+  ASSERT_TRUE(coord.WaitForOutput("(job", Scaled(absl::Seconds(30))))
+      << coord.output();
+  size_t pos = coord.output().find("listening on ");
+  ASSERT_NE(pos, std::string::npos) << coord.output();
+  std::string rest = coord.output().substr(pos + 13);
+  std::string hostport = rest.substr(0, rest.find(' '));
+  int port = 0;
+  ASSERT_TRUE(
+      absl::SimpleAtoi(hostport.substr(hostport.rfind(':') + 1), &port))
+      << hostport;
+
+  const std::vector<std::string> argv = {Bin("kolo-elastic-worker"),
+                                         "--seconds", "5", "--steps", "100000",
+                                         "--step-ms", "10"};
+  std::vector<std::unique_ptr<Subprocess>> workers;
+  for (int i = 0; i < 2; ++i) {
+    workers.push_back(std::make_unique<Subprocess>(
+        argv, WorkerEnv(i, 2, port, secret.path())));
+    ASSERT_TRUE(workers.back()->Start().ok());
+  }
+  for (auto& w : workers) {
+    ASSERT_TRUE(w->WaitForOutput("EL_START", Scaled(absl::Seconds(30))))
+        << w->output();
+  }
+  // A third worker, started by hand with the job's address and secret.
+  workers.push_back(std::make_unique<Subprocess>(
+      argv, WorkerEnv(2, 3, port, secret.path())));
+  ASSERT_TRUE(workers.back()->Start().ok());
+  ASSERT_TRUE(workers.back()->WaitForOutput("EL_START",
+                                            Scaled(absl::Seconds(30))))
+      << workers.back()->output() << coord.output();
+  std::string output;
+  for (auto& w : workers) {
+    EXPECT_TRUE(w->Wait(Scaled(absl::Seconds(60))).ok()) << w->output();
+    EXPECT_TRUE(w->exit_info().exited && w->exit_info().code == 0)
+        << w->exit_info().ToString() << "\n"
+        << w->output();
+    output += w->output();
+  }
+  ExpectDone(output, 3);
+  // The newcomer started from the job's state (a step past 0) at size 3;
+  // the others learnt of it at the same commit, without rollback.
+  std::string start = Lines(workers[2]->output(), "EL_START ")[0];
+  EXPECT_EQ(Int(Field(start, "size")), 3) << start;
+  EXPECT_EQ(Int(Field(start, "rank")), 2) << start;
+  EXPECT_GT(Int(Field(start, "step")), 0) << start;
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_THAT(workers[i]->output(), HasSubstr("EL_RESET n=1 size=3"));
+    EXPECT_THAT(workers[i]->output(), HasSubstr("no rollback"));
+  }
+  EXPECT_TRUE(coord.Wait(Scaled(absl::Seconds(30))).ok()) << coord.output();
+  EXPECT_THAT(coord.output(), HasSubstr("hw2 joins"));
+}
+
+}  // namespace
+}  // namespace kolo::testing
