@@ -54,8 +54,8 @@ void CoordinatorCore::LoseMember(int rank, const std::string& cause,
     const std::string reason = absl::StrCat(
         who, " was evicted from epoch ", ep_.number, " of job '",
         options_.job_id, "': ", cause,
-        "; the other workers go on without it (exit; a worker cannot rejoin "
-        "the job it was evicted from)");
+        "; the other workers go on without it (it may rejoin as a newcomer "
+        "with a new Session, as kolo::elastic::run does, or exit)");
     proto::CoordinatorMessage msg;
     msg.mutable_fence()->set_incarnation(options_.incarnation);
     msg.mutable_fence()->set_epoch(ep_.number);

@@ -62,6 +62,15 @@ absl::Status run(State& state, const std::function<absl::Status()>& fn,
   while (true) {
     absl::Status s = state.sync();
     if (s.ok()) s = fn();
+    if (IsEvictedError(s) && options.rejoin_after_eviction) {
+      Log()->warn("worker {} was evicted ({}); rejoining as a newcomer",
+                  kolo::worker_id(), std::string(s.message()));
+      absl::Status back = internal::Rejoin(options.epoch_timeout);
+      if (!back.ok()) return back;
+      ++resets;
+      state.on_reset();
+      continue;
+    }
     if (s.ok() || !IsMembershipError(s)) return s;
     if (IsLeaving(s)) {
       Log()->warn("worker {} leaves the job at commit {} (asked to: SIGTERM)",

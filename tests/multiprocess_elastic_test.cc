@@ -122,9 +122,10 @@ TEST(Elastic, KilledRankZeroTheOldestSurvivorBecomesRankZero) {
 
 TEST(Elastic, StoppedWorkerIsEvictedAndExitsWhenContinued) {
   // Rank 1 stops at step 8 and is continued 6 s later, long after the
-  // coordinator (the default heartbeat timeout, 2.5 s) evicted it.
-  JobRun run =
-      Launch(4, {"--min-np", "2"}, {"--steps", "30", "--stop", "1:8:6000"});
+  // coordinator (the default heartbeat timeout, 2.5 s) evicted it. It does
+  // not rejoin (RunOptions::rejoin_after_eviction = false).
+  JobRun run = Launch(4, {"--min-np", "2"},
+                      {"--steps", "30", "--stop", "1:8:6000", "--rejoin", "0"});
   ExpectSurvivors(run, 3, 30, {8 * 10 + 22 * 6, 7 * 10 + 23 * 6});
   EXPECT_THAT(run.output, HasSubstr("worker w1 (rank 1, host localhost) was "
                                     "evicted from epoch 1"));
@@ -145,6 +146,30 @@ TEST(Elastic, StoppedWorkerIsEvictedAndExitsWhenContinued) {
   double s = RecoverySeconds(run, "EL_STOP ");
   EXPECT_GT(s, 0);
   std::printf("recovery after SIGSTOP: %.3f s\n", s);
+}
+
+TEST(Elastic, StoppedWorkerRejoinsAsANewcomerWhenContinued) {
+  // As above, but the evicted worker rejoins (the default): it is admitted
+  // at the others' next commit and the job ends at full size, every rank
+  // with rank 0's state.
+  JobRun run =
+      Launch(4, {"--min-np", "2"},
+             {"--steps", "60", "--step-ms", "100", "--stop", "1:8:4000"});
+  EXPECT_TRUE(run.exit.exited && run.exit.code == 0)
+      << run.exit.ToString() << "\n"
+      << run.output;
+  std::vector<std::string> done = Lines(run.output, "EL_DONE ");
+  ASSERT_EQ(done.size(), 4u) << run.output;
+  for (const std::string& line : done) {
+    EXPECT_EQ(Int(Field(line, "size")), 4) << line;
+    EXPECT_EQ(Int(Field(line, "step")), 60) << line;
+    EXPECT_EQ(Field(line, "w"), Field(done[0], "w")) << run.output;
+  }
+  EXPECT_THAT(run.output, HasSubstr("evicted from epoch 1"));
+  EXPECT_THAT(run.output, HasSubstr("rejoining as a newcomer"));
+  EXPECT_THAT(run.output, HasSubstr("w1 joins"));
+  EXPECT_THAT(run.output, Not(HasSubstr("EL_ERROR")));
+  EXPECT_THAT(run.output, Not(HasSubstr("EL_STEP_BAD")));
 }
 
 TEST(Elastic, TwoWorkersKilled200msApart) {

@@ -149,6 +149,27 @@ void InstallGracefulLeave() {
   }
 }
 
+worker::SessionOptions SessionOptionsFor(const worker::WorkerConfig& c,
+                                         const std::string& target,
+                                         const std::string& data_address) {
+  worker::SessionOptions so;
+  so.coordinator = target;
+  so.job_id = c.job_id;
+  so.worker_id = c.worker_id;
+  so.worker_incarnation = c.worker_incarnation;
+  so.host_name = c.host_name;
+  so.data_address = data_address;
+  so.requested_rank = c.rank;
+  so.expected_size = c.size;
+  so.secret = c.secret;
+  so.heartbeat_interval = c.knobs.heartbeat_interval;
+  so.lease = c.lease;
+  so.exit_on_lost_coordinator = true;
+  // An evicted worker of an elastic job may rejoin (Rejoin, below).
+  so.exit_on_evicted = !c.elastic;
+  return so;
+}
+
 absl::StatusOr<std::unique_ptr<Runtime>> StartRuntime(
     worker::WorkerConfig config) {
   // A worker of an elastic job may have to wait until it is admitted (at
@@ -178,20 +199,8 @@ absl::StatusOr<std::unique_ptr<Runtime>> StartRuntime(
     target = hp.ToString();
   }
 
-  worker::SessionOptions so;
-  so.coordinator = target;
-  so.job_id = c.job_id;
-  so.worker_id = c.worker_id;
-  so.worker_incarnation = c.worker_incarnation;
-  so.host_name = c.host_name;
-  so.data_address = rt->listener->address();
-  so.requested_rank = c.rank;
-  so.expected_size = c.size;
-  so.secret = c.secret;
-  so.heartbeat_interval = c.knobs.heartbeat_interval;
-  so.lease = c.lease;
-  so.exit_on_lost_coordinator = true;
-  auto client = worker::SessionClient::Connect(so, deadline);
+  auto client = worker::SessionClient::Connect(
+      SessionOptionsFor(c, target, rt->listener->address()), deadline);
   if (!client.ok()) {
     if (rt->server != nullptr) {
       rt->server->Shutdown(
@@ -451,6 +460,69 @@ absl::StatusOr<std::shared_ptr<worker::OpRuntime>> OpsForHandle(
         absl::StrCat(op, " called before kolo::init() (or after shutdown())"));
   }
   return runtime->epochs->ForHandle(handle)->ops;
+}
+
+absl::Status Rejoin(absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  std::shared_ptr<worker::EpochSlot> old_epochs;
+  std::shared_ptr<worker::DataListener> listener;
+  worker::WorkerConfig config;
+  std::string target;
+  {
+    MutexLock lock(&api_mu);
+    if (runtime == nullptr) {
+      return absl::FailedPreconditionError(
+          "rejoining found kolo shut down (kolo::shutdown() was called)");
+    }
+    old_epochs = runtime->epochs;
+    listener = runtime->listener;
+    config = runtime->config;
+    target = runtime->target;
+  }
+  if (!config.elastic) {
+    return absl::FailedPreconditionError(
+        "only a worker of an elastic job rejoins after its eviction");
+  }
+  std::shared_ptr<worker::EpochRuntime> old = old_epochs->current();
+  (void)old->ops->Stop();
+  Log()->warn("worker {} rejoins job '{}' as a newcomer", config.worker_id,
+              config.job_id);
+  auto connected = worker::SessionClient::Connect(
+      SessionOptionsFor(config, target, listener->address()), deadline);
+  if (!connected.ok()) return connected.status();
+  std::shared_ptr<worker::SessionClient> client = *std::move(connected);
+  auto epochs = std::make_shared<worker::EpochSlot>();
+  worker::EpochSlot::Attach(epochs, *client);
+  worker::EpochInputs in;
+  in.config = &config;
+  in.client = client;
+  in.listen_fd = listener->fd();
+  in.coordinator = target;
+  in.first = false;
+  in.first_handle = old->ops->next_handle();
+  in.dissolved_sets = old_epochs->KnownSets();
+  auto epoch = worker::BuildEpoch(in, client->current(), deadline, -1);
+  if (!epoch.ok()) {
+    (void)client->Shutdown();
+    return epoch.status();
+  }
+  const proto::Membership m = (*epoch)->membership;
+  epochs->Install(*std::move(epoch));
+  {
+    MutexLock lock(&api_mu);
+    if (runtime == nullptr) {
+      (void)client->Shutdown();
+      return absl::FailedPreconditionError(
+          "kolo was shut down while this worker rejoined");
+    }
+    runtime->client = client;
+    runtime->epochs = epochs;
+  }
+  SetLogRank(m.rank());
+  Publish(&m, config.worker_id, listener->address());
+  Log()->info("rejoined in epoch {}: rank {} of {}", client->epoch(), m.rank(),
+              m.size());
+  return absl::OkStatus();
 }
 
 bool IsElasticJob() {

@@ -33,6 +33,12 @@ absl::StatusOr<std::shared_ptr<worker::OpRuntime>> OpsForHandle(
 // error when the job ends first.
 absl::Status AwaitNextEpoch(absl::Duration timeout);
 
+// Elastic jobs: after this worker was evicted (its Session is over), stops
+// its epoch and joins the job again as a newcomer with a new Session,
+// waiting (at most `timeout`) to be admitted; then publishes the new rank
+// and size. kFailedPrecondition outside elastic jobs.
+absl::Status Rejoin(absl::Duration timeout);
+
 // Elastic jobs: submits the membership check (State::commit,
 // check_host_updates; proto MEMBERSHIP_CHECK), leaving the job there if
 // `leave`.

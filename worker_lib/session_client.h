@@ -20,8 +20,9 @@
 //     goes back, and the next Membership opens the next epoch
 //     (WaitForEpochAfter). Evicted (this worker was judged lost) is
 //     terminal with the evicted membership error; with
-//     exit_on_lost_coordinator the process then exits with
-//     kEvictedExitCode after the grace.
+//     exit_on_lost_coordinator and exit_on_evicted the process then exits
+//     with kEvictedExitCode after the grace (else the API may rejoin the
+//     job with a new Session).
 //   - Exchange() is the control-plane allgather.
 // Fencing: every message sent carries (coordinator incarnation, epoch) as
 // learned from the Challenge and the Membership; a coordinator message with
@@ -82,6 +83,9 @@ struct SessionOptions {
   // Exit the process when the coordinator is lost after the Membership
   // arrived (the API turns this on; tests observe the failure instead).
   bool exit_on_lost_coordinator = false;
+  // With exit_on_lost_coordinator: also exit (kEvictedExitCode) when
+  // evicted. Elastic jobs turn it off: kolo::elastic::run rejoins instead.
+  bool exit_on_evicted = true;
   absl::Duration exit_grace = absl::Milliseconds(200);
   // What the Hello claims; tests inject a mismatch.
   uint32_t protocol_version = kProtocolVersion;

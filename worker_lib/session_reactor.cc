@@ -419,7 +419,7 @@ void SessionClient::Reactor::ThreadMain() {
     }
     if (evicted_ && !loss_reported) {
       loss_reported = true;
-      if (options_.exit_on_lost_coordinator) {
+      if (options_.exit_on_lost_coordinator && options_.exit_on_evicted) {
         // Out of the job: let pending calls return and report, then go.
         mu_.Unlock();
         absl::SleepFor(options_.exit_grace);

@@ -36,7 +36,8 @@
 // receives SIGTERM in an elastic job (or calls request_leave()) leaves at
 // its next check: the others go on from there without rollback, and run()
 // shuts kolo down on the leaver and exits the process with status 0
-// (RunOptions::exit_on_leave).
+// (RunOptions::exit_on_leave). A worker that was evicted (stopped or cut
+// off, then back) rejoins as a newcomer (RunOptions::rejoin_after_eviction).
 //
 // Thread-safety: a State is used by one thread (the training loop); run()
 // calls `fn` on the calling thread.
@@ -141,6 +142,11 @@ struct RunOptions {
   // A worker that leaves (SIGTERM) shuts kolo down and exits with status 0;
   // false: run() returns the IsLeaving error instead.
   bool exit_on_leave = true;
+  // A worker the coordinator evicted (it was stopped or cut off, and came
+  // back) joins the job again as a newcomer: it waits for the members'
+  // next commit, then syncs from rank 0. false: run() returns the
+  // IsEvictedError error (the process should exit).
+  bool rejoin_after_eviction = true;
 };
 
 // Calls fn(); on a membership error restores `state`, waits for the next

@@ -18,6 +18,8 @@
 //                        in its first reset callback (while the others sync)
 //   --term R:S           rank R of epoch 1 sends itself SIGTERM at step S: it
 //                        leaves at that step's commit (exit 0)
+//   --rejoin 0|1         an evicted worker rejoins (default 1) or ends with
+//                        its error
 //   --process-set        every rank adds process set {0, 1} first and runs an
 //                        allreduce on it each step; after a reset the old set
 //                        fails (kFailedPrecondition, "dissolved") and the
@@ -34,8 +36,8 @@
 #include <unistd.h>
 
 #include <cstdint>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -80,6 +82,7 @@ struct Args {
   std::vector<Fault> faults;
   int kill_in_reset = -1;
   bool process_set = false;
+  bool rejoin = true;  // RunOptions::rejoin_after_eviction
 };
 
 bool ParseInts(const std::string& text, std::vector<int64_t>& out) {
@@ -100,6 +103,10 @@ bool Parse(int argc, char** argv, Args& a) {
     if (flag == "--step-ms" && absl::SimpleAtoi(value, &a.step_ms)) continue;
     if (flag == "--kill-in-reset" && absl::SimpleAtoi(value, &a.kill_in_reset))
       continue;
+    if (flag == "--rejoin") {
+      a.rejoin = value == "1";
+      continue;
+    }
     if (flag == "--process-set") {
       a.process_set = value == "1";
       continue;
@@ -180,88 +187,95 @@ int main(int argc, char** argv) {
   });
 
   bool started_printed = false;
-  absl::Status result = kolo::elastic::run(state, [&]() -> absl::Status {
-    std::memcpy(&step, step_blob.data(), sizeof(step));
-    if (!started_printed) {
-      started_printed = true;
-      const char* inc = std::getenv("KOLO_WORKER_INCARNATION");
-      Print(absl::StrCat("EL_START worker=", kolo::worker_id(),
-                         " incarnation=", inc != nullptr ? inc : "0",
-                         " rank=", kolo::rank(), " size=", kolo::size(),
-                         " step=", step));
-    }
-    if (args.process_set && old_set != 0 && !set_dissolved_checked) {
-      int64_t one = 1, out = 0;
-      kolo::Tensor in{kolo::DataType::kInt64, {1}, &one, kolo::kCpu};
-      kolo::Tensor o{kolo::DataType::kInt64, {1}, &out, kolo::kCpu};
-      absl::StatusOr<kolo::Handle> h =
-          kolo::allreduce_async(in, o, {}, "on-the-old-set", old_set);
-      absl::Status st = h.ok() ? kolo::synchronize(*h) : h.status();
-      Print(absl::StrCat("EL_DISSOLVED code=", static_cast<int>(st.code()),
-                         " msg=", OneLine(st.message())));
-      set_dissolved_checked = true;
-    }
-    if (args.process_set && set == 0 && kolo::size() >= 2) {
-      absl::StatusOr<kolo::ProcessSet> id = kolo::add_process_set({0, 1});
-      if (!id.ok()) return id.status();
-      set = *id;
-    }
-    while (step < args.steps) {
-      for (const Fault& f : args.faults) {
-        if (f.rank != first_rank || f.step != step) continue;
-        if (f.kind == Fault::kKill) {
-          if (f.delay_ms > 0) absl::SleepFor(absl::Milliseconds(f.delay_ms));
-          KillSelf();
-        } else if (f.kind == Fault::kTerm) {
-          Print(absl::StrCat("EL_TERM t=", NowMicros()));
-          ::raise(SIGTERM);
-        } else {
-          StopSelf(f.delay_ms);
+  kolo::elastic::RunOptions run_options;
+  run_options.rejoin_after_eviction = args.rejoin;
+  absl::Status result = kolo::elastic::run(
+      state,
+      [&]() -> absl::Status {
+        std::memcpy(&step, step_blob.data(), sizeof(step));
+        if (!started_printed) {
+          started_printed = true;
+          const char* inc = std::getenv("KOLO_WORKER_INCARNATION");
+          Print(absl::StrCat("EL_START worker=", kolo::worker_id(),
+                             " incarnation=", inc != nullptr ? inc : "0",
+                             " rank=", kolo::rank(), " size=", kolo::size(),
+                             " step=", step));
         }
-      }
-      absl::SleepFor(absl::Milliseconds(args.step_ms));
-      const int64_t size = kolo::size();
-      // w's elements, then rank 0's "time is up" flag.
-      std::vector<int64_t> in(w.size() + 1, kolo::rank() + 1),
-          out(w.size() + 1, 0);
-      in.back() = kolo::rank() == 0 && args.seconds > 0 &&
-                  absl::Now() - started > absl::Seconds(args.seconds);
-      absl::Status s = kolo::allreduce(in.data(), out.data(),
-                                       static_cast<int64_t>(in.size()),
-                                       kolo::DataType::kInt64);
-      if (!s.ok()) return s;
-      for (size_t i = 0; i < w.size(); ++i) {
-        if (out[i] != size * (size + 1) / 2) {
-          Print(absl::StrCat("EL_STEP_BAD step=", step, " got=", out[i],
-                             " size=", size));
+        if (args.process_set && old_set != 0 && !set_dissolved_checked) {
+          int64_t one = 1, out = 0;
+          kolo::Tensor in{kolo::DataType::kInt64, {1}, &one, kolo::kCpu};
+          kolo::Tensor o{kolo::DataType::kInt64, {1}, &out, kolo::kCpu};
+          absl::StatusOr<kolo::Handle> h =
+              kolo::allreduce_async(in, o, {}, "on-the-old-set", old_set);
+          absl::Status st = h.ok() ? kolo::synchronize(*h) : h.status();
+          Print(absl::StrCat("EL_DISSOLVED code=", static_cast<int>(st.code()),
+                             " msg=", OneLine(st.message())));
+          set_dissolved_checked = true;
         }
-      }
-      if (out.back() != 0 && out.back() != 1) {
-        Print(absl::StrCat("EL_STEP_BAD step=", step, " flag=", out.back()));
-      }
-      if (args.process_set && set != 0 && kolo::rank() < 2) {
-        int64_t one = 1, sum = 0;
-        kolo::Tensor ti{kolo::DataType::kInt64, {1}, &one, kolo::kCpu};
-        kolo::Tensor to{kolo::DataType::kInt64, {1}, &sum, kolo::kCpu};
-        absl::StatusOr<kolo::Handle> h = kolo::allreduce_async(
-            ti, to, {}, absl::StrCat("set-step-", step), set);
-        absl::Status st = h.ok() ? kolo::synchronize(*h) : h.status();
-        if (!st.ok()) return st;
-        if (sum != 2) Print(absl::StrCat("EL_STEP_BAD set step=", step));
-      }
-      for (size_t i = 0; i < w.size(); ++i) w[i] += out[i];
-      ++step;
-      std::memcpy(step_blob.data(), &step, sizeof(step));
-      if (absl::Status c = state.commit(); !c.ok()) return c;
-      if (recovered_pending) {
-        recovered_pending = false;
-        Print(absl::StrCat("EL_RECOVERED t=", NowMicros(),
-                           " size=", kolo::size()));
-      }
-      if (out.back() == 1) break;  // rank 0's time is up
-    }
-    return absl::OkStatus();
-  });
+        if (args.process_set && set == 0 && kolo::size() >= 2) {
+          absl::StatusOr<kolo::ProcessSet> id = kolo::add_process_set({0, 1});
+          if (!id.ok()) return id.status();
+          set = *id;
+        }
+        while (step < args.steps) {
+          for (const Fault& f : args.faults) {
+            if (f.rank != first_rank || f.step != step) continue;
+            if (f.kind == Fault::kKill) {
+              if (f.delay_ms > 0)
+                absl::SleepFor(absl::Milliseconds(f.delay_ms));
+              KillSelf();
+            } else if (f.kind == Fault::kTerm) {
+              Print(absl::StrCat("EL_TERM t=", NowMicros()));
+              ::raise(SIGTERM);
+            } else {
+              StopSelf(f.delay_ms);
+            }
+          }
+          absl::SleepFor(absl::Milliseconds(args.step_ms));
+          const int64_t size = kolo::size();
+          // w's elements, then rank 0's "time is up" flag.
+          std::vector<int64_t> in(w.size() + 1, kolo::rank() + 1),
+              out(w.size() + 1, 0);
+          in.back() = kolo::rank() == 0 && args.seconds > 0 &&
+                      absl::Now() - started > absl::Seconds(args.seconds);
+          absl::Status s = kolo::allreduce(in.data(), out.data(),
+                                           static_cast<int64_t>(in.size()),
+                                           kolo::DataType::kInt64);
+          if (!s.ok()) return s;
+          for (size_t i = 0; i < w.size(); ++i) {
+            if (out[i] != size * (size + 1) / 2) {
+              Print(absl::StrCat("EL_STEP_BAD step=", step, " got=", out[i],
+                                 " size=", size));
+            }
+          }
+          if (out.back() != 0 && out.back() != 1) {
+            Print(
+                absl::StrCat("EL_STEP_BAD step=", step, " flag=", out.back()));
+          }
+          if (args.process_set && set != 0 && kolo::rank() < 2) {
+            int64_t one = 1, sum = 0;
+            kolo::Tensor ti{kolo::DataType::kInt64, {1}, &one, kolo::kCpu};
+            kolo::Tensor to{kolo::DataType::kInt64, {1}, &sum, kolo::kCpu};
+            absl::StatusOr<kolo::Handle> h = kolo::allreduce_async(
+                ti, to, {}, absl::StrCat("set-step-", step), set);
+            absl::Status st = h.ok() ? kolo::synchronize(*h) : h.status();
+            if (!st.ok()) return st;
+            if (sum != 2) Print(absl::StrCat("EL_STEP_BAD set step=", step));
+          }
+          for (size_t i = 0; i < w.size(); ++i) w[i] += out[i];
+          ++step;
+          std::memcpy(step_blob.data(), &step, sizeof(step));
+          if (absl::Status c = state.commit(); !c.ok()) return c;
+          if (recovered_pending) {
+            recovered_pending = false;
+            Print(absl::StrCat("EL_RECOVERED t=", NowMicros(),
+                               " size=", kolo::size()));
+          }
+          if (out.back() == 1) break;  // rank 0's time is up
+        }
+        return absl::OkStatus();
+      },
+      run_options);
   if (!result.ok()) {
     Print(absl::StrCat("EL_ERROR code=", static_cast<int>(result.code()),
                        " evicted=", kolo::elastic::IsEvictedError(result),
