@@ -22,3 +22,8 @@ kolo_add_test(launcher_discovery_test
   SOURCES launcher_discovery_test.cc
   LIBS kolo_launcher_core
   LABELS unit)
+kolo_add_test(launcher_elastic_test
+  SOURCES launcher_elastic_test.cc
+  LIBS kolo_launcher_core
+  LABELS multiprocess SERIAL)
+add_dependencies(launcher_elastic_test kolorun)
