@@ -66,16 +66,51 @@ Options:
                                stopped ends its epoch, not the job; the
                                survivors go on (their pending ops fail with
                                the membership error; kolo::elastic::run
-                               retries). Below N workers the job waits up to
+                               retries) and kolorun starts a replacement.
+                               Below N workers the job waits up to
                                --elastic-timeout, then ends.
-  --max-np N                   Elastic mode: the most workers (with --max-np
-                               alone, --min-np is 1).
+  --max-np N                   Elastic mode: the most workers that run at
+                               once; slots beyond it stay idle (with
+                               --max-np alone, --min-np is 1).
   --elastic-timeout S          Seconds an elastic job below --min-np waits
                                before it ends. Default: <--elastic-timeout>,
                                or KOLO_ELASTIC_TIMEOUT /
                                HOROVOD_ELASTIC_TIMEOUT.
   --reset-limit N              Elastic mode: end the job after N membership
                                changes. Default: unlimited.
+  --host-discovery-script S    Elastic mode (--min-np defaults to 1): run S
+                               with /bin/sh every --discovery-interval-seconds;
+                               it prints the usable hosts, one a line, as
+                               host or host:slots ('#' comments and blank
+                               lines are skipped). A host that appears gets
+                               workers on its slots; a host that disappears
+                               has its workers stopped (SIGTERM: they leave at
+                               their next commit). A failing run is retried
+                               with a warning; a failing first run ends
+                               kolorun (exit 2). -np, when given, is the
+                               number of workers to start with (default: every
+                               discovered slot). Exclusive with -H.
+  --discovery-interval-seconds S
+                               Seconds between runs of the discovery script
+                               (fractions allowed). Default: 1.
+  --slots-per-host K, --slots K
+                               Slots of a host whose discovery line (or -H
+                               entry) does not say. Default: 1.
+  --blacklist-cooldown-range LO HI
+                               Elastic mode: a worker that fails is replaced
+                               at once in its slot; when the replacement fails
+                               too (within 30 s of its start), the slot cools
+                               down LO seconds, then 2 LO, 4 LO, ... at most HI
+                               (never forever), and its want moves to a free
+                               slot if there is one. A host is blacklisted as
+                               a whole only while it has no live worker.
+                               Default: 2 60.
+  --graceful-term              Elastic mode: SIGTERM to kolorun is forwarded
+                               to every worker, which leaves at its next
+                               commit; the job ends when every worker has
+                               ended (a second SIGTERM or SIGINT stops them
+                               all at once). Without it, SIGTERM stops the
+                               job.
   --log-level L                trace, debug, info, warn, error, critical, off;
                                for kolorun and (as KOLO_LOG_LEVEL) the workers.
                                Default: KOLO_LOG_LEVEL / HOROVOD_LOG_LEVEL, or
@@ -91,7 +126,9 @@ Options:
   --version                    Show kolorun's version.
 
 Each worker gets KOLO_LAUNCHER=kolorun, KOLO_COORDINATOR, KOLO_JOB_ID,
-KOLO_WORKER_ID (w<rank>), KOLO_HOSTNAME (its -H host name), KOLO_RANK,
+KOLO_WORKER_ID (w<rank>), KOLO_WORKER_INCARNATION (elastic mode: 0 for the
+first process of a slot, then 1, 2, ... for its replacements), KOLO_HOSTNAME
+(its -H or discovered host name), KOLO_RANK,
 KOLO_SIZE, KOLO_LOCAL_RANK, KOLO_LOCAL_SIZE, KOLO_START_TIMEOUT,
 KOLO_CYCLE_TIME_MS, KOLO_STALL_CHECK_TIME_SECONDS,
 KOLO_STALL_SHUTDOWN_TIME_SECONDS, KOLO_LOG_LEVEL (with --log-level) and the
@@ -105,6 +142,12 @@ A worker that exits non-zero or dies ends the job: kolorun names it, stops the
 others and exits with its code (128+signal when killed). Ctrl-C / SIGTERM stop
 every worker (exit 130 / 143). Workers never outlive kolorun, even when it is
 killed with SIGKILL.
+
+Elastic mode, once the first epoch formed: a worker that exits non-zero or
+dies is replaced (same worker id, next incarnation; its lines keep the prefix
+[N] of its id wN); one that exits 0 is not (it finished or left). The job
+ends with 0 when every worker exited 0 and the coordinator ended the job in
+order.
 )";
 
 // The knobs of common/knobs.h that kolorun reads from its flags and, before
@@ -118,7 +161,8 @@ constexpr const Knob* kKolorunKnobs[] = {
 
 std::string UsageText() { return FillKnobDefaults(kUsage, kKolorunKnobs); }
 
-absl::StatusOr<std::vector<HostSlots>> ParseHosts(absl::string_view text) {
+absl::StatusOr<std::vector<HostSlots>> ParseHosts(absl::string_view text,
+                                                  int default_slots) {
   std::vector<HostSlots> hosts;
   for (absl::string_view item : absl::StrSplit(text, ',')) {
     item = absl::StripAsciiWhitespace(item);
@@ -127,6 +171,7 @@ absl::StatusOr<std::vector<HostSlots>> ParseHosts(absl::string_view text) {
           "-H '", text, "': empty host entry; expected host:slots,host:slots"));
     }
     HostSlots h;
+    h.slots = default_slots;
     size_t colon = item.rfind(':');
     if (colon == absl::string_view::npos) {
       h.name = std::string(item);
@@ -158,6 +203,8 @@ absl::StatusOr<LaunchOptions> ParseArgs(
   }
   std::string hosts_text;
   bool np_given = false;
+  bool cooldown_given = false;
+  bool interval_given = false;
   size_t i = 0;
   while (i < args.size()) {
     const std::string& arg = args[i];
@@ -186,10 +233,57 @@ absl::StatusOr<LaunchOptions> ParseArgs(
       value = arg.substr(eq + 1);
       inline_value = true;
     }
-    static const char* const kValueFlags[] = {
-        "-np",      "--np",      "--num-proc",     "-H",
-        "--hosts",  "--ssh-cmd", "--launcher-cmd", "--coordinator-addr",
-        "--min-np", "--max-np",  "--reset-limit"};
+    if (arg == "--graceful-term") {
+      o.graceful_term = true;
+      ++i;
+      continue;
+    }
+    if (name == "--blacklist-cooldown-range") {
+      // Two values: "--blacklist-cooldown-range LO HI" (Horovod's form) or
+      // "--blacklist-cooldown-range=LO,HI".
+      std::string lo_text, hi_text;
+      if (inline_value) {
+        std::pair<std::string, std::string> parts =
+            absl::StrSplit(value, absl::MaxSplits(',', 1));
+        lo_text = parts.first, hi_text = parts.second;
+        ++i;
+      } else {
+        if (i + 2 >= args.size()) {
+          return absl::InvalidArgumentError(
+              "flag '--blacklist-cooldown-range' needs two values: LO HI "
+              "(seconds)");
+        }
+        lo_text = args[i + 1], hi_text = args[i + 2];
+        i += 3;
+      }
+      double lo = 0, hi = 0;
+      if (!absl::SimpleAtod(lo_text, &lo) || !absl::SimpleAtod(hi_text, &hi) ||
+          !(lo > 0) || !(hi >= lo) || hi > 1e9) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--blacklist-cooldown-range: expected LO HI, seconds with "
+            "0 < LO <= HI, got '",
+            lo_text, "' '", hi_text, "'"));
+      }
+      o.cooldown_lo = absl::Seconds(lo);
+      o.cooldown_hi = absl::Seconds(hi);
+      cooldown_given = true;
+      continue;
+    }
+    static const char* const kValueFlags[] = {"-np",
+                                              "--np",
+                                              "--num-proc",
+                                              "-H",
+                                              "--hosts",
+                                              "--ssh-cmd",
+                                              "--launcher-cmd",
+                                              "--coordinator-addr",
+                                              "--min-np",
+                                              "--max-np",
+                                              "--reset-limit",
+                                              "--host-discovery-script",
+                                              "--discovery-interval-seconds",
+                                              "--slots-per-host",
+                                              "--slots"};
     const Knob* knob = FindKnobByFlag(kKolorunKnobs, name);
     bool known = knob != nullptr;
     for (const char* f : kValueFlags) known = known || name == f;
@@ -247,6 +341,28 @@ absl::StatusOr<LaunchOptions> ParseArgs(
             "more), got '",
             value, "'"));
       }
+    } else if (name == "--host-discovery-script") {
+      if (absl::StripAsciiWhitespace(value).empty()) {
+        return absl::InvalidArgumentError(
+            "--host-discovery-script: empty command");
+      }
+      o.discovery_script = value;
+    } else if (name == "--discovery-interval-seconds") {
+      double seconds = 0;
+      if (!absl::SimpleAtod(value, &seconds) || !(seconds > 0) ||
+          seconds > 86400) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--discovery-interval-seconds: expected seconds above 0 (at most "
+            "a day; fractions allowed), got '",
+            value, "'"));
+      }
+      o.discovery_interval = absl::Seconds(seconds);
+      interval_given = true;
+    } else if (name == "--slots-per-host" || name == "--slots") {
+      if (!absl::SimpleAtoi(value, &o.slots_per_host) || o.slots_per_host < 1) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            name, ": expected a positive number of slots, got '", value, "'"));
+      }
     } else if (name == "--coordinator-addr") {
       if (value.empty())
         return absl::InvalidArgumentError("--coordinator-addr: empty address");
@@ -255,7 +371,9 @@ absl::StatusOr<LaunchOptions> ParseArgs(
   }
   o.command.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
   if (o.help || o.version) return o;
-  if (!np_given) {
+  o.np_given = np_given;
+  const bool discovery = !o.discovery_script.empty();
+  if (!np_given && !discovery) {
     return absl::InvalidArgumentError(
         "missing -np N (the number of workers to start)");
   }
@@ -263,23 +381,50 @@ absl::StatusOr<LaunchOptions> ParseArgs(
     return absl::InvalidArgumentError(
         "no command given: kolorun -np N [options] [--] command");
   }
-  if (o.max_np > 0 && o.min_np == 0) o.min_np = 1;
+  if (discovery && !hosts_text.empty()) {
+    return absl::InvalidArgumentError(
+        "-H and --host-discovery-script are exclusive: the script lists the "
+        "hosts");
+  }
+  if (interval_given && !discovery) {
+    return absl::InvalidArgumentError(
+        "--discovery-interval-seconds needs --host-discovery-script");
+  }
+  if ((o.max_np > 0 || discovery) && o.min_np == 0) o.min_np = 1;
+  if (!o.elastic()) {
+    for (const auto& [given, flag] :
+         {std::pair<bool, const char*>{o.graceful_term, "--graceful-term"},
+          {cooldown_given, "--blacklist-cooldown-range"}}) {
+      if (given) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            flag,
+            " applies to elastic jobs only: add --min-np N (or --max-np, or "
+            "--host-discovery-script)"));
+      }
+    }
+  }
   if (o.elastic()) {
-    if (o.min_np > o.np) {
+    if (o.max_np > 0 && o.max_np < o.min_np) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--max-np ", o.max_np, " is less than --min-np ", o.min_np));
+    }
+    if (np_given && o.min_np > o.np) {
       return absl::InvalidArgumentError(absl::StrCat(
           "--min-np ", o.min_np, " is more than -np ", o.np,
           ": the job starts with -np workers and goes on while at least "
           "--min-np remain"));
     }
-    if (o.max_np > 0 && o.max_np < o.np) {
+    if (np_given && o.max_np > 0 && o.max_np < o.np) {
       return absl::InvalidArgumentError(
           absl::StrCat("--max-np ", o.max_np, " is less than -np ", o.np));
     }
   }
-  if (hosts_text.empty()) {
+  if (discovery) {
+    // The hosts come from the script, when the job starts.
+  } else if (hosts_text.empty()) {
     o.hosts = {HostSlots{"localhost", o.np}};
   } else {
-    auto hosts = ParseHosts(hosts_text);
+    auto hosts = ParseHosts(hosts_text, o.slots_per_host);
     if (!hosts.ok()) return hosts.status();
     o.hosts = *std::move(hosts);
     // 64 bits: slot counts up to INT_MAX each, summed over the hosts
@@ -301,6 +446,13 @@ bool IsLocalHostName(absl::string_view host,
          (!kernel_hostname.empty() && host == kernel_hostname);
 }
 
+SpawnMode ModeFor(const LaunchOptions& options, absl::string_view host,
+                  absl::string_view kernel_hostname) {
+  if (!options.launcher_cmd.empty()) return SpawnMode::kTemplate;
+  if (IsLocalHostName(host, kernel_hostname)) return SpawnMode::kLocal;
+  return SpawnMode::kSsh;
+}
+
 std::vector<WorkerPlan> PlanWorkers(const LaunchOptions& options,
                                     absl::string_view kernel_hostname) {
   std::vector<WorkerPlan> plan;
@@ -313,13 +465,7 @@ std::vector<WorkerPlan> PlanWorkers(const LaunchOptions& options,
       w.worker_id = absl::StrCat("w", w.rank);
       w.host = h.name;
       w.local_rank = per_host[h.name]++;
-      if (!options.launcher_cmd.empty()) {
-        w.mode = SpawnMode::kTemplate;
-      } else if (IsLocalHostName(h.name, kernel_hostname)) {
-        w.mode = SpawnMode::kLocal;
-      } else {
-        w.mode = SpawnMode::kSsh;
-      }
+      w.mode = ModeFor(options, h.name, kernel_hostname);
       plan.push_back(std::move(w));
     }
   }

@@ -6,8 +6,11 @@
 // everything here is unit-tested (tests/launcher_args_test.cc).
 //
 // Thread-safety: all functions are thread-safe.
-// Invariants of a parsed LaunchOptions: np >= 1; hosts is not empty and its
-// slots add up to at least np; command is not empty (unless help/version).
+// Invariants of a parsed LaunchOptions (unless help/version): command is not
+// empty; without a discovery script, np >= 1 and hosts is not empty with
+// slots adding up to at least np; with one, hosts is empty (the script
+// gives them) and np is 0 when -np was not given; in elastic mode
+// 1 <= min_np <= np (when given) <= max_np (when set).
 #ifndef KOLO_LAUNCHER_ARGS_H_
 #define KOLO_LAUNCHER_ARGS_H_
 
@@ -29,7 +32,10 @@ struct HostSlots {
 };
 
 struct LaunchOptions {
-  int np = 0;                    // -np N: number of workers (required)
+  // -np N: number of workers (required without --host-discovery-script;
+  // with it, the initial target, by default every discovered slot).
+  int np = 0;
+  bool np_given = false;
   std::vector<HostSlots> hosts;  // -H a:2,b:2; default localhost:np
   // --ssh-cmd: how to reach a host that is not local (run through /bin/sh).
   std::string ssh_cmd = "ssh -o BatchMode=yes";
@@ -52,9 +58,10 @@ struct LaunchOptions {
   // read the same variables kolorun did from the environment they inherit.)
   bool log_level_given = false;
   // Elastic mode (Horovod's flags): --min-np A turns it on (--max-np alone
-  // too, with A = 1). A lost worker then ends its epoch, not the job; the
-  // survivors go on while at least min_np remain. max_np caps the size
-  // (joins are a later feature: today it is only checked against -np).
+  // too, or --host-discovery-script, with A = 1). A lost worker then ends
+  // its epoch, not the job; the survivors go on while at least min_np
+  // remain, and kolorun replaces a worker that failed (launcher/slots.h).
+  // max_np (0: no cap) caps the workers that run at once.
   // --elastic-timeout is knobs.elastic_timeout.
   int min_np = 0;
   int max_np = 0;
@@ -62,6 +69,21 @@ struct LaunchOptions {
   // the job ends.
   int reset_limit = -1;
   bool elastic() const { return min_np > 0; }
+  // --host-discovery-script S: run by /bin/sh every discovery_interval
+  // (--discovery-interval-seconds, default 1); prints host[:slots] lines
+  // (launcher/discovery.h). Exclusive with -H.
+  std::string discovery_script;
+  absl::Duration discovery_interval = absl::Seconds(1);
+  // --slots-per-host K (alias --slots): the slots of a discovered host, or
+  // of an -H entry, that does not say. Default 1.
+  int slots_per_host = 1;
+  // --blacklist-cooldown-range LO HI (seconds): a slot whose workers keep
+  // failing cools down LO, then 2 LO, 4 LO, ... at most HI.
+  absl::Duration cooldown_lo = absl::Seconds(2);
+  absl::Duration cooldown_hi = absl::Seconds(60);
+  // --graceful-term (elastic mode): SIGTERM to kolorun is forwarded to the
+  // workers, which leave at their next commit; the job ends when they have.
+  bool graceful_term = false;
   // --coordinator-addr ADDR: the address workers dial (default: see
   // CoordinatorAddress in main.cc).
   std::string coordinator_addr;
@@ -80,8 +102,9 @@ absl::StatusOr<LaunchOptions> ParseArgs(
     const std::vector<std::string>& args,
     const std::map<std::string, std::string>& env);
 
-// Parses "a:2,b,c:1" (slots default to 1).
-absl::StatusOr<std::vector<HostSlots>> ParseHosts(absl::string_view text);
+// Parses "a:2,b,c:1" (slots default to `default_slots`).
+absl::StatusOr<std::vector<HostSlots>> ParseHosts(absl::string_view text,
+                                                  int default_slots = 1);
 
 // The full --help text.
 std::string UsageText();
@@ -95,16 +118,24 @@ enum class SpawnMode {
 
 // One worker of the job: where it runs and what it is told.
 struct WorkerPlan {
+  // The rank hint (KOLO_RANK; in elastic mode the worker number N of w<N>,
+  // which also prefixes its output lines).
   int rank = 0;
   std::string worker_id;  // "w<rank>"
   std::string host;       // the -H host name (the launcher host name)
   int local_rank = 0;     // among workers with the same host name
   int local_size = 1;
   SpawnMode mode = SpawnMode::kLocal;
+  int incarnation = 0;  // its slot's starts before it (elastic mode)
 };
 
 // True for "localhost", "127.0.0.1" and the kernel's host name.
 bool IsLocalHostName(absl::string_view host, absl::string_view kernel_hostname);
+
+// How a worker on `host` starts: kTemplate with --launcher-cmd, else kLocal
+// for a local host name, else kSsh.
+SpawnMode ModeFor(const LaunchOptions& options, absl::string_view host,
+                  absl::string_view kernel_hostname);
 
 // Ranks fill host slots in host order: rank r goes to the first host with a
 // free slot. REQUIRES: options parsed by ParseArgs.

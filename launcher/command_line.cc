@@ -1,5 +1,6 @@
 #include "launcher/command_line.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,17 +27,26 @@ bool SafeShellChar(char c) {
 }  // namespace
 
 EnvList WorkerEnv(const JobInfo& job, const WorkerPlan& worker) {
+  // Elastic workers started after the first epoch (replacements, new slots)
+  // may have a number, or a local index, past the size of the first epoch;
+  // their ranks come from the coordinator, and these are hints that the
+  // worker library requires below KOLO_SIZE.
+  const int size = std::max(1, job.size);
   EnvList env = {
       {"KOLO_LAUNCHER", "kolorun"},
       {"KOLO_COORDINATOR", job.coordinator},
       {"KOLO_JOB_ID", job.job_id},
       {"KOLO_WORKER_ID", worker.worker_id},
       {"KOLO_HOSTNAME", worker.host},
-      {"KOLO_RANK", absl::StrCat(worker.rank)},
+      {"KOLO_RANK", absl::StrCat(worker.rank % size)},
       {"KOLO_SIZE", absl::StrCat(job.size)},
-      {"KOLO_LOCAL_RANK", absl::StrCat(worker.local_rank)},
+      {"KOLO_LOCAL_RANK", absl::StrCat(worker.local_rank % size)},
       {"KOLO_LOCAL_SIZE", absl::StrCat(worker.local_size)},
   };
+  if (job.elastic) {
+    env.emplace_back("KOLO_WORKER_INCARNATION",
+                     absl::StrCat(worker.incarnation));
+  }
   for (const auto& [knob, value] :
        {std::pair<const Knob*, absl::Duration>{&knobs::kStartTimeout,
                                                job.start_timeout},

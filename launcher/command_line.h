@@ -39,10 +39,14 @@ struct JobInfo {
   absl::Duration cycle_time = knobs::kCycleTime.default_duration;
   absl::Duration stall_check = knobs::kStallCheck.default_duration;
   absl::Duration stall_shutdown = knobs::kStallShutdown.default_duration;
-  bool elastic = false;  // KOLO_ELASTIC=1 (kolorun --min-np)
+  // KOLO_ELASTIC=1 and KOLO_WORKER_INCARNATION (kolorun --min-np).
+  bool elastic = false;
 };
 
 // The KOLO_* variables of one worker, in a fixed order, without the secret.
+// KOLO_RANK and KOLO_LOCAL_RANK are the plan's modulo the job's size (an
+// elastic worker started later may be numbered past it: its rank is the
+// coordinator's to give).
 EnvList WorkerEnv(const JobInfo& job, const WorkerPlan& worker);
 
 // `s` quoted for a POSIX shell: unchanged when it has only safe characters

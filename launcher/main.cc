@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -24,6 +25,7 @@
 #include "coordinator/server.h"
 #include "launcher/args.h"
 #include "launcher/command_line.h"
+#include "launcher/discovery.h"
 #include "launcher/guard.h"
 #include "launcher/spawn.h"
 #include "launcher/supervisor.h"
@@ -48,6 +50,77 @@ std::string CoordinatorHost(const LaunchOptions& options,
     break;
   }
   return net::KernelHostName();
+}
+
+// What every worker's GuardSpec is built from.
+struct SpawnContext {
+  const LaunchOptions* options = nullptr;
+  const std::map<std::string, std::string>* env = nullptr;  // kolorun's
+  EnvList forwarded;                                        // to remote workers
+  JobInfo job;
+  std::string secret;
+  std::string cwd;
+  std::string kernel_hostname;
+};
+
+// The command and environment of `w` (its mode is worked out here).
+GuardSpec BuildSpec(const SpawnContext& c, WorkerPlan w) {
+  w.mode = ModeFor(*c.options, w.host, c.kernel_hostname);
+  GuardSpec spec;
+  EnvList worker_env = WorkerEnv(c.job, w);
+  if (w.mode == SpawnMode::kLocal) {
+    std::map<std::string, std::string> merged = *c.env;
+    for (const auto& [k, v] : worker_env) merged[k] = v;
+    merged["KOLO_SECRET"] = c.secret;
+    for (const auto& [k, v] : merged)
+      spec.env.push_back(absl::StrCat(k, "=", v));
+    spec.argv = LaunchArgv(*c.options, w, {}, c.cwd);
+  } else {
+    // The launching shell sees kolorun's environment, minus the secret;
+    // the worker gets its variables through `env` and the secret on stdin.
+    for (const auto& [k, v] : *c.env) {
+      if (k != "KOLO_SECRET") spec.env.push_back(absl::StrCat(k, "=", v));
+    }
+    EnvList remote_env = c.forwarded;
+    remote_env.insert(remote_env.end(), worker_env.begin(), worker_env.end());
+    spec.argv = LaunchArgv(*c.options, w, remote_env, c.cwd);
+    spec.stdin_line = c.secret;
+  }
+  return spec;
+}
+
+// --host-discovery-script: its first answer decides the hosts and how many
+// workers start (-np, else every slot; at most --max-np). Errors are fatal
+// (kolorun exits 2).
+absl::Status DiscoverHosts(LaunchOptions& options) {
+  absl::StatusOr<std::vector<HostSlots>> hosts =
+      RunDiscoveryScript(options.discovery_script, options.slots_per_host);
+  if (!hosts.ok()) return hosts.status();
+  int64_t slots = 0;
+  for (const HostSlots& h : *hosts) slots += h.slots;
+  if (slots == 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the host discovery script '", options.discovery_script,
+                     "' printed no host: nothing to start"));
+  }
+  int64_t start =
+      options.np_given ? std::min<int64_t>(options.np, slots) : slots;
+  if (options.max_np > 0) start = std::min<int64_t>(start, options.max_np);
+  if (start < options.min_np) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the host discovery script '", options.discovery_script, "' found ",
+        slots, " slot(s), fewer than --min-np ", options.min_np,
+        "; start when enough hosts are up, or lower --min-np"));
+  }
+  if (options.np_given && start < options.np) {
+    GetLogger("kolorun")->warn(
+        "starting {} of the -np {} workers (the discovered slots); hosts that "
+        "appear later get workers",
+        start, options.np);
+  }
+  options.hosts = *std::move(hosts);
+  options.np = static_cast<int>(start);
+  return absl::OkStatus();
 }
 
 CoordinatorView Probe(coordinator::CoordinatorServer& server) {
@@ -97,7 +170,7 @@ int Main(int argc, char** argv) {
                  std::string(parsed.status().message()).c_str());
     return 2;
   }
-  const LaunchOptions& options = *parsed;
+  LaunchOptions& options = *parsed;
   if (options.help) {
     std::fputs(UsageText().c_str(), stdout);
     return 0;
@@ -122,13 +195,27 @@ int Main(int argc, char** argv) {
     log->warn("{}", w);
   }
 
-  std::vector<WorkerPlan> plan = PlanWorkers(options, net::KernelHostName());
+  if (!options.discovery_script.empty()) {
+    if (absl::Status st = DiscoverHosts(options); !st.ok()) {
+      std::fprintf(stderr, "kolorun: %s\n", std::string(st.message()).c_str());
+      return 2;
+    }
+  }
+  const std::string kernel_hostname = net::KernelHostName();
+  std::vector<WorkerPlan> plan = PlanWorkers(options, kernel_hostname);
+  // With a discovery script, hosts that appear later may be remote: the
+  // coordinator listens on every address unless it is reached on loopback.
+  const bool loopback_only =
+      AllLocal(plan) &&
+      (options.discovery_script.empty() || options.coordinator_addr.empty() ||
+       options.coordinator_addr == "127.0.0.1" ||
+       options.coordinator_addr == "localhost");
   const std::string secret = auth::RandomHex(32);
   const std::string job_id = absl::StrCat("kolo-", auth::RandomHex(4));
 
   coordinator::ServerOptions server_options =
       coordinator::ServerOptionsFromKnobs(options.knobs);
-  server_options.bind_host = AllLocal(plan) ? "127.0.0.1" : "0.0.0.0";
+  server_options.bind_host = loopback_only ? "127.0.0.1" : "0.0.0.0";
   server_options.port = 0;
   server_options.expected_size = options.np;
   server_options.job_id = job_id;
@@ -160,34 +247,14 @@ int Main(int argc, char** argv) {
             job.coordinator);
 
   char cwd_buf[4096];
-  std::string cwd =
-      ::getcwd(cwd_buf, sizeof(cwd_buf)) != nullptr ? cwd_buf : "/";
-  EnvList forwarded = ForwardedEnv(environ_strings);
-  std::vector<WorkerLaunch> launches;
-  for (const WorkerPlan& w : plan) {
-    WorkerLaunch l;
-    l.plan = w;
-    EnvList worker_env = WorkerEnv(job, w);
-    if (w.mode == SpawnMode::kLocal) {
-      std::map<std::string, std::string> merged = env;
-      for (const auto& [k, v] : worker_env) merged[k] = v;
-      merged["KOLO_SECRET"] = secret;
-      for (const auto& [k, v] : merged)
-        l.spec.env.push_back(absl::StrCat(k, "=", v));
-      l.spec.argv = LaunchArgv(options, w, {}, cwd);
-    } else {
-      // The launching shell sees kolorun's environment, minus the secret;
-      // the worker gets its variables through `env` and the secret on stdin.
-      for (const auto& [k, v] : env) {
-        if (k != "KOLO_SECRET") l.spec.env.push_back(absl::StrCat(k, "=", v));
-      }
-      EnvList remote_env = forwarded;
-      remote_env.insert(remote_env.end(), worker_env.begin(), worker_env.end());
-      l.spec.argv = LaunchArgv(options, w, remote_env, cwd);
-      l.spec.stdin_line = secret;
-    }
-    launches.push_back(std::move(l));
-  }
+  SpawnContext spawn;
+  spawn.options = &options;
+  spawn.env = &env;
+  spawn.forwarded = ForwardedEnv(environ_strings);
+  spawn.job = job;
+  spawn.secret = secret;
+  spawn.cwd = ::getcwd(cwd_buf, sizeof(cwd_buf)) != nullptr ? cwd_buf : "/";
+  spawn.kernel_hostname = kernel_hostname;
 
   SupervisorOptions sup_options;
   sup_options.start_timeout = options.knobs.start_timeout;
@@ -198,11 +265,35 @@ int Main(int argc, char** argv) {
                                  const std::string& failed_worker) {
     coord.EndJob(true, reason, failed_worker);
   };
-  Supervisor supervisor(sup_options, std::move(launches),
-                        [&coord] { return Probe(coord); });
-  int code = supervisor.Run();
+  CoordinatorProbe probe = [&coord] { return Probe(coord); };
+  std::unique_ptr<Supervisor> supervisor;
+  if (options.elastic()) {
+    ElasticSetup elastic;
+    elastic.hosts = options.hosts;
+    elastic.initial_workers = options.np;
+    elastic.slots.cooldown_lo = options.cooldown_lo;
+    elastic.slots.cooldown_hi = options.cooldown_hi;
+    elastic.slots.max_workers = options.max_np;
+    elastic.discovery_script = options.discovery_script;
+    elastic.slots_per_host = options.slots_per_host;
+    elastic.discovery_interval = options.discovery_interval;
+    elastic.graceful_term = options.graceful_term;
+    elastic.make_spec = [&spawn](const WorkerPlan& w) {
+      return BuildSpec(spawn, w);
+    };
+    supervisor =
+        std::make_unique<Supervisor>(sup_options, std::move(elastic), probe);
+  } else {
+    std::vector<WorkerLaunch> launches;
+    for (const WorkerPlan& w : plan) {
+      launches.push_back(WorkerLaunch{w, BuildSpec(spawn, w)});
+    }
+    supervisor =
+        std::make_unique<Supervisor>(sup_options, std::move(launches), probe);
+  }
+  int code = supervisor->Run();
   // Every worker is gone: end the coordinator's sessions and stop it.
-  coord.Shutdown(code != 0, code != 0 ? supervisor.failure_reason()
+  coord.Shutdown(code != 0, code != 0 ? supervisor->failure_reason()
                                       : "the job is complete");
   return code;
 }

@@ -68,8 +68,10 @@ struct Supervisor::Worker {
   bool reaped = false;
   bool ended = false;  // OnWorkerEnded ran
   int guard_status = 0;
-  int failed_code = 0;      // its exit code (128 + signal), when non-zero
-  std::string failed_what;  // "exited with code 3", "was killed by ..."
+  int failed_code = 0;          // its exit code (128 + signal), when non-zero
+  std::string failed_what;      // "exited with code 3", "was killed by ..."
+  int slot = -1;                // elastic: its slot in slots_
+  bool asked_to_leave = false;  // elastic: kolorun sent it SIGTERM
 };
 
 Supervisor::Supervisor(SupervisorOptions options,
@@ -86,6 +88,16 @@ Supervisor::Supervisor(SupervisorOptions options,
   }
 }
 
+Supervisor::Supervisor(SupervisorOptions options, ElasticSetup elastic,
+                       CoordinatorProbe probe)
+    : options_(std::move(options)), probe_(std::move(probe)) {
+  options_.elastic = true;
+  elastic_ = std::make_unique<ElasticSetup>(std::move(elastic));
+  slots_ = std::make_unique<SlotTable>(elastic_->slots, elastic_->clock);
+  slots_->SetHosts(elastic_->hosts);
+  slots_->Want(elastic_->initial_workers);
+}
+
 Supervisor::~Supervisor() {
   for (auto& w : workers_) {
     for (int& fd : w->fds) {
@@ -97,6 +109,11 @@ Supervisor::~Supervisor() {
 }
 
 std::string Supervisor::Describe(const Worker& w) const {
+  if (w.plan.incarnation > 0) {
+    return absl::StrCat("worker ", w.plan.worker_id, " (rank ", w.plan.rank,
+                        ", host ", w.plan.host, ", incarnation ",
+                        w.plan.incarnation, ")");
+  }
   return absl::StrCat("worker ", w.plan.worker_id, " (rank ", w.plan.rank,
                       ", host ", w.plan.host, ")");
 }
@@ -107,19 +124,160 @@ int Supervisor::LiveGuards() const {
   return n;
 }
 
+bool Supervisor::Spawn(Worker& w) {
+  absl::StatusOr<GuardProcess> g = SpawnGuard(w.spec, options_.self_exe);
+  if (!g.ok()) {
+    BeginTermination(1, absl::StrCat("kolorun: cannot start ", Describe(w),
+                                     ": ", g.status().message()));
+    return false;
+  }
+  w.guard = g->pid;
+  w.fds[0] = g->stdout_fd;
+  w.fds[1] = g->stderr_fd;
+  w.fds[2] = g->status_fd;
+  return true;
+}
+
 void Supervisor::SpawnAll() {
+  if (elastic_ != nullptr) {
+    SpawnReady();
+    return;
+  }
   for (auto& w : workers_) {
-    if (terminating_) return;
-    absl::StatusOr<GuardProcess> g = SpawnGuard(w->spec, options_.self_exe);
-    if (!g.ok()) {
-      BeginTermination(1, absl::StrCat("kolorun: cannot start ", Describe(*w),
-                                       ": ", g.status().message()));
+    if (terminating_ || !Spawn(*w)) return;
+  }
+}
+
+void Supervisor::SpawnReady() {
+  if (terminating_ || draining_ || growth_over_) return;
+  // Before the first epoch formed only the first workers start: the
+  // coordinator forms it from exactly that many.
+  if (!epoch_formed_ && spawned_initial_) return;
+  spawned_initial_ = true;
+  auto log = GetLogger("kolorun");
+  for (int slot : slots_->Startable()) {
+    WorkerIdentity id = slots_->Start(slot);
+    auto w = std::make_unique<Worker>();
+    w->plan.rank = id.worker_number;
+    w->plan.worker_id = id.worker_id;
+    w->plan.incarnation = id.incarnation;
+    w->plan.host = id.host;
+    w->plan.local_rank = id.local_index;
+    w->plan.local_size = id.host_slots;
+    w->slot = slot;
+    w->spec = elastic_->make_spec(w->plan);
+    w->prefixers[0] =
+        std::make_unique<LinePrefixer>(id.worker_number, "stdout");
+    w->prefixers[1] =
+        std::make_unique<LinePrefixer>(id.worker_number, "stderr");
+    Worker& ref = *w;
+    workers_.push_back(std::move(w));
+    if (id.incarnation > 0 || epoch_formed_) {
+      log->warn("starting {} on slot {}", Describe(ref),
+                slots_->slots()[static_cast<size_t>(slot)].Name());
+    }
+    if (!Spawn(ref)) {
+      slots_->Ended(slot, WorkerEnd::kStopped);
+      ref.ended = true;
       return;
     }
-    w->guard = g->pid;
-    w->fds[0] = g->stdout_fd;
-    w->fds[1] = g->stderr_fd;
-    w->fds[2] = g->status_fd;
+  }
+}
+
+bool Supervisor::ReplacementsPending() const {
+  return elastic_ != nullptr && !terminating_ && !draining_ && !growth_over_ &&
+         epoch_formed_ && slots_->Pending();
+}
+
+void Supervisor::StopGrowth() {
+  if (elastic_ == nullptr || growth_over_) return;
+  growth_over_ = true;
+  slots_->UnwantAll();
+  discovery_run_.reset();
+  next_discovery_ = absl::InfiniteFuture();
+}
+
+void Supervisor::StartDiscovery(absl::Time now) {
+  next_discovery_ = now + elastic_->discovery_interval;
+  absl::StatusOr<std::unique_ptr<DiscoveryRun>> run =
+      DiscoveryRun::Start(elastic_->discovery_script, elastic_->slots_per_host);
+  if (!run.ok()) {
+    GetLogger("kolorun")->warn("cannot run the host discovery script: {}",
+                               std::string(run.status().message()));
+    return;
+  }
+  discovery_run_ = *std::move(run);
+}
+
+void Supervisor::OnDiscovery() {
+  absl::StatusOr<std::vector<HostSlots>> hosts = discovery_run_->result();
+  discovery_run_.reset();
+  next_discovery_ = absl::Now() + elastic_->discovery_interval;
+  auto log = GetLogger("kolorun");
+  if (!hosts.ok()) {
+    if (!discovery_failing_) {
+      log->warn("{}; keeping the hosts as they are and retrying every {}",
+                std::string(hosts.status().message()),
+                absl::FormatDuration(elastic_->discovery_interval));
+    } else {
+      log->debug("{}", std::string(hosts.status().message()));
+    }
+    discovery_failing_ = true;
+    return;
+  }
+  if (discovery_failing_) log->warn("the host discovery script works again");
+  discovery_failing_ = false;
+  if (terminating_ || draining_ || growth_over_) return;
+  HostChange change = slots_->SetHosts(*hosts);
+  for (const std::string& host : change.removed_hosts) {
+    log->warn("host {} left the discovery script's output: its workers leave",
+              host);
+  }
+  for (int slot : change.to_stop) {
+    for (auto& w : workers_) {
+      if (w->slot != slot || w->ended || w->guard <= 0 || w->reaped) continue;
+      log->warn("asking {} to leave (SIGTERM): its slot {} is gone",
+                Describe(*w),
+                slots_->slots()[static_cast<size_t>(slot)].Name());
+      w->asked_to_leave = true;
+      ::kill(w->guard, SIGTERM);
+    }
+  }
+  for (const std::string& host : change.added_hosts) {
+    log->warn("host {} appeared in the discovery script's output", host);
+  }
+  if (!change.added_slots.empty()) {
+    int wanted = slots_->Want(change.added_slots,
+                              static_cast<int>(change.added_slots.size()));
+    if (wanted < static_cast<int>(change.added_slots.size())) {
+      log->warn("{} new slot(s) stay idle: --max-np {} workers already run",
+                change.added_slots.size() - static_cast<size_t>(wanted),
+                elastic_->slots.max_workers);
+    }
+  }
+  SpawnReady();
+}
+
+void Supervisor::BeginGracefulTerm() {
+  draining_ = true;
+  slots_->UnwantAll();
+  discovery_run_.reset();
+  next_discovery_ = absl::InfiniteFuture();
+  drain_deadline_ = absl::Now() + elastic_->graceful_timeout;
+  WriteAll(2, absl::StrCat("kolorun: received SIGTERM (--graceful-term): "
+                           "asking ",
+                           LiveGuards(),
+                           " worker(s) to leave at their next commit; a "
+                           "second SIGTERM or SIGINT stops them at once\n"));
+  for (auto& w : workers_) {
+    if (w->guard <= 0 || w->reaped || w->ended) continue;
+    w->asked_to_leave = true;
+    // The worker's own group, so that the guard does not start its grace.
+    if (w->report.worker_pid > 0) {
+      ::kill(-w->report.worker_pid, SIGTERM);
+    } else {
+      ::kill(w->guard, SIGTERM);
+    }
   }
 }
 
@@ -135,6 +293,8 @@ int Supervisor::Run() {
   }
   start_ = absl::Now();
   next_probe_ = start_;
+  if (elastic_ != nullptr && !elastic_->discovery_script.empty())
+    next_discovery_ = start_ + elastic_->discovery_interval;
   SpawnAll();
 
   absl::Time drain_until = absl::InfiniteFuture();
@@ -142,7 +302,14 @@ int Supervisor::Run() {
   std::vector<std::pair<Worker*, int>> owners;
   while (true) {
     absl::Time now = absl::Now();
-    if (LiveGuards() == 0) {
+    if (elastic_ != nullptr) {
+      // Workers that ended and whose output is drained are done with.
+      std::erase_if(workers_, [this](const std::unique_ptr<Worker>& w) {
+        return w->ended && (w->guard <= 0 || w->reaped) && w->fds[0] < 0 &&
+               w->fds[1] < 0 && w->fds[2] < 0 && w.get() != failed_first_;
+      });
+    }
+    if (LiveGuards() == 0 && !ReplacementsPending()) {
       // A failure still waiting for the coordinator's verdict ends now.
       if (failed_first_ != nullptr && !terminating_) Tick(now);
       if (drain_until == absl::InfiniteFuture()) drain_until = now + kDrain;
@@ -168,23 +335,42 @@ int Supervisor::Run() {
         owners.emplace_back(w.get(), i);
       }
     }
+    const size_t worker_fds_end = pfds.size();
+    if (discovery_run_ != nullptr) {
+      for (int fd : discovery_run_->fds()) {
+        pfds.push_back({fd, POLLIN, 0});
+        owners.emplace_back(nullptr, -1);
+      }
+    }
     ::poll(pfds.data(), pfds.size(),
            static_cast<int>(absl::ToInt64Milliseconds(kProbeInterval)));
     if (pfds[0].revents != 0) HandleSignals();
-    for (size_t i = 1; i < pfds.size(); ++i) {
+    for (size_t i = 1; i < worker_fds_end; ++i) {
       if (pfds[i].revents != 0) ReadFd(*owners[i].first, owners[i].second);
     }
     ReapGuards();
+    if (discovery_run_ != nullptr && discovery_run_->Poll(absl::Now()))
+      OnDiscovery();
     Tick(absl::Now());
   }
   for (auto& w : workers_) {
     for (int i = 0; i < 2; ++i) WriteAll(i + 1, w->prefixers[i]->Finish());
+  }
+  // --graceful-term: workers that did not leave cleanly.
+  if (exit_code_ == 0 && !terminating_ && !drain_unclean_.empty()) {
+    failure_reason_ =
+        absl::StrCat("after SIGTERM (--graceful-term), ", drain_unclean_.size(),
+                     " worker(s) did not leave cleanly: ",
+                     absl::StrJoin(drain_unclean_, "; "));
+    WriteAll(2, absl::StrCat("kolorun: ", failure_reason_, "\n"));
+    return 128 + SIGTERM;
   }
   // Every worker exited 0, but the coordinator ended the job in failure (a
   // stall shutdown, say, whose errors the workers caught): the job failed.
   if (exit_code_ == 0 && !terminating_ && probe_) {
     CoordinatorView view = probe_();
     if (view.phase == CoordinatorView::Phase::kEndedFailure) {
+      failure_reason_ = view.reason;
       WriteAll(2, absl::StrCat("kolorun: the coordinator ended the job: ",
                                view.reason, "\n"));
       return 1;
@@ -206,6 +392,11 @@ void Supervisor::HandleSignals() {
   while (::read(signal_fd_, &info, sizeof(info)) == sizeof(info)) {
     int sig = static_cast<int>(info.ssi_signo);
     if (sig == SIGCHLD) continue;  // ReapGuards runs on every turn
+    if (sig == SIGTERM && elastic_ != nullptr && elastic_->graceful_term &&
+        !draining_ && !terminating_) {
+      BeginGracefulTerm();
+      continue;
+    }
     if (terminating_) {
       if (sig == SIGINT && !killed_) {
         WriteAll(2, "kolorun: second interrupt: killing every worker now\n");
@@ -250,7 +441,9 @@ void Supervisor::ReadFd(Worker& w, int which) {
 }
 
 void Supervisor::ReapGuards() {
-  for (auto& w : workers_) {
+  // By index: an elastic replacement may be appended meanwhile.
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    Worker* w = workers_[i].get();
     if (w->guard <= 0 || w->reaped) continue;
     int status = 0;
     if (::waitpid(w->guard, &status, WNOHANG) != w->guard) continue;
@@ -282,8 +475,14 @@ void Supervisor::OnWorkerEnded(Worker& w) {
     sig = WTERMSIG(w.guard_status);
   }
   auto log = GetLogger("kolorun");
+  const bool in_table = elastic_ != nullptr && w.slot >= 0;
   if (exited && code == 0) {
-    log->info("{} exited with code 0", Describe(w));
+    log->info("{} exited with code 0{}", Describe(w),
+              w.asked_to_leave ? " (it left as asked)" : "");
+    if (in_table) {
+      slots_->Ended(w.slot, w.asked_to_leave ? WorkerEnd::kStopped
+                                             : WorkerEnd::kSucceeded);
+    }
     return;
   }
   std::string what = exited ? absl::StrCat("exited with code ", code)
@@ -291,6 +490,15 @@ void Supervisor::OnWorkerEnded(Worker& w) {
                                            SignalName(sig), ")");
   if (terminating_) {
     log->info("{} {} while the job was stopping", Describe(w), what);
+    if (in_table) slots_->Ended(w.slot, WorkerEnd::kStopped);
+    return;
+  }
+  if (in_table && w.asked_to_leave) {
+    // kolorun stopped it (its host left, --graceful-term): a leave.
+    log->warn("{} {} after kolorun asked it to leave", Describe(w), what);
+    slots_->Ended(w.slot, WorkerEnd::kStopped);
+    if (draining_)
+      drain_unclean_.push_back(absl::StrCat(Describe(w), " ", what));
     return;
   }
   w.failed_code = exited ? code : 128 + sig;
@@ -303,7 +511,34 @@ void Supervisor::OnWorkerEnded(Worker& w) {
     // The coordinator ends its epoch and the survivors go on.
     elastic_lost_.push_back(absl::StrCat(Describe(w), " ", what));
     log->warn("{} {}; elastic job: the survivors go on", Describe(w), what);
-    if (LiveGuards() > 0) return;
+    if (in_table) {
+      // A job the coordinator has ended gets no replacement.
+      if (probe_) {
+        CoordinatorView::Phase phase = probe_().phase;
+        if (phase == CoordinatorView::Phase::kEndedOk ||
+            phase == CoordinatorView::Phase::kEndedFailure) {
+          StopGrowth();
+        }
+      }
+      EndDecision d = slots_->Ended(w.slot, WorkerEnd::kFailed);
+      if (!d.message.empty() && !growth_over_) log->warn("{}", d.message);
+      SpawnReady();
+    }
+    if (LiveGuards() > 0 || ReplacementsPending()) return;
+    // The last worker is gone and none is due: the coordinator's verdict,
+    // when it has one, is the job's.
+    if (in_table && probe_) {
+      CoordinatorView view = probe_();
+      if (view.phase == CoordinatorView::Phase::kEndedFailure) {
+        failure_reason_ = view.reason;
+        BeginTermination(
+            1,
+            absl::StrCat("kolorun: the coordinator ended the job: ",
+                         view.reason),
+            view.failed_worker);
+        return;
+      }
+    }
   }
   if (failed_first_ != nullptr) return;  // already waiting for the verdict
   failed_first_ = &w;
@@ -344,6 +579,14 @@ void Supervisor::ConcludeFailure(Worker& w, const CoordinatorView& view) {
 }
 
 void Supervisor::Tick(absl::Time now) {
+  if (draining_ && !terminating_ && now >= drain_deadline_) {
+    failure_reason_ =
+        absl::StrCat(LiveGuards(), " worker(s) did not leave within ",
+                     absl::FormatDuration(elastic_->graceful_timeout),
+                     " of SIGTERM (--graceful-term)");
+    BeginTermination(128 + SIGTERM, absl::StrCat("kolorun: ", failure_reason_,
+                                                 "; stopping them"));
+  }
   if (terminating_) {
     if (!killed_ && now >= kill_at_) {
       WriteAll(2, absl::StrCat("kolorun: ", LiveGuards(),
@@ -366,11 +609,22 @@ void Supervisor::Tick(absl::Time now) {
     next_probe_ = now + kProbeInterval;
     CheckCoordinator(now);
   }
+  if (elastic_ != nullptr && !terminating_) {
+    if (discovery_run_ == nullptr && now >= next_discovery_ && !draining_ &&
+        !growth_over_) {
+      StartDiscovery(now);
+    }
+    SpawnReady();  // cooldowns that ended, slots wanted before the epoch
+  }
 }
 
 void Supervisor::CheckCoordinator(absl::Time now) {
   CoordinatorView view = probe_();
   if (view.phase != CoordinatorView::Phase::kForming) epoch_formed_ = true;
+  if (view.phase == CoordinatorView::Phase::kEndedOk ||
+      view.phase == CoordinatorView::Phase::kEndedFailure) {
+    StopGrowth();
+  }
   if (view.phase == CoordinatorView::Phase::kEndedFailure) {
     if (coordinator_failure_seen_ == absl::InfiniteFuture())
       coordinator_failure_seen_ = now;

@@ -12,7 +12,9 @@
 //     job (--min-np), once the epoch formed, it is a loss the coordinator
 //     recovers from: the survivors go on;
 //   - SIGINT / SIGTERM / SIGHUP to kolorun     -> stops every worker, exits
-//     130 / 143 / 129 (a second SIGINT skips the grace);
+//     130 / 143 / 129 (a second SIGINT skips the grace); with
+//     --graceful-term, a first SIGTERM asks every worker to leave instead
+//     (below);
 //   - the coordinator ended the job in failure -> prints its reason, exit 1;
 //   - start timeout: once a worker has reached the coordinator, the epoch
 //     must form within start_timeout of kolorun's start, else the workers
@@ -20,6 +22,29 @@
 //     coordinator (not kolo programs) are not timed.
 // Stopping = SIGTERM to each guard (which stops its worker's process group),
 // SIGKILL to what is left after the guard's grace + 2 s.
+//
+// Elastic policy (the ElasticSetup constructor; kolorun --min-np): workers
+// run on the slots of a SlotTable (launcher/slots.h), which decides; this
+// class carries the decisions out:
+//   - once the first epoch formed, a worker that fails is a loss the
+//     coordinator recovers from, and kolorun starts its replacement (same
+//     worker id, next incarnation) at once or after its slot's cooldown;
+//     one that exits 0 is not replaced. While a replacement is pending the
+//     job does not end for want of workers; the cooldowns are bounded, and
+//     the coordinator ends a job that stays below --min-np.
+//   - the discovery script (launcher/discovery.h) runs every interval, in
+//     the poll loop (never blocking it); a run that fails is retried with a
+//     warning. A host that appears gets workers on its slots (within
+//     --max-np, and only once the first epoch formed); a host that
+//     disappears has its workers asked to leave: SIGTERM to their guards
+//     (they leave at their next commit; after the guard's grace they are
+//     killed), and their ends count as leaves, not failures.
+//   - --graceful-term: the first SIGTERM goes to every worker's process
+//     group directly (no guard grace), no worker is started any more, and
+//     the job ends when every worker ended: as usual when all exited 0,
+//     else 143 naming those that did not; past graceful_timeout, or at a
+//     second SIGTERM/SIGINT, the job is stopped as by a plain SIGTERM.
+//   - once the coordinator ended the job, nothing is started any more.
 //
 // Everything runs on one thread — the main thread, which must also be the one
 // that spawns guards (see spawn.h) — over poll(): a signalfd and the
@@ -39,6 +64,8 @@
 
 #include "absl/time/time.h"
 #include "launcher/args.h"
+#include "launcher/discovery.h"
+#include "launcher/slots.h"
 #include "launcher/spawn.h"
 
 namespace kolo::launcher {
@@ -79,10 +106,33 @@ struct SupervisorOptions {
   std::string self_exe = "/proc/self/exe";
 };
 
+// The launcher policy of an elastic job (see the file comment).
+struct ElasticSetup {
+  std::vector<HostSlots> hosts;  // -H, or the discovery script's first answer
+  int initial_workers = 1;       // started at once, on the first free slots
+  SlotPolicy slots;              // cooldowns, --max-np
+  std::string discovery_script;  // "" for none
+  int slots_per_host = 1;
+  absl::Duration discovery_interval = absl::Seconds(1);
+  bool graceful_term = false;
+  // After a --graceful-term SIGTERM, how long the workers have to leave
+  // before they are stopped.
+  absl::Duration graceful_timeout = absl::Seconds(60);
+  // Builds a worker's command and environment (KOLO_WORKER_ID,
+  // KOLO_WORKER_INCARNATION, ...) from its plan: rank = worker number,
+  // worker_id, incarnation, host, local_rank = slot index on its host,
+  // local_size = that host's slots.
+  std::function<GuardSpec(const WorkerPlan&)> make_spec;
+  SlotTable::Clock clock = [] { return absl::Now(); };
+};
+
 class Supervisor {
  public:
   // `probe` may be empty (no coordinator: no start timeout, no job end).
   Supervisor(SupervisorOptions options, std::vector<WorkerLaunch> workers,
+             CoordinatorProbe probe);
+  // An elastic job. REQUIRES: options.elastic; elastic.make_spec is set.
+  Supervisor(SupervisorOptions options, ElasticSetup elastic,
              CoordinatorProbe probe);
   ~Supervisor();
   Supervisor(const Supervisor&) = delete;
@@ -113,6 +163,15 @@ class Supervisor {
   void KillEverything();
   std::string Describe(const Worker& w) const;
   int LiveGuards() const;
+  bool Spawn(Worker& w);
+  // Elastic: starts a worker on every slot the table says may start.
+  void SpawnReady();
+  bool ReplacementsPending() const;
+  void StartDiscovery(absl::Time now);
+  void OnDiscovery();
+  void BeginGracefulTerm();
+  // Elastic: nothing is started any more (the job is ending).
+  void StopGrowth();
 
   SupervisorOptions options_;
   std::vector<std::unique_ptr<Worker>> workers_;
@@ -134,6 +193,19 @@ class Supervisor {
   // verdict_by_) for the coordinator's verdict.
   Worker* failed_first_ = nullptr;
   absl::Time verdict_by_ = absl::InfiniteFuture();
+
+  // Elastic (null otherwise).
+  std::unique_ptr<ElasticSetup> elastic_;
+  std::unique_ptr<SlotTable> slots_;
+  std::unique_ptr<DiscoveryRun> discovery_run_;
+  absl::Time next_discovery_ = absl::InfiniteFuture();
+  bool discovery_failing_ = false;
+  bool spawned_initial_ = false;
+  bool growth_over_ = false;  // nothing is started any more
+  // --graceful-term: the workers were asked to leave.
+  bool draining_ = false;
+  absl::Time drain_deadline_ = absl::InfiniteFuture();
+  std::vector<std::string> drain_unclean_;  // those that did not exit 0
 };
 
 }  // namespace kolo::launcher

@@ -14,3 +14,16 @@ kolo_add_test(launcher_process_test
   SOURCES launcher_process_test.cc
   LABELS multiprocess SERIAL)
 add_dependencies(launcher_process_test kolorun)
+kolo_add_test(launcher_slots_test
+  SOURCES launcher_slots_test.cc
+  LIBS kolo_launcher_core
+  LABELS unit tsan)
+kolo_add_test(launcher_discovery_test
+  SOURCES launcher_discovery_test.cc
+  LIBS kolo_launcher_core
+  LABELS unit)
+kolo_add_test(launcher_elastic_test
+  SOURCES launcher_elastic_test.cc
+  LIBS kolo_launcher_core
+  LABELS multiprocess SERIAL)
+add_dependencies(launcher_elastic_test kolorun)

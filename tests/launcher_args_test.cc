@@ -258,6 +258,123 @@ TEST(ParseArgsTest, KnobFlagsComeFromTheTable) {
   EXPECT_TRUE(other.ok()) << other.status();
 }
 
+TEST(ParseArgsTest, ElasticFlagsAndTheirDefaults) {
+  auto d = Parse({"-np", "2", "--min-np", "1", "cmd"});
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_TRUE(d->elastic());
+  EXPECT_EQ(d->max_np, 0);
+  EXPECT_EQ(d->cooldown_lo, absl::Seconds(2));
+  EXPECT_EQ(d->cooldown_hi, absl::Seconds(60));
+  EXPECT_EQ(d->discovery_interval, absl::Seconds(1));
+  EXPECT_EQ(d->slots_per_host, 1);
+  EXPECT_FALSE(d->graceful_term);
+  EXPECT_TRUE(d->discovery_script.empty());
+
+  auto o = Parse({"-np", "3", "--min-np", "2", "--max-np", "5",
+                  "--blacklist-cooldown-range", "1.5", "30", "--graceful-term",
+                  "--reset-limit", "4", "cmd"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->min_np, 2);
+  EXPECT_EQ(o->max_np, 5);
+  EXPECT_EQ(o->cooldown_lo, absl::Milliseconds(1500));
+  EXPECT_EQ(o->cooldown_hi, absl::Seconds(30));
+  EXPECT_TRUE(o->graceful_term);
+  EXPECT_EQ(o->reset_limit, 4);
+  EXPECT_EQ(o->command, std::vector<std::string>{"cmd"});
+
+  auto eq = Parse(
+      {"-np", "1", "--min-np=1", "--blacklist-cooldown-range=3,9", "cmd"});
+  ASSERT_TRUE(eq.ok()) << eq.status();
+  EXPECT_EQ(eq->cooldown_lo, absl::Seconds(3));
+  EXPECT_EQ(eq->cooldown_hi, absl::Seconds(9));
+}
+
+TEST(ParseArgsTest, HostDiscoveryScript) {
+  // No -np: every discovered slot; elastic with --min-np 1.
+  auto o = Parse({"--host-discovery-script", "./hosts.sh",
+                  "--discovery-interval-seconds", "0.25", "--slots-per-host",
+                  "4", "--max-np", "8", "cmd"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->discovery_script, "./hosts.sh");
+  EXPECT_EQ(o->discovery_interval, absl::Milliseconds(250));
+  EXPECT_EQ(o->slots_per_host, 4);
+  EXPECT_TRUE(o->elastic());
+  EXPECT_EQ(o->min_np, 1);
+  EXPECT_EQ(o->max_np, 8);
+  EXPECT_FALSE(o->np_given);
+  EXPECT_TRUE(o->hosts.empty());
+
+  auto np = Parse(
+      {"-np", "3", "--host-discovery-script", "s", "--slots", "2", "cmd"});
+  ASSERT_TRUE(np.ok()) << np.status();
+  EXPECT_TRUE(np->np_given);
+  EXPECT_EQ(np->np, 3);
+  EXPECT_EQ(np->slots_per_host, 2);
+}
+
+TEST(ParseArgsTest, SlotsPerHostAppliesToHostsWithoutACount) {
+  auto o = Parse({"-np", "5", "-H", "a,b:1", "--slots-per-host", "4", "cmd"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  ASSERT_EQ(o->hosts.size(), 2u);
+  EXPECT_EQ(o->hosts[0].slots, 4);
+  EXPECT_EQ(o->hosts[1].slots, 1);
+}
+
+TEST(ParseArgsTest, ElasticValidationMessages) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  } cases[] = {
+      {{"-np", "2", "--min-np", "3", "--max-np", "2", "cmd"},
+       "--max-np 2 is less than --min-np 3"},
+      {{"-np", "2", "--min-np", "3", "cmd"}, "--min-np 3 is more than -np 2"},
+      {{"-np", "4", "--min-np", "1", "--max-np", "3", "cmd"},
+       "--max-np 3 is less than -np 4"},
+      {{"--host-discovery-script", "s", "--min-np", "3", "--max-np", "2",
+        "cmd"},
+       "--max-np 2 is less than --min-np 3"},
+      {{"-np", "2", "-H", "a:2", "--host-discovery-script", "s", "cmd"},
+       "-H and --host-discovery-script are exclusive"},
+      {{"--host-discovery-script", "", "cmd"},
+       "--host-discovery-script: empty command"},
+      {{"-np", "2", "--graceful-term", "cmd"},
+       "--graceful-term applies to elastic jobs only"},
+      {{"-np", "2", "--blacklist-cooldown-range", "1", "2", "cmd"},
+       "--blacklist-cooldown-range applies to elastic jobs only"},
+      {{"-np", "2", "--min-np", "1", "--blacklist-cooldown-range", "0", "2",
+        "cmd"},
+       "expected LO HI, seconds with 0 < LO <= HI, got '0' '2'"},
+      {{"-np", "2", "--min-np", "1", "--blacklist-cooldown-range", "5", "2",
+        "cmd"},
+       "got '5' '2'"},
+      {{"-np", "2", "--min-np", "1", "--blacklist-cooldown-range=5", "cmd"},
+       "got '5' ''"},
+      {{"-np", "2", "--min-np", "1", "--blacklist-cooldown-range", "5"},
+       "needs two values"},
+      {{"-np", "2", "--discovery-interval-seconds", "1", "cmd"},
+       "--discovery-interval-seconds needs --host-discovery-script"},
+      {{"--host-discovery-script", "s", "--discovery-interval-seconds", "0",
+        "cmd"},
+       "--discovery-interval-seconds: expected seconds above 0"},
+      {{"--host-discovery-script", "s", "--slots-per-host", "0", "cmd"},
+       "--slots-per-host: expected a positive number of slots, got '0'"},
+      {{"--min-np", "1", "cmd"}, "missing -np"},
+  };
+  for (const Case& c : cases) {
+    auto o = Parse(c.args);
+    ASSERT_FALSE(o.ok()) << c.message;
+    EXPECT_EQ(o.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(o.status().message().find(c.message), absl::string_view::npos)
+        << o.status().message() << "\nshould contain: " << c.message;
+  }
+  for (const char* flag :
+       {"--host-discovery-script", "--blacklist-cooldown-range",
+        "--graceful-term", "--slots-per-host", "--discovery-interval-seconds",
+        "--max-np", "KOLO_WORKER_INCARNATION"}) {
+    EXPECT_NE(UsageText().find(flag), std::string::npos) << flag;
+  }
+}
+
 TEST(ParseHostsTest, SlotsDefaultToOne) {
   auto h = ParseHosts("a:3,b,c:1");
   ASSERT_TRUE(h.ok()) << h.status();
@@ -355,6 +472,32 @@ TEST(CommandLineTest, WorkerEnvironment) {
   EXPECT_EQ(m["KOLO_STALL_CHECK_TIME_SECONDS"], "45");
   EXPECT_EQ(m["KOLO_STALL_SHUTDOWN_TIME_SECONDS"], "0");
   EXPECT_EQ(m.count("KOLO_SECRET"), 0u);
+}
+
+TEST(CommandLineTest, ElasticWorkerEnvironment) {
+  JobInfo job;
+  job.job_id = "kolo-1";
+  job.coordinator = "127.0.0.1:5000";
+  job.size = 2;
+  WorkerPlan plain{1, "w1", "a", 1, 2, SpawnMode::kLocal};
+  std::map<std::string, std::string> m0;
+  for (const auto& [k, v] : WorkerEnv(job, plain)) m0[k] = v;
+  EXPECT_EQ(m0.count("KOLO_WORKER_INCARNATION"), 0u);
+  EXPECT_EQ(m0.count("KOLO_ELASTIC"), 0u);
+
+  job.elastic = true;
+  // w5, third incarnation, slot 3 of its host: the rank hints stay below
+  // the size (the coordinator gives the real ranks).
+  WorkerPlan later{5, "w5", "b", 3, 4, SpawnMode::kLocal, 2};
+  std::map<std::string, std::string> m;
+  for (const auto& [k, v] : WorkerEnv(job, later)) m[k] = v;
+  EXPECT_EQ(m["KOLO_WORKER_ID"], "w5");
+  EXPECT_EQ(m["KOLO_WORKER_INCARNATION"], "2");
+  EXPECT_EQ(m["KOLO_ELASTIC"], "1");
+  EXPECT_EQ(m["KOLO_SIZE"], "2");
+  EXPECT_EQ(m["KOLO_RANK"], "1");
+  EXPECT_EQ(m["KOLO_LOCAL_RANK"], "1");
+  EXPECT_EQ(m["KOLO_LOCAL_SIZE"], "4");
 }
 
 TEST(CommandLineTest, ShellQuote) {
