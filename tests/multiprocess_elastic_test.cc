@@ -28,12 +28,20 @@ using ::testing::Not;
 
 constexpr int kFailedPrecondition = 9;
 
+// kolorun replaces a failed worker (issue 18); unless `replace`, the
+// replacement exits 0 at once, so that the job stays shrunk and these
+// tests see the survivors alone.
 JobRun Launch(int n, const std::vector<std::string>& kolorun_flags,
-              const std::vector<std::string>& worker_flags) {
+              const std::vector<std::string>& worker_flags,
+              bool replace = false) {
   std::vector<std::string> argv = {Bin("kolorun"), "-np", std::to_string(n)};
   argv.insert(argv.end(), kolorun_flags.begin(), kolorun_flags.end());
   argv.push_back(Bin("kolo-elastic-worker"));
   argv.insert(argv.end(), worker_flags.begin(), worker_flags.end());
+  if (!replace) {
+    argv.push_back("--replacement-exits");
+    argv.push_back("1");
+  }
   return RunJob(argv, {}, absl::Seconds(120));
 }
 

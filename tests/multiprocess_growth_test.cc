@@ -69,10 +69,10 @@ void ExpectDone(const std::string& output, int size) {
 }
 
 TEST(Growth, SigtermLeavesAtTheCommitAndTheOthersGoOn) {
-  JobRun run = RunJob({Bin("kolorun"), "-np", "4", "--min-np", "2",
-                       Bin("kolo-elastic-worker"), "--steps", "40", "--term",
-                       "2:10"},
-                      {}, absl::Seconds(120));
+  JobRun run =
+      RunJob({Bin("kolorun"), "-np", "4", "--min-np", "2",
+              Bin("kolo-elastic-worker"), "--steps", "40", "--term", "2:10"},
+             {}, absl::Seconds(120));
   EXPECT_TRUE(run.exit.exited && run.exit.code == 0)
       << run.exit.ToString() << "\n"
       << run.output;
@@ -91,14 +91,109 @@ TEST(Growth, SigtermLeavesAtTheCommitAndTheOthersGoOn) {
   std::vector<std::string> term = Lines(run.output, "EL_TERM ");
   std::vector<std::string> back = Lines(run.output, "EL_RECOVERED ");
   ASSERT_EQ(back.size(), 3u) << run.output;
-  const int64_t t0 = Int(Field(" " + term[0].substr(term[0].find("EL_TERM")),
-                               "t"));
+  const int64_t t0 =
+      Int(Field(" " + term[0].substr(term[0].find("EL_TERM")), "t"));
   int64_t last = 0;
   for (const std::string& line : back) {
     last = std::max(last, Int(Field(line, "t")));
   }
   std::printf("graceful leave: %.3f s from SIGTERM to the others' next step\n",
               static_cast<double>(last - t0) / 1e6);
+}
+
+// The latest "t=" of the EL_RECOVERED lines at `size`, or -1.
+int64_t RecoveredAt(const std::string& output, int size) {
+  int64_t last = -1;
+  for (const std::string& line : Lines(output, "EL_RECOVERED ")) {
+    if (Int(Field(line, "size")) == size) {
+      last = std::max(last, Int(Field(line, "t")));
+    }
+  }
+  return last;
+}
+
+TEST(Growth, KilledWorkerIsReplacedInItsSlotAndTheJobIsBackAtFour) {
+  JobRun run =
+      RunJob({Bin("kolorun"), "-np", "4", "--min-np", "2",
+              Bin("kolo-elastic-worker"), "--steps", "150", "--kill", "2:10"},
+             {}, absl::Seconds(120));
+  EXPECT_TRUE(run.exit.exited && run.exit.code == 0)
+      << run.exit.ToString() << "\n"
+      << run.output;
+  ExpectDone(run.output, 4);
+  for (const std::string& line : Lines(run.output, "EL_DONE ")) {
+    EXPECT_EQ(Int(Field(line, "step")), 150) << line;
+  }
+  // The replacement is the slot's worker id, incarnation 1, appended.
+  std::vector<std::string> starts =
+      Lines(run.output, "EL_START worker=w2 incarnation=1 ");
+  ASSERT_EQ(starts.size(), 1u) << run.output;
+  EXPECT_EQ(Int(Field(starts[0], "rank")), 3) << starts[0];
+  EXPECT_GT(Int(Field(starts[0], "step")), 10) << starts[0];
+  EXPECT_EQ(Lines(run.output, "EL_RESET n=1 size=3").size(), 3u) << run.output;
+  EXPECT_EQ(Lines(run.output, "EL_RESET n=2 size=4").size(), 3u) << run.output;
+  std::vector<std::string> kill = Lines(run.output, "EL_KILL ");
+  ASSERT_EQ(kill.size(), 1u) << run.output;
+  const int64_t t0 =
+      Int(Field(" " + kill[0].substr(kill[0].find("EL_KILL")), "t"));
+  const int64_t back = RecoveredAt(run.output, 4);
+  ASSERT_GT(back, t0) << run.output;
+  std::printf("SIGKILL to full size with a replacement: %.3f s\n",
+              static_cast<double>(back - t0) / 1e6);
+}
+
+TEST(Growth, DiscoveryScriptGrowsTheJobFromTwoToFourSlots) {
+  const std::string hosts =
+      absl::StrCat(::testing::TempDir(), "/growth_hosts.", getpid());
+  const std::string script =
+      absl::StrCat(::testing::TempDir(), "/growth_discover.", getpid());
+  std::ofstream(hosts) << "localhost:2\n";
+  std::ofstream(script) << "#!/bin/sh\ncat " << hosts << "\n";
+  ::chmod(script.c_str(), 0700);
+  Subprocess job({Bin("kolorun"), "--min-np", "2", "--max-np", "4",
+                  "--host-discovery-script", script,
+                  "--discovery-interval-seconds", "1",
+                  Bin("kolo-elastic-worker"), "--seconds", "8", "--steps",
+                  "100000", "--step-ms", "10"});
+  ASSERT_TRUE(job.Start().ok());
+  ASSERT_TRUE(job.WaitForOutput("EL_RECOVERED", Scaled(absl::Seconds(1))) ||
+              job.WaitForOutput("EL_START", Scaled(absl::Seconds(30))))
+      << job.output();
+  absl::SleepFor(absl::Milliseconds(500));
+  const int64_t grown = absl::ToUnixMicros(absl::Now());
+  {
+    std::ofstream out(hosts + ".new");
+    out << "localhost:4\n";
+  }
+  ::rename((hosts + ".new").c_str(), hosts.c_str());
+  EXPECT_TRUE(job.Wait(Scaled(absl::Seconds(90))).ok()) << job.output();
+  const std::string& output = job.output();
+  EXPECT_TRUE(job.exit_info().exited && job.exit_info().code == 0)
+      << job.exit_info().ToString() << "\n"
+      << output;
+  ExpectDone(output, 4);
+  EXPECT_EQ(Lines(output, "EL_START ").size(), 4u) << output;
+  // The newcomers join at one commit, or at two when the second connects
+  // after the first was admitted; every change reaches both first-epoch
+  // members at the same commit (the same reset count and size).
+  auto first_members = [&](const std::string& tag) {
+    return Lines(output, tag + " rank=0").size() +
+           Lines(output, tag + " rank=1").size();
+  };
+  const size_t at_once = first_members("EL_RESET n=1 size=4");
+  const size_t in_two = first_members("EL_RESET n=2 size=4");
+  EXPECT_TRUE((at_once == 2 && in_two == 0) ||
+              (at_once == 0 && in_two == 2 &&
+               first_members("EL_RESET n=1 size=3") == 2))
+      << output;
+  const int64_t back = RecoveredAt(output, 4);
+  ASSERT_GT(back, grown) << output;
+  std::printf(
+      "discovery 2 -> 4 slots: %.3f s from the script's change to the first "
+      "collective at size 4 (interval 1 s)\n",
+      static_cast<double>(back - grown) / 1e6);
+  ::unlink(hosts.c_str());
+  ::unlink(script.c_str());
 }
 
 // A private secret file for this test, removed at the end.
@@ -145,13 +240,16 @@ TEST(Growth, WorkerStartedByHandJoinsAtTheNextCommit) {
   std::string rest = coord.output().substr(pos + 13);
   std::string hostport = rest.substr(0, rest.find(' '));
   int port = 0;
-  ASSERT_TRUE(
-      absl::SimpleAtoi(hostport.substr(hostport.rfind(':') + 1), &port))
+  ASSERT_TRUE(absl::SimpleAtoi(hostport.substr(hostport.rfind(':') + 1), &port))
       << hostport;
 
   const std::vector<std::string> argv = {Bin("kolo-elastic-worker"),
-                                         "--seconds", "5", "--steps", "100000",
-                                         "--step-ms", "10"};
+                                         "--seconds",
+                                         "5",
+                                         "--steps",
+                                         "100000",
+                                         "--step-ms",
+                                         "10"};
   std::vector<std::unique_ptr<Subprocess>> workers;
   for (int i = 0; i < 2; ++i) {
     workers.push_back(std::make_unique<Subprocess>(
@@ -163,11 +261,11 @@ TEST(Growth, WorkerStartedByHandJoinsAtTheNextCommit) {
         << w->output();
   }
   // A third worker, started by hand with the job's address and secret.
-  workers.push_back(std::make_unique<Subprocess>(
-      argv, WorkerEnv(2, 3, port, secret.path())));
+  workers.push_back(
+      std::make_unique<Subprocess>(argv, WorkerEnv(2, 3, port, secret.path())));
   ASSERT_TRUE(workers.back()->Start().ok());
-  ASSERT_TRUE(workers.back()->WaitForOutput("EL_START",
-                                            Scaled(absl::Seconds(30))))
+  ASSERT_TRUE(
+      workers.back()->WaitForOutput("EL_START", Scaled(absl::Seconds(30))))
       << workers.back()->output() << coord.output();
   std::string output;
   for (auto& w : workers) {

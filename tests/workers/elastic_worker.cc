@@ -18,6 +18,8 @@
 //                        in its first reset callback (while the others sync)
 //   --term R:S           rank R of epoch 1 sends itself SIGTERM at step S: it
 //                        leaves at that step's commit (exit 0)
+//   --replacement-exits 1  a replacement kolorun starts (incarnation > 0)
+//                        exits 0 at once: the job stays shrunk
 //   --rejoin 0|1         an evicted worker rejoins (default 1) or ends with
 //                        its error
 //   --process-set        every rank adds process set {0, 1} first and runs an
@@ -83,6 +85,7 @@ struct Args {
   int kill_in_reset = -1;
   bool process_set = false;
   bool rejoin = true;  // RunOptions::rejoin_after_eviction
+  bool replacement_exits = false;
 };
 
 bool ParseInts(const std::string& text, std::vector<int64_t>& out) {
@@ -103,6 +106,10 @@ bool Parse(int argc, char** argv, Args& a) {
     if (flag == "--step-ms" && absl::SimpleAtoi(value, &a.step_ms)) continue;
     if (flag == "--kill-in-reset" && absl::SimpleAtoi(value, &a.kill_in_reset))
       continue;
+    if (flag == "--replacement-exits") {
+      a.replacement_exits = value == "1";
+      continue;
+    }
     if (flag == "--rejoin") {
       a.rejoin = value == "1";
       continue;
@@ -153,6 +160,12 @@ int main(int argc, char** argv) {
   if (!Parse(argc, argv, args)) {
     std::fprintf(stderr, "kolo-elastic-worker: bad arguments\n");
     return 2;
+  }
+  const char* incarnation = std::getenv("KOLO_WORKER_INCARNATION");
+  if (args.replacement_exits && incarnation != nullptr &&
+      std::string(incarnation) != "0") {
+    Print("EL_REPLACEMENT_EXITS");
+    return 0;
   }
   if (absl::Status s = kolo::init(); !s.ok()) {
     Print(absl::StrCat("EL_ERROR code=", static_cast<int>(s.code()),
