@@ -58,7 +58,12 @@ EnvList WorkerEnv(const JobInfo& job, const WorkerPlan& worker) {
   if (!job.log_level.empty()) {
     env.emplace_back(knobs::kLogLevel.variable, job.log_level);
   }
-  if (job.elastic) env.emplace_back("KOLO_ELASTIC", "1");
+  if (job.elastic) {
+    env.emplace_back("KOLO_ELASTIC", "1");
+    env.emplace_back(
+        knobs::kElasticTimeout.variable,
+        KnobVariableText(knobs::kElasticTimeout, job.elastic_timeout));
+  }
   return env;
 }
 

@@ -39,8 +39,10 @@ struct JobInfo {
   absl::Duration cycle_time = knobs::kCycleTime.default_duration;
   absl::Duration stall_check = knobs::kStallCheck.default_duration;
   absl::Duration stall_shutdown = knobs::kStallShutdown.default_duration;
-  // KOLO_ELASTIC=1 and KOLO_WORKER_INCARNATION (kolorun --min-np).
+  // KOLO_ELASTIC=1, KOLO_WORKER_INCARNATION and the elastic timeout (how
+  // long a newcomer may wait to be admitted) (kolorun --min-np).
   bool elastic = false;
+  absl::Duration elastic_timeout = knobs::kElasticTimeout.default_duration;
 };
 
 // The KOLO_* variables of one worker, in a fixed order, without the secret.

@@ -243,6 +243,7 @@ int Main(int argc, char** argv) {
   job.stall_check = options.knobs.stall_check;
   job.stall_shutdown = options.knobs.stall_shutdown;
   job.elastic = options.elastic();
+  job.elastic_timeout = options.knobs.elastic_timeout;
   log->info("job {}: {} workers, coordinator at {}", job_id, options.np,
             job.coordinator);
 
