@@ -23,3 +23,8 @@ kolo_add_test(ctl_run_test
   SOURCES ctl_run_test.cc
   LIBS kolo_ctl
   LABELS unit tsan)
+# kolo-coordinator's command line (coordinator/flags.h), also CLI11.
+kolo_add_test(ctl_coordinator_flags_test
+  SOURCES ctl_coordinator_flags_test.cc
+  LIBS kolo_coordinator_flags
+  LABELS unit tsan)
