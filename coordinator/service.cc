@@ -4,8 +4,12 @@
 #include <optional>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/auth.h"
 #include "common/check.h"
 #include "common/log.h"
+#include "common/rate_limited_log.h"
 
 namespace kolo::coordinator {
 namespace {
@@ -135,7 +139,8 @@ class SessionReactor final
 };
 
 CoordinatorService::CoordinatorService(CoreOptions options)
-    : core_(std::move(options)) {}
+    : status_verifier_(options.job_id, options.secret),
+      core_(std::move(options)) {}
 
 CoordinatorService::~CoordinatorService() {
   MutexLock lock(&mu_);
@@ -163,10 +168,21 @@ CoordinatorService::Session(grpc::CallbackServerContext* context) {
 }
 
 grpc::ServerUnaryReactor* CoordinatorService::Status(
-    grpc::CallbackServerContext* context, const proto::StatusRequest*,
+    grpc::CallbackServerContext* context, const proto::StatusRequest* request,
     proto::StatusReply* reply) {
-  *reply = core_.Status();
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  // The wall clock, not the core's (tests fake that one for liveness): the
+  // request's time is the caller's wall clock.
+  if (absl::Status st = status_verifier_.Verify(*request, absl::Now());
+      !st.ok()) {
+    LogRefusal(*GetLogger("coordinator"), context->peer(),
+               absl::StrCat("refused a Status call from ", context->peer(),
+                            ": ", st.message()));
+    reactor->Finish(grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                                 std::string(auth::kUnauthenticatedRefusal)));
+    return reactor;
+  }
+  *reply = core_.Status();
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }

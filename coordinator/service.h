@@ -1,7 +1,11 @@
 // CoordinatorService: the thin gRPC adapter (callback API) around
 // CoordinatorCore. One SessionReactor per Session stream turns reads into
 // core events and carries out the core's actions (queued writes, Finish);
-// Status is a unary callback that copies CoordinatorCore::Status().
+// Status is a unary callback that copies CoordinatorCore::Status() once the
+// caller proved it knows the job secret (coordinator/status_auth.h); a
+// refused caller gets UNAUTHENTICATED with auth::kUnauthenticatedRefusal, and
+// the cause goes to the log (warn, rate-limited per peer host). In-process
+// callers (CoordinatorServer::Status) read the core directly.
 //
 // Concurrency: gRPC may run reactions of different streams in parallel. Every
 // core event and the delivery of its actions happen under one mutex (mu_), so
@@ -30,6 +34,7 @@
 #include "common/mutex.h"
 #include "coordinator/core.h"
 #include "coordinator/link_server.h"
+#include "coordinator/status_auth.h"
 #include "proto/kolo.grpc.pb.h"
 
 namespace kolo::coordinator {
@@ -105,6 +110,8 @@ class CoordinatorService final : public proto::Coordinator::CallbackService {
 
   void Deliver(Actions actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // Built from the options before core_ takes them (declared first).
+  StatusVerifier status_verifier_;
   CoordinatorCore core_;
   Mutex mu_;
   CondVar changed_;

@@ -8,6 +8,7 @@ PKGS=(
   clang clang-format libclang-rt-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libspdlog-dev libgtest-dev libgmock-dev libssl-dev
+  libcli11-dev nlohmann-json3-dev
   iproute2 procps ccache
 )
 

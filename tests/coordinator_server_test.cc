@@ -10,6 +10,7 @@
 #include "common/auth.h"
 #include "common/version.h"
 #include "coordinator/server.h"
+#include "coordinator/status_auth.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/kolo.grpc.pb.h"
@@ -147,7 +148,9 @@ proto::StatusReply StatusRpc(int port) {
   ctx.set_deadline(std::chrono::system_clock::now() +
                    absl::ToChronoSeconds(Scaled(absl::Seconds(10))));
   proto::StatusReply reply;
-  grpc::Status st = stub->Status(&ctx, proto::StatusRequest(), &reply);
+  // The Status RPC requires the job secret (coordinator/status_auth.h).
+  grpc::Status st =
+      stub->Status(&ctx, SignStatusRequest(kSecret, kJob), &reply);
   EXPECT_TRUE(st.ok()) << st.error_message();
   return reply;
 }

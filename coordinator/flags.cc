@@ -1,0 +1,223 @@
+#include "coordinator/flags.h"
+
+#include <climits>
+#include <exception>
+#include <iterator>
+#include <optional>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace kolo::coordinator {
+namespace {
+
+// The defaults in <--flag> are filled in from common/knobs.h (Usage).
+constexpr char kUsage[] =
+    "usage: kolo-coordinator --port P --np N [--bind HOST] [--secret-file F]\n"
+    "         [--job-id ID] [--port-file F] [--heartbeat-timeout-seconds S]\n"
+    "         [--heartbeat-interval-seconds S] [--cycle-time-ms X]\n"
+    "         [--stall-check-time-seconds S]\n"
+    "         [--stall-shutdown-time-seconds S] [--log-level L]\n"
+    "         [--min-np A [--max-np M] [--elastic-timeout S]\n"
+    "          [--reset-limit N]]\n"
+    "  --port P         TCP port to listen on (0: the kernel picks one)\n"
+    "  --np N           number of workers that form the job\n"
+    "  --bind HOST      address to bind (default 0.0.0.0)\n"
+    "  --secret-file F  the job secret (default: $KOLO_SECRET_FILE)\n"
+    "  --job-id ID      job id every worker must present (default "
+    "\"default\")\n"
+    "  --port-file F    write the bound port to F\n"
+    "  --heartbeat-timeout-seconds S\n"
+    "                   a worker silent this long has failed (default "
+    "<--heartbeat-timeout-seconds>)\n"
+    "  --heartbeat-interval-seconds S\n"
+    "                   the coordinator's heartbeat period (default "
+    "<--heartbeat-interval-seconds>)\n"
+    "  --cycle-time-ms X\n"
+    "                   milliseconds (fractions allowed) a ready tensor waits\n"
+    "                   to batch with others while the data plane is busy\n"
+    "                   (default: $KOLO_CYCLE_TIME_MS, $HOROVOD_CYCLE_TIME or "
+    "<--cycle-time-ms>)\n"
+    "  --stall-check-time-seconds S\n"
+    "                   warn about tensors some ranks submitted and others\n"
+    "                   not for S seconds; 0 = never (default:\n"
+    "                   $KOLO_STALL_CHECK_TIME_SECONDS,\n"
+    "                   $HOROVOD_STALL_CHECK_TIME_SECONDS or "
+    "<--stall-check-time-seconds>)\n"
+    "  --stall-shutdown-time-seconds S\n"
+    "                   end the job after a stall of S seconds; 0 = never\n"
+    "                   (default: $KOLO_STALL_SHUTDOWN_TIME_SECONDS,\n"
+    "                   $HOROVOD_STALL_SHUTDOWN_TIME_SECONDS or "
+    "<--stall-shutdown-time-seconds>)\n"
+    "  --log-level L    trace, debug, info, warn, error, critical, off\n"
+    "                   (default: $KOLO_LOG_LEVEL, $HOROVOD_LOG_LEVEL or "
+    "<--log-level>)\n"
+    "  --min-np A       elastic job: a lost worker ends its epoch, not the\n"
+    "                   job, while at least A workers remain (KOLO_ELASTIC=1\n"
+    "                   alone: A = 1); workers need KOLO_ELASTIC=1 too\n"
+    "  --max-np M       elastic job: the most workers an epoch may have\n"
+    "                   (at least --np; 0 = no cap, the default; --max-np\n"
+    "                   alone: A = 1)\n"
+    "  --elastic-timeout S\n"
+    "                   how long an elastic job below A waits before it ends\n"
+    "                   (default: $KOLO_ELASTIC_TIMEOUT,\n"
+    "                   $HOROVOD_ELASTIC_TIMEOUT or <--elastic-timeout>)\n"
+    "  --reset-limit N  end an elastic job after N membership changes\n"
+    "                   (default: unlimited)\n";
+
+// The knobs of common/knobs.h that kolo-coordinator takes as flags, and those
+// of them whose variables give the flags' defaults.
+constexpr const Knob* kFlagKnobs[] = {
+    &knobs::kHeartbeatTimeout, &knobs::kHeartbeatInterval, &knobs::kCycleTime,
+    &knobs::kStallCheck,       &knobs::kStallShutdown,     &knobs::kLogLevel,
+    &knobs::kElasticTimeout};
+constexpr const Knob* kEnvKnobs[] = {&knobs::kCycleTime, &knobs::kStallCheck,
+                                     &knobs::kStallShutdown, &knobs::kLogLevel,
+                                     &knobs::kElasticTimeout};
+
+FlagsOutcome Error(std::string text) {
+  FlagsOutcome out;
+  out.kind = FlagsOutcome::Kind::kError;
+  out.text = std::move(text);
+  return out;
+}
+
+// A flag's value, when it was given (the last one wins).
+struct Given {
+  CLI::Option* option = nullptr;
+  std::string text;
+  std::optional<std::string> value() const {
+    if (option == nullptr || option->count() == 0) return std::nullopt;
+    return text;
+  }
+};
+
+// Parses an integer flag value; "" on success, else the message.
+std::string ParseInt(const char* flag, const Given& given, int min, int max,
+                     const std::string& what, int& out) {
+  std::optional<std::string> text = given.value();
+  if (!text.has_value()) return "";
+  int v = 0;
+  if (!absl::SimpleAtoi(*text, &v) || v < min || v > max) {
+    return absl::StrCat(flag, " must be ", what, ", got '", *text, "'");
+  }
+  out = v;
+  return "";
+}
+
+}  // namespace
+
+std::string CoordinatorUsage() { return FillKnobDefaults(kUsage, kFlagKnobs); }
+
+FlagsOutcome ParseCoordinatorFlags(int argc, const char* const* argv,
+                                   EnvLookup env) {
+  // --help wins over every error, so that it always works.
+  for (int i = 1; i < argc; ++i) {
+    absl::string_view a = argv[i];
+    if (a == "--help" || a == "-h") {
+      FlagsOutcome help;
+      help.kind = FlagsOutcome::Kind::kHelp;
+      help.text = CoordinatorUsage();
+      return help;
+    }
+  }
+  CoordinatorFlags f;
+  // A bad variable is reported after the flags.
+  const absl::Status env_error = SetKnobsFromEnv(kEnvKnobs, env, f.knobs);
+
+  CLI::App app("kolo-coordinator", "kolo-coordinator");
+  app.set_help_flag();  // the usage above is the help (kolo's own wording)
+  app.allow_extras();   // reported as "unknown argument" below
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  Given port, np, min_np, max_np, reset_limit;
+  port.option = app.add_option("--port", port.text);
+  np.option = app.add_option("--np", np.text);
+  app.add_option("--bind", f.bind);
+  app.add_option("--secret-file", f.secret_file);
+  app.add_option("--job-id", f.job_id);
+  app.add_option("--port-file", f.port_file);
+  min_np.option = app.add_option("--min-np", min_np.text);
+  max_np.option = app.add_option("--max-np", max_np.text);
+  reset_limit.option = app.add_option("--reset-limit", reset_limit.text);
+  std::vector<Given> knob_text(std::size(kFlagKnobs));
+  for (size_t i = 0; i < std::size(kFlagKnobs); ++i) {
+    knob_text[i].option =
+        app.add_option(kFlagKnobs[i]->flag, knob_text[i].text);
+  }
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ArgumentMismatch& e) {
+    // "--port: 1 required TEXT missing": a flag given last, without a value.
+    std::string what = e.what();
+    return Error(
+        absl::StrCat(what.substr(0, what.find(':')), " needs a value"));
+  } catch (const CLI::ParseError& e) {
+    return Error(e.what());
+  } catch (const std::exception& e) {
+    return Error(e.what());
+  }
+  if (std::vector<std::string> extras = app.remaining(); !extras.empty()) {
+    const std::string& extra = extras.front();
+    return Error(absl::StrCat(
+        "unknown argument '",
+        extra.substr(0, absl::StartsWith(extra, "--") ? extra.find('=')
+                                                      : std::string::npos),
+        "'"));
+  }
+
+  for (size_t i = 0; i < std::size(kFlagKnobs); ++i) {
+    std::optional<std::string> text = knob_text[i].value();
+    if (!text.has_value()) continue;
+    if (absl::Status st = SetKnobFromFlag(*kFlagKnobs[i], *text, f.knobs);
+        !st.ok()) {
+      return Error(std::string(st.message()));
+    }
+  }
+  for (const std::string& error :
+       {ParseInt("--port", port, 0, 65535, "0..65535", f.port),
+        ParseInt("--np", np, 1, INT_MAX, "a positive integer", f.np),
+        ParseInt("--min-np", min_np, 1, INT_MAX, "a positive integer",
+                 f.min_np),
+        ParseInt("--max-np", max_np, 0, INT_MAX,
+                 "a number of workers (0: no cap)", f.max_np),
+        ParseInt("--reset-limit", reset_limit, 0, INT_MAX,
+                 "a number of membership changes (0 or more)",
+                 f.reset_limit)}) {
+    if (!error.empty()) return Error(error);
+  }
+
+  if (std::optional<std::string> e = env("KOLO_ELASTIC");
+      e.has_value() && *e == "1" && f.min_np == 0) {
+    f.min_np = 1;
+  }
+  if (f.max_np > 0 && f.min_np == 0) f.min_np = 1;
+  if (!env_error.ok()) return Error(std::string(env_error.message()));
+  if (f.port < 0)
+    return Error("--port is required (0 lets the kernel pick one)");
+  if (f.np < 1) return Error("--np is required (the number of workers)");
+  if (f.min_np > f.np) {
+    return Error(
+        absl::StrCat("--min-np ", f.min_np, " is more than --np ", f.np));
+  }
+  if (f.max_np > 0 && f.max_np < f.min_np) {
+    return Error(absl::StrCat("--max-np ", f.max_np, " is less than --min-np ",
+                              f.min_np));
+  }
+  if (f.max_np > 0 && f.max_np < f.np) {
+    return Error(absl::StrCat("--max-np ", f.max_np, " is less than --np ",
+                              f.np,
+                              " (the workers that form the first epoch)"));
+  }
+
+  FlagsOutcome out;
+  out.kind = FlagsOutcome::Kind::kRun;
+  out.flags = std::move(f);
+  return out;
+}
+
+}  // namespace kolo::coordinator

@@ -1,0 +1,183 @@
+#include "ctl/options.h"
+
+#include <exception>
+#include <sstream>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace kolo::ctl {
+namespace {
+
+constexpr char kFooter[] =
+    "Environment: KOLO_COORDINATOR (HOST:PORT), KOLO_JOB_ID, KOLO_SECRET or "
+    "KOLO_SECRET_FILE (the job secret; never on the command line), "
+    "KOLO_STALL_CHECK_TIME_SECONDS.\n"
+    "Exit status: 0 shown, 1 the coordinator could not be asked (unreachable, "
+    "refused, no answer in time), 2 bad usage or no secret.";
+
+ParseOutcome Error(std::string text) {
+  ParseOutcome out;
+  out.kind = ParseOutcome::Kind::kError;
+  out.text = std::move(text);
+  return out;
+}
+
+// The value of `name`, or "" when unset or empty.
+std::string Env(EnvLookup env, const char* name) {
+  std::optional<std::string> v = env(name);
+  return v.has_value() ? *v : std::string();
+}
+
+// "" when `address` looks like HOST:PORT (or a gRPC unix: target).
+std::string CheckAddress(const std::string& address) {
+  if (absl::StartsWith(address, "unix:")) return "";
+  size_t colon = address.rfind(':');
+  int port = 0;
+  if (colon == std::string::npos || colon == 0 ||
+      !absl::SimpleAtoi(address.substr(colon + 1), &port) || port < 1 ||
+      port > 65535) {
+    return absl::StrCat("the coordinator address '", address,
+                        "' is not HOST:PORT (e.g. 10.0.0.1:29400, "
+                        "[::1]:29400)");
+  }
+  return "";
+}
+
+}  // namespace
+
+ParseOutcome ParseCtlArgs(int argc, const char* const* argv, EnvLookup env) {
+  // A secret on the command line shows in `ps` and in shell history: refuse
+  // it by name rather than as an unknown flag.
+  for (int i = 1; i < argc; ++i) {
+    absl::string_view a = argv[i];
+    if (a == "--secret" || absl::StartsWith(a, "--secret=")) {
+      return Error(
+          "kolo-ctl takes no secret on the command line (other users would "
+          "see it in `ps`); put it in a file and pass --secret-file FILE, or "
+          "set KOLO_SECRET or KOLO_SECRET_FILE");
+    }
+  }
+
+  // The one command; CLI11 would call a misspelt one "a subcommand is
+  // required".
+  if (argc > 1 && argv[1][0] != '-' && absl::string_view(argv[1]) != "status") {
+    return Error(absl::StrCat("kolo-ctl: unknown command '", argv[1],
+                              "'; the command is `kolo-ctl status` (see "
+                              "kolo-ctl --help)"));
+  }
+
+  CtlOptions o;
+  o.coordinator = Env(env, "KOLO_COORDINATOR");
+  if (std::string job = Env(env, "KOLO_JOB_ID"); !job.empty()) o.job_id = job;
+  KnobValues knobs;
+  const Knob* const stall_knobs[] = {&knobs::kStallCheck};
+  if (absl::Status st = SetKnobsFromEnv(stall_knobs, env, knobs); !st.ok()) {
+    return Error(absl::StrCat("kolo-ctl: ", st.message()));
+  }
+
+  CLI::App app(
+      "kolo-ctl: a read-only view of a running kolo job, from its "
+      "coordinator's Status RPC",
+      "kolo-ctl");
+  app.require_subcommand(1);
+  app.footer(kFooter);
+  CLI::App* status = app.add_subcommand(
+      "status",
+      "Show the job (phase, epoch, elastic bounds), its workers, the tensors "
+      "some ranks submitted and others not (with the ranks that did not), "
+      "and the membership history");
+  status
+      ->add_option("--coordinator", o.coordinator,
+                   "HOST:PORT of the job's coordinator (default: "
+                   "$KOLO_COORDINATOR)")
+      ->type_name("HOST:PORT");
+  status
+      ->add_option("--job-id", o.job_id,
+                   "the job's id (default: $KOLO_JOB_ID, else \"default\")")
+      ->type_name("ID");
+  status
+      ->add_option("--secret-file", o.secret_file,
+                   "file holding the job secret (default: $KOLO_SECRET, "
+                   "else $KOLO_SECRET_FILE)")
+      ->type_name("FILE");
+  CLI::Option* watch = status->add_flag(
+      "--watch", o.watch,
+      "poll until interrupted, redrawing the screen (with --json: one object "
+      "per line); a failed poll is shown and the watch goes on");
+  std::string interval_text;
+  status
+      ->add_option("--interval", interval_text,
+                   "seconds between polls of --watch (default 1)")
+      ->type_name("SECONDS")
+      ->needs(watch);
+  status->add_flag("--json", o.json,
+                   "print one JSON object per poll instead of text");
+  std::string stall_text;
+  status
+      ->add_option(
+          "--stall-check-time-seconds", stall_text,
+          absl::StrCat("show tensors pending this long as stalled; 0 = never "
+                       "(default: $KOLO_STALL_CHECK_TIME_SECONDS, "
+                       "$HOROVOD_STALL_CHECK_TIME_SECONDS or ",
+                       KnobDefaultText(knobs::kStallCheck, KnobSpelling::kFlag),
+                       ", as the coordinator)"))
+      ->type_name("S");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    std::ostringstream out, err;
+    int code = app.exit(e, out, err);
+    if (code == 0) {
+      ParseOutcome help;
+      help.kind = ParseOutcome::Kind::kHelp;
+      help.text = out.str();
+      return help;
+    }
+    return Error(absl::StrCat("kolo-ctl: ", e.what(),
+                              "\nRun with --help for more information."));
+  } catch (const std::exception& e) {
+    return Error(absl::StrCat("kolo-ctl: ", e.what()));
+  }
+
+  if (!interval_text.empty()) {
+    double s = 0;
+    if (!absl::SimpleAtod(interval_text, &s) ||
+        !(absl::Seconds(s) >= kMinInterval) ||
+        !(absl::Seconds(s) <= kMaxInterval)) {
+      return Error(absl::StrCat(
+          "kolo-ctl: --interval must be a number of seconds from ",
+          absl::ToDoubleSeconds(kMinInterval), " to ",
+          absl::ToDoubleSeconds(kMaxInterval), ", got '", interval_text, "'"));
+    }
+    o.interval = absl::Seconds(s);
+  }
+  if (!stall_text.empty()) {
+    if (absl::Status st =
+            SetKnobFromFlag(knobs::kStallCheck, stall_text, knobs);
+        !st.ok()) {
+      return Error(absl::StrCat("kolo-ctl: ", st.message()));
+    }
+  }
+  o.stall_check = knobs.stall_check;
+  if (o.coordinator.empty()) {
+    return Error(
+        "kolo-ctl: which coordinator? give --coordinator HOST:PORT or set "
+        "KOLO_COORDINATOR (kolorun and kolo-coordinator print the address "
+        "they listen on)");
+  }
+  if (std::string bad = CheckAddress(o.coordinator); !bad.empty()) {
+    return Error(absl::StrCat("kolo-ctl: ", bad));
+  }
+  if (o.job_id.empty()) return Error("kolo-ctl: --job-id must not be empty");
+
+  ParseOutcome out;
+  out.kind = ParseOutcome::Kind::kRun;
+  out.options = std::move(o);
+  return out;
+}
+
+}  // namespace kolo::ctl

@@ -1,0 +1,63 @@
+#include "ctl/status_client.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "coordinator/status_auth.h"
+
+namespace kolo::ctl {
+
+StatusClient::StatusClient(std::string address, std::string job_id,
+                           std::string secret)
+    : address_(std::move(address)),
+      job_id_(std::move(job_id)),
+      secret_(std::move(secret)),
+      stub_(proto::Coordinator::NewStub(
+          grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()))) {}
+
+absl::StatusOr<proto::StatusReply> StatusClient::Poll(
+    absl::Duration deadline) const {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
+  proto::StatusReply reply;
+  grpc::Status st = stub_->Status(
+      &ctx, coordinator::SignStatusRequest(secret_, job_id_), &reply);
+  if (st.ok()) return reply;
+  const std::string said = st.error_message();
+  switch (st.error_code()) {
+    case grpc::StatusCode::UNAVAILABLE:
+      return absl::UnavailableError(absl::StrCat(
+          "cannot reach the coordinator at ", address_, " (", said,
+          "); check --coordinator or KOLO_COORDINATOR and that the job is "
+          "running"));
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      return absl::DeadlineExceededError(
+          absl::StrCat("the coordinator at ", address_, " did not answer in ",
+                       absl::FormatDuration(deadline),
+                       "; it may be overloaded, or the address may be wrong"));
+    case grpc::StatusCode::UNAUTHENTICATED:
+      return absl::UnauthenticatedError(absl::StrCat(
+          "the coordinator at ", address_,
+          " refused the Status call: authentication failed; check that the "
+          "secret (--secret-file, KOLO_SECRET or KOLO_SECRET_FILE) is this "
+          "job's, that the job id '",
+          job_id_,
+          "' is right (--job-id or KOLO_JOB_ID), and that this host's clock "
+          "is within ",
+          absl::FormatDuration(coordinator::kStatusClockSkew),
+          " of the coordinator's (the coordinator's log says which; it said: ",
+          said, ")"));
+    case grpc::StatusCode::UNIMPLEMENTED:
+      return absl::UnimplementedError(
+          absl::StrCat(address_, " does not serve kolo's Status call (", said,
+                       "); is it a kolo coordinator?"));
+    default:
+      return absl::Status(
+          static_cast<absl::StatusCode>(st.error_code()),
+          absl::StrCat("the Status call to ", address_, " failed: ", said));
+  }
+}
+
+}  // namespace kolo::ctl
