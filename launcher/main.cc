@@ -25,6 +25,7 @@
 #include "coordinator/server.h"
 #include "launcher/args.h"
 #include "launcher/command_line.h"
+#include "launcher/ctl_access.h"
 #include "launcher/discovery.h"
 #include "launcher/guard.h"
 #include "launcher/spawn.h"
@@ -246,6 +247,13 @@ int Main(int argc, char** argv) {
   job.elastic_timeout = options.knobs.elastic_timeout;
   log->info("job {}: {} workers, coordinator at {}", job_id, options.np,
             job.coordinator);
+  // kolo-ctl reads the job's state with its secret (read-only).
+  CtlAccess ctl(secret, job_id, job.coordinator);
+  if (ctl.path().empty()) {
+    log->info("kolo-ctl cannot reach this job: {}", ctl.error());
+  } else {
+    log->info("job state: {}", ctl.command());
+  }
 
   char cwd_buf[4096];
   SpawnContext spawn;

@@ -27,3 +27,7 @@ kolo_add_test(launcher_elastic_test
   LIBS kolo_launcher_core
   LABELS multiprocess SERIAL)
 add_dependencies(launcher_elastic_test kolorun)
+kolo_add_test(launcher_ctl_access_test
+  SOURCES launcher_ctl_access_test.cc
+  LIBS kolo_launcher_core
+  LABELS unit tsan)
