@@ -16,9 +16,8 @@ namespace kolo::launcher {
 CtlAccess::CtlAccess(const std::string& secret, const std::string& job_id,
                      const std::string& coordinator) {
   const char* tmp = std::getenv("TMPDIR");
-  std::string pattern =
-      absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", "/", job_id,
-                   "-XXXXXX");
+  std::string pattern = absl::StrCat(
+      tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", "/", job_id, "-XXXXXX");
   std::vector<char> buf(pattern.begin(), pattern.end());
   buf.push_back('\0');
   if (::mkdtemp(buf.data()) == nullptr) {  // mode 0700
@@ -27,8 +26,8 @@ CtlAccess::CtlAccess(const std::string& secret, const std::string& job_id,
   }
   dir_ = buf.data();
   const std::string path = dir_ + "/secret";
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
-                        0600);
+  const int fd =
+      ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) {
     error_ = absl::StrCat("open(", path, "): ", std::strerror(errno));
     ::rmdir(dir_.c_str());
@@ -36,9 +35,8 @@ CtlAccess::CtlAccess(const std::string& secret, const std::string& job_id,
     return;
   }
   const std::string line = secret + "\n";
-  const bool written =
-      ::write(fd, line.data(), line.size()) ==
-      static_cast<ssize_t>(line.size());
+  const bool written = ::write(fd, line.data(), line.size()) ==
+                       static_cast<ssize_t>(line.size());
   ::close(fd);
   if (!written) {
     error_ = absl::StrCat("write(", path, ") failed");

@@ -1,7 +1,5 @@
 // Tests of CtlAccess (launcher/ctl_access.h): the job secret kolo-ctl reads
 // is in a private file for the job's lifetime, and gone afterwards.
-#include "launcher/ctl_access.h"
-
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,6 +8,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "launcher/ctl_access.h"
 
 namespace kolo::launcher {
 namespace {
