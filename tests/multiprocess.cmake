@@ -17,7 +17,8 @@ add_dependencies(multiprocess_kolorun_test kolo-mp-worker kolorun kolo-hello)
 add_dependencies(multiprocess_env_test kolo-mp-worker kolo-coordinator)
 kolo_add_test(multiprocess_netns_test SOURCES multiprocess_netns_test.cc
   LIBS kolo_mp_testing LABELS multiprocess SERIAL TIMEOUT 300)
-add_dependencies(multiprocess_netns_test kolo-mp-worker kolorun)
+add_dependencies(multiprocess_netns_test kolo-mp-worker kolorun
+  kolo-elastic-worker)
 
 # The collective grid of issue 3 point 6 through kolorun and the public API:
 # kolo-grid-worker loops over dtypes, ops and counts inside one job per world

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -134,6 +135,61 @@ TEST_F(NetnsTest, WorkersInTwoNamespaces) {
       << c.exit_info().ToString() << "\n"
       << c.output();
   EXPECT_EQ(ParseTagged(c.output(), "COLL_OK").size(), 4u) << c.output();
+}
+
+// A partition: host b's link goes down for 5 s while an elastic job trains.
+// The coordinator (in this namespace) hears nothing from b's workers and
+// evicts them within the heartbeat bound; a's workers go on at size 2.
+// When the link comes back, b's workers come back as newcomers at a's next
+// commit — the evicted processes themselves when the eviction reaches
+// them (run() rejoins), or, when their lease on the silent coordinator ran
+// out first (they exit with status 75), replacements kolorun starts in
+// their slots: the job ends at size 4, every rank with rank 0's state.
+TEST_F(NetnsTest, PartitionedHostIsEvictedThenRejoins) {
+  Subprocess job({Bin("kolorun"), "-np", "4", "--min-np", "2", "-H",
+                  absl::StrCat(hosts_[0].ns, ":2,", hosts_[1].ns, ":2"),
+                  "--launcher-cmd", "ip netns exec {host}",
+                  "--coordinator-addr", bridge_ip_,
+                  Bin("kolo-elastic-worker"), "--seconds", "16", "--steps",
+                  "100000", "--step-ms", "20"});
+  ASSERT_TRUE(job.Start().ok());
+  ASSERT_TRUE(job.WaitForOutput("EL_RECOVERED", Scaled(absl::Seconds(1))) ||
+              job.WaitForOutput("EL_START", Scaled(absl::Seconds(30))))
+      << job.output();
+  absl::SleepFor(absl::Seconds(2));
+  const absl::Time cut = absl::Now();
+  ASSERT_TRUE(Sh("ip link set " + hosts_[1].outer_if + " down"));
+  EXPECT_TRUE(job.WaitForOutput("silent for", Scaled(absl::Seconds(10))))
+      << job.output();
+  const absl::Duration evicted_after = absl::Now() - cut;
+  absl::SleepFor(absl::Seconds(5) - (absl::Now() - cut));
+  ASSERT_TRUE(Sh("ip link set " + hosts_[1].outer_if + " up"));
+  ASSERT_TRUE(job.Wait(Scaled(absl::Seconds(90))).ok()) << job.output();
+  const std::string& out = job.output();
+  EXPECT_TRUE(job.exit_info().exited && job.exit_info().code == 0)
+      << job.exit_info().ToString() << "\n"
+      << out;
+  std::vector<Fields> done = ParseTagged(out, "EL_DONE");
+  ASSERT_EQ(done.size(), 4u) << out;
+  for (const Fields& f : done) {
+    EXPECT_EQ(IntField(f, "size"), 4) << out;
+    EXPECT_EQ(f.at("w"), done[0].at("w")) << "rank 0's state everywhere\n"
+                                          << out;
+    EXPECT_EQ(f.at("step"), done[0].at("step")) << out;
+  }
+  // Both of b's slots came back after the eviction.
+  for (const std::string w : {"w2", "w3"}) {
+    const bool rejoined =
+        out.find("worker " + w + " was evicted") != std::string::npos &&
+        out.find("rejoins job") != std::string::npos;
+    const bool replaced = out.find("EL_START worker=" + w + " incarnation=1") !=
+                          std::string::npos;
+    EXPECT_TRUE(rejoined || replaced) << w << "\n" << out;
+  }
+  EXPECT_NE(out.find("join; the members go on"), std::string::npos) << out;
+  EXPECT_EQ(out.find("EL_STEP_BAD"), std::string::npos) << out;
+  std::printf("partition: b's workers evicted %.1f s after the cut\n",
+              absl::ToDoubleSeconds(evicted_after));
 }
 
 }  // namespace
