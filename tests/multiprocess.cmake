@@ -99,6 +99,7 @@ kolo_add_test(multiprocess_elastic_test SOURCES multiprocess_elastic_test.cc
   LIBS kolo_mp_testing LABELS multiprocess SERIAL TIMEOUT 900)
 add_dependencies(multiprocess_elastic_test kolo-elastic-worker kolorun)
 kolo_add_test(multiprocess_growth_test SOURCES multiprocess_growth_test.cc
-  LIBS kolo_mp_testing LABELS multiprocess SERIAL TIMEOUT 900)
+  LIBS kolo_mp_testing nlohmann_json::nlohmann_json
+  LABELS multiprocess SERIAL TIMEOUT 900)
 add_dependencies(multiprocess_growth_test kolo-elastic-worker kolorun
-  kolo-coordinator)
+  kolo-coordinator kolo-ctl)

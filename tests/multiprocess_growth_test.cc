@@ -23,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "tests/testing/job_run.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/timeouts.h"
@@ -194,6 +195,63 @@ TEST(Growth, DiscoveryScriptGrowsTheJobFromTwoToFourSlots) {
       static_cast<double>(back - grown) / 1e6);
   ::unlink(hosts.c_str());
   ::unlink(script.c_str());
+}
+
+// kolo-ctl, pointed at a running kolorun job with the command kolorun
+// printed, shows the membership as it is: after a kill and the
+// replacement's join, the replacement (incarnation 1) is a member and the
+// history says why each epoch formed.
+TEST(Growth, KoloCtlShowsTheTrueMembership) {
+  Subprocess job({Bin("kolorun"), "-np", "3", "--min-np", "2", "--log-level",
+                  "info", Bin("kolo-elastic-worker"), "--seconds", "10",
+                  "--steps", "100000", "--step-ms", "20", "--kill", "1:20"});
+  ASSERT_TRUE(job.Start().ok());
+  ASSERT_TRUE(job.WaitForOutput("EL_START worker=w1 incarnation=1",
+                                Scaled(absl::Seconds(60))))
+      << job.output();
+  ASSERT_TRUE(
+      job.WaitForOutput("EL_RESET n=2 size=3", Scaled(absl::Seconds(30))))
+      << job.output();
+  std::vector<std::string> how = Lines(job.output(), "job state: ");
+  ASSERT_EQ(how.size(), 1u) << job.output();
+  // "KOLO_SECRET_FILE=<f> kolo-ctl status --coordinator <a> --job-id <id>"
+  const std::string cmd = how[0].substr(how[0].find("KOLO_SECRET_FILE="));
+  const std::string file = cmd.substr(17, cmd.find(' ') - 17);
+  std::string job_id = cmd.substr(cmd.find("--job-id ") + 9);
+  job_id = job_id.substr(0, job_id.find_first_of(" \n"));
+  const std::string coord =
+      cmd.substr(cmd.find("--coordinator ") + 14,
+                 cmd.find(" --job-id") - cmd.find("--coordinator ") - 14);
+  Subprocess ctl({Bin("kolo-ctl"), "status", "--json", "--coordinator", coord,
+                  "--job-id", job_id},
+                 {{"KOLO_SECRET_FILE", file}, {"KOLO_SECRET", std::nullopt}});
+  ASSERT_TRUE(ctl.Start().ok());
+  ASSERT_TRUE(ctl.Wait(Scaled(absl::Seconds(30))).ok()) << ctl.output();
+  ASSERT_EQ(ctl.exit_info().code, 0) << ctl.output();
+  const nlohmann::json j = nlohmann::json::parse(ctl.output());
+  EXPECT_EQ(j["job"]["phase"], "running") << ctl.output();
+  EXPECT_EQ(j["job"]["members"], 3) << ctl.output();
+  std::map<std::string, int> incarnation;
+  for (const auto& w : j["workers"]) {
+    if (w["state"] == "member") {
+      incarnation[w["worker_id"].get<std::string>()] =
+          w["incarnation"].get<int>();
+    }
+  }
+  EXPECT_EQ(incarnation,
+            (std::map<std::string, int>{{"w0", 0}, {"w1", 1}, {"w2", 0}}))
+      << ctl.output();
+  const auto& history = j["history"];
+  ASSERT_GE(history.size(), 3u) << ctl.output();
+  EXPECT_EQ(history[0]["cause"], "start");
+  EXPECT_EQ(history[1]["cause"], "lost");
+  EXPECT_EQ(history[1]["lost"][0]["worker_id"], "w1");
+  EXPECT_EQ(history[2]["cause"], "joined");
+  EXPECT_EQ(history[2]["joined"][0], "w1");
+  ASSERT_TRUE(job.Wait(Scaled(absl::Seconds(60))).ok()) << job.output();
+  EXPECT_EQ(job.exit_info().code, 0) << job.output();
+  // The secret file is gone with the job.
+  EXPECT_NE(::access(file.c_str(), F_OK), 0) << file;
 }
 
 // A private secret file for this test, removed at the end.
