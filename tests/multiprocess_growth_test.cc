@@ -143,16 +143,38 @@ TEST(Growth, KilledWorkerIsReplacedInItsSlotAndTheJobIsBackAtFour) {
               static_cast<double>(back - t0) / 1e6);
 }
 
+// A discovery script for this test (`cat` of a hosts file the test may
+// rewrite), both files removed at the end.
+class Discovery {
+ public:
+  explicit Discovery(const std::string& hosts)
+      : hosts_(absl::StrCat(::testing::TempDir(), "/growth_hosts.", getpid())),
+        script_(
+            absl::StrCat(::testing::TempDir(), "/growth_discover.", getpid())) {
+    Set(hosts);
+    std::ofstream(script_) << "#!/bin/sh\ncat " << hosts_ << "\n";
+    ::chmod(script_.c_str(), 0700);
+  }
+  ~Discovery() {
+    ::unlink(hosts_.c_str());
+    ::unlink(script_.c_str());
+  }
+  // Replaces the hosts file at once (a rename: the script never reads
+  // half of it).
+  void Set(const std::string& hosts) {
+    std::ofstream(hosts_ + ".new") << hosts;
+    ::rename((hosts_ + ".new").c_str(), hosts_.c_str());
+  }
+  const std::string& script() const { return script_; }
+
+ private:
+  std::string hosts_, script_;
+};
+
 TEST(Growth, DiscoveryScriptGrowsTheJobFromTwoToFourSlots) {
-  const std::string hosts =
-      absl::StrCat(::testing::TempDir(), "/growth_hosts.", getpid());
-  const std::string script =
-      absl::StrCat(::testing::TempDir(), "/growth_discover.", getpid());
-  std::ofstream(hosts) << "localhost:2\n";
-  std::ofstream(script) << "#!/bin/sh\ncat " << hosts << "\n";
-  ::chmod(script.c_str(), 0700);
+  Discovery d("localhost:2\n");
   Subprocess job({Bin("kolorun"), "--min-np", "2", "--max-np", "4",
-                  "--host-discovery-script", script,
+                  "--host-discovery-script", d.script(),
                   "--discovery-interval-seconds", "1",
                   Bin("kolo-elastic-worker"), "--seconds", "8", "--steps",
                   "100000", "--step-ms", "10"});
@@ -162,11 +184,7 @@ TEST(Growth, DiscoveryScriptGrowsTheJobFromTwoToFourSlots) {
       << job.output();
   absl::SleepFor(absl::Milliseconds(500));
   const int64_t grown = absl::ToUnixMicros(absl::Now());
-  {
-    std::ofstream out(hosts + ".new");
-    out << "localhost:4\n";
-  }
-  ::rename((hosts + ".new").c_str(), hosts.c_str());
+  d.Set("localhost:4\n");
   EXPECT_TRUE(job.Wait(Scaled(absl::Seconds(90))).ok()) << job.output();
   const std::string& output = job.output();
   EXPECT_TRUE(job.exit_info().exited && job.exit_info().code == 0)
@@ -193,8 +211,46 @@ TEST(Growth, DiscoveryScriptGrowsTheJobFromTwoToFourSlots) {
       "discovery 2 -> 4 slots: %.3f s from the script's change to the first "
       "collective at size 4 (interval 1 s)\n",
       static_cast<double>(back - grown) / 1e6);
-  ::unlink(hosts.c_str());
-  ::unlink(script.c_str());
+}
+
+TEST(Growth, MaxNpCapsTheWorkersTheScriptOffers) {
+  Discovery d("localhost:4\n");
+  JobRun run = RunJob({Bin("kolorun"), "--min-np", "2", "--max-np", "3",
+                       "--host-discovery-script", d.script(),
+                       Bin("kolo-elastic-worker"), "--steps", "60"},
+                      {}, absl::Seconds(120));
+  EXPECT_TRUE(run.exit.exited && run.exit.code == 0)
+      << run.exit.ToString() << "\n"
+      << run.output;
+  ExpectDone(run.output, 3);
+  EXPECT_EQ(Lines(run.output, "EL_START ").size(), 3u) << run.output;
+}
+
+// Hosts "localhost" and "127.0.0.1" (two names of this machine, both
+// started locally); 127.0.0.1 disappears from the script: its workers are
+// asked to leave (SIGTERM), leave at their next commit with status 0, and
+// the others go on without rollback.
+TEST(Growth, HostThatDisappearsFromTheScriptLeavesInOrder) {
+  Discovery d("localhost:2\n127.0.0.1:2\n");
+  Subprocess job({Bin("kolorun"), "--min-np", "2", "--host-discovery-script",
+                  d.script(), Bin("kolo-elastic-worker"), "--seconds", "6",
+                  "--steps", "100000", "--step-ms", "10"});
+  ASSERT_TRUE(job.Start().ok());
+  ASSERT_TRUE(job.WaitForOutput("EL_RECOVERED", Scaled(absl::Seconds(1))) ||
+              job.WaitForOutput("EL_START", Scaled(absl::Seconds(30))))
+      << job.output();
+  absl::SleepFor(absl::Milliseconds(1500));
+  d.Set("localhost:2\n");
+  ASSERT_TRUE(job.Wait(Scaled(absl::Seconds(90))).ok()) << job.output();
+  const std::string& out = job.output();
+  EXPECT_TRUE(job.exit_info().exited && job.exit_info().code == 0)
+      << job.exit_info().ToString() << "\n"
+      << out;
+  ExpectDone(out, 2);
+  EXPECT_THAT(out, HasSubstr("leaves the job at commit"));
+  EXPECT_THAT(out, HasSubstr("no rollback"));
+  EXPECT_THAT(out, Not(HasSubstr("restoring commit")));
+  EXPECT_THAT(out, Not(HasSubstr("silent for")));
 }
 
 // kolo-ctl, pointed at a running kolorun job with the command kolorun

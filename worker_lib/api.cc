@@ -11,6 +11,7 @@
 // it). Topology getters read atomics, without locks.
 #include <signal.h>
 #include <sys/eventfd.h>
+#include <time.h>
 
 #include <algorithm>
 #include <atomic>
@@ -119,13 +120,24 @@ absl::Status StopRuntime(Runtime& rt) {
 }
 
 // Elastic jobs: SIGTERM (a spot instance's notice) asks this worker to leave
-// at its next membership check (State::commit); a second SIGTERM ends the
-// process as SIGTERM would have.
+// at its next membership check (State::commit); a second SIGTERM at least a
+// second later ends the process as SIGTERM would have (copies of the same
+// notice, sent to the process and to its group, arrive together).
 std::atomic<bool> leave_requested{false};
+std::atomic<int64_t> first_sigterm_ns{0};
 static_assert(std::atomic<bool>::is_always_lock_free);
+static_assert(std::atomic<int64_t>::is_always_lock_free);
 
 void OnSigterm(int) {
-  if (leave_requested.exchange(true)) {
+  timespec ts = {};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);  // async-signal-safe
+  const int64_t now = int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+  int64_t first = 0;
+  if (first_sigterm_ns.compare_exchange_strong(first, now)) {
+    leave_requested.store(true);
+    return;
+  }
+  if (now - first >= 1000000000) {
     ::signal(SIGTERM, SIG_DFL);
     ::raise(SIGTERM);
   }
