@@ -297,6 +297,10 @@ class CoordinatorCore {
   // response and returns the leaving ranks (the epoch must end).
   std::optional<std::vector<int>> TakeMembershipChange(proto::Plan& plan)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Elastic: the running epoch ends (a loss or a check): counts the reset,
+  // drops its negotiation state and waits (kRecovering) for the acks until
+  // the heartbeat timeout.
+  void BeginRecovery(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Elastic: ends the current epoch at a membership check: `leavers`
   // depart, every other member is told (planned EpochAborted) and acks.
   void EndEpochPlanned(const std::vector<int>& leavers, Actions& out)

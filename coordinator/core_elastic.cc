@@ -72,15 +72,8 @@ void CoordinatorCore::LoseMember(int rank, const std::string& cause,
   if (phase_ == Phase::kRunning) {
     // The epoch ends: its negotiation state and links go; every survivor
     // is told and acknowledges.
-    ++resets_;
-    lost_.clear();
+    BeginRecovery(now);
     lost_.push_back(lost);
-    recovery_since_ = now;
-    recovery_deadline_ = now + options_.heartbeat_timeout;
-    ep_.negotiator.reset();
-    ep_.faults.clear();
-    ep_.exchanges.clear();
-    phase_ = Phase::kRecovering;
     Log()->error("epoch {} of job '{}' ended: {} {}; the survivors go on",
                  ep_.number, options_.job_id, who, cause);
     if (options_.reset_limit >= 0 && resets_ > options_.reset_limit) {
@@ -179,6 +172,17 @@ void CoordinatorCore::MaybeFormNextEpoch(absl::Time now, Actions& out) {
   left_.clear();
 }
 
+void CoordinatorCore::BeginRecovery(absl::Time now) {
+  ++resets_;
+  lost_.clear();
+  recovery_since_ = now;
+  recovery_deadline_ = now + options_.heartbeat_timeout;
+  ep_.negotiator.reset();
+  ep_.faults.clear();
+  ep_.exchanges.clear();
+  phase_ = Phase::kRecovering;
+}
+
 int CoordinatorCore::RoomFor(int staying) const {
   if (options_.max_size <= 0) return -1;
   return std::max(0, options_.max_size - staying);
@@ -245,14 +249,7 @@ void CoordinatorCore::EndEpochPlanned(const std::vector<int>& leavers,
   ab->set_reason(absl::StrCat(
       "epoch ", number, " ended at a membership check: ",
       absl::StrJoin(parts, "; "), "; the members go on from this commit"));
-  ++resets_;
-  lost_.clear();
-  recovery_since_ = now;
-  recovery_deadline_ = now + options_.heartbeat_timeout;
-  ep_.negotiator.reset();
-  ep_.faults.clear();
-  ep_.exchanges.clear();
-  phase_ = Phase::kRecovering;
+  BeginRecovery(now);
   Log()->warn("job '{}': {}", options_.job_id, ab->reason());
   if (options_.reset_limit >= 0 && resets_ > options_.reset_limit) {
     EndJob(true,

@@ -45,20 +45,6 @@ JobRun Launch(int n, const std::vector<std::string>& kolorun_flags,
   return RunJob(argv, {}, absl::Seconds(120));
 }
 
-// The value of `key=` in `line` (up to the next space), or "".
-std::string Field(const std::string& line, const std::string& key) {
-  size_t at = line.find(" " + key + "=");
-  if (at == std::string::npos) return "";
-  at += key.size() + 2;
-  size_t end = line.find(' ', at);
-  return line.substr(at, end == std::string::npos ? end : end - at);
-}
-
-int64_t Int(const std::string& s) {
-  int64_t v = -1;
-  return absl::SimpleAtoi(s, &v) ? v : -1;
-}
-
 // Every survivor finished with the same state — rank 0's — after `steps`
 // steps at size `size`, with w one of `ws`, and no step gave a wrong sum.
 // Two values of w are right: the fault comes before step S, and the steps

@@ -35,20 +35,6 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using Env = std::map<std::string, std::optional<std::string>>;
 
-// The value of `key=` in `line` (up to the next space), or "".
-std::string Field(const std::string& line, const std::string& key) {
-  size_t at = line.find(" " + key + "=");
-  if (at == std::string::npos) return "";
-  at += key.size() + 2;
-  size_t end = line.find(' ', at);
-  return line.substr(at, end == std::string::npos ? end : end - at);
-}
-
-int64_t Int(const std::string& s) {
-  int64_t v = -1;
-  return absl::SimpleAtoi(s, &v) ? v : -1;
-}
-
 // The EL_DONE lines of `output`: `size` of them, each at size `size`, with
 // the same step and w (rank 0's state), ranks 0..size-1, no wrong sum.
 void ExpectDone(const std::string& output, int size) {

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/timeouts.h"
@@ -38,6 +39,19 @@ std::vector<std::string> Lines(const std::string& output,
     start = end + 1;
   }
   return lines;
+}
+
+std::string Field(const std::string& line, const std::string& key) {
+  size_t at = line.find(" " + key + "=");
+  if (at == std::string::npos) return "";
+  at += key.size() + 2;
+  size_t end = line.find(' ', at);
+  return line.substr(at, end == std::string::npos ? end : end - at);
+}
+
+int64_t Int(const std::string& s) {
+  int64_t v = -1;
+  return absl::SimpleAtoi(s, &v) ? v : -1;
 }
 
 }  // namespace kolo::testing

@@ -7,6 +7,7 @@
 #ifndef KOLO_TESTS_TESTING_JOB_RUN_H_
 #define KOLO_TESTS_TESTING_JOB_RUN_H_
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -38,6 +39,11 @@ JobRun RunJob(const std::vector<std::string>& argv,
 // The lines of `output` that contain `needle`, in order.
 std::vector<std::string> Lines(const std::string& output,
                                absl::string_view needle);
+
+// The value of ` key=` in `line` (up to the next space), or "".
+std::string Field(const std::string& line, const std::string& key);
+// `s` as an integer, or -1.
+int64_t Int(const std::string& s);
 
 }  // namespace kolo::testing
 
