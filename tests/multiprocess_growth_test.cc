@@ -296,6 +296,38 @@ TEST(Growth, KoloCtlShowsTheTrueMembership) {
   EXPECT_NE(::access(file.c_str(), F_OK), 0) << file;
 }
 
+// kolorun --graceful-term: SIGTERM to kolorun is a notice to every worker;
+// they all leave at the same commit with status 0 and the job ends in
+// order (kolorun exits 0).
+TEST(Growth, GracefulTermMakesEveryWorkerLeaveAtOneCommit) {
+  Subprocess job({Bin("kolorun"), "-np", "3", "--min-np", "2",
+                  "--graceful-term", Bin("kolo-elastic-worker"), "--seconds",
+                  "60", "--steps", "100000", "--step-ms", "10"});
+  ASSERT_TRUE(job.Start().ok());
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(job.WaitForOutput(absl::StrCat("EL_START worker=w", i),
+                                  Scaled(absl::Seconds(30))))
+        << job.output();
+  }
+  absl::SleepFor(absl::Milliseconds(300));
+  job.Signal(SIGTERM);
+  ASSERT_TRUE(job.Wait(Scaled(absl::Seconds(30))).ok()) << job.output();
+  const std::string& out = job.output();
+  EXPECT_TRUE(job.exit_info().exited && job.exit_info().code == 0)
+      << job.exit_info().ToString() << "\n"
+      << out;
+  std::vector<std::string> left = Lines(out, "leaves the job at commit ");
+  ASSERT_EQ(left.size(), 3u) << out;
+  auto commit = [](const std::string& line) {
+    return line.substr(line.find("at commit ") + 10);
+  };
+  for (const std::string& line : left) {
+    EXPECT_EQ(commit(line), commit(left[0])) << out;
+  }
+  EXPECT_THAT(out, Not(HasSubstr("EL_DONE")));
+  EXPECT_THAT(out, Not(HasSubstr("EL_ERROR")));
+}
+
 // A private secret file for this test, removed at the end.
 class SecretFile {
  public:
