@@ -157,6 +157,37 @@ class Discovery {
   std::string hosts_, script_;
 };
 
+// A slot whose replacements keep failing (incarnations 1 and 2 exit 3 at
+// once) cools down (--blacklist-cooldown-range 1 2), is retried after its
+// cooldown, and incarnation 3 brings the job back to 4.
+TEST(Growth, SlotThatKeepsFailingCoolsDownThenIsRetried) {
+  JobRun run = RunJob({Bin("kolorun"), "-np", "4", "--min-np", "2",
+                       "--blacklist-cooldown-range", "1", "2",
+                       Bin("kolo-elastic-worker"), "--seconds", "8", "--steps",
+                       "100000", "--kill", "2:10", "--replacements-fail", "2"},
+                      {}, absl::Seconds(120));
+  EXPECT_TRUE(run.exit.exited && run.exit.code == 0)
+      << run.exit.ToString() << "\n"
+      << run.output;
+  ExpectDone(run.output, 4);
+  std::vector<std::string> fails = Lines(run.output, "EL_REPLACEMENT_FAILS ");
+  ASSERT_EQ(fails.size(), 2u) << run.output;
+  ASSERT_EQ(Lines(run.output, "EL_START worker=w2 incarnation=3 ").size(), 1u)
+      << run.output;
+  EXPECT_THAT(run.output, HasSubstr("cooling down"));
+  // The kill is retried at once; the next failures cool the slot for 1 s,
+  // then 2 s (LO doubling up to HI).
+  const int64_t fail1 = Int(Field(fails[0], "t"));
+  const int64_t fail2 = Int(Field(fails[1], "t"));
+  const int64_t start3 = Int(
+      Field(Lines(run.output, "EL_START worker=w2 incarnation=3 ")[0], "t"));
+  EXPECT_GE(fail2 - fail1, 900000) << run.output;
+  EXPECT_GE(start3 - fail2, 1900000) << run.output;
+  std::printf("slot cooldowns: %.2f s, then %.2f s to the next start\n",
+              static_cast<double>(fail2 - fail1) / 1e6,
+              static_cast<double>(start3 - fail2) / 1e6);
+}
+
 TEST(Growth, DiscoveryScriptGrowsTheJobFromTwoToFourSlots) {
   Discovery d("localhost:2\n");
   Subprocess job({Bin("kolorun"), "--min-np", "2", "--max-np", "4",

@@ -20,13 +20,15 @@
 //                        leaves at that step's commit (exit 0)
 //   --replacement-exits 1  a replacement kolorun starts (incarnation > 0)
 //                        exits 0 at once: the job stays shrunk
+//   --replacements-fail K  replacements of incarnation 1..K exit 3 at once
+//                        (a slot that keeps failing)
 //   --rejoin 0|1         an evicted worker rejoins (default 1) or ends with
 //                        its error
 //   --process-set        every rank adds process set {0, 1} first and runs an
 //                        allreduce on it each step; after a reset the old set
 //                        fails (kFailedPrecondition, "dissolved") and the
 //                        reset callback adds it again
-// Lines (each rank): EL_START worker=W incarnation=I rank=R size=S step=N
+// Lines (each rank): EL_START worker=W incarnation=I rank=R size=S step=N t=T
 // (after init and the first sync: a newcomer's step is the job's),
 // EL_STEP_BAD (a wrong sum), EL_KILL t=<us> (just before
 // a self-kill), EL_RESET n=K size=S rank=R, EL_RECOVERED t=<us> (the first
@@ -86,6 +88,7 @@ struct Args {
   bool process_set = false;
   bool rejoin = true;  // RunOptions::rejoin_after_eviction
   bool replacement_exits = false;
+  int64_t replacements_fail = 0;
 };
 
 bool ParseInts(const std::string& text, std::vector<int64_t>& out) {
@@ -106,6 +109,10 @@ bool Parse(int argc, char** argv, Args& a) {
     if (flag == "--step-ms" && absl::SimpleAtoi(value, &a.step_ms)) continue;
     if (flag == "--kill-in-reset" && absl::SimpleAtoi(value, &a.kill_in_reset))
       continue;
+    if (flag == "--replacements-fail" &&
+        absl::SimpleAtoi(value, &a.replacements_fail)) {
+      continue;
+    }
     if (flag == "--replacement-exits") {
       a.replacement_exits = value == "1";
       continue;
@@ -167,6 +174,14 @@ int main(int argc, char** argv) {
     Print("EL_REPLACEMENT_EXITS");
     return 0;
   }
+  int64_t this_incarnation = 0;
+  if (incarnation != nullptr &&
+      absl::SimpleAtoi(incarnation, &this_incarnation) &&
+      this_incarnation >= 1 && this_incarnation <= args.replacements_fail) {
+    Print(absl::StrCat("EL_REPLACEMENT_FAILS incarnation=", this_incarnation,
+                       " t=", NowMicros()));
+    return 3;
+  }
   if (absl::Status s = kolo::init(); !s.ok()) {
     Print(absl::StrCat("EL_ERROR code=", static_cast<int>(s.code()),
                        " msg=", OneLine(s.message())));
@@ -212,7 +227,7 @@ int main(int argc, char** argv) {
           Print(absl::StrCat("EL_START worker=", kolo::worker_id(),
                              " incarnation=", inc != nullptr ? inc : "0",
                              " rank=", kolo::rank(), " size=", kolo::size(),
-                             " step=", step));
+                             " step=", step, " t=", NowMicros()));
         }
         if (args.process_set && old_set != 0 && !set_dissolved_checked) {
           int64_t one = 1, out = 0;
