@@ -72,6 +72,10 @@ struct Supervisor::Worker {
   std::string failed_what;      // "exited with code 3", "was killed by ..."
   int slot = -1;                // elastic: its slot in slots_
   bool asked_to_leave = false;  // elastic: kolorun sent it SIGTERM
+  // Elastic: asked to leave because its host left the discovery script:
+  // stopped through its guard if it has not left by then.
+  absl::Time leave_by = absl::InfiniteFuture();
+  bool stop_sent = false;
 };
 
 Supervisor::Supervisor(SupervisorOptions options,
@@ -236,11 +240,13 @@ void Supervisor::OnDiscovery() {
   for (int slot : change.to_stop) {
     for (auto& w : workers_) {
       if (w->slot != slot || w->ended || w->guard <= 0 || w->reaped) continue;
-      log->warn("asking {} to leave (SIGTERM): its slot {} is gone",
-                Describe(*w),
-                slots_->slots()[static_cast<size_t>(slot)].Name());
-      w->asked_to_leave = true;
-      ::kill(w->guard, SIGTERM);
+      log->warn(
+          "asking {} to leave (SIGTERM) at its next commit, within {}: its "
+          "slot {} is gone",
+          Describe(*w), absl::FormatDuration(elastic_->graceful_timeout),
+          slots_->slots()[static_cast<size_t>(slot)].Name());
+      AskToLeave(*w);
+      w->leave_by = absl::Now() + elastic_->graceful_timeout;
     }
   }
   for (const std::string& host : change.added_hosts) {
@@ -271,13 +277,18 @@ void Supervisor::BeginGracefulTerm() {
                            "second SIGTERM or SIGINT stops them at once\n"));
   for (auto& w : workers_) {
     if (w->guard <= 0 || w->reaped || w->ended) continue;
-    w->asked_to_leave = true;
-    // The worker's own group, so that the guard does not start its grace.
-    if (w->report.worker_pid > 0) {
-      ::kill(-w->report.worker_pid, SIGTERM);
-    } else {
-      ::kill(w->guard, SIGTERM);
-    }
+    AskToLeave(*w);
+  }
+}
+
+void Supervisor::AskToLeave(Worker& w) {
+  w.asked_to_leave = true;
+  // The worker's own group, so that the guard does not start its grace
+  // (SIGKILL after kGuardGrace): the worker leaves at its next commit.
+  if (w.report.worker_pid > 0) {
+    ::kill(-w.report.worker_pid, SIGTERM);
+  } else {
+    ::kill(w.guard, SIGTERM);
   }
 }
 
@@ -586,6 +597,17 @@ void Supervisor::Tick(absl::Time now) {
                      " of SIGTERM (--graceful-term)");
     BeginTermination(128 + SIGTERM, absl::StrCat("kolorun: ", failure_reason_,
                                                  "; stopping them"));
+  }
+  for (auto& w : workers_) {
+    if (w->ended || w->reaped || w->guard <= 0 || w->stop_sent ||
+        now < w->leave_by) {
+      continue;
+    }
+    GetLogger("kolorun")->warn(
+        "{} did not leave within {} of SIGTERM (its host left); stopping it",
+        Describe(*w), absl::FormatDuration(elastic_->graceful_timeout));
+    w->stop_sent = true;
+    ::kill(w->guard, SIGTERM);
   }
   if (terminating_) {
     if (!killed_ && now >= kill_at_) {

@@ -115,8 +115,9 @@ struct ElasticSetup {
   int slots_per_host = 1;
   absl::Duration discovery_interval = absl::Seconds(1);
   bool graceful_term = false;
-  // After a --graceful-term SIGTERM, how long the workers have to leave
-  // before they are stopped.
+  // After a --graceful-term SIGTERM, or when their host left the discovery
+  // script, how long workers have to leave (at their next commit) before
+  // they are stopped.
   absl::Duration graceful_timeout = absl::Seconds(60);
   // Builds a worker's command and environment (KOLO_WORKER_ID,
   // KOLO_WORKER_INCARNATION, ...) from its plan: rank = worker number,
@@ -170,6 +171,9 @@ class Supervisor {
   void StartDiscovery(absl::Time now);
   void OnDiscovery();
   void BeginGracefulTerm();
+  // Elastic: SIGTERM to the worker's own process group (a notice: it
+  // leaves at its next commit), not through its guard.
+  void AskToLeave(Worker& w);
   // Elastic: nothing is started any more (the job is ending).
   void StopGrowth();
 

@@ -149,9 +149,8 @@ TEST_F(NetnsTest, PartitionedHostIsEvictedThenRejoins) {
   Subprocess job({Bin("kolorun"), "-np", "4", "--min-np", "2", "-H",
                   absl::StrCat(hosts_[0].ns, ":2,", hosts_[1].ns, ":2"),
                   "--launcher-cmd", "ip netns exec {host}",
-                  "--coordinator-addr", bridge_ip_,
-                  Bin("kolo-elastic-worker"), "--seconds", "16", "--steps",
-                  "100000", "--step-ms", "20"});
+                  "--coordinator-addr", bridge_ip_, Bin("kolo-elastic-worker"),
+                  "--seconds", "16", "--steps", "100000", "--step-ms", "20"});
   ASSERT_TRUE(job.Start().ok());
   ASSERT_TRUE(job.WaitForOutput("EL_RECOVERED", Scaled(absl::Seconds(1))) ||
               job.WaitForOutput("EL_START", Scaled(absl::Seconds(30))))
