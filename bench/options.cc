@@ -1,10 +1,14 @@
 #include "bench/options.h"
 
 #include <cmath>
+#include <exception>
 #include <limits>
+#include <map>
 #include <utility>
 
+#include "CLI/CLI.hpp"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -185,16 +189,74 @@ std::vector<int64_t> SizeSeries(int64_t min_bytes, int64_t max_bytes,
 
 absl::StatusOr<BenchOptions> ParseBenchOptions(
     const std::vector<std::string>& args) {
+  // The flags are declared to CLI11 without variables: it matches the names
+  // and counts the values; the values are then checked in the order they
+  // were given (app.parse_order()), so that the first bad one is reported,
+  // the last of a repeated flag wins, and the first flag of each mode is
+  // known.
+  CLI::App app("kolo-bench", "kolo-bench");
+  app.set_help_flag();  // Usage() is the help
+  app.allow_extras();   // reported as unknown flags below
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  std::map<const CLI::Option*, std::string> names;
+  names[app.add_flag("-h,--help")->disable_flag_override()] = "--help";
+  names[app.add_flag("--inplace")->disable_flag_override()] = "--inplace";
+  for (const char* name :
+       {"--op", "--mode", "--dtype", "--reduce", "--min-bytes", "--max-bytes",
+        "--factor", "--iters", "--seconds", "--warmup", "--root", "--json",
+        "--corrupt-rank", "--preset", "--steps", "--fusion-threshold",
+        "--cache-capacity"}) {
+    names[app.add_option(name)] = name;
+  }
+  // CLI11 reads "--flag=" as "--flag" and takes the next argument as the
+  // value; for a flag that takes one, it is the empty value, as in "--flag
+  // ''". CLI11 reads the arguments in reverse.
+  std::vector<std::string> reversed;
+  for (auto arg = args.rbegin(); arg != args.rend(); ++arg) {
+    const std::string name = arg->substr(0, arg->size() - 1);
+    if (absl::StartsWith(*arg, "--") && absl::EndsWith(*arg, "=") &&
+        app.get_option_no_throw(name) != nullptr &&
+        app.get_option_no_throw(name)->get_items_expected_max() > 0) {
+      reversed.push_back("");
+      reversed.push_back(name);
+    } else {
+      reversed.push_back(*arg);
+    }
+  }
+  std::string parse_error;  // reported after the values read before it
+  try {
+    app.parse(reversed);
+  } catch (const CLI::ArgumentMismatch& e) {
+    // A flag given last without its value, or "--inplace=1" ("inplace was
+    // given a disallowed flag override").
+    const std::string what = e.what();
+    std::string flag = args.back();
+    if (absl::StrContains(what, "flag override")) {
+      const std::string prefix =
+          absl::StrCat("--", what.substr(0, what.find(' ')), "=");
+      for (const std::string& arg : args) {
+        if (absl::StartsWith(arg, prefix)) {
+          flag = arg;
+          break;
+        }
+      }
+      parse_error = absl::StrCat("unknown flag '", flag, "' (see --help)");
+    } else {
+      parse_error = absl::StrCat("unknown flag or missing value: '", flag,
+                                 "' (see --help)");
+    }
+  } catch (const std::exception& e) {
+    parse_error = e.what();
+  }
+
   BenchOptions o;
   bool reduce_given = false, iters_given = false, seconds_given = false;
   bool op_given = false, dtype_given = false;
   std::string sweep_flag, step_flag;  // the first flag of each mode given
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& flag = args[i];
-    if (flag == "-h" || flag == "--help") {
-      o.help = true;
-      continue;
-    }
+  std::map<const CLI::Option*, size_t> used;  // results read, per option
+  for (const CLI::Option* option : app.parse_order()) {
+    const std::string& flag = names.at(option);
+    const std::string& v = option->results()[used[option]++];
     if (flag == "--min-bytes" || flag == "--max-bytes" || flag == "--factor" ||
         flag == "--iters" || flag == "--seconds" || flag == "--root" ||
         flag == "--inplace") {
@@ -203,16 +265,11 @@ absl::StatusOr<BenchOptions> ParseBenchOptions(
                flag == "--fusion-threshold" || flag == "--cache-capacity") {
       if (step_flag.empty()) step_flag = flag;
     }
-    if (flag == "--inplace") {
+    if (flag == "--help") {
+      o.help = true;
+    } else if (flag == "--inplace") {
       o.inplace = true;
-      continue;
-    }
-    if (i + 1 >= args.size()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "unknown flag or missing value: '", flag, "' (see --help)"));
-    }
-    const std::string& v = args[++i];
-    if (flag == "--op") {
+    } else if (flag == "--op") {
       absl::StatusOr<Collective> op = ParseCollective(v);
       if (!op.ok()) return op.status();
       o.op = *op;
@@ -283,10 +340,12 @@ absl::StatusOr<BenchOptions> ParseBenchOptions(
           ParseList(flag, v, "entry counts >= 0 like 0 or 1024", ParseCount);
       if (!list.ok()) return list.status();
       o.cache_capacities = *std::move(list);
-    } else {
-      return absl::InvalidArgumentError(
-          absl::StrCat("unknown flag '", flag, "' (see --help)"));
     }
+  }
+  if (!parse_error.empty()) return absl::InvalidArgumentError(parse_error);
+  if (const std::vector<std::string> rest = app.remaining(); !rest.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown flag '", rest.front(), "' (see --help)"));
   }
   if (o.mode == Mode::kStep) {
     if (absl::Status st =

@@ -99,8 +99,9 @@ struct StepSetting {
 // kFromEnv entry stands for an empty list.
 std::vector<StepSetting> StepSettings(const BenchOptions& o);
 
-// Parses argv[1..argc). Unknown flags, missing or bad values, min > max,
-// factor <= 1, a reduce op or --inplace that the collective does not take,
+// Parses argv[1..argc), with CLI11 ("--flag value" or "--flag=value"; the
+// last of a repeated flag wins). Unknown flags, missing or bad values, min >
+// max, factor <= 1, a reduce op or --inplace that the collective does not take,
 // --mode step without --preset, and flags of the other mode are
 // kInvalidArgument naming the flag and what is accepted.
 absl::StatusOr<BenchOptions> ParseBenchOptions(

@@ -1,15 +1,21 @@
 #include "launcher/args.h"
 
+#include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <map>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
+#include "CLI/CLI.hpp"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/types/span.h"
 #include "common/knobs.h"
 
 namespace kolo::launcher {
@@ -157,6 +163,298 @@ constexpr const Knob* kKolorunKnobs[] = {
     &knobs::kStallCheck,    &knobs::kStallShutdown,    &knobs::kLogLevel,
     &knobs::kElasticTimeout};
 
+// ---- The command line, read by CLI11 ---------------------------------------
+//
+// kolorun's flags are declared to CLI11 without variables (Declare). CLI11
+// matches the names, counts the values and finds where the worker command
+// starts (prefix_command: at the first argument that is neither a flag nor a
+// flag's value, or after "--"; it and everything after it are left over).
+// The values are then checked in the order they were given
+// (app.parse_order()), so that the first bad one is reported and the last
+// of a repeated flag wins, as before.
+//
+// Three of kolorun's spellings CLI11 cannot read; they are rewritten before
+// it parses (ForCli11):
+//   -np N            --single-dash-np N. CLI11 has no single-dash long names
+//                    (it would read -n with the value "p"); the name is
+//                    internal, kept apart from --np so that errors name the
+//                    flag as it was typed.
+//   --blacklist-cooldown-range=LO,HI
+//                    --blacklist-cooldown-range LO HI (Horovod's form, the
+//                    one CLI11 reads as two values).
+//   --FLAG=          --FLAG "" for a FLAG that takes a value: CLI11 would
+//                    take the next argument as the value, so that
+//                    --launcher-cmd="$UNSET" python train.py ran
+//                    `train.py` through "python".
+// Where the command starts is known only once CLI11 has parsed, so every
+// argument is rewritten, the command's too; but the command is then cut
+// from the original arguments, and the worker gets it unchanged (kolorun -np
+// 2 ./train -np 4 passes "-np 4" on). Only a flag's value spelt like one of
+// these is changed with it (--ssh-cmd -np gives "--single-dash-np").
+
+constexpr char kSingleDashNp[] = "--single-dash-np";
+constexpr char kCooldownFlag[] = "--blacklist-cooldown-range";
+
+enum class Flag {
+  kHelp,
+  kVersion,
+  kGracefulTerm,
+  kNp,
+  kHosts,
+  kSshCmd,
+  kLauncherCmd,
+  kCoordinatorAddr,
+  kMinNp,
+  kMaxNp,
+  kResetLimit,
+  kDiscoveryScript,
+  kDiscoveryInterval,
+  kSlotsPerHost,
+  kCooldown,
+  kKnob,
+};
+
+// A declared flag: what it sets, and its name in errors.
+struct FlagInfo {
+  Flag flag;
+  std::string name;
+  const Knob* knob = nullptr;  // kKnob
+};
+using FlagTable = std::map<const CLI::Option*, FlagInfo>;
+
+FlagTable Declare(CLI::App& app) {
+  app.set_help_flag();   // kUsage is the help (kolo's own wording)
+  app.prefix_command();  // the worker command is left over (remaining())
+  // Every value is kept (results()); ParseArgs reads them in order.
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  FlagTable table;
+  // Flags without a value: "--graceful-term=1" is refused (MismatchMessage);
+  // CLI11 reads "--graceful-term=" and "--graceful-term=true" as the flag.
+  for (const auto& [names, flag, name] :
+       {std::tuple<const char*, Flag, const char*>{"-h,--help", Flag::kHelp,
+                                                   "--help"},
+        {"--version", Flag::kVersion, "--version"},
+        {"--graceful-term", Flag::kGracefulTerm, "--graceful-term"}}) {
+    table[app.add_flag(names)->disable_flag_override()] = {flag, name};
+  }
+  for (const auto& [names, flag, name] :
+       {std::tuple<const char*, Flag, const char*>{kSingleDashNp, Flag::kNp,
+                                                   "-np"},
+        {"--np", Flag::kNp, "--np"},
+        {"--num-proc", Flag::kNp, "--num-proc"},
+        {"-H,--hosts", Flag::kHosts, "-H"},
+        {"--ssh-cmd", Flag::kSshCmd, "--ssh-cmd"},
+        {"--launcher-cmd", Flag::kLauncherCmd, "--launcher-cmd"},
+        {"--coordinator-addr", Flag::kCoordinatorAddr, "--coordinator-addr"},
+        {"--min-np", Flag::kMinNp, "--min-np"},
+        {"--max-np", Flag::kMaxNp, "--max-np"},
+        {"--reset-limit", Flag::kResetLimit, "--reset-limit"},
+        {"--host-discovery-script", Flag::kDiscoveryScript,
+         "--host-discovery-script"},
+        {"--discovery-interval-seconds", Flag::kDiscoveryInterval,
+         "--discovery-interval-seconds"},
+        {"--slots-per-host", Flag::kSlotsPerHost, "--slots-per-host"},
+        {"--slots", Flag::kSlotsPerHost, "--slots"}}) {
+    table[app.add_option(names)] = {flag, name};
+  }
+  // LO HI: two values, taken whatever they look like (as -np's one).
+  table[app.add_option(kCooldownFlag)->type_size(2)] = {Flag::kCooldown,
+                                                        kCooldownFlag};
+  for (const Knob* knob : kKolorunKnobs) {
+    table[app.add_option(knob->flag)] = {Flag::kKnob, knob->flag, knob};
+  }
+  return table;
+}
+
+// The arguments as CLI11 reads them, and for each the index of the argument
+// it came from.
+struct Rewritten {
+  std::vector<std::string> args;
+  std::vector<size_t> origin;
+};
+
+Rewritten ForCli11(const std::vector<std::string>& args, CLI::App& app) {
+  Rewritten out;
+  auto add = [&out](std::string arg, size_t from) {
+    out.args.push_back(std::move(arg));
+    out.origin.push_back(from);
+  };
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    const size_t eq = arg.find('=');
+    if (arg == "-np") {
+      add(kSingleDashNp, i);
+    } else if (!absl::StartsWith(arg, "--") || eq == std::string::npos) {
+      add(arg, i);
+    } else if (const std::string name = arg.substr(0, eq);
+               name == kCooldownFlag) {
+      const std::pair<std::string, std::string> lo_hi =
+          absl::StrSplit(arg.substr(eq + 1), absl::MaxSplits(',', 1));
+      add(name, i);
+      add(lo_hi.first, i);
+      add(lo_hi.second, i);
+    } else if (const CLI::Option* option = app.get_option_no_throw(name);
+               eq + 1 == arg.size() && option != nullptr &&
+               option->get_items_expected_max() > 0) {
+      add(name, i);
+      add("", i);
+    } else {
+      add(arg, i);
+    }
+  }
+  return out;
+}
+
+// The message for CLI11's ArgumentMismatch `what`: a flag given last without
+// its value(s), or a value given to a flag that takes none.
+std::string MismatchMessage(const std::string& what,
+                            const std::vector<std::string>& args) {
+  // "graceful-term was given a disallowed flag override"
+  if (absl::StrContains(what, "flag override")) {
+    const std::string prefix =
+        absl::StrCat("--", what.substr(0, what.find(' ')), "=");
+    for (const std::string& arg : args) {
+      if (absl::StartsWith(arg, prefix)) {
+        return absl::StrCat("unknown flag '", arg, "'");
+      }
+    }
+    return what;
+  }
+  // "--np: 1 required TEXT missing"
+  if (absl::StartsWith(what, absl::StrCat(kCooldownFlag, ":"))) {
+    return absl::StrCat("flag '", kCooldownFlag,
+                        "' needs two values: LO HI (seconds)");
+  }
+  // The flag is the last argument (with its name as typed).
+  return absl::StrCat("flag '", args.back(), "' needs a value");
+}
+
+// What the flags say beyond LaunchOptions, for the checks after them.
+struct ParseState {
+  std::string hosts_text;
+  bool np_given = false;
+  bool cooldown_given = false;
+  bool interval_given = false;
+};
+
+// Sets what `flag`, given with `values` (one; LO and HI for the cooldown
+// range), says in `o`.
+absl::Status Apply(const FlagInfo& flag, absl::Span<const std::string> values,
+                   LaunchOptions& o, ParseState& state) {
+  const std::string& name = flag.name;
+  const std::string& value = values.back();
+  switch (flag.flag) {
+    case Flag::kHelp:
+      o.help = true;
+      break;
+    case Flag::kVersion:
+      o.version = true;
+      break;
+    case Flag::kGracefulTerm:
+      o.graceful_term = true;
+      break;
+    case Flag::kKnob:
+      if (absl::Status st = SetKnobFromFlag(*flag.knob, value, o.knobs);
+          !st.ok()) {
+        return st;
+      }
+      if (flag.knob->id == KnobId::kLogLevel) o.log_level_given = true;
+      break;
+    case Flag::kNp:
+      if (!absl::SimpleAtoi(value, &o.np) || o.np < 1) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(name, ": expected a positive number of workers, got '",
+                         value, "'"));
+      }
+      state.np_given = true;
+      break;
+    case Flag::kHosts:
+      state.hosts_text = value;
+      break;
+    case Flag::kSshCmd:
+      if (absl::StripAsciiWhitespace(value).empty()) {
+        return absl::InvalidArgumentError("--ssh-cmd: empty command");
+      }
+      o.ssh_cmd = value;
+      o.ssh_cmd_given = true;
+      break;
+    case Flag::kLauncherCmd:
+      if (absl::StripAsciiWhitespace(value).empty()) {
+        return absl::InvalidArgumentError("--launcher-cmd: empty template");
+      }
+      o.launcher_cmd = value;
+      break;
+    case Flag::kMinNp:
+    case Flag::kMaxNp: {
+      int n = 0;
+      if (!absl::SimpleAtoi(value, &n) || n < 1) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(name, ": expected a positive number of workers, got '",
+                         value, "'"));
+      }
+      (flag.flag == Flag::kMinNp ? o.min_np : o.max_np) = n;
+      break;
+    }
+    case Flag::kResetLimit:
+      if (!absl::SimpleAtoi(value, &o.reset_limit) || o.reset_limit < 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--reset-limit: expected a number of membership changes (0 or "
+            "more), got '",
+            value, "'"));
+      }
+      break;
+    case Flag::kDiscoveryScript:
+      if (absl::StripAsciiWhitespace(value).empty()) {
+        return absl::InvalidArgumentError(
+            "--host-discovery-script: empty command");
+      }
+      o.discovery_script = value;
+      break;
+    case Flag::kDiscoveryInterval: {
+      double seconds = 0;
+      if (!absl::SimpleAtod(value, &seconds) || !(seconds > 0) ||
+          seconds > 86400) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--discovery-interval-seconds: expected seconds above 0 (at most "
+            "a day; fractions allowed), got '",
+            value, "'"));
+      }
+      o.discovery_interval = absl::Seconds(seconds);
+      state.interval_given = true;
+      break;
+    }
+    case Flag::kSlotsPerHost:
+      if (!absl::SimpleAtoi(value, &o.slots_per_host) || o.slots_per_host < 1) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            name, ": expected a positive number of slots, got '", value, "'"));
+      }
+      break;
+    case Flag::kCooldown: {
+      const std::string& lo_text = values.front();
+      const std::string& hi_text = values.back();
+      double lo = 0, hi = 0;
+      if (!absl::SimpleAtod(lo_text, &lo) || !absl::SimpleAtod(hi_text, &hi) ||
+          !(lo > 0) || !(hi >= lo) || hi > 1e9) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--blacklist-cooldown-range: expected LO HI, seconds with "
+            "0 < LO <= HI, got '",
+            lo_text, "' '", hi_text, "'"));
+      }
+      o.cooldown_lo = absl::Seconds(lo);
+      o.cooldown_hi = absl::Seconds(hi);
+      state.cooldown_given = true;
+      break;
+    }
+    case Flag::kCoordinatorAddr:
+      if (value.empty()) {
+        return absl::InvalidArgumentError("--coordinator-addr: empty address");
+      }
+      o.coordinator_addr = value;
+      break;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::string UsageText() { return FillKnobDefaults(kUsage, kKolorunKnobs); }
@@ -201,175 +499,56 @@ absl::StatusOr<LaunchOptions> ParseArgs(
       !st.ok()) {
     return st;
   }
-  std::string hosts_text;
-  bool np_given = false;
-  bool cooldown_given = false;
-  bool interval_given = false;
-  size_t i = 0;
-  while (i < args.size()) {
-    const std::string& arg = args[i];
-    if (arg == "--") {
-      ++i;
-      break;
-    }
-    if (arg.empty() || arg[0] != '-') break;  // the command starts here
-    if (arg == "-h" || arg == "--help") {
-      o.help = true;
-      ++i;
-      continue;
-    }
-    if (arg == "--version") {
-      o.version = true;
-      ++i;
-      continue;
-    }
-    // Flags with a value: "--flag value" or "--flag=value".
-    std::string name = arg;
-    std::string value;
-    bool inline_value = false;
-    if (size_t eq = arg.find('=');
-        absl::StartsWith(arg, "--") && eq != std::string::npos) {
-      name = arg.substr(0, eq);
-      value = arg.substr(eq + 1);
-      inline_value = true;
-    }
-    if (arg == "--graceful-term") {
-      o.graceful_term = true;
-      ++i;
-      continue;
-    }
-    if (name == "--blacklist-cooldown-range") {
-      // Two values: "--blacklist-cooldown-range LO HI" (Horovod's form) or
-      // "--blacklist-cooldown-range=LO,HI".
-      std::string lo_text, hi_text;
-      if (inline_value) {
-        std::pair<std::string, std::string> parts =
-            absl::StrSplit(value, absl::MaxSplits(',', 1));
-        lo_text = parts.first, hi_text = parts.second;
-        ++i;
-      } else {
-        if (i + 2 >= args.size()) {
-          return absl::InvalidArgumentError(
-              "flag '--blacklist-cooldown-range' needs two values: LO HI "
-              "(seconds)");
-        }
-        lo_text = args[i + 1], hi_text = args[i + 2];
-        i += 3;
-      }
-      double lo = 0, hi = 0;
-      if (!absl::SimpleAtod(lo_text, &lo) || !absl::SimpleAtod(hi_text, &hi) ||
-          !(lo > 0) || !(hi >= lo) || hi > 1e9) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "--blacklist-cooldown-range: expected LO HI, seconds with "
-            "0 < LO <= HI, got '",
-            lo_text, "' '", hi_text, "'"));
-      }
-      o.cooldown_lo = absl::Seconds(lo);
-      o.cooldown_hi = absl::Seconds(hi);
-      cooldown_given = true;
-      continue;
-    }
-    static const char* const kValueFlags[] = {"-np",
-                                              "--np",
-                                              "--num-proc",
-                                              "-H",
-                                              "--hosts",
-                                              "--ssh-cmd",
-                                              "--launcher-cmd",
-                                              "--coordinator-addr",
-                                              "--min-np",
-                                              "--max-np",
-                                              "--reset-limit",
-                                              "--host-discovery-script",
-                                              "--discovery-interval-seconds",
-                                              "--slots-per-host",
-                                              "--slots"};
-    const Knob* knob = FindKnobByFlag(kKolorunKnobs, name);
-    bool known = knob != nullptr;
-    for (const char* f : kValueFlags) known = known || name == f;
-    if (!known) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("unknown flag '", arg, "'"));
-    }
-    if (!inline_value) {
-      if (i + 1 >= args.size()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("flag '", name, "' needs a value"));
-      }
-      value = args[i + 1];
-      i += 2;
-    } else {
-      ++i;
-    }
-    if (knob != nullptr) {
-      if (absl::Status st = SetKnobFromFlag(*knob, value, o.knobs); !st.ok()) {
-        return st;
-      }
-      if (knob->id == KnobId::kLogLevel) o.log_level_given = true;
-    } else if (name == "-np" || name == "--np" || name == "--num-proc") {
-      if (!absl::SimpleAtoi(value, &o.np) || o.np < 1) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(name, ": expected a positive number of workers, got '",
-                         value, "'"));
-      }
-      np_given = true;
-    } else if (name == "-H" || name == "--hosts") {
-      hosts_text = value;
-    } else if (name == "--ssh-cmd") {
-      if (absl::StripAsciiWhitespace(value).empty()) {
-        return absl::InvalidArgumentError("--ssh-cmd: empty command");
-      }
-      o.ssh_cmd = value;
-      o.ssh_cmd_given = true;
-    } else if (name == "--launcher-cmd") {
-      if (absl::StripAsciiWhitespace(value).empty()) {
-        return absl::InvalidArgumentError("--launcher-cmd: empty template");
-      }
-      o.launcher_cmd = value;
-    } else if (name == "--min-np" || name == "--max-np") {
-      int n = 0;
-      if (!absl::SimpleAtoi(value, &n) || n < 1) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(name, ": expected a positive number of workers, got '",
-                         value, "'"));
-      }
-      (name == "--min-np" ? o.min_np : o.max_np) = n;
-    } else if (name == "--reset-limit") {
-      if (!absl::SimpleAtoi(value, &o.reset_limit) || o.reset_limit < 0) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "--reset-limit: expected a number of membership changes (0 or "
-            "more), got '",
-            value, "'"));
-      }
-    } else if (name == "--host-discovery-script") {
-      if (absl::StripAsciiWhitespace(value).empty()) {
-        return absl::InvalidArgumentError(
-            "--host-discovery-script: empty command");
-      }
-      o.discovery_script = value;
-    } else if (name == "--discovery-interval-seconds") {
-      double seconds = 0;
-      if (!absl::SimpleAtod(value, &seconds) || !(seconds > 0) ||
-          seconds > 86400) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "--discovery-interval-seconds: expected seconds above 0 (at most "
-            "a day; fractions allowed), got '",
-            value, "'"));
-      }
-      o.discovery_interval = absl::Seconds(seconds);
-      interval_given = true;
-    } else if (name == "--slots-per-host" || name == "--slots") {
-      if (!absl::SimpleAtoi(value, &o.slots_per_host) || o.slots_per_host < 1) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            name, ": expected a positive number of slots, got '", value, "'"));
-      }
-    } else if (name == "--coordinator-addr") {
-      if (value.empty())
-        return absl::InvalidArgumentError("--coordinator-addr: empty address");
-      o.coordinator_addr = value;
+  CLI::App app("kolorun", "kolorun");
+  const FlagTable table = Declare(app);
+  const Rewritten cli = ForCli11(args, app);
+  std::string parse_error;  // reported after the values read before it
+  try {
+    app.parse(std::vector<std::string>(cli.args.rbegin(), cli.args.rend()));
+  } catch (const CLI::ArgumentMismatch& e) {
+    parse_error = MismatchMessage(e.what(), args);
+  } catch (const std::exception& e) {
+    parse_error = e.what();
+  }
+
+  ParseState state;
+  std::map<const CLI::Option*, size_t> used;  // results read, per option
+  for (const CLI::Option* option : app.parse_order()) {
+    const FlagInfo& flag = table.at(option);
+    const std::vector<std::string>& results = option->results();
+    const size_t count = ++used[option];  // results[count - 1] is this one
+    // The cooldown range is read at HI, with the LO before it; a LO without
+    // a HI has a parse_error.
+    if (flag.flag == Flag::kCooldown && count % 2 == 1) continue;
+    const size_t first = flag.flag == Flag::kCooldown ? count - 2 : count - 1;
+    if (absl::Status st = Apply(
+            flag, absl::MakeConstSpan(results).subspan(first, count - first), o,
+            state);
+        !st.ok()) {
+      return st;
     }
   }
-  o.command.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
+  if (!parse_error.empty()) return absl::InvalidArgumentError(parse_error);
+
+  // What CLI11 did not read: the worker command (maybe after "--"), unless
+  // it starts with a flag kolorun does not know.
+  const std::vector<std::string> rest = app.remaining();
+  size_t command_start = args.size();
+  if (!rest.empty()) {
+    const std::string& first = rest.front();
+    if (first != "--" && absl::StartsWith(first, "-")) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown flag '", first, "'"));
+    }
+    command_start =
+        cli.origin[cli.args.size() - rest.size()] + (first == "--" ? 1 : 0);
+  }
+  const std::string& hosts_text = state.hosts_text;
+  const bool np_given = state.np_given;
+  const bool cooldown_given = state.cooldown_given;
+  const bool interval_given = state.interval_given;
+  o.command.assign(args.begin() + static_cast<std::ptrdiff_t>(command_start),
+                   args.end());
   if (o.help || o.version) return o;
   o.np_given = np_given;
   const bool discovery = !o.discovery_script.empty();

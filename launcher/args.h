@@ -92,12 +92,18 @@ struct LaunchOptions {
   bool version = false;
 };
 
-// Parses argv[1..] (without the program name). `env` supplies the defaults
-// of the flags that have a variable (KOLO_START_TIMEOUT and friends; a KOLO_*
-// name wins over its HOROVOD_* alias, a flag over both; a bad variable is an
-// error even where a flag overrides it). Errors (kInvalidArgument) name the
-// flag or variable, say what is expected and what was given; kolorun prints
-// them and exits 2.
+// Parses argv[1..] (without the program name), with CLI11. `env` supplies
+// the defaults of the flags that have a variable (KOLO_START_TIMEOUT and
+// friends; a KOLO_* name wins over its HOROVOD_* alias, a flag over both; a
+// bad variable is an error even where a flag overrides it). Flags take their
+// value as "--flag value" or "--flag=value"; the last of a repeated flag
+// wins. The worker command starts at the first argument that is neither a
+// flag nor a flag's value (or after "--"), and everything from there on is
+// the worker's, unchanged: `kolorun -np 2 ./train -np 4 --lr 0.1`. -np, with
+// one dash (mpirun's and Horovod's spelling, which CLI11 cannot declare), is
+// rewritten for CLI11 before it parses (args.cc says how). Errors
+// (kInvalidArgument) name the flag or variable, say what is expected and what
+// was given; kolorun prints them and exits 2.
 absl::StatusOr<LaunchOptions> ParseArgs(
     const std::vector<std::string>& args,
     const std::map<std::string, std::string>& env);

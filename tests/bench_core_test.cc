@@ -98,6 +98,28 @@ TEST(BenchOptions, BadInputNamesTheFlag) {
   }
 }
 
+// CLI11's spellings: "--flag=value" (an empty one is empty); the last of a
+// repeated flag wins, each value checked in order.
+TEST(BenchOptions, SpellingsAndRepeats) {
+  absl::StatusOr<BenchOptions> o = Parse(
+      {"--op=broadcast", "--root", "1", "--root=2", "--json=", "--warmup=0"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->op, Collective::kBroadcast);
+  EXPECT_EQ(o->root, 2);
+  EXPECT_EQ(o->json_path, "");
+  EXPECT_EQ(o->warmup, 0);
+  absl::StatusOr<BenchOptions> values = Parse({"--json", "--inplace"});
+  ASSERT_TRUE(values.ok()) << values.status();
+  EXPECT_EQ(values->json_path, "--inplace");
+  EXPECT_FALSE(values->inplace);
+  EXPECT_EQ(Parse({"--iters", "0", "--iters", "x"}).status().message(),
+            "--iters: '0' is not a whole number >= 1");
+  EXPECT_EQ(Parse({"--inplace=1"}).status().message(),
+            "unknown flag '--inplace=1' (see --help)");
+  EXPECT_EQ(Parse({"--warmup", "1", "extra"}).status().message(),
+            "unknown flag 'extra' (see --help)");
+}
+
 TEST(BenchOptions, StepMode) {
   absl::StatusOr<BenchOptions> o =
       Parse({"--mode", "step", "--preset", "resnet50"});

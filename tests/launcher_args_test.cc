@@ -47,6 +47,106 @@ TEST(ParseArgsTest, DoubleDashEndsFlags) {
             (std::vector<std::string>{"-weird-command", "-np", "7"}));
 }
 
+// Everything from the worker command on is the worker's, even what looks
+// like kolorun's flags (CLI11 stops at the command; -np is rewritten for it
+// only where it is kolorun's).
+TEST(ParseArgsTest, TheCommandKeepsItsFlags) {
+  auto o = Parse({"-np", "2", "./train", "-np", "4", "--lr", "0.1", "-H", "x",
+                  "--np=3", "--", "-h", "--blacklist-cooldown-range=1,2",
+                  "--launcher-cmd="});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->np, 2);
+  EXPECT_EQ(o->hosts[0].name, "localhost");
+  EXPECT_FALSE(o->help);
+  EXPECT_EQ(o->command,
+            (std::vector<std::string>{
+                "./train", "-np", "4", "--lr", "0.1", "-H", "x", "--np=3", "--",
+                "-h", "--blacklist-cooldown-range=1,2", "--launcher-cmd="}));
+  auto empty = Parse({"-np", "1", "", "x"});
+  ASSERT_TRUE(empty.ok()) << empty.status();
+  EXPECT_EQ(empty->command, (std::vector<std::string>{"", "x"}));
+}
+
+// Every spelling of a flag, the last of a repeated one winning, and errors
+// that name the flag as it was typed.
+TEST(ParseArgsTest, SpellingsAndRepeats) {
+  for (const char* np : {"-np", "--np", "--num-proc"}) {
+    auto o = Parse({np, "3", "cmd"});
+    ASSERT_TRUE(o.ok()) << np << ": " << o.status();
+    EXPECT_EQ(o->np, 3) << np;
+    auto bad = Parse({np, "0", "cmd"});
+    EXPECT_EQ(bad.status().message(),
+              absl::StrCat(np,
+                           ": expected a positive number of workers, got "
+                           "'0'"));
+    auto last = Parse({np});
+    EXPECT_EQ(last.status().message(),
+              absl::StrCat("flag '", np, "' needs a value"));
+  }
+  auto slots = Parse({"--host-discovery-script", "s", "--slots", "0", "cmd"});
+  EXPECT_EQ(slots.status().message(),
+            "--slots: expected a positive number of slots, got '0'");
+  auto hosts = Parse({"-np", "2", "--hosts=a:1,b", "cmd"});
+  ASSERT_TRUE(hosts.ok()) << hosts.status();
+  EXPECT_EQ(hosts->hosts.size(), 2u);
+
+  auto repeated = Parse({"-np", "1", "--np", "2", "-H", "a", "--hosts", "b:2",
+                         "--log-level", "info", "--log-level=error", "cmd"});
+  ASSERT_TRUE(repeated.ok()) << repeated.status();
+  EXPECT_EQ(repeated->np, 2);
+  ASSERT_EQ(repeated->hosts.size(), 1u);
+  EXPECT_EQ(repeated->hosts[0].name, "b");
+  EXPECT_EQ(repeated->knobs.log_level, "error");
+  // Each value is checked, in order: the first bad one is the error.
+  auto first_bad = Parse({"-np", "0", "-np", "x", "cmd"});
+  EXPECT_EQ(first_bad.status().message(),
+            "-np: expected a positive number of workers, got '0'");
+
+  auto cooldown =
+      Parse({"-np", "1", "--min-np", "1", "--blacklist-cooldown-range", "1",
+             "2", "--blacklist-cooldown-range=3,4", "cmd"});
+  ASSERT_TRUE(cooldown.ok()) << cooldown.status();
+  EXPECT_EQ(cooldown->cooldown_lo, absl::Seconds(3));
+  EXPECT_EQ(cooldown->cooldown_hi, absl::Seconds(4));
+  EXPECT_EQ(cooldown->command, std::vector<std::string>{"cmd"});
+  auto three = Parse({"-np", "1", "--min-np", "1",
+                      "--blacklist-cooldown-range=3,9,10", "cmd"});
+  EXPECT_NE(three.status().message().find("got '3' '9,10'"), std::string::npos)
+      << three.status();
+  // A flag's values are taken whatever they look like.
+  auto dashes =
+      Parse({"-np", "1", "--ssh-cmd", "-x", "--coordinator-addr", "--", "cmd"});
+  ASSERT_TRUE(dashes.ok()) << dashes.status();
+  EXPECT_EQ(dashes->ssh_cmd, "-x");
+  EXPECT_EQ(dashes->coordinator_addr, "--");
+  EXPECT_EQ(dashes->command, std::vector<std::string>{"cmd"});
+}
+
+// "--flag=" is the empty value, never the next argument: an unset variable
+// in --launcher-cmd="$T" must not make the command's first word the template.
+TEST(ParseArgsTest, AnEmptyInlineValueIsEmpty) {
+  auto o = Parse({"-np", "1", "--launcher-cmd=", "python", "train.py"});
+  EXPECT_EQ(o.status().message(), "--launcher-cmd: empty template");
+  auto np = Parse({"--np=", "2", "cmd"});
+  EXPECT_EQ(np.status().message(),
+            "--np: expected a positive number of workers, got ''");
+  auto cooldown = Parse(
+      {"-np", "1", "--min-np", "1", "--blacklist-cooldown-range=", "cmd"});
+  EXPECT_NE(cooldown.status().message().find("got '' ''"), std::string::npos)
+      << cooldown.status();
+}
+
+TEST(ParseArgsTest, FlagsWithoutAValueRefuseOne) {
+  for (const char* arg : {"--graceful-term=1", "--help=x", "--version=no"}) {
+    auto o = Parse({"-np", "1", "--min-np", "1", arg, "cmd"});
+    EXPECT_EQ(o.status().message(), absl::StrCat("unknown flag '", arg, "'"));
+  }
+  for (const char* arg : {"-", "-5", "-x", "--frob=1"}) {
+    auto o = Parse({"-np", "1", arg, "cmd"});
+    EXPECT_EQ(o.status().message(), absl::StrCat("unknown flag '", arg, "'"));
+  }
+}
+
 TEST(ParseArgsTest, AllFlags) {
   auto o = Parse({"--np=4", "-H", "a:2,b:2", "--ssh-cmd", "ssh -p 2222",
                   "--launcher-cmd", "ip netns exec {host}", "--start-timeout",
