@@ -142,9 +142,10 @@ TEST_F(NetnsTest, WorkersInTwoNamespaces) {
 // evicts them within the heartbeat bound; a's workers go on at size 2.
 // When the link comes back, b's workers come back as newcomers at a's next
 // commit — the evicted processes themselves when the eviction reaches
-// them (run() rejoins), or, when their lease on the silent coordinator ran
-// out first (they exit with status 75), replacements kolorun starts in
-// their slots: the job ends at size 4, every rank with rank 0's state.
+// them (run() rejoins), or, when they gave up first (their lease on the
+// silent coordinator ran out, or their negotiation link broke, and they
+// exited), replacements kolorun starts in their slots, together or one by
+// one: the job ends at size 4, every rank with rank 0's state.
 TEST_F(NetnsTest, PartitionedHostIsEvictedThenRejoins) {
   Subprocess job({Bin("kolorun"), "-np", "4", "--min-np", "2", "-H",
                   absl::StrCat(hosts_[0].ns, ":2,", hosts_[1].ns, ":2"),
@@ -185,7 +186,10 @@ TEST_F(NetnsTest, PartitionedHostIsEvictedThenRejoins) {
                           std::string::npos;
     EXPECT_TRUE(rejoined || replaced) << w << "\n" << out;
   }
-  EXPECT_NE(out.find("join; the members go on"), std::string::npos) << out;
+  // One change for both ("w3, w2 join") or one each ("w2 joins").
+  EXPECT_TRUE(out.find(" join; the members go on") != std::string::npos ||
+              out.find(" joins; the members go on") != std::string::npos)
+      << out;
   EXPECT_EQ(out.find("EL_STEP_BAD"), std::string::npos) << out;
   std::printf("partition: b's workers evicted %.1f s after the cut\n",
               absl::ToDoubleSeconds(evicted_after));
