@@ -109,8 +109,8 @@ class ElasticSupervisorTest : public ::testing::Test {
 
   // Workers run `sh -c script` locally whatever their host, with the
   // variables kolorun gives them (WorkerEnv) and LOG / STOP set.
-  ElasticSetup Setup(std::vector<HostSlots> hosts, int initial,
-                     const std::string& script) {
+  ElasticSetup MakeSetup(std::vector<HostSlots> hosts, int initial,
+                         const std::string& script) {
     ElasticSetup e;
     e.hosts = std::move(hosts);
     e.initial_workers = initial;
@@ -168,7 +168,7 @@ TEST_F(ElasticSupervisorTest, AFailedWorkerIsReplacedInItsSlot) {
       "exit 3; fi; ",
       "while [ ! -e \"$STOP\" ]; do sleep 0.05; done");
   const std::string log = log_, stop = stop_;
-  Supervisor s(Options(), Setup({{"localhost", 2}}, 2, script),
+  Supervisor s(Options(), MakeSetup({{"localhost", 2}}, 2, script),
                Probe([log, stop] {
                  if (HasLine(log, "start w1 1 localhost 1")) {
                    WriteFile(stop, "");
@@ -187,10 +187,10 @@ TEST_F(ElasticSupervisorTest, AFailedWorkerIsReplacedInItsSlot) {
 TEST_F(ElasticSupervisorTest, AWorkerThatExitsZeroIsNotReplaced) {
   const std::string log = log_;
   Supervisor s(Options(),
-               Setup({{"localhost", 2}}, 2,
-                     "echo \"start $KOLO_WORKER_ID "
-                     "$KOLO_WORKER_INCARNATION\" >> \"$LOG\"; "
-                     "[ $KOLO_WORKER_ID = w0 ] && exit 0; sleep 1"),
+               MakeSetup({{"localhost", 2}}, 2,
+                         "echo \"start $KOLO_WORKER_ID "
+                         "$KOLO_WORKER_INCARNATION\" >> \"$LOG\"; "
+                         "[ $KOLO_WORKER_ID = w0 ] && exit 0; sleep 1"),
                Probe([] { return Running(); }));
   EXPECT_EQ(s.Run(), 0) << s.failure_reason();
   EXPECT_EQ(Lines(log_).size(), 2u) << ReadFile(log_);
@@ -202,9 +202,9 @@ TEST_F(ElasticSupervisorTest, ASlotThatKeepsFailingCoolsDownThenIsRetried) {
   const std::string log = log_;
   Supervisor s(
       Options(),
-      Setup({{"localhost", 1}}, 1,
-            "echo \"$KOLO_WORKER_INCARNATION $(date +%s%N)\" >> \"$LOG\"; "
-            "exit 3"),
+      MakeSetup({{"localhost", 1}}, 1,
+                "echo \"$KOLO_WORKER_INCARNATION $(date +%s%N)\" >> \"$LOG\"; "
+                "exit 3"),
       Probe([log] {
         if (Lines(log).size() >= 5) {
           CoordinatorView v;
@@ -237,7 +237,7 @@ TEST_F(ElasticSupervisorTest, ASlotThatKeepsFailingCoolsDownThenIsRetried) {
 
 TEST_F(ElasticSupervisorTest, DiscoveryGrowthStartsNewWorkersWithNewIds) {
   WriteFile(hosts_, "localhost:1\n");
-  ElasticSetup e = Setup({{"localhost", 1}}, 1, kWaitForStop);
+  ElasticSetup e = MakeSetup({{"localhost", 1}}, 1, kWaitForStop);
   e.discovery_script = absl::StrCat("cat '", hosts_, "'");
   e.discovery_interval = absl::Milliseconds(200);
   const std::string log = log_, stop = stop_, hosts = hosts_;
@@ -257,7 +257,7 @@ TEST_F(ElasticSupervisorTest, DiscoveryGrowthStartsNewWorkersWithNewIds) {
 
 TEST_F(ElasticSupervisorTest, MaxNpCapsTheWorkersOfANewHost) {
   WriteFile(hosts_, "localhost:1\n");
-  ElasticSetup e = Setup({{"localhost", 1}}, 1, kWaitForStop);
+  ElasticSetup e = MakeSetup({{"localhost", 1}}, 1, kWaitForStop);
   e.slots.max_workers = 2;
   e.discovery_script = absl::StrCat("cat '", hosts_, "'");
   e.discovery_interval = absl::Milliseconds(200);
@@ -286,7 +286,7 @@ TEST_F(ElasticSupervisorTest, AHostRemovedFromTheScriptGetsSigterm) {
       "echo \"start $KOLO_WORKER_ID $KOLO_WORKER_INCARNATION\" >> \"$LOG\"; "
       "trap 'echo \"term $KOLO_WORKER_ID\" >> \"$LOG\"; exit 0' TERM; "
       "while [ ! -e \"$STOP\" ]; do sleep 0.05; done";
-  ElasticSetup e = Setup({{"localhost", 1}, {"hostb", 1}}, 2, script);
+  ElasticSetup e = MakeSetup({{"localhost", 1}, {"hostb", 1}}, 2, script);
   e.discovery_script = absl::StrCat("cat '", hosts_, "'");
   e.discovery_interval = absl::Milliseconds(200);
   const std::string log = log_, stop = stop_, hosts = hosts_;
@@ -311,7 +311,7 @@ TEST_F(ElasticSupervisorTest, AHostRemovedFromTheScriptGetsSigterm) {
 
 TEST_F(ElasticSupervisorTest, AFailingDiscoveryScriptIsRetried) {
   // The script fails until the file exists; the job goes on meanwhile.
-  ElasticSetup e = Setup({{"localhost", 1}}, 1, kWaitForStop);
+  ElasticSetup e = MakeSetup({{"localhost", 1}}, 1, kWaitForStop);
   e.discovery_script =
       absl::StrCat("cat '", hosts_, "' || { echo 'no list yet' >&2; exit 1; }");
   e.discovery_interval = absl::Milliseconds(200);
@@ -335,7 +335,7 @@ TEST_F(ElasticSupervisorTest, GracefulTermForwardsSigterm) {
       "echo \"start $KOLO_WORKER_ID\" >> \"$LOG\"; "
       "trap 'echo \"left $KOLO_WORKER_ID\" >> \"$LOG\"; exit 0' TERM; "
       "while true; do sleep 0.05; done";
-  ElasticSetup e = Setup({{"localhost", 2}}, 2, script);
+  ElasticSetup e = MakeSetup({{"localhost", 2}}, 2, script);
   e.graceful_term = true;
   const std::string log = log_;
   bool sent = false;
@@ -355,9 +355,9 @@ TEST_F(ElasticSupervisorTest, GracefulTermForwardsSigterm) {
 
 TEST_F(ElasticSupervisorTest, ASecondSigtermStopsAGracefulTerm) {
   // The worker ignores SIGTERM: the second one stops the job as usual.
-  ElasticSetup e = Setup({{"localhost", 1}}, 1,
-                         "echo start >> \"$LOG\"; trap '' TERM; "
-                         "while true; do sleep 0.05; done");
+  ElasticSetup e = MakeSetup({{"localhost", 1}}, 1,
+                             "echo start >> \"$LOG\"; trap '' TERM; "
+                             "while true; do sleep 0.05; done");
   e.graceful_term = true;
   const std::string log = log_;
   int sent = 0;
