@@ -713,8 +713,9 @@ void Supervisor::CheckShortStart(absl::Time now, const CoordinatorView& view) {
       hosts.empty() ? "" : absl::StrCat(" (", absl::StrJoin(hosts, ", "), ")"),
       " and ", view.joined.size(), " worker(s) joined the coordinator at ",
       options_.coordinator_address);
-  BeginTermination(1, absl::StrCat("kolorun: ", failure_reason_,
-                                   ". Bring more hosts up, or lower --min-np."));
+  BeginTermination(1,
+                   absl::StrCat("kolorun: ", failure_reason_,
+                                ". Bring more hosts up, or lower --min-np."));
 }
 
 void Supervisor::BeginTermination(int exit_code, const std::string& message,

@@ -240,8 +240,8 @@ TEST(Growth, ShortStartWaitsUntilTheScriptOffersMinNp) {
                   "--discovery-interval-seconds", "1",
                   Bin("kolo-elastic-worker"), "--steps", "60"});
   ASSERT_TRUE(job.Start().ok());
-  ASSERT_TRUE(job.WaitForOutput("fewer than --min-np 3",
-                                Scaled(absl::Seconds(30))))
+  ASSERT_TRUE(
+      job.WaitForOutput("fewer than --min-np 3", Scaled(absl::Seconds(30))))
       << job.output();
   // Still one worker, and no epoch: nobody trains.
   absl::SleepFor(absl::Milliseconds(1500));
@@ -262,10 +262,9 @@ TEST(Growth, ShortStartWaitsUntilTheScriptOffersMinNp) {
 TEST(Growth, ShortStartEndsNamingWhatItWaitedFor) {
   Discovery d("");
   const absl::Time t0 = absl::Now();
-  JobRun run = RunJob({Bin("kolorun"), "--min-np", "2", "--start-timeout",
-                       "1", "--elastic-timeout", "3",
-                       "--host-discovery-script", d.script(),
-                       Bin("kolo-elastic-worker"), "--steps", "60"},
+  JobRun run = RunJob({Bin("kolorun"), "--min-np", "2", "--start-timeout", "1",
+                       "--elastic-timeout", "3", "--host-discovery-script",
+                       d.script(), Bin("kolo-elastic-worker"), "--steps", "60"},
                       {}, absl::Seconds(60));
   const absl::Duration took = absl::Now() - t0;
   EXPECT_TRUE(run.exit.exited && run.exit.code == 1)
