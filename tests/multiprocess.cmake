@@ -103,3 +103,10 @@ kolo_add_test(multiprocess_growth_test SOURCES multiprocess_growth_test.cc
   LABELS multiprocess SERIAL TIMEOUT 900)
 add_dependencies(multiprocess_growth_test kolo-elastic-worker kolorun
   kolo-coordinator kolo-ctl)
+
+# kolo-elastic-train (issue 19's example): exact results across world sizes
+# and through a killed worker.
+kolo_add_test(multiprocess_elastic_train_test
+  SOURCES multiprocess_elastic_train_test.cc
+  LIBS kolo_mp_testing LABELS multiprocess SERIAL TIMEOUT 600)
+add_dependencies(multiprocess_elastic_train_test kolo-elastic-train kolorun)
