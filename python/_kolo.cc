@@ -239,9 +239,8 @@ PYBIND11_MODULE(_kolo, m) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const StatusError& e) {
-      py::tuple args =
-          py::make_tuple(static_cast<int>(e.status.code()),
-                         std::string(e.status.message()));
+      py::tuple args = py::make_tuple(static_cast<int>(e.status.code()),
+                                      std::string(e.status.message()));
       PyErr_SetObject(error.ptr(), args.ptr());
     }
   });
@@ -285,12 +284,12 @@ PYBIND11_MODULE(_kolo, m) {
         Tensor input = MakeTensor(in, std::move(shape), dtype);
         Tensor output = input;
         output.data = reinterpret_cast<void*>(out);
-        return Value(allreduce_async(input, output, Reduce(op, pre, post),
-                                     name, ps));
+        return Value(
+            allreduce_async(input, output, Reduce(op, pre, post), name, ps));
       },
       py::arg("input"), py::arg("output"), py::arg("shape"), py::arg("dtype"),
-      py::arg("op"), py::arg("prescale"), py::arg("postscale"),
-      py::arg("name"), py::arg("process_set"));
+      py::arg("op"), py::arg("prescale"), py::arg("postscale"), py::arg("name"),
+      py::arg("process_set"));
 
   using InOut = std::tuple<uintptr_t, uintptr_t, std::vector<int64_t>, int>;
   m.def(
@@ -351,8 +350,7 @@ PYBIND11_MODULE(_kolo, m) {
   m.def(
       "alltoall_async",
       [](uintptr_t in, std::vector<int64_t> shape, int dtype,
-         const std::vector<int64_t>& splits, const std::string& name,
-         int ps) {
+         const std::vector<int64_t>& splits, const std::string& name, int ps) {
         Tensor input = MakeTensor(in, std::move(shape), dtype);
         auto slot = std::make_shared<Buffer>();
         return Remember(alltoall_async(input, AllocatorInto(slot, input.dtype),
@@ -367,10 +365,10 @@ PYBIND11_MODULE(_kolo, m) {
       [](uintptr_t in, std::vector<int64_t> shape, int dtype, uintptr_t out,
          std::vector<int64_t> out_shape, int op, double pre, double post,
          const std::string& name, int ps) {
-        return Value(reducescatter_async(
-            MakeTensor(in, std::move(shape), dtype),
-            MakeTensor(out, std::move(out_shape), dtype), Reduce(op, pre, post),
-            {}, name, ps));
+        return Value(
+            reducescatter_async(MakeTensor(in, std::move(shape), dtype),
+                                MakeTensor(out, std::move(out_shape), dtype),
+                                Reduce(op, pre, post), {}, name, ps));
       },
       py::arg("input"), py::arg("shape"), py::arg("dtype"), py::arg("output"),
       py::arg("output_shape"), py::arg("op"), py::arg("prescale"),
