@@ -432,4 +432,11 @@ PYBIND11_MODULE(_kolo, m) {
       "process_set_ranks", [](int id) { return Value(process_set_ranks(id)); },
       py::arg("process_set"));
   m.def("process_sets", [] { return process_sets(); });
+  m.def(
+      "start_timeline",
+      [](const std::string& path, bool mark_cycles) {
+        Check(start_timeline(path, mark_cycles));
+      },
+      py::arg("path"), py::arg("mark_cycles") = false);
+  m.def("stop_timeline", [] { Check(stop_timeline()); });
 }

@@ -11,8 +11,10 @@ as Horovod does (double for integers and float64, float for float32,
 float then rounded for float16) -- kolo's kernels apply the factors that way.
 
 Handle map: handle -> (objects kept alive, finisher). An entry exists from
-submission until synchronize() (or until init()/shutdown() empties the map);
-it keeps the inputs and outputs alive while kolo's thread uses their memory.
+submission until synchronize(); it keeps the inputs and outputs alive while
+kolo's thread uses their memory. init() again empties the map (as Horovod)
+but keeps the entries' objects alive until shutdown() has stopped kolo's
+thread, which is when shutdown() drops everything.
 
 Thread-safety: submissions and synchronize may be called from any thread
 (dict operations are atomic under the GIL); as with Horovod, a handle is
@@ -28,13 +30,26 @@ from kolo.common.exceptions import (HorovodInternalError, NOT_INITIALIZED,
                                     translate)
 
 _handles = {}
+# Entries dropped from _handles by init() while kolo may still use their
+# memory: kept alive until shutdown() has stopped kolo's thread.
+_orphans = []
 
 
-def _reset():
+def _drop_handles():
+    """init() again: Horovod empties the handle map. The tensors stay alive
+    (an op in flight still writes into them) until the next shutdown."""
+    _orphans.extend(_handles.values())
     _handles.clear()
 
 
-_b._on_reset(_reset)
+def _after_shutdown():
+    """kolo stopped: nothing uses the tensors of dropped handles any more."""
+    _handles.clear()
+    _orphans.clear()
+
+
+_b._on_init(_drop_handles)
+_b._on_shutdown(_after_shutdown)
 
 _SUM = _kolo.REDUCE_OPS.index('sum')
 BOOL = _kolo.DTYPES.index('bool')

@@ -12,6 +12,7 @@ them); getters are lock-free.
 
 import atexit
 import os
+import warnings
 
 from kolo import _kolo
 from kolo.common import process_sets as _ps
@@ -37,12 +38,16 @@ _OP_NAMES = {Average: 'Average', Sum: 'Sum', Adasum: 'Adasum', Min: 'Min',
              Max: 'Max', Product: 'Product'}
 
 _atexit_registered = False
-_hooks = []  # callables run at init and shutdown (the handle maps)
+_init_hooks = []      # run at every init() (the handle maps)
+_shutdown_hooks = []  # run after every shutdown() stopped kolo's thread
 
 
-def _on_reset(hook):
-    """Registers `hook()` to run at every init() and shutdown()."""
-    _hooks.append(hook)
+def _on_init(hook):
+    _init_hooks.append(hook)
+
+
+def _on_shutdown(hook):
+    _shutdown_hooks.append(hook)
 
 
 def init(comm=None, process_sets=None):
@@ -67,7 +72,7 @@ def init(comm=None, process_sets=None):
                     raise ValueError(
                         'Horovod could not be initialized because '
                         f'process_sets entry number {i} is a duplicate: {ps}')
-    for hook in _hooks:
+    for hook in _init_hooks:
         hook()
     if not _atexit_registered:
         atexit.register(_shutdown_at_exit)
@@ -97,13 +102,17 @@ def shutdown():
     """Leaves the job. Ops still pending end with an error; the handle maps
     are emptied; sets other than the global one lose their ids. A no-op when
     not initialised."""
-    for hook in _hooks:
-        hook()
     _ps._teardown()
     try:
         _kolo.shutdown()
     except _kolo.Error as e:
-        raise translate(e) from None
+        # Ops left pending ended with an error (kolo named them in its log);
+        # as Horovod, shutdown returns.
+        warnings.warn(f'kolo shutdown: {e.args[1]}', RuntimeWarning)
+    finally:
+        # Only now: kolo's thread no longer writes into their tensors.
+        for hook in _shutdown_hooks:
+            hook()
 
 
 def is_initialized():

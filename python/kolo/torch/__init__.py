@@ -26,7 +26,7 @@ from kolo.torch.mpi_ops import (  # noqa: F401
     grouped_allgather, grouped_allgather_async, grouped_allreduce,
     grouped_allreduce_, grouped_allreduce_async, grouped_allreduce_async_,
     grouped_reducescatter, grouped_reducescatter_async, init,
-    is_initialized, join, local_rank, local_size, mpi_built, mpi_enabled,
+    is_homogeneous, is_initialized, join, local_rank, local_size, mpi_built, mpi_enabled,
     mpi_threads_supported, nccl_built, poll, rank, reducescatter,
     reducescatter_async, rocm_built, shutdown, size, start_timeline,
     stop_timeline, synchronize)
