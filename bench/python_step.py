@@ -66,9 +66,11 @@ def run_preset(preset, steps, warmup):
             enqueue_ms.append((t1 - t0) * 1e3)
             step_ms.append((t2 - t0) * 1e3)
     for i, t in enumerate(tensors):
-        want = float(sum((k + i) % 7 for k in range(n))) * (1.0 / n)
-        want32 = torch.tensor(want, dtype=torch.float32)
-        assert torch.equal(t, torch.full_like(t, want32.item())), (i, t[:3])
+        # Horovod's average: the float32 sum times (float)(1/n)
+        want = (torch.tensor(float(sum((k + i) % 7 for k in range(n))),
+                             dtype=torch.float32) *
+                torch.tensor(1.0 / n, dtype=torch.float32))
+        assert torch.equal(t, torch.full_like(t, want.item())), (i, t[:3])
     mine = torch.tensor([statistics.median(step_ms), percentile(step_ms, 90),
                          statistics.median(enqueue_ms)], dtype=torch.float64)
     worst = hvd.allreduce(mine, op=hvd.Max, name=f'{preset}.figures')
