@@ -157,7 +157,9 @@ py::tuple ResultTuple(const OpResult& r, std::shared_ptr<Buffer> buffer,
 // Waits for `handle`, releases it and returns its result tuple; a failed op
 // raises Error.
 py::tuple Synchronize(Handle handle) {
-  AwaitFinished(handle);
+  // Most handles of a training step are done by the time they are
+  // synchronized: then the GIL is not released at all.
+  if (!Value(poll(handle))) AwaitFinished(handle);
   OpResult result;
   absl::Status s = synchronize(handle, absl::ZeroDuration(), &result);
   std::vector<std::shared_ptr<Buffer>> buffers = Forget(handle);

@@ -25,7 +25,9 @@ for round in $(seq 1 "$rounds"); do
     [ "$preset" = small161 ] && steps=100
     echo "== round $round, $preset, np=$np"
     "$kolorun" -np "$np" "$build/bin/kolo-bench" --mode step --preset "$preset" \
-      --steps "$steps" --warmup 3 2>&1 | grep -E "^\[0\].*(step|preset|threshold|ms)" | tail -3 || true
+      --steps "$steps" --warmup 3 2>&1 |
+      grep -E "^\[0\]<stdout>: +(resnet50|small161) " |
+      sed "s/^\[0\]<stdout>:/kolo-bench step (C++):/" || true
     "$kolorun" -np "$np" "$py" "$root/bench/python_step.py" --preset "$preset" \
       --steps "$steps" --warmup 3 2>&1 | grep "kolo.torch step" || true
   done

@@ -157,14 +157,29 @@ def register(handle, keep, finish):
 
 def allreduce_async(a, tensor, output, op, prescale, postscale, name,
                     process_set, kind='allreduce'):
+    # The training step's hot path (one call per gradient): kept flat.
     ptr, shape, dtype = a.describe(tensor)
     out_ptr = ptr if output is tensor else a.describe(output)[0]
-    _require_init()
-    ps_id, n, _ = set_info(process_set)
-    kop, pre, post = reduce_args(op, prescale, postscale, n, dtype)
-    h = call(_kolo.allreduce_async, ptr, out_ptr, shape, dtype, kop, pre, post,
-             name_of(kind, name), ps_id)
-    return register(h, (tensor, output), lambda r: output)
+    if process_set is _ps.global_process_set:
+        ps_id, n = 0, _kolo.size()
+        if n < 0:
+            raise HorovodInternalError(NOT_INITIALIZED)
+    else:
+        _require_init()
+        ps_id, n, _ = set_info(process_set)
+    if (op == _b.Average and dtype != BOOL and prescale == 1.0 and
+            postscale == 1.0):
+        kop, pre, post = _SUM, 1.0, 1.0 / n
+    else:
+        kop, pre, post = reduce_args(op, prescale, postscale, n, dtype)
+    try:
+        h = _kolo.allreduce_async(ptr, out_ptr, shape, dtype, kop, pre, post,
+                                  '' if name is None else f'{kind}.{name}',
+                                  ps_id)
+    except _kolo.Error as e:
+        raise translate(e, not_initialized=not _kolo.is_initialized()) from None
+    _handles[h] = ((tensor, output), lambda r: output)
+    return h
 
 
 def grouped_allreduce_async(a, tensors, outputs, op, prescale, postscale,
@@ -348,7 +363,7 @@ def synchronize(handle):
     except _kolo.Error as e:
         _handles.pop(handle, None)
         raise translate(e) from None
-    del _handles[handle]
+    _handles.pop(handle, None)  # (init() on another thread may have emptied it)
     return entry[1](result)
 
 

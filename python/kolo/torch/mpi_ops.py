@@ -82,7 +82,8 @@ def allreduce_async(tensor, average=None, name=None, op=None,
                     process_set=global_process_set):
     """Starts an allreduce into a new tensor; returns a handle."""
     op = _e.resolve_op(op, average)
-    return _e.allreduce_async(_A, tensor, _A.empty_like(_check(tensor)), op,
+    _A.describe(tensor)  # Horovod's checks before the output is made
+    return _e.allreduce_async(_A, tensor, _A.empty_like(tensor), op,
                               prescale_factor, postscale_factor, name,
                               process_set)
 
@@ -102,7 +103,8 @@ def allreduce_async_(tensor, average=None, name=None, op=None,
                      prescale_factor=1.0, postscale_factor=1.0,
                      process_set=global_process_set):
     """Starts an in-place allreduce; returns a handle."""
-    op = _e.resolve_op(op, average)
+    if op is None or average is not None:
+        op = _e.resolve_op(op, average)
     return _e.allreduce_async(_A, tensor, tensor, op, prescale_factor,
                               postscale_factor, name, process_set)
 
