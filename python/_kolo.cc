@@ -175,6 +175,73 @@ py::tuple Synchronize(Handle handle) {
   return ResultTuple(result, std::move(own), std::move(members));
 }
 
+// Synchronize for ops whose caller needs no result (allreduce, broadcast,
+// reducescatter: the output is the caller's tensor): no result objects.
+void Wait(Handle handle) {
+  if (!Value(poll(handle))) AwaitFinished(handle);
+  absl::Status s = synchronize(handle, absl::ZeroDuration(), nullptr);
+  Check(s);
+}
+
+// allreduce_async on the hot path of a training step (one call per
+// gradient), as a METH_FASTCALL function: pybind11's generic dispatch of
+// nine arguments costs more than kolo's submission itself. Arguments as
+// allreduce_async's (shape: a tuple or list of ints). Returns the handle, or
+// NULL with kolo._kolo.Error (or TypeError) set.
+PyObject* error_type = nullptr;  // kolo._kolo.Error, set at module init
+
+PyObject* FastAllreduce(PyObject* /*self*/, PyObject* const* args,
+                        Py_ssize_t nargs) {
+  if (nargs != 9) {
+    PyErr_SetString(PyExc_TypeError, "allreduce_async_fast takes 9 arguments");
+    return nullptr;
+  }
+  const auto in = reinterpret_cast<uintptr_t>(PyLong_AsVoidPtr(args[0]));
+  const auto out = reinterpret_cast<uintptr_t>(PyLong_AsVoidPtr(args[1]));
+  PyObject* dims = PySequence_Fast(args[2], "shape must be a sequence");
+  if (dims == nullptr) return nullptr;
+  std::vector<int64_t> shape(
+      static_cast<size_t>(PySequence_Fast_GET_SIZE(dims)));
+  for (size_t i = 0; i < shape.size(); ++i) {
+    shape[i] = PyLong_AsLongLong(
+        PySequence_Fast_GET_ITEM(dims, static_cast<Py_ssize_t>(i)));
+  }
+  Py_DECREF(dims);
+  const long dtype = PyLong_AsLong(args[3]);
+  const long op = PyLong_AsLong(args[4]);
+  const double pre = PyFloat_AsDouble(args[5]);
+  const double post = PyFloat_AsDouble(args[6]);
+  Py_ssize_t name_size = 0;
+  const char* name = PyUnicode_AsUTF8AndSize(args[7], &name_size);
+  const long ps = PyLong_AsLong(args[8]);
+  if (PyErr_Occurred() != nullptr) return nullptr;
+  if (dtype < 0 || dtype >= kNumDataTypes || op < 0 || op >= kNumReduceOps) {
+    PyErr_SetString(PyExc_ValueError, "kolo: bad dtype or reduce op code");
+    return nullptr;
+  }
+  Tensor input{static_cast<DataType>(dtype), std::move(shape),
+               reinterpret_cast<void*>(in), kCpu};
+  Tensor output = input;
+  output.data = reinterpret_cast<void*>(out);
+  absl::StatusOr<Handle> h = allreduce_async(
+      input, output, AllreduceOptions{static_cast<ReduceOp>(op), pre, post},
+      absl::string_view(name, static_cast<size_t>(name_size)),
+      static_cast<ProcessSet>(ps));
+  if (!h.ok()) {
+    PyObject* value = Py_BuildValue("(is)", static_cast<int>(h.status().code()),
+                                    std::string(h.status().message()).c_str());
+    PyErr_SetObject(error_type, value);
+    Py_XDECREF(value);
+    return nullptr;
+  }
+  return PyLong_FromLongLong(*h);
+}
+
+PyMethodDef fast_allreduce_def = {
+    "allreduce_async_fast",
+    reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&FastAllreduce)),
+    METH_FASTCALL, "allreduce_async for the hot path (see _kolo.cc)"};
+
 int Join(double timeout_seconds) {
   const absl::Time deadline =
       timeout_seconds < 0 ? absl::InfiniteFuture()
@@ -405,6 +472,11 @@ PYBIND11_MODULE(_kolo, m) {
   m.def("synchronize", &Synchronize, py::arg("handle"),
         "Waits for the op (GIL released); returns (shape, splits, buffer or "
         "None, members).");
+  m.def("wait", &Wait, py::arg("handle"),
+        "synchronize() without a result (GIL released while waiting).");
+  error_type = error.ptr();
+  m.attr("allreduce_async_fast") = py::reinterpret_steal<py::object>(
+      PyCFunction_New(&fast_allreduce_def, nullptr));
   m.def("join", &Join, py::arg("timeout_seconds") = -1.0,
         "Joins (GIL released); returns the last rank to join.");
 

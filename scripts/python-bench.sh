@@ -40,7 +40,9 @@ done | sort -n | awk '{v[NR]=$1} END {printf "import kolo.torch: median %.3f s (
 echo "== kolorun -np 4 $py -c 'import kolo.torch as hvd; hvd.init()', 3 runs"
 for i in 1 2 3; do
   s=$(date +%s.%N)
-  "$kolorun" -np 4 "$py" -c 'import kolo.torch as hvd; hvd.init()' >/dev/null
+  rc=0
+  "$kolorun" -np 4 "$py" -c 'import kolo.torch as hvd; hvd.init()' >/dev/null || rc=$?
   e=$(date +%s.%N)
+  if [ "$rc" != 0 ]; then echo "kolorun -np 4 failed (exit $rc)" >&2; fi
   echo "$e - $s" | bc
 done | sort -n | awk '{v[NR]=$1} END {printf "kolorun -np 4 start-up: median %.2f s (min %.2f, max %.2f)\n", v[2], v[1], v[3]}'

@@ -10,7 +10,8 @@ postscale is divided by the set size, so that the result is
 as Horovod does (double for integers and float64, float for float32,
 float then rounded for float16) -- kolo's kernels apply the factors that way.
 
-Handle map: handle -> (objects kept alive, finisher). An entry exists from
+Handle map: handle -> (objects kept alive, finisher, needs the native
+result?). An entry exists from
 submission until synchronize(); it keeps the inputs and outputs alive while
 kolo's thread uses their memory. init() again empties the map (as Horovod)
 but keeps the entries' objects alive until shutdown() has stopped kolo's
@@ -148,8 +149,10 @@ def _require_init():
         raise HorovodInternalError(NOT_INITIALIZED)
 
 
-def register(handle, keep, finish):
-    _handles[handle] = (keep, finish)
+def register(handle, keep, finish, needs_result=True):
+    """`finish(result)` makes synchronize's return value; without
+    `needs_result` it gets None (the output is a tensor the caller gave)."""
+    _handles[handle] = (keep, finish, needs_result)
     return handle
 
 
@@ -173,12 +176,12 @@ def allreduce_async(a, tensor, output, op, prescale, postscale, name,
     else:
         kop, pre, post = reduce_args(op, prescale, postscale, n, dtype)
     try:
-        h = _kolo.allreduce_async(ptr, out_ptr, shape, dtype, kop, pre, post,
-                                  '' if name is None else f'{kind}.{name}',
-                                  ps_id)
+        h = _kolo.allreduce_async_fast(ptr, out_ptr, shape, dtype, kop, pre,
+                                       post, '' if name is None else
+                                       f'{kind}.{name}', ps_id)
     except _kolo.Error as e:
         raise translate(e, not_initialized=not _kolo.is_initialized()) from None
-    _handles[h] = ((tensor, output), lambda r: output)
+    _handles[h] = ((tensor, output), lambda r: output, False)
     return h
 
 
@@ -198,7 +201,7 @@ def grouped_allreduce_async(a, tensors, outputs, op, prescale, postscale,
     h = call(_kolo.grouped_allreduce_async, members, kop, pre, post,
              name_of('grouped_allreduce', name), ps_id)
     outs = tuple(outputs)
-    return register(h, (tuple(tensors), outs), lambda r: outs)
+    return register(h, (tuple(tensors), outs), lambda r: outs, False)
 
 
 def _gathered(a, like):
@@ -244,7 +247,7 @@ def broadcast_async(a, tensor, output, root_rank, name, process_set):
         raise ValueError(f'broadcast: root_rank must be an int, got {root_rank!r}')
     h = call(_kolo.broadcast_async, ptr, shape, dtype, root_rank,
              name_of('broadcast', name), ps_id)
-    return register(h, (tensor, output), lambda r: output)
+    return register(h, (tensor, output), lambda r: output, False)
 
 
 def alltoall_async(a, tensor, splits, name, process_set):
@@ -359,7 +362,7 @@ def synchronize(handle):
     if entry is None:
         return None
     try:
-        result = _kolo.synchronize(handle)
+        result = _kolo.synchronize(handle) if entry[2] else _kolo.wait(handle)
     except _kolo.Error as e:
         _handles.pop(handle, None)
         raise translate(e) from None
