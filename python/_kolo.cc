@@ -2,7 +2,7 @@
 // layer over kolo's C++ API (include/kolo/kolo.h) on raw host buffers: a
 // tensor is (data pointer as an int, shape, dtype code). It knows nothing of
 // torch or NumPy; names, checks, dtype mapping and the handle map live in
-// Python (kolo/_ops.py, kolo/torch/mpi_ops.py), which keeps every input
+// Python (kolo/_engine.py, kolo/torch/mpi_ops.py), which keeps every input
 // and output alive until synchronize() returns.
 //
 // Outputs whose size is known only after negotiation (allgather, alltoall)
