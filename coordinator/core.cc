@@ -227,8 +227,10 @@ void CoordinatorCore::MaybeFormEpoch(Actions& out) {
   // join at the first membership check).
   std::vector<SessionId> ids = Newcomers(options_.expected_size);
   proto::EpochRecord record;
-  record.set_cause("start");
-  FormEpoch(1, ids, /*keep_order=*/false, std::move(record), out);
+  // ep_.number is 0 before the first epoch; after a re-init (core.h) the
+  // job forms again under the next number, so that epochs never mix.
+  record.set_cause(ep_.number == 0 ? "start" : "re-init");
+  FormEpoch(ep_.number + 1, ids, /*keep_order=*/false, std::move(record), out);
 }
 
 std::vector<SessionId> CoordinatorCore::Newcomers(int room) const {
@@ -400,6 +402,14 @@ void CoordinatorCore::HandleLeave(SessionId id, Session& s, Actions& out) {
     }
   }
   if (all_out && phase_ != Phase::kForming && phase_ != Phase::kEnded) {
+    if (!options_.elastic && !Newcomers(-1).empty()) {
+      // Workers that left already said Hello again (re-init, core.h).
+      Log()->info("every member of epoch {} left; the job forms again",
+                  ep_.number);
+      phase_ = Phase::kForming;
+      MaybeFormEpoch(out);
+      return;
+    }
     phase_ = Phase::kEnded;
     end_failure_ = false;
     end_reason_ =

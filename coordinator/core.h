@@ -45,6 +45,14 @@
 //   warnings are logged, and its stall-shutdown verdict ends the job.
 //   Actions::wake_at says when OnTick is due for it (cycle time, stalls).
 //   Leave: LeaveAck; when every member left, the job ended well.
+// - Re-init (Horovod's init() after shutdown(), non-elastic jobs): a worker
+//   that left may say Hello again under its worker id (a new Session). If
+//   members of the epoch are still in it, it waits (kWaiting); once every
+//   member left (or after the job ended well), the job forms again: a new
+//   epoch, numbered after the last, from the expected_size workers that
+//   came back, with their requested ranks and a fresh Negotiator. The
+//   left Sessions stay fenced with the epoch they left. A job that ended
+//   in failure cannot be re-joined.
 // - Elastic jobs (CoreOptions::elastic; DESIGN.md "Elastic"): a lost member
 //   ends its epoch, not the job. The coordinator evicts it (Evicted, then
 //   its stream closes, if it is still open: a silent worker may come back),

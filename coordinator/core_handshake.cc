@@ -89,13 +89,10 @@ void CoordinatorCore::HandleProof(SessionId id, Session& s,
   SessionId taken = 0;
   for (const auto& [other_id, other] : sessions_) {
     if (other_id == id || other.hello.worker_id() != w) continue;
-    // A worker that left (or departed at a check) may come back.
-    if (other.state == State::kLeft &&
-        (options_.elastic || other.departed_epoch != 0)) {
-      continue;
-    }
-    if (other.state == State::kWaiting || other.state == State::kMember ||
-        other.state == State::kLeft) {
+    // A worker that left (or departed at a check) may come back (in a
+    // non-elastic job: re-init, see core.h).
+    if (other.state == State::kLeft) continue;
+    if (other.state == State::kWaiting || other.state == State::kMember) {
       taken = other_id;
       break;
     }
@@ -111,6 +108,30 @@ void CoordinatorCore::HandleProof(SessionId id, Session& s,
                      "); give every worker a distinct worker id (a "
                      "replacement needs a higher KOLO_WORKER_INCARNATION)"),
         out);
+    return;
+  }
+  // A member of the last epoch that left says Hello again (re-init).
+  bool rejoin = false;
+  for (const Member& m : ep_.members) {
+    rejoin = rejoin || (!options_.elastic && m.worker_id == w &&
+                        m.state == proto::MEMBER_STATE_LEFT);
+  }
+  if (rejoin && (phase_ == Phase::kRunning ||
+                 (phase_ == Phase::kEnded && !end_failure_))) {
+    // Re-init (core.h): wait for the others to leave, or form again now.
+    s.state = State::kWaiting;
+    s.arrival = next_arrival_++;
+    GetLogger("coordinator")
+        ->info("{} says Hello again after leaving (init after shutdown); {}",
+               Describe(s),
+               phase_ == Phase::kEnded
+                   ? "the job forms again"
+                   : "it waits until every member of the epoch left");
+    if (phase_ == Phase::kEnded) {
+      phase_ = Phase::kForming;
+      end_reason_.clear();
+      MaybeFormEpoch(out);
+    }
     return;
   }
   if (phase_ == Phase::kEnded) {

@@ -650,7 +650,12 @@ std::vector<WorkerPlan> PlanWorkers(const LaunchOptions& options,
       plan.push_back(std::move(w));
     }
   }
-  for (WorkerPlan& w : plan) w.local_size = per_host[w.host];
+  std::map<int, int> per_local_rank;
+  for (WorkerPlan& w : plan) {
+    w.local_size = per_host[w.host];
+    w.cross_rank = per_local_rank[w.local_rank]++;
+  }
+  for (WorkerPlan& w : plan) w.cross_size = per_local_rank[w.local_rank];
   return plan;
 }
 

@@ -133,6 +133,10 @@ struct WorkerPlan {
   int local_size = 1;
   SpawnMode mode = SpawnMode::kLocal;
   int incarnation = 0;  // its slot's starts before it (elastic mode)
+  // Among the workers with the same local_rank, in rank order (Horovod's
+  // cross rank: one per host for that local rank).
+  int cross_rank = 0;
+  int cross_size = 1;
 };
 
 // True for "localhost", "127.0.0.1" and the kernel's host name.

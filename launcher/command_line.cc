@@ -43,6 +43,19 @@ EnvList WorkerEnv(const JobInfo& job, const WorkerPlan& worker) {
       {"KOLO_LOCAL_RANK", absl::StrCat(worker.local_rank % size)},
       {"KOLO_LOCAL_SIZE", absl::StrCat(worker.local_size)},
   };
+  // horovodrun's variables, for scripts that read them before init().
+  const int cross_size = std::max(1, worker.cross_size);
+  for (const auto& [name, value] :
+       {std::pair<const char*, std::string>{"HOROVOD_RANK",
+                                            absl::StrCat(worker.rank % size)},
+        {"HOROVOD_SIZE", absl::StrCat(job.size)},
+        {"HOROVOD_LOCAL_RANK", absl::StrCat(worker.local_rank % size)},
+        {"HOROVOD_LOCAL_SIZE", absl::StrCat(worker.local_size)},
+        {"HOROVOD_CROSS_RANK", absl::StrCat(worker.cross_rank % cross_size)},
+        {"HOROVOD_CROSS_SIZE", absl::StrCat(cross_size)},
+        {"HOROVOD_HOSTNAME", worker.host}}) {
+    env.emplace_back(name, value);
+  }
   if (job.elastic) {
     env.emplace_back("KOLO_WORKER_INCARNATION",
                      absl::StrCat(worker.incarnation));

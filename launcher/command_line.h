@@ -48,7 +48,9 @@ struct JobInfo {
 // The KOLO_* variables of one worker, in a fixed order, without the secret.
 // KOLO_RANK and KOLO_LOCAL_RANK are the plan's modulo the job's size (an
 // elastic worker started later may be numbered past it: its rank is the
-// coordinator's to give).
+// coordinator's to give). Also horovodrun's HOROVOD_RANK, _SIZE,
+// _LOCAL_RANK, _LOCAL_SIZE, _CROSS_RANK, _CROSS_SIZE and _HOSTNAME, which
+// scripts read before init() (the same hints).
 EnvList WorkerEnv(const JobInfo& job, const WorkerPlan& worker);
 
 // `s` quoted for a POSIX shell: unchanged when it has only safe characters

@@ -10,6 +10,11 @@ PKGS=(
   libabsl-dev libspdlog-dev libgtest-dev libgmock-dev libssl-dev
   libcli11-dev nlohmann-json3-dev
   iproute2 procps ccache
+  # The Python package (python/, KOLO_WITH_PYTHON) for Debian's /usr/bin/python3
+  # and its tests: kolo.torch on Debian's CPU torch; cloudpickle for
+  # broadcast_object.
+  python3-dev pybind11-dev python3-torch python3-numpy python3-pytest
+  python3-cloudpickle
 )
 
 missing=()

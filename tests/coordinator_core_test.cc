@@ -426,6 +426,73 @@ TEST_F(CoreTest, AllLeaveEndsWell) {
   EXPECT_TRUE(core_->OnClosed(2, "half-closed").empty());
 }
 
+// Horovod's init() after shutdown(): the workers of an epoch that every
+// member left say Hello again and the job forms again, as a new epoch.
+TEST_F(CoreTest, ReinitAfterEveryoneLeftFormsTheNextEpoch) {
+  Form({"a", "a"});
+  proto::WorkerMessage leave = Fenced(1);
+  leave.mutable_leave()->set_reason("shutdown");
+  core_->OnMessage(1, leave);
+  core_->OnMessage(2, leave);
+  core_->OnClosed(1, "half-closed");
+  core_->OnClosed(2, "half-closed");
+  ASSERT_TRUE(core_->ended());
+  EXPECT_FALSE(core_->ended_in_failure());
+  // Back in the other order, with new Sessions.
+  EXPECT_TRUE(To(Join(4, "w1", "a", kSecret, 1), 4).empty());
+  EXPECT_FALSE(core_->ended());
+  EXPECT_EQ(core_->Status().phase(), "forming");
+  Actions a = Join(3, "w0", "a", kSecret, 0);
+  ASSERT_TRUE(core_->epoch_formed());
+  EXPECT_EQ(core_->epoch(), 2u);  // epochs never mix
+  for (auto [id, rank] : {std::pair<SessionId, int>{3, 0}, {4, 1}}) {
+    std::vector<proto::CoordinatorMessage> got = To(a, id);
+    ASSERT_EQ(got.size(), 1u);
+    ASSERT_TRUE(got[0].has_membership());
+    EXPECT_EQ(got[0].fence().epoch(), 2u);
+    EXPECT_EQ(got[0].membership().rank(), rank);
+  }
+  // The re-formed job ends well too.
+  proto::WorkerMessage leave2 = Fenced(2);
+  leave2.mutable_leave()->set_reason("done");
+  core_->OnMessage(3, leave2);
+  core_->OnMessage(4, leave2);
+  EXPECT_TRUE(core_->ended());
+  EXPECT_FALSE(core_->ended_in_failure());
+}
+
+TEST_F(CoreTest, ReinitBeforeTheOthersLeftWaitsForThem) {
+  Form({"a", "a"});
+  proto::WorkerMessage leave = Fenced(1);
+  leave.mutable_leave()->set_reason("shutdown");
+  core_->OnMessage(1, leave);
+  // w0 is back while w1 still runs epoch 1: it waits, nothing is refused.
+  Actions back = Join(3, "w0", "a", kSecret, 0);
+  EXPECT_TRUE(To(back, 3).empty());
+  EXPECT_EQ(CloseOf(back, 3), nullptr);
+  EXPECT_EQ(core_->epoch(), 1u);
+  // w1 leaves: the epoch is over, the job does not end, it forms again
+  // once w1 is back.
+  core_->OnMessage(2, leave);
+  EXPECT_FALSE(core_->ended());
+  Actions a = Join(4, "w1", "a", kSecret, 1);
+  ASSERT_TRUE(core_->epoch_formed());
+  EXPECT_EQ(core_->epoch(), 2u);
+  ASSERT_EQ(To(a, 3).size(), 1u);
+  EXPECT_EQ(To(a, 3)[0].membership().rank(), 0);
+  EXPECT_EQ(To(a, 4)[0].membership().rank(), 1);
+}
+
+TEST_F(CoreTest, NoReinitAfterAFailure) {
+  Form({"a", "a"});
+  core_->OnClosed(2, "crashed");  // w1 failed: the job ended in failure
+  ASSERT_TRUE(core_->ended_in_failure());
+  proto::WorkerMessage leave = Fenced(1);
+  leave.mutable_leave()->set_reason("shutdown");
+  core_->OnMessage(1, leave);
+  ExpectRefusal(Join(3, "w0", "a", kSecret, 0), 3, proto::Refusal::JOB_FULL);
+}
+
 TEST_F(CoreTest, MemberDisconnectEndsJob) {
   Form({"a", "b", "c"});
   Actions a = core_->OnClosed(2, "its stream ended");

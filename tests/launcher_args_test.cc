@@ -572,6 +572,36 @@ TEST(CommandLineTest, WorkerEnvironment) {
   EXPECT_EQ(m["KOLO_STALL_CHECK_TIME_SECONDS"], "45");
   EXPECT_EQ(m["KOLO_STALL_SHUTDOWN_TIME_SECONDS"], "0");
   EXPECT_EQ(m.count("KOLO_SECRET"), 0u);
+  // horovodrun's variables, read by scripts before init().
+  EXPECT_EQ(m["HOROVOD_RANK"], "2");
+  EXPECT_EQ(m["HOROVOD_SIZE"], "4");
+  EXPECT_EQ(m["HOROVOD_LOCAL_RANK"], "1");
+  EXPECT_EQ(m["HOROVOD_LOCAL_SIZE"], "2");
+  EXPECT_EQ(m["HOROVOD_CROSS_RANK"], "0");
+  EXPECT_EQ(m["HOROVOD_CROSS_SIZE"], "1");
+  EXPECT_EQ(m["HOROVOD_HOSTNAME"], "hostB");
+}
+
+TEST(CommandLineTest, CrossRanksFollowLocalRanks) {
+  // 2 hosts x 2 slots, 3 ranks: a0 a1 b0 -> local ranks 0 1 0, cross ranks
+  // 0 0 1 of sizes 2 1 2.
+  auto s = Parse({"-np", "3", "-H", "a:2,b:2", "cmd"});
+  ASSERT_TRUE(s.ok()) << s.status();
+  std::vector<WorkerPlan> plan = PlanWorkers(*s, "vm");
+  ASSERT_EQ(plan.size(), 3u);
+  EXPECT_EQ(plan[0].cross_rank, 0);
+  EXPECT_EQ(plan[0].cross_size, 2);
+  EXPECT_EQ(plan[1].cross_rank, 0);
+  EXPECT_EQ(plan[1].cross_size, 1);
+  EXPECT_EQ(plan[2].cross_rank, 1);
+  EXPECT_EQ(plan[2].cross_size, 2);
+  JobInfo job;
+  job.size = 3;
+  std::map<std::string, std::string> m;
+  for (const auto& [k, v] : WorkerEnv(job, plan[2])) m[k] = v;
+  EXPECT_EQ(m["HOROVOD_CROSS_RANK"], "1");
+  EXPECT_EQ(m["HOROVOD_CROSS_SIZE"], "2");
+  EXPECT_EQ(m["HOROVOD_HOSTNAME"], "b");
 }
 
 TEST(CommandLineTest, ElasticWorkerEnvironment) {

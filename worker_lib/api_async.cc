@@ -250,6 +250,18 @@ std::vector<ProcessSet> process_sets() {
   return (*ops)->ProcessSetIds();
 }
 
+absl::Status start_timeline(const std::string& path, bool /*mark_cycles*/) {
+  auto ops = internal::CurrentOps("start_timeline");
+  if (!ops.ok()) return ops.status();
+  return (*ops)->StartTimeline(path);
+}
+
+absl::Status stop_timeline() {
+  auto ops = internal::CurrentOps("stop_timeline");
+  if (!ops.ok()) return ops.status();
+  return (*ops)->StopTimeline();
+}
+
 absl::Status set_fusion_threshold(int64_t bytes) {
   auto ops = internal::CurrentOps("set_fusion_threshold");
   if (!ops.ok()) return ops.status();

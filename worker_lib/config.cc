@@ -329,7 +329,8 @@ absl::Status ParseNegotiation(const EnvMap& env, WorkerConfig& c) {
     c.cache_capacity = *v;
   }
   if (auto f = First(env, {"KOLO_TIMELINE", "HOROVOD_TIMELINE"})) {
-    c.timeline = f->value;
+    c.timeline_dynamic = f->value == "DYNAMIC";
+    c.timeline = c.timeline_dynamic ? "" : f->value;
   }
   if (auto f = First(
           env, {"KOLO_DISABLE_GROUP_FUSION", "HOROVOD_DISABLE_GROUP_FUSION"})) {

@@ -160,7 +160,10 @@ struct WorkerConfig {
   int64_t cache_capacity = 1024;
   // KOLO_TIMELINE (alias HOROVOD_TIMELINE): a path; rank 0 writes a Chrome
   // trace of every op there (chrome://tracing, Perfetto). Empty = none.
+  // "DYNAMIC" (as Horovod): none at start, but kolo::start_timeline /
+  // stop_timeline may open and close one at run time (timeline_dynamic).
   std::string timeline;
+  bool timeline_dynamic = false;
   // KOLO_DISABLE_GROUP_FUSION (alias HOROVOD_DISABLE_GROUP_FUSION): 1 = the
   // members of a grouped op fuse only with each other, not with other
   // tensors. Default 0.

@@ -45,6 +45,7 @@ OpRuntime::OpRuntime(std::shared_ptr<SessionClient> session,
       rank_(rank),
       size_(size),
       timeline_(std::move(options.timeline)),
+      timeline_dynamic_(options.timeline_dynamic),
       announce_window_(options.announce_window),
       epoch_(options.epoch),
       dissolved_sets_(std::move(options.dissolved_sets)) {
@@ -57,7 +58,7 @@ OpRuntime::OpRuntime(std::shared_ptr<SessionClient> session,
         std::max<int64_t>(0, options.fusion_direct_bytes)));
     settings_.set_cache_capacity(static_cast<uint32_t>(
         std::clamp<int64_t>(options.cache_capacity, 0, UINT32_MAX)));
-    settings_.set_timeline(timeline_ != nullptr);
+    settings_.set_timeline(timeline_ != nullptr || timeline_dynamic_);
     settings_.set_disable_group_fusion(options.disable_group_fusion);
   }
   thread_ = std::thread([this] { ThreadMain(); });
@@ -470,8 +471,49 @@ absl::Status OpRuntime::Stop() {
     // job closes it when the epoch is retired; epoch_runtime.h).
     if (!reader_busy_) set_planes_.clear();
   }
-  if (timeline_ != nullptr) timeline_->Close();
+  std::shared_ptr<Timeline> timeline;
+  {
+    MutexLock lock(&mu_);
+    timeline = timeline_;
+  }
+  if (timeline != nullptr) timeline->Close();
   return result;
+}
+
+absl::Status OpRuntime::StartTimeline(const std::string& path) {
+  if (!timeline_dynamic_) {
+    return absl::FailedPreconditionError(
+        "start_timeline: the timeline is not dynamic; start the job with "
+        "KOLO_TIMELINE=DYNAMIC (or HOROVOD_TIMELINE=DYNAMIC)");
+  }
+  if (rank_ != 0) return absl::OkStatus();  // as Horovod: rank 0 writes it
+  absl::StatusOr<std::unique_ptr<Timeline>> opened =
+      Timeline::Open(path, rank_);
+  if (!opened.ok()) return opened.status();
+  std::shared_ptr<Timeline> old;
+  {
+    MutexLock lock(&mu_);
+    old =
+        std::exchange(timeline_, std::shared_ptr<Timeline>(*std::move(opened)));
+  }
+  if (old != nullptr) old->Close();
+  return absl::OkStatus();
+}
+
+absl::Status OpRuntime::StopTimeline() {
+  if (!timeline_dynamic_) {
+    return absl::FailedPreconditionError(
+        "stop_timeline: the timeline is not dynamic; start the job with "
+        "KOLO_TIMELINE=DYNAMIC (or HOROVOD_TIMELINE=DYNAMIC)");
+  }
+  std::shared_ptr<Timeline> old;
+  {
+    MutexLock lock(&mu_);
+    old = std::move(timeline_);
+    timeline_ = nullptr;
+  }
+  if (old != nullptr) old->Close();
+  return absl::OkStatus();
 }
 
 absl::Status OpRuntime::Unknown(Handle handle) const {

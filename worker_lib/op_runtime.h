@@ -133,6 +133,9 @@ struct RuntimeOptions {
   // KOLO_DISABLE_GROUP_FUSION: grouped ops fuse only within their group.
   bool disable_group_fusion = false;
   std::unique_ptr<Timeline> timeline;  // null: none
+  // KOLO_TIMELINE=DYNAMIC (rank 0): no timeline yet, but StartTimeline may
+  // open one later, so plans carry tensor names from the start.
+  bool timeline_dynamic = false;
   // Elastic jobs: this runtime serves one epoch. Handles start at
   // first_handle (the previous epoch's next_handle(), so that handles are
   // unique for the job), and an op on one of dissolved_sets (the process
@@ -194,6 +197,12 @@ class OpRuntime {
   // Runtime settings for ops submitted later (kolo::set_fusion_threshold,
   // set_cache_capacity): told to the coordinator with the next announcement.
   absl::Status SetFusionThreshold(int64_t bytes) ABSL_LOCKS_EXCLUDED(mu_);
+  // The dynamic timeline (kolo::start_timeline / stop_timeline): opens
+  // `path` (closing a timeline already open) / closes the open one. The
+  // runtime must have been created with timeline_dynamic; events of ops
+  // submitted before the start begin at their next phase.
+  absl::Status StartTimeline(const std::string& path) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status StopTimeline() ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status SetCacheCapacity(int64_t entries) ABSL_LOCKS_EXCLUDED(mu_);
 
   // The Session's plan sink.
@@ -249,7 +258,8 @@ class OpRuntime {
   void RunPlan(proto::Plan& plan, absl::Time arrived) ABSL_LOCKS_EXCLUDED(mu_);
   // Timeline events of a plan's arrival (rank 0 with a timeline only).
   // `mine`: the names of this rank's ops in the plan.
-  void TracePlan(const proto::Plan& plan, absl::Time arrived,
+  void TracePlan(Timeline& timeline, const proto::Plan& plan,
+                 absl::Time arrived,
                  const absl::flat_hash_set<std::string>& mine);
   // kNotFound naming the handle.
   absl::Status Unknown(Handle handle) const;
@@ -274,7 +284,10 @@ class OpRuntime {
   const std::unique_ptr<NegotiationLink> link_;
   DataPlane* const data_;
   const int rank_, size_;
-  const std::unique_ptr<Timeline> timeline_;  // may be null
+  // May be null; replaced at run time only with timeline_dynamic_ (users
+  // take a reference under mu_ and write to it outside).
+  std::shared_ptr<Timeline> timeline_ ABSL_GUARDED_BY(mu_);
+  const bool timeline_dynamic_;
   const absl::Duration announce_window_;
   const uint64_t epoch_;
   const std::vector<int32_t> dissolved_sets_;

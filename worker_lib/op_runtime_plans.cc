@@ -54,7 +54,8 @@ void OpRuntime::ThreadMain() {
   }
 }
 
-void OpRuntime::TracePlan(const proto::Plan& plan, absl::Time arrived,
+void OpRuntime::TracePlan(Timeline& timeline, const proto::Plan& plan,
+                          absl::Time arrived,
                           const absl::flat_hash_set<std::string>& mine) {
   size_t tensors = 0;
   for (const proto::Response& r : plan.responses()) {
@@ -70,18 +71,18 @@ void OpRuntime::TracePlan(const proto::Plan& plan, absl::Time arrived,
           last = std::max(last, r.ready_us(i * size_ + k));
         }
         for (int k = 0; k < size_; ++k) {
-          timeline_->Instant(
+          timeline.Instant(
               name, absl::StrCat("rank ", k, " ready"),
               arrived - absl::Microseconds(last - r.ready_us(i * size_ + k)));
         }
       }
-      timeline_->End(name, arrived);  // NEGOTIATE_*
-      timeline_->Begin(name, "QUEUE", arrived);
+      timeline.End(name, arrived);  // NEGOTIATE_*
+      timeline.Begin(name, "QUEUE", arrived);
     }
   }
-  timeline_->Marker(absl::StrCat("plan ", plan.seq()), arrived,
-                    {{"responses", absl::StrCat(plan.responses_size())},
-                     {"tensors", absl::StrCat(tensors)}});
+  timeline.Marker(absl::StrCat("plan ", plan.seq()), arrived,
+                  {{"responses", absl::StrCat(plan.responses_size())},
+                   {"tensors", absl::StrCat(tensors)}});
 }
 
 namespace {
@@ -147,8 +148,10 @@ void OpRuntime::RunPlan(proto::Plan& plan, absl::Time arrived) {
   std::vector<Step> steps;
   size_t in_plan = 0;
   absl::flat_hash_set<std::string> traced;  // this rank's ops (timeline)
+  std::shared_ptr<Timeline> plan_timeline;  // this plan's, may be null
   {
     MutexLock lock(&mu_);
+    plan_timeline = timeline_;
     if (!terminal_.ok()) return;
     if (plan.seq() != last_seq_ + 1) {
       Log()->error("plan {} arrived after plan {}; plans must arrive in order",
@@ -161,7 +164,7 @@ void OpRuntime::RunPlan(proto::Plan& plan, absl::Time arrived) {
     // this rank's ops by the bits they were announced by. Names are filled
     // in only for the timeline, or when a bit names no op pending here (the
     // error message).
-    bool need_names = timeline_ != nullptr;
+    bool need_names = plan_timeline != nullptr;
     for (const proto::Response& r : plan.responses()) {
       if (need_names) break;
       if (!r.by_bit() || r.names_size() != 0) continue;
@@ -227,14 +230,16 @@ void OpRuntime::RunPlan(proto::Plan& plan, absl::Time arrived) {
         }
         std::shared_ptr<PendingOp> op = ops_.at(it->second);
         op->running = true;
-        if (timeline_ != nullptr) traced.insert(name);
+        if (plan_timeline != nullptr) traced.insert(name);
         step.ops.push_back(std::move(op));
         ++in_plan;
       }
       steps.push_back(std::move(step));
     }
   }
-  if (timeline_ != nullptr) TracePlan(plan, arrived, traced);
+  if (plan_timeline != nullptr) {
+    TracePlan(*plan_timeline, plan, arrived, traced);
+  }
   std::vector<std::vector<absl::Status>> results;
   for (size_t k = 0; k < steps.size(); ++k) {
     Step& step = steps[k];
@@ -247,7 +252,7 @@ void OpRuntime::RunPlan(proto::Plan& plan, absl::Time arrived) {
     const bool stand_ins = std::any_of(
         step.ops.begin(), step.ops.end(),
         [](const auto& op) { return op != nullptr && op->handle == 0; });
-    Timeline* const timeline = stand_ins ? nullptr : timeline_.get();
+    Timeline* const timeline = stand_ins ? nullptr : plan_timeline.get();
     if (timeline != nullptr) {
       const absl::Time now = absl::Now();
       for (auto& op : step.ops) {

@@ -269,6 +269,19 @@ absl::StatusOr<size_t> wait_any(
 absl::Status set_fusion_threshold(int64_t bytes);
 absl::Status set_cache_capacity(int64_t entries);
 
+// ---- Timeline at run time ---------------------------------------------------
+// With KOLO_TIMELINE=DYNAMIC (alias HOROVOD_TIMELINE=DYNAMIC) no timeline is
+// written at start; start_timeline() makes rank 0 write one to `path` (a
+// Chrome trace, as KOLO_TIMELINE=path does; a timeline already open is
+// closed first) and stop_timeline() closes it. On other ranks both return
+// OK and write nothing. `mark_cycles` is accepted for Horovod's signature:
+// kolo always marks every plan on the trace's "plans" row. It applies to
+// the current epoch (an elastic job's next epoch starts without one).
+// kFailedPrecondition before init() or without DYNAMIC; a path that cannot
+// be written: its errno's code, naming the path.
+absl::Status start_timeline(const std::string& path, bool mark_cycles = false);
+absl::Status stop_timeline();
+
 // ---- Blocking collectives on host buffers --------------------------------
 // Thin wrappers: submit the asynchronous op (unnamed, so every rank must call
 // the same collectives in the same order, as with Horovod's blocking calls)

@@ -1,0 +1,1 @@
+"""kolo.common: what every framework binding shares (as horovod.common)."""

@@ -1,0 +1,294 @@
+"""kolo.torch.mpi_ops: Horovod's torch collectives on CPU tensors.
+
+Every function keeps horovod.torch's signature, defaults, return types and
+exceptions (the reference: shared/reference/horovod-torch.md):
+- checks in Horovod's order before anything else (even before init):
+  unsupported dtype -> ValueError('Tensor type ... is not supported.'), then
+  non-contiguous -> ValueError('Tensor is required to be contiguous.');
+- caller mistakes at submission -> ValueError; disagreements between ranks
+  and failures at synchronize -> HorovodInternalError; the job goes on;
+- in-place forms run on the tensor's own memory and return the same object;
+- Average is a Sum with postscale / set size, bit-exact with Horovod.
+Dtypes: every dtype of Horovod plus uint8/int8/int16/bfloat16/bool for
+every op (Average of bool is refused). CUDA tensors are refused (kolo's API
+takes host memory).
+
+Thread-safety: as Horovod's (see kolo/_engine.py).
+"""
+
+import torch
+
+from kolo import _engine as _e
+from kolo import _kolo
+from kolo.common.basics import (  # noqa: F401
+    Adasum, Average, Max, Min, Product, Sum, ccl_built, cross_rank,
+    cross_size, cuda_built, ddl_built, gloo_built, gloo_enabled, init,
+    is_homogeneous, is_initialized, local_rank, local_size, mpi_built,
+    mpi_enabled, mpi_threads_supported, nccl_built, rank, rocm_built,
+    shutdown, size, start_timeline, stop_timeline)
+from kolo.common.process_sets import (  # noqa: F401
+    ProcessSet, add_process_set, global_process_set, remove_process_set)
+from kolo.torch.compression import Compression
+
+_CODES = {getattr(torch, name): code for code, name in enumerate(_kolo.DTYPES)}
+
+
+class _TorchAdapter(_e.Adapter):
+    def describe(self, tensor):
+        if not isinstance(tensor, torch.Tensor):
+            raise ValueError('kolo.torch: expected a torch.Tensor, got '
+                             f'{type(tensor).__name__}')
+        code = _CODES.get(tensor.dtype)
+        if code is None or tensor.layout != torch.strided:
+            raise ValueError('Tensor type %s is not supported.' % tensor.type())
+        if not tensor.is_contiguous():
+            raise ValueError('Tensor is required to be contiguous.')
+        if tensor.device.type != 'cpu':
+            raise ValueError(
+                f'kolo.torch: the tensor is on {tensor.device}; kolo reduces '
+                'host (CPU) tensors only -- move it with .cpu() first')
+        return tensor.data_ptr(), list(tensor.shape), code
+
+    def empty_like(self, tensor, shape=None):
+        return torch.empty(tensor.shape if shape is None else shape,
+                           dtype=tensor.dtype)
+
+    def clone(self, tensor):
+        return tensor.detach().clone()
+
+    def from_buffer(self, buf, shape, like):
+        if buf is None or len(buf) == 0:
+            return torch.empty(shape, dtype=like.dtype)
+        return torch.frombuffer(buf, dtype=like.dtype).view(shape)
+
+    def int32_vector(self, values):
+        return torch.tensor(values, dtype=torch.int32)
+
+    def splits_info(self, splits):
+        if not isinstance(splits, torch.Tensor):
+            raise ValueError('alltoall expects splits as a list or an int32 '
+                             f'tensor, got {type(splits).__name__}')
+        return (splits.dim() == 1, splits.dtype == torch.int32,
+                [int(v) for v in splits.tolist()] if splits.dim() == 1 else [])
+
+
+_A = _TorchAdapter()
+
+
+# ---- allreduce --------------------------------------------------------------
+
+def allreduce_async(tensor, average=None, name=None, op=None,
+                    prescale_factor=1.0, postscale_factor=1.0,
+                    process_set=global_process_set):
+    """Starts an allreduce into a new tensor; returns a handle."""
+    op = _e.resolve_op(op, average)
+    _A.describe(tensor)  # Horovod's checks before the output is made
+    return _e.allreduce_async(_A, tensor, _A.empty_like(tensor), op,
+                              prescale_factor, postscale_factor, name,
+                              process_set)
+
+
+def allreduce(tensor, average=None, name=None, compression=Compression.none,
+              op=None, prescale_factor=1.0, postscale_factor=1.0,
+              process_set=global_process_set):
+    """The reduction (Average by default) of `tensor` over the set, as a new
+    tensor."""
+    compressed, ctx = compression.compress(tensor)
+    h = allreduce_async(compressed, average, name, op, prescale_factor,
+                        postscale_factor, process_set)
+    return compression.decompress(synchronize(h), ctx)
+
+
+def allreduce_async_(tensor, average=None, name=None, op=None,
+                     prescale_factor=1.0, postscale_factor=1.0,
+                     process_set=global_process_set):
+    """Starts an in-place allreduce; returns a handle."""
+    if op is None or average is not None:
+        op = _e.resolve_op(op, average)
+    return _e.allreduce_async(_A, tensor, tensor, op, prescale_factor,
+                              postscale_factor, name, process_set)
+
+
+def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
+               postscale_factor=1.0, process_set=global_process_set):
+    """In-place allreduce; returns `tensor` itself."""
+    return synchronize(allreduce_async_(tensor, average, name, op,
+                                        prescale_factor, postscale_factor,
+                                        process_set))
+
+
+def _check(tensor):
+    _A.describe(tensor)
+    return tensor
+
+
+def grouped_allreduce_async(tensors, average=None, name=None, op=None,
+                            prescale_factor=1.0, postscale_factor=1.0,
+                            process_set=global_process_set):
+    """Starts one allreduce of several tensors into new tensors; its
+    synchronize returns a tuple."""
+    op = _e.resolve_op(op, average)
+    tensors = list(tensors)
+    outputs = [_A.empty_like(_check(t)) for t in tensors]
+    return _e.grouped_allreduce_async(_A, tensors, outputs, op,
+                                      prescale_factor, postscale_factor, name,
+                                      process_set)
+
+
+def grouped_allreduce(tensors, average=None, name=None,
+                      compression=Compression.none, op=None,
+                      prescale_factor=1.0, postscale_factor=1.0,
+                      process_set=global_process_set):
+    """Allreduce of several tensors as one op; returns a list."""
+    pairs = [compression.compress(t) for t in tensors]
+    h = grouped_allreduce_async([p[0] for p in pairs], average, name, op,
+                                prescale_factor, postscale_factor, process_set)
+    return [compression.decompress(out, ctx)
+            for out, (_, ctx) in zip(synchronize(h), pairs)]
+
+
+def grouped_allreduce_async_(tensors, average=None, name=None, op=None,
+                             prescale_factor=1.0, postscale_factor=1.0,
+                             process_set=global_process_set):
+    op = _e.resolve_op(op, average)
+    tensors = list(tensors)
+    return _e.grouped_allreduce_async(_A, tensors, tensors, op,
+                                      prescale_factor, postscale_factor, name,
+                                      process_set)
+
+
+def grouped_allreduce_(tensors, average=None, name=None, op=None,
+                       prescale_factor=1.0, postscale_factor=1.0,
+                       process_set=global_process_set):
+    """In-place grouped allreduce; returns a tuple of the input objects."""
+    return synchronize(grouped_allreduce_async_(
+        tensors, average, name, op, prescale_factor, postscale_factor,
+        process_set))
+
+
+# ---- allgather --------------------------------------------------------------
+
+def allgather_async(tensor, name=None, process_set=global_process_set):
+    return _e.allgather_async(_A, tensor, name, process_set)
+
+
+def allgather(tensor, name=None, process_set=global_process_set):
+    """Every rank's tensor concatenated along the first dimension, in set
+    order (first dimensions may differ)."""
+    return synchronize(allgather_async(tensor, name, process_set))
+
+
+def grouped_allgather_async(tensors, name=None,
+                            process_set=global_process_set):
+    return _e.grouped_allgather_async(_A, list(tensors), name, process_set)
+
+
+def grouped_allgather(tensors, name=None, process_set=global_process_set):
+    """Allgather of several tensors as one op; returns a tuple."""
+    return synchronize(grouped_allgather_async(tensors, name, process_set))
+
+
+# ---- broadcast --------------------------------------------------------------
+
+def broadcast_async(tensor, root_rank, name=None,
+                    process_set=global_process_set):
+    """Starts a broadcast into a copy (the input stays untouched)."""
+    return _e.broadcast_async(_A, tensor, None, root_rank, name, process_set)
+
+
+def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
+    """`root_rank`'s tensor (a global rank), as a new tensor."""
+    return synchronize(broadcast_async(tensor, root_rank, name, process_set))
+
+
+def broadcast_async_(tensor, root_rank, name=None,
+                     process_set=global_process_set):
+    return _e.broadcast_async(_A, tensor, tensor, root_rank, name,
+                              process_set)
+
+
+def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
+    """In-place broadcast; returns `tensor` itself."""
+    return synchronize(broadcast_async_(tensor, root_rank, name, process_set))
+
+
+# ---- alltoall ---------------------------------------------------------------
+
+def alltoall_async(tensor, splits=None, name=None,
+                   process_set=global_process_set):
+    """Starts an alltoall; its synchronize returns (output,
+    received_splits)."""
+    return _e.alltoall_async(_A, tensor, splits, name, process_set)
+
+
+def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
+    """Sends splits[r] rows to rank r of the set (even split when None);
+    returns the output, or (output, received_splits) when splits are
+    given."""
+    output, received = synchronize(alltoall_async(tensor, splits, name,
+                                                  process_set))
+    return output if splits is None else (output, received)
+
+
+# ---- reducescatter ----------------------------------------------------------
+
+def reducescatter_async(tensor, name=None, op=Average,
+                        process_set=global_process_set, prescale_factor=1.0,
+                        postscale_factor=1.0):
+    return _e.reducescatter_async(_A, tensor, op, prescale_factor,
+                                  postscale_factor, name, process_set)
+
+
+def reducescatter(tensor, name=None, compression=Compression.none, op=Average,
+                  process_set=global_process_set, prescale_factor=1.0,
+                  postscale_factor=1.0):
+    """This rank's rows of the reduction: n // k rows, one more on the first
+    n % k ranks of the set."""
+    compressed, ctx = compression.compress(tensor)
+    h = reducescatter_async(compressed, name, op, process_set,
+                            prescale_factor, postscale_factor)
+    return compression.decompress(synchronize(h), ctx)
+
+
+def grouped_reducescatter_async(tensors, name=None, op=Average,
+                                process_set=global_process_set,
+                                prescale_factor=1.0, postscale_factor=1.0):
+    return _e.grouped_reducescatter_async(_A, list(tensors), op,
+                                          prescale_factor, postscale_factor,
+                                          name, process_set)
+
+
+def grouped_reducescatter(tensors, name=None, compression=Compression.none,
+                          op=Average, process_set=global_process_set,
+                          prescale_factor=1.0, postscale_factor=1.0):
+    """Reducescatter of several tensors as one op; returns a list."""
+    pairs = [compression.compress(t) for t in tensors]
+    h = grouped_reducescatter_async([p[0] for p in pairs], name, op,
+                                    process_set, prescale_factor,
+                                    postscale_factor)
+    return [compression.decompress(out, ctx)
+            for out, (_, ctx) in zip(synchronize(h), pairs)]
+
+
+# ---- completion, join, barrier ---------------------------------------------
+
+def poll(handle):
+    """True once the op of `handle` finished (never blocks)."""
+    return _e.poll(handle)
+
+
+def synchronize(handle):
+    """Waits for `handle` (other Python threads run meanwhile) and returns
+    its output (a tensor, a tuple, or None for an unknown handle)."""
+    return _e.synchronize(handle)
+
+
+def join(device=-1):  # pylint: disable=unused-argument
+    """This rank has no more batches: it contributes zeros to the others'
+    allreduces until every rank joined. Returns the last rank to join."""
+    return _e.join()
+
+
+def barrier(process_set=global_process_set):
+    """Returns once every rank of the set entered it."""
+    _e.barrier(process_set)

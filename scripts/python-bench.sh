@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# kolo.torch against kolo-bench, side by side in one run (issue 20 point 4):
+#   1. the training step (resnet50 and small161 presets): kolo-bench --mode
+#      step (C++, out-of-place allreduce_async + synchronize_all) and
+#      bench/python_step.py (kolo.torch, allreduce_async_ + synchronize, as
+#      Horovod's optimizer), alternating ROUNDS times on the same machine;
+#   2. `import kolo.torch` time in one process (median of 5);
+#   3. the wall time of `kolorun -np 4 /usr/bin/python3 -c 'import kolo.torch
+#      as hvd; hvd.init()'` (median of 3).
+# Usage: scripts/python-bench.sh [BUILD_DIR (build)] [NP (2)] [ROUNDS (2)]
+# Needs a build with the Python package (KOLO_WITH_PYTHON) and python3-torch.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=$root/${1:-build}
+np=${2:-2}
+rounds=${3:-2}
+py=${KOLO_PYTHON:-/usr/bin/python3}
+export PYTHONPATH=$build/python${PYTHONPATH:+:$PYTHONPATH}
+export OMP_NUM_THREADS=1
+kolorun=$build/bin/kolorun
+echo "== machine: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); $(date -u +%FT%TZ)"
+for round in $(seq 1 "$rounds"); do
+  for preset in resnet50 small161; do
+    steps=20
+    [ "$preset" = small161 ] && steps=100
+    echo "== round $round, $preset, np=$np"
+    "$kolorun" -np "$np" "$build/bin/kolo-bench" --mode step --preset "$preset" \
+      --steps "$steps" --warmup 3 2>&1 |
+      grep -E "^\[0\]<stdout>: +(resnet50|small161) " |
+      sed "s/^\[0\]<stdout>:/kolo-bench step (C++):/" || true
+    "$kolorun" -np "$np" "$py" "$root/bench/python_step.py" --preset "$preset" \
+      --steps "$steps" --warmup 3 2>&1 | grep "kolo.torch step" || true
+  done
+done
+echo "== import kolo.torch (one process; torch included), 5 runs"
+for i in 1 2 3 4 5; do
+  "$py" -c 'import time; t=time.perf_counter(); import kolo.torch; print(f"{time.perf_counter()-t:.3f}")'
+done | sort -n | awk '{v[NR]=$1} END {printf "import kolo.torch: median %.3f s (min %.3f, max %.3f)\n", v[3], v[1], v[5]}'
+"$py" -c 'import torch, time; t=time.perf_counter(); import kolo.torch; print(f"import kolo.torch after torch: {time.perf_counter()-t:.3f} s")'
+echo "== kolorun -np 4 $py -c 'import kolo.torch as hvd; hvd.init()', 3 runs"
+for i in 1 2 3; do
+  s=$(date +%s.%N)
+  rc=0
+  "$kolorun" -np 4 "$py" -c 'import kolo.torch as hvd; hvd.init()' >/dev/null || rc=$?
+  e=$(date +%s.%N)
+  if [ "$rc" != 0 ]; then echo "kolorun -np 4 failed (exit $rc)" >&2; fi
+  echo "$e - $s" | bc
+done | sort -n | awk '{v[NR]=$1} END {printf "kolorun -np 4 start-up: median %.2f s (min %.2f, max %.2f)\n", v[2], v[1], v[3]}'

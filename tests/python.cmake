@@ -1,0 +1,23 @@
+# The Python package's tests (issue 20): pytest, under kolorun with 2 and 3
+# ranks for the collectives, in one process for the package itself. Each
+# ctest entry runs one kolorun for all its files (start-up is paid once).
+# tests/python/run.sh exits 77 -- reported as skipped -- when the
+# interpreter lacks torch or pytest.
+if(KOLO_HAVE_PYTHON)
+  set(_py_env ${KOLO_TEST_ENV} PYTHONPATH=${CMAKE_BINARY_DIR}/python
+      PYTHONDONTWRITEBYTECODE=1 KOLO_PYTHON=${KOLO_PYTHON_EXECUTABLE})
+  set(_py_run ${CMAKE_CURRENT_SOURCE_DIR}/python/run.sh)
+  add_test(NAME python_package_test
+           COMMAND ${_py_run} 1 test_package.py)
+  foreach(np 2 3)
+    add_test(NAME python_torch_np${np}_test
+             COMMAND ${_py_run} ${np} test_collectives.py test_errors.py
+                     test_lifecycle.py)
+    set_tests_properties(python_torch_np${np}_test PROPERTIES RUN_SERIAL TRUE)
+  endforeach()
+  foreach(t python_package_test python_torch_np2_test python_torch_np3_test)
+    set_tests_properties(${t} PROPERTIES LABELS "python;multiprocess"
+      TIMEOUT 300 SKIP_RETURN_CODE 77 ENVIRONMENT "${_py_env}")
+  endforeach()
+  set_tests_properties(python_package_test PROPERTIES LABELS "python;unit")
+endif()
