@@ -104,7 +104,7 @@ class HorovodAllgather(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_output):
         # pylint: disable=arguments-differ
-        reduced = allreduce(grad_output.contiguous(), average=True,
+        reduced = allreduce(grad_output.contiguous(), op=Average,
                             process_set=ctx.process_set)
         offset = _my_rows_offset(ctx.dim, ctx.process_set)
         return reduced.narrow(0, offset, ctx.dim), None, None
@@ -124,7 +124,7 @@ class HorovodGroupedAllgather(torch.autograd.Function):
     @staticmethod
     def backward(ctx, *grad_output):
         reduced = grouped_allreduce([g.contiguous() for g in grad_output],
-                                    average=True,
+                                    op=Average,
                                     process_set=ctx.process_set)
         dims = _ops.allgather(torch.IntTensor(ctx.dims).view(1, -1),
                               process_set=ctx.process_set)
@@ -150,7 +150,7 @@ class HorovodBroadcast(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_output):
         # pylint: disable=arguments-differ
-        reduced = allreduce(grad_output.contiguous(), average=True,
+        reduced = allreduce(grad_output.contiguous(), op=Average,
                             process_set=ctx.process_set)
         if rank() != ctx.root_rank:
             reduced *= 0
