@@ -415,3 +415,44 @@ def test_sparse_allreduce_async_returns_a_callable():
     expect = torch.zeros(4, dtype=F64)
     expect[:hvd.size()] = 2.0
     assert torch.equal(out, expect)
+
+
+# ---- SyncBatchNorm -------------------------------------------------------------
+
+def test_sync_batch_norm_refuses_cpu_input():
+    bn = hvd.SyncBatchNorm(3)
+    with pytest.raises(ValueError, match='on GPU'):
+        bn(torch.ones(4, 3))
+
+
+def test_sync_batch_norm_math_matches_a_batch_norm_of_the_global_batch():
+    from kolo.torch.sync_batch_norm import \
+        _SyncBatchNorm  # pylint: disable=import-outside-toplevel
+    r, n = hvd.rank(), hvd.size()
+    rows = [q + 2 for q in range(n)]  # uneven slices
+    xs = [rank_data(q, (rows[q], 3, 4)) for q in range(n)]
+    weight = torch.tensor([1.0, 2.0, -0.5], dtype=F64, requires_grad=True)
+    bias = torch.tensor([0.1, 0.0, 0.3], dtype=F64, requires_grad=True)
+    upstream = [rank_data(q + 50, (rows[q], 3, 4)) for q in range(n)]
+    # Reference: one batch norm over the concatenated batch.
+    ref_bn = torch.nn.BatchNorm1d(3).double()
+    with torch.no_grad():
+        ref_bn.weight.copy_(weight)
+        ref_bn.bias.copy_(bias)
+    full = torch.cat(xs).requires_grad_()
+    ref_out = ref_bn(full)
+    (ref_out * torch.cat(upstream)).sum().backward()
+    # This rank's slice through the synchronised function.
+    x = xs[r].clone().requires_grad_()
+    rm, rv = torch.zeros(3, dtype=F64), torch.ones(3, dtype=F64)
+    out = _SyncBatchNorm.apply(x, weight, bias, rm, rv, 1e-5, 0.1)
+    (out * upstream[r]).sum().backward()
+    lo = sum(rows[:r])
+    assert torch.allclose(out, ref_out[lo:lo + rows[r]], atol=1e-10)
+    assert torch.allclose(x.grad, full.grad[lo:lo + rows[r]], atol=1e-10)
+    assert torch.allclose(rm, ref_bn.running_mean, atol=1e-12)
+    assert torch.allclose(rv, ref_bn.running_var, atol=1e-12)
+    # weight/bias gradients are local: their sum over ranks is the whole
+    # batch's.
+    total_w = hvd.allreduce(weight.grad.clone(), op=hvd.Sum, name='bn.gw')
+    assert torch.allclose(total_w, ref_bn.weight.grad, atol=1e-10)

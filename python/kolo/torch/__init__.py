@@ -35,3 +35,4 @@ from kolo.torch.functions import (  # noqa: F401
     broadcast_parameters)
 from kolo.torch.optimizer import DistributedOptimizer  # noqa: F401
 from kolo.torch.sparse import sparse_allreduce_async  # noqa: F401
+from kolo.torch.sync_batch_norm import SyncBatchNorm  # noqa: F401
