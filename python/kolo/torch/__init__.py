@@ -30,3 +30,9 @@ from kolo.torch.mpi_ops import (  # noqa: F401
     mpi_threads_supported, nccl_built, poll, rank, reducescatter,
     reducescatter_async, rocm_built, shutdown, size, start_timeline,
     stop_timeline, synchronize)
+from kolo.torch.functions import (  # noqa: F401
+    allgather_object, broadcast_object, broadcast_optimizer_state,
+    broadcast_parameters)
+from kolo.torch.optimizer import DistributedOptimizer  # noqa: F401
+from kolo.torch.sparse import sparse_allreduce_async  # noqa: F401
+from kolo.torch.sync_batch_norm import SyncBatchNorm  # noqa: F401

@@ -292,3 +292,10 @@ def join(device=-1):  # pylint: disable=unused-argument
 def barrier(process_set=global_process_set):
     """Returns once every rank of the set entered it."""
     _e.barrier(process_set)
+
+
+# The differentiable forms (kolo/torch/_autograd.py: Horovod's autograd
+# Functions) are the public ones, as in horovod.torch.mpi_ops.
+from kolo.torch._autograd import (  # noqa: E402,F401 pylint: disable=wrong-import-position
+    allgather, allreduce, alltoall, broadcast, grouped_allgather,
+    grouped_allreduce, grouped_reducescatter, reducescatter)
