@@ -8,11 +8,11 @@ if(KOLO_HAVE_PYTHON)
       PYTHONDONTWRITEBYTECODE=1 KOLO_PYTHON=${KOLO_PYTHON_EXECUTABLE})
   set(_py_run ${CMAKE_CURRENT_SOURCE_DIR}/python/run.sh)
   add_test(NAME python_package_test
-           COMMAND ${_py_run} 1 test_package.py)
+           COMMAND ${_py_run} 1 test_package.py test_example_torch_train.py)
   foreach(np 2 3)
     add_test(NAME python_torch_np${np}_test
              COMMAND ${_py_run} ${np} test_collectives.py test_errors.py
-                     test_lifecycle.py)
+                     test_lifecycle.py test_training.py)
     set_tests_properties(python_torch_np${np}_test PROPERTIES RUN_SERIAL TRUE)
   endforeach()
   foreach(t python_package_test python_torch_np2_test python_torch_np3_test)
