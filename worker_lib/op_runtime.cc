@@ -406,7 +406,7 @@ void OpRuntime::Fail(absl::Status why) {
   if (link_ != nullptr) link_->Wake();
 }
 
-absl::Status OpRuntime::Stop() {
+absl::Status OpRuntime::Stop(bool close_timeline) {
   std::vector<std::string> abandoned;
   {
     MutexLock lock(&mu_);
@@ -470,7 +470,7 @@ absl::Status OpRuntime::Stop() {
     // job closes it when the epoch is retired; epoch_runtime.h).
     if (!reader_busy_) set_planes_.clear();
   }
-  if (timeline_ != nullptr) timeline_->Close();
+  if (timeline_ != nullptr && close_timeline) timeline_->Close();
   return result;
 }
 

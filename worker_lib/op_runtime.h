@@ -132,7 +132,9 @@ struct RuntimeOptions {
   absl::Duration announce_window = absl::Milliseconds(1);
   // KOLO_DISABLE_GROUP_FUSION: grouped ops fuse only within their group.
   bool disable_group_fusion = false;
-  std::unique_ptr<Timeline> timeline;  // null: none
+  // Null: none. Shared with the next epochs' runtimes of an elastic job
+  // (the file spans epochs; the last Stop(true) closes it).
+  std::shared_ptr<Timeline> timeline;
   // Elastic jobs: this runtime serves one epoch. Handles start at
   // first_handle (the previous epoch's next_handle(), so that handles are
   // unique for the job), and an op on one of dissolved_sets (the process
@@ -205,7 +207,10 @@ class OpRuntime {
   // Returns kFailedPrecondition naming the ops that were still in flight
   // (abandoned: submitted, not complete) and what each waited for, after
   // logging it at warn on this rank; OK when there were none.
-  absl::Status Stop() ABSL_LOCKS_EXCLUDED(mu_);
+  // `close_timeline`: false when the next epoch goes on writing it.
+  absl::Status Stop(bool close_timeline = true) ABSL_LOCKS_EXCLUDED(mu_);
+  // The timeline this runtime writes (null: none).
+  std::shared_ptr<Timeline> timeline() const { return timeline_; }
 
  private:
   void ThreadMain() ABSL_LOCKS_EXCLUDED(mu_);
@@ -274,7 +279,7 @@ class OpRuntime {
   const std::unique_ptr<NegotiationLink> link_;
   DataPlane* const data_;
   const int rank_, size_;
-  const std::unique_ptr<Timeline> timeline_;  // may be null
+  const std::shared_ptr<Timeline> timeline_;  // may be null
   const absl::Duration announce_window_;
   const uint64_t epoch_;
   const std::vector<int32_t> dissolved_sets_;
