@@ -214,6 +214,9 @@ json BuildFaultReport(const ReportInputs& in) {
                    {"outcome", in.exit_code == 0 ? "ok" : "failed"},
                    {"exit_code", in.exit_code},
                    {"reason", in.failure_reason},
+                   // The coordinator's verdict, which kolorun's own reason may
+                   // not name (a worker that ended because of it, say).
+                   {"coordinator_reason", st.end_reason()},
                    {"coordinator_killed", d.coordinator_killed()},
                    {"final_epoch", st.epoch()},
                    {"final_members", members},
@@ -276,6 +279,11 @@ std::string FaultReportText(const json& report) {
     absl::StrAppend(&out, ": ", job["reason"].get<std::string>());
   }
   out += "\n";
+  const std::string verdict = job["coordinator_reason"].get<std::string>();
+  if (!verdict.empty() && verdict != job["reason"].get<std::string>() &&
+      job["outcome"] == "failed") {
+    absl::StrAppend(&out, "  the coordinator: ", verdict, "\n");
+  }
   for (const json& f : report["faults"]) {
     absl::StrAppend(&out, "  #", f["id"].get<int>(), " ",
                     f["spec"].get<std::string>(), ": ",

@@ -72,7 +72,7 @@ class FaultsTest : public ::testing::Test {
   static void CheckSchema(const json& r) {
     EXPECT_EQ(r.value("schema", ""), "kolo-fault-report/1");
     const json& job = r.at("job");
-    for (const char* k : {"id", "outcome", "reason"}) {
+    for (const char* k : {"id", "outcome", "reason", "coordinator_reason"}) {
       EXPECT_TRUE(job.at(k).is_string()) << k;
     }
     for (const char* k : {"seed", "started_unix_ms", "exit_code", "final_epoch",
@@ -171,7 +171,8 @@ TEST_F(FaultsTest, KillByTimeIsDetectedByTheStreamAndReported) {
   const std::string timeline = dir_ + "/timeline.json";
   JobRun run =
       Launch(4, {"--min-np", "2", "--fault", "kill:rank=2:after=1500ms"},
-             {"--seconds", "4", "--step-ms", "10", "--replacement-exits", "1"},
+             {"--steps", "1000000", "--seconds", "4", "--step-ms", "10",
+              "--replacement-exits", "1"},
              {{"KOLO_TIMELINE", timeline}});
   EXPECT_TRUE(run.exit.exited && run.exit.code == 0)
       << run.exit.ToString() << "\n"
@@ -183,7 +184,7 @@ TEST_F(FaultsTest, KillByTimeIsDetectedByTheStreamAndReported) {
   ASSERT_TRUE(r.is_object());
   EXPECT_EQ(r["job"]["outcome"], "ok");
   const json& f = r["faults"][0];
-  EXPECT_EQ(f["state"], "fired");
+  ASSERT_EQ(f["state"], "fired") << r.dump(2);
   EXPECT_EQ(f["fired_by"], "kolorun");
   EXPECT_EQ(f["target"]["worker"], "w2");
   EXPECT_EQ(f["target"]["rank"], 2);
@@ -214,7 +215,8 @@ TEST_F(FaultsTest, KillByTimeIsDetectedByTheStreamAndReported) {
 TEST_F(FaultsTest, StopAtOpIsDetectedByHeartbeatAndContinued) {
   JobRun run =
       Launch(3, {"--min-np", "2", "--fault", "stop:rank=1:at-op=40:for=4s"},
-             {"--seconds", "9", "--step-ms", "10", "--replacement-exits", "1"});
+             {"--steps", "1000000", "--seconds", "9", "--step-ms", "10",
+              "--replacement-exits", "1"});
   EXPECT_TRUE(run.exit.exited && run.exit.code == 0)
       << run.exit.ToString() << "\n"
       << run.output;
@@ -244,7 +246,7 @@ TEST_F(FaultsTest, StopAtOpIsDetectedByHeartbeatAndContinued) {
 TEST_F(FaultsTest, TermByWorkerIdIsALeave) {
   JobRun run =
       Launch(3, {"--min-np", "2", "--fault", "term:worker=w2:after=1s"},
-             {"--seconds", "3", "--step-ms", "10"});
+             {"--steps", "1000000", "--seconds", "3", "--step-ms", "10"});
   EXPECT_TRUE(run.exit.exited && run.exit.code == 0)
       << run.exit.ToString() << "\n"
       << run.output;
@@ -287,10 +289,11 @@ TEST_F(FaultsTest, DelayAndSlowHoldTheTargetBackWithoutMembershipChange) {
 // drop cuts one data connection; both ends report it, every worker stays
 // in touch with the coordinator, which ends the job naming the connection.
 TEST_F(FaultsTest, DropCutsADataConnection) {
-  JobRun run = Launch(3, {"--fault", "drop:rank=1:peer=0:at-op=20"},
-                      {"--seconds", "20", "--step-ms", "5"},
-                      {{"KOLO_HEARTBEAT_TIMEOUT_SECONDS", "2"}});
-  EXPECT_TRUE(run.exit.exited && run.exit.code == 1)
+  JobRun run =
+      Launch(3, {"--fault", "drop:rank=1:peer=0:at-op=20"},
+             {"--steps", "1000000", "--seconds", "20", "--step-ms", "5"},
+             {{"KOLO_HEARTBEAT_TIMEOUT_SECONDS", "2"}});
+  EXPECT_TRUE(run.exit.exited && run.exit.code != 0)
       << run.exit.ToString() << "\n"
       << run.output;
   json r = Report();
@@ -300,8 +303,11 @@ TEST_F(FaultsTest, DropCutsADataConnection) {
   EXPECT_EQ(f["target"]["rank"], 1);
   EXPECT_EQ(f["detail"], "connection shut down");
   EXPECT_EQ(r["job"]["outcome"], "failed");
-  EXPECT_THAT(r["job"]["reason"].get<std::string>(),
-              HasSubstr("data connections"));
+  EXPECT_THAT(r["job"]["coordinator_reason"].get<std::string>(),
+              HasSubstr("w1 (rank 1) - w0 (rank 0)"))
+      << r.dump(2);
+  EXPECT_THAT(r["job"]["coordinator_reason"].get<std::string>(),
+              HasSubstr("the data connections"));
 }
 
 // The coordinator dies: every worker loses its stream and exits; kolorun
@@ -309,7 +315,7 @@ TEST_F(FaultsTest, DropCutsADataConnection) {
 TEST_F(FaultsTest, KillCoordinatorEndsTheJob) {
   JobRun run =
       Launch(2, {"--min-np", "2", "--fault", "kill-coordinator:after=1s"},
-             {"--seconds", "30", "--step-ms", "10"});
+             {"--steps", "1000000", "--seconds", "30", "--step-ms", "10"});
   EXPECT_TRUE(run.exit.exited && run.exit.code != 0)
       << run.exit.ToString() << "\n"
       << run.output;
@@ -328,7 +334,7 @@ TEST_F(FaultsTest, RandomFaultsFollowTheSeed) {
   const std::string spec = "random:rate=40/min:kinds=delay,slow:until=3s";
   JobRun run =
       Launch(3, {"--min-np", "2", "--fault", spec, "--fault-seed", "42"},
-             {"--seconds", "4", "--step-ms", "10"});
+             {"--steps", "1000000", "--seconds", "4", "--step-ms", "10"});
   EXPECT_TRUE(run.exit.exited && run.exit.code == 0)
       << run.exit.ToString() << "\n"
       << run.output;
