@@ -48,7 +48,11 @@ class Hook {
     config_ = c;
     fd_ = std::move(fd);
     entries_.clear();
-    for (const PlannedFault& f : c.plan) entries_.push_back(Entry{f});
+    for (const PlannedFault& f : c.plan) {
+      Entry e;
+      e.fault = f;
+      entries_.push_back(std::move(e));
+    }
     ops_ = 0;
     ops_at_commit_ = 0;
     Emit({{"ev", "armed"}, {"faults", entries_.size()}});
