@@ -544,16 +544,20 @@ void CoordinatorCore::JudgeFaults(absl::Time now, Actions& out) {
   }
   const std::string first = ep_.faults.front().error;
   ep_.faults.clear();
-  EndJob(
-      true,
-      absl::StrCat("the data connections ", absl::StrJoin(links, ", "),
-                   " failed while every worker stayed in touch with the "
-                   "coordinator for ",
-                   Seconds(options_.heartbeat_timeout),
-                   " (a network fault between workers, or a firewall on their "
-                   "data ports): ",
-                   first),
-      out);
+  const std::string what = absl::StrCat(
+      "the data connections ", absl::StrJoin(links, ", "),
+      " failed while every worker stayed in touch with the coordinator for ",
+      Seconds(options_.heartbeat_timeout),
+      " (a network fault between workers, or a firewall on their data "
+      "ports): ",
+      first);
+  if (options_.elastic) {
+    // Nobody failed: the members rebuild their data plane in a new epoch
+    // from their last commit.
+    ReformEpoch(what, out);
+    return;
+  }
+  EndJob(true, what, out);
 }
 
 void CoordinatorCore::EndJob(bool failure, const std::string& reason,

@@ -35,7 +35,8 @@
 //   suspect_silence() (3 heartbeat intervals, at least 1.5 s, at most the
 //   heartbeat timeout) has failed at once; a reporter that disconnects is
 //   not blamed; reports that no silence explains within heartbeat_timeout
-//   end the job naming the broken data connections (every worker was
+//   end the job (an elastic job: the epoch, reformed with the same members)
+//   naming the broken data connections (every worker was
 //   alive).
 // - Exchange: when every member sent a value under a key, all get the values
 //   in rank order.
@@ -267,7 +268,7 @@ class CoordinatorCore {
   // Judges the outstanding PeerFault reports (see "Blame" above): a
   // reported peer silent for suspect_silence() has failed; reports no
   // member's silence explains within heartbeat_timeout end the job naming
-  // the data connections.
+  // the data connections (an elastic job's epoch: ReformEpoch).
   void JudgeFaults(absl::Time now, Actions& out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Duration suspect_silence() const;
@@ -287,6 +288,12 @@ class CoordinatorCore {
   // Elastic: ends the current epoch because `lost` (its rank) failed with
   // `cause`, or adds it to the losses of the recovery under way.
   void LoseMember(int rank, const std::string& cause, Actions& out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Elastic: ends the running epoch although nobody was lost (`why`: its
+  // data connections broke): every member is told (the membership error,
+  // not planned: they restore their last commit) and the next epoch forms
+  // with the same members, in the same order, once they acknowledged.
+  void ReformEpoch(const std::string& why, Actions& out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Elastic: forms the next epoch once every survivor acked (or ends the
   // job, or waits below min_size), with the waiting newcomers appended.

@@ -126,6 +126,38 @@ void CoordinatorCore::LoseMember(int rank, const std::string& cause,
   MaybeFormNextEpoch(now, out);
 }
 
+void CoordinatorCore::ReformEpoch(const std::string& why, Actions& out) {
+  const absl::Time now = options_.clock();
+  const uint64_t number = ep_.number;
+  BeginRecovery(now);
+  const std::string reason = absl::StrCat(
+      "epoch ", number, " ended: ", why,
+      "; every worker is alive: the members rebuild the data plane and go on "
+      "from their last commit");
+  Log()->error("job '{}': {}", options_.job_id, reason);
+  if (options_.reset_limit >= 0 && resets_ > options_.reset_limit) {
+    EndJob(true,
+           absl::StrCat(reason, "; the job reached its reset limit (",
+                        options_.reset_limit,
+                        " membership changes, --reset-limit) and ends"),
+           out);
+    return;
+  }
+  proto::CoordinatorMessage msg;
+  msg.mutable_fence()->set_incarnation(options_.incarnation);
+  msg.mutable_fence()->set_epoch(number);
+  proto::EpochAborted* ab = msg.mutable_epoch_aborted();
+  ab->set_epoch(number);
+  ab->set_reason(reason);
+  for (Member& m : ep_.members) {
+    if (m.state != proto::MEMBER_STATE_MEMBER || !m.open) continue;
+    m.acked = false;
+    Send(m.session, msg, out);
+    out.unbind_links.push_back(m.session);
+  }
+  MaybeFormNextEpoch(now, out);
+}
+
 void CoordinatorCore::MaybeFormNextEpoch(absl::Time now, Actions& out) {
   if (phase_ != Phase::kRecovering && phase_ != Phase::kShort) return;
   std::vector<SessionId> members;  // survivors in rank order

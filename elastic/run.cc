@@ -63,6 +63,15 @@ absl::Status run(State& state, const std::function<absl::Status()>& fn,
   while (true) {
     absl::Status s = state.sync();
     if (s.ok()) s = fn();
+    if (absl::IsUnavailable(s) && options.rejoin_after_eviction &&
+        internal::IsElasticJob()) {
+      // The link to the coordinator broke. After a partition that healed,
+      // the eviction arrives just behind the broken link: wait (at most the
+      // lease) for the Session's verdict. A lost coordinator stays the
+      // error (and the process exits: kLostCoordinatorExitCode).
+      absl::Status verdict = internal::AwaitSessionVerdict();
+      if (IsEvictedError(verdict)) s = verdict;
+    }
     if (IsEvictedError(s) && options.rejoin_after_eviction) {
       Log()->warn("worker {} was evicted ({}); rejoining as a newcomer",
                   kolo::worker_id(), std::string(s.message()));

@@ -74,7 +74,9 @@ Options:
                                the membership error; kolo::elastic::run
                                retries) and kolorun starts a replacement.
                                Below N workers the job waits up to
-                               --elastic-timeout, then ends.
+                               --elastic-timeout, then ends; so does a job
+                               whose discovery script first offers fewer
+                               than N slots (its first epoch forms at N).
   --max-np N                   Elastic mode: the most workers that run at
                                once; slots beyond it stay idle (with
                                --max-np alone, --min-np is 1).

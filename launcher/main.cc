@@ -99,29 +99,27 @@ GuardSpec BuildSpec(const SpawnContext& c, WorkerPlan w) {
 }
 
 // --host-discovery-script: its first answer decides the hosts and how many
-// workers start (-np, else every slot; at most --max-np). Errors are fatal
-// (kolorun exits 2).
+// workers start (-np, else every slot; at most --max-np). A script that
+// fails is fatal (kolorun exits 2); one that offers fewer slots than
+// --min-np (none included) starts what it offers and the job waits for more
+// (Supervisor: a short start).
 absl::Status DiscoverHosts(LaunchOptions& options) {
   absl::StatusOr<std::vector<HostSlots>> hosts =
       RunDiscoveryScript(options.discovery_script, options.slots_per_host);
   if (!hosts.ok()) return hosts.status();
   int64_t slots = 0;
   for (const HostSlots& h : *hosts) slots += h.slots;
-  if (slots == 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("the host discovery script '", options.discovery_script,
-                     "' printed no host: nothing to start"));
-  }
   int64_t start =
       options.np_given ? std::min<int64_t>(options.np, slots) : slots;
   if (options.max_np > 0) start = std::min<int64_t>(start, options.max_np);
   if (start < options.min_np) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the host discovery script '", options.discovery_script, "' found ",
-        slots, " slot(s), fewer than --min-np ", options.min_np,
-        "; start when enough hosts are up, or lower --min-np"));
-  }
-  if (options.np_given && start < options.np) {
+    GetLogger("kolorun")->warn(
+        "the host discovery script '{}' offers {} slot(s), fewer than "
+        "--min-np {}: starting {} and waiting up to {} for more hosts",
+        options.discovery_script, slots, options.min_np, start,
+        absl::FormatDuration(std::max(options.knobs.start_timeout,
+                                      options.knobs.elastic_timeout)));
+  } else if (options.np_given && start < options.np) {
     GetLogger("kolorun")->warn(
         "starting {} of the -np {} workers (the discovered slots); hosts that "
         "appear later get workers",
@@ -226,7 +224,10 @@ int Main(int argc, char** argv) {
       coordinator::ServerOptionsFromKnobs(options.knobs);
   server_options.bind_host = loopback_only ? "127.0.0.1" : "0.0.0.0";
   server_options.port = 0;
-  server_options.expected_size = options.np;
+  // A short start (fewer slots than --min-np) forms its first epoch once
+  // --min-np workers joined.
+  const int first_size = std::max({1, options.np, options.min_np});
+  server_options.expected_size = first_size;
   server_options.job_id = job_id;
   server_options.secret = secret;
   server_options.elastic = options.elastic();
@@ -245,7 +246,7 @@ int Main(int argc, char** argv) {
   job.coordinator =
       net::HostPort{CoordinatorHost(options, plan), (*server)->port()}
           .ToString();
-  job.size = options.np;
+  job.size = first_size;
   job.start_timeout = options.knobs.start_timeout;
   if (options.log_level_given) job.log_level = options.knobs.log_level;
   job.cycle_time = options.knobs.cycle_time;
@@ -358,6 +359,8 @@ int Main(int argc, char** argv) {
     elastic.slots_per_host = options.slots_per_host;
     elastic.discovery_interval = options.discovery_interval;
     elastic.graceful_term = options.graceful_term;
+    elastic.min_workers = options.min_np;
+    elastic.start_wait = options.knobs.elastic_timeout;
     elastic.make_spec = [&spawn](const WorkerPlan& w) {
       return BuildSpec(spawn, w);
     };

@@ -100,6 +100,7 @@ Supervisor::Supervisor(SupervisorOptions options, ElasticSetup elastic,
   slots_ = std::make_unique<SlotTable>(elastic_->slots, elastic_->clock);
   slots_->SetHosts(elastic_->hosts);
   slots_->Want(elastic_->initial_workers);
+  short_start_ = elastic_->initial_workers < elastic_->min_workers;
 }
 
 Supervisor::~Supervisor() {
@@ -165,8 +166,10 @@ void Supervisor::SpawnAll() {
 void Supervisor::SpawnReady() {
   if (terminating_ || draining_ || growth_over_) return;
   // Before the first epoch formed only the first workers start: the
-  // coordinator forms it from exactly that many.
-  if (!epoch_formed_ && spawned_initial_) return;
+  // coordinator forms it from exactly that many. A short start takes every
+  // slot the script offers (the coordinator forms the epoch from the first
+  // --min-np; the others join at the first commit).
+  if (!epoch_formed_ && spawned_initial_ && !short_start_) return;
   spawned_initial_ = true;
   auto log = GetLogger("kolorun");
   for (int slot : slots_->Startable()) {
@@ -196,6 +199,11 @@ void Supervisor::SpawnReady() {
       return;
     }
   }
+}
+
+bool Supervisor::WaitingForMinimum() const {
+  return short_start_ && !epoch_formed_ && !terminating_ && !draining_ &&
+         !growth_over_;
 }
 
 bool Supervisor::ReplacementsPending() const {
@@ -330,7 +338,7 @@ int Supervisor::Run() {
                w->fds[1] < 0 && w->fds[2] < 0 && w.get() != failed_first_;
       });
     }
-    if (LiveGuards() == 0 && !ReplacementsPending()) {
+    if (LiveGuards() == 0 && !ReplacementsPending() && !WaitingForMinimum()) {
       // A failure still waiting for the coordinator's verdict ends now.
       if (failed_first_ != nullptr && !terminating_) Tick(now);
       if (drain_until == absl::InfiniteFuture()) drain_until = now + kDrain;
@@ -682,6 +690,10 @@ void Supervisor::CheckCoordinator(absl::Time now) {
     }
     return;
   }
+  if (short_start_ && !epoch_formed_) {
+    CheckShortStart(now, view);
+    return;
+  }
   if (epoch_formed_ || view.connected == 0 ||
       now - start_ < options_.start_timeout)
     return;
@@ -702,6 +714,31 @@ void Supervisor::CheckCoordinator(absl::Time now) {
              "kolorun: ", failure_reason_,
              ". Check that they run a kolo program and can reach that address "
              "(--coordinator-addr), or raise --start-timeout."));
+}
+
+void Supervisor::CheckShortStart(absl::Time now, const CoordinatorView& view) {
+  const absl::Duration wait =
+      std::max(options_.start_timeout, elastic_->start_wait);
+  if (now - start_ < wait) return;
+  std::vector<std::string> hosts;
+  int slots = 0;
+  for (const Slot& s : slots_->slots()) {
+    if (!s.present) continue;
+    ++slots;
+    if (hosts.empty() || hosts.back() != s.host) hosts.push_back(s.host);
+  }
+  failure_reason_ = absl::StrCat(
+      "the job did not reach --min-np ", elastic_->min_workers,
+      " workers within ", absl::FormatDuration(wait),
+      " (the longer of --start-timeout and --elastic-timeout): the host "
+      "discovery script offered ",
+      slots, " slot(s)",
+      hosts.empty() ? "" : absl::StrCat(" (", absl::StrJoin(hosts, ", "), ")"),
+      " and ", view.joined.size(), " worker(s) joined the coordinator at ",
+      options_.coordinator_address);
+  BeginTermination(1,
+                   absl::StrCat("kolorun: ", failure_reason_,
+                                ". Bring more hosts up, or lower --min-np."));
 }
 
 void Supervisor::BeginTermination(int exit_code, const std::string& message,

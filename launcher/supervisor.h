@@ -132,6 +132,13 @@ struct ElasticSetup {
   int slots_per_host = 1;
   absl::Duration discovery_interval = absl::Seconds(1);
   bool graceful_term = false;
+  // --min-np. When initial_workers (the slots the discovery script's first
+  // answer offered) is below it, the job starts short: the first epoch forms
+  // once min_workers have joined, workers start on slots as the script
+  // offers them, and past max(start timeout, start_wait) the job ends naming
+  // what it waited for.
+  int min_workers = 1;
+  absl::Duration start_wait = absl::Seconds(600);  // --elastic-timeout
   // After a --graceful-term SIGTERM, or when their host left the discovery
   // script, how long workers have to leave (at their next commit) before
   // they are stopped.
@@ -176,6 +183,8 @@ class Supervisor {
   void OnWorkerEnded(Worker& w);
   void Tick(absl::Time now);
   void CheckCoordinator(absl::Time now);
+  // A short start past its wait: ends the job naming what it waited for.
+  void CheckShortStart(absl::Time now, const CoordinatorView& view);
   void BeginTermination(int exit_code, const std::string& message,
                         const std::string& failed_worker = "");
   // A worker ended non-zero: `view` is the coordinator's account. Ends the
@@ -188,6 +197,8 @@ class Supervisor {
   // Elastic: starts a worker on every slot the table says may start.
   void SpawnReady();
   bool ReplacementsPending() const;
+  // A short start still waiting for its first epoch.
+  bool WaitingForMinimum() const;
   void StartDiscovery(absl::Time now);
   void OnDiscovery();
   void BeginGracefulTerm();
@@ -225,6 +236,9 @@ class Supervisor {
   absl::Time next_discovery_ = absl::InfiniteFuture();
   bool discovery_failing_ = false;
   bool spawned_initial_ = false;
+  // Started below --min-np (see ElasticSetup::min_workers): waiting for the
+  // discovery script to offer enough slots for the first epoch.
+  bool short_start_ = false;
   bool growth_over_ = false;  // nothing is started any more
   // --graceful-term: the workers were asked to leave.
   bool draining_ = false;

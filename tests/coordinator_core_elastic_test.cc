@@ -279,6 +279,48 @@ TEST_F(ElasticTest, LeavingDuringRecoveryDoesNotBlockTheNextEpoch) {
   EXPECT_EQ(MembershipTo(a, 1, 2).size(), 1);
 }
 
+// Broken data connections while every worker heartbeats: an elastic job
+// does not end; the epoch ends (not planned: the members restore their
+// last commit) and the next one forms with the same members in the same
+// order.
+TEST_F(ElasticTest, BrokenDataConnectionsReformTheEpochWithTheSameMembers) {
+  FormElastic(3);
+  proto::WorkerMessage report = Fenced(1);
+  report.mutable_peer_fault()->add_peers(2);
+  report.mutable_peer_fault()->set_error("connection reset by peer");
+  EXPECT_TRUE(core_->OnMessage(1, report).sends.empty());
+  Actions a;
+  for (int i = 0; i < 40; ++i) {  // up to 20 s, everyone heartbeating
+    now_ += absl::Milliseconds(500);
+    for (SessionId id : {1, 2, 3}) (void)Heartbeat(id, 1);
+    a = core_->OnTick(now_);
+    if (core_->Status().phase() == "recovering") break;
+  }
+  ASSERT_EQ(core_->Status().phase(), "recovering");
+  EXPECT_FALSE(core_->ended());
+  for (SessionId id : {1, 2, 3}) {
+    proto::EpochAborted ab = AbortedTo(a, id);
+    EXPECT_EQ(ab.epoch(), 1u);
+    EXPECT_EQ(ab.lost_size(), 0);
+    EXPECT_FALSE(ab.planned());
+    EXPECT_THAT(ab.reason(),
+                HasSubstr("the data connections w0 (rank 0) - w2 (rank 2)"));
+    EXPECT_THAT(ab.reason(), HasSubstr("every worker is alive"));
+  }
+  (void)Ack(1, 1);
+  (void)Ack(2, 1);
+  Actions formed = Ack(3, 1);
+  for (SessionId id : {1, 2, 3}) {
+    proto::Membership m = MembershipTo(formed, id, 2);
+    EXPECT_EQ(m.rank(), static_cast<int>(id) - 1);
+    EXPECT_EQ(m.size(), 3);
+  }
+  proto::StatusReply st = core_->Status();
+  EXPECT_EQ(st.resets(), 1u);
+  ASSERT_GE(st.history_size(), 2);
+  EXPECT_EQ(st.history(st.history_size() - 1).cause(), "reformed");
+}
+
 TEST_F(ElasticTest, NonElasticJobStillEndsOnALoss) {
   Form({"a", "b", "c"});
   (void)core_->OnClosed(2, "killed");

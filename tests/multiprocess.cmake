@@ -116,3 +116,10 @@ if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
   set_source_files_properties(multiprocess_faults_test.cc PROPERTIES
                               COMPILE_OPTIONS -Wno-null-dereference)
 endif()
+
+# kolo-elastic-train (issue 19's example): exact results across world sizes
+# and through a killed worker.
+kolo_add_test(multiprocess_elastic_train_test
+  SOURCES multiprocess_elastic_train_test.cc
+  LIBS kolo_mp_testing LABELS multiprocess SERIAL TIMEOUT 600)
+add_dependencies(multiprocess_elastic_train_test kolo-elastic-train kolorun)

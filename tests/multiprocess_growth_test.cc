@@ -230,6 +230,52 @@ TEST(Growth, DiscoveryScriptGrowsTheJobFromTwoToFourSlots) {
       static_cast<double>(back - grown) / 1e6);
 }
 
+// The script's first answer offers 1 slot under --min-np 3: kolorun starts
+// that worker and waits; once the script offers 3 slots the first epoch
+// forms at size 3 and the job trains to the end.
+TEST(Growth, ShortStartWaitsUntilTheScriptOffersMinNp) {
+  Discovery d("localhost:1\n");
+  Subprocess job({Bin("kolorun"), "--min-np", "3", "--max-np", "3",
+                  "--host-discovery-script", d.script(),
+                  "--discovery-interval-seconds", "1",
+                  Bin("kolo-elastic-worker"), "--steps", "60"});
+  ASSERT_TRUE(job.Start().ok());
+  ASSERT_TRUE(
+      job.WaitForOutput("fewer than --min-np 3", Scaled(absl::Seconds(30))))
+      << job.output();
+  // Still one worker, and no epoch: nobody trains.
+  absl::SleepFor(absl::Milliseconds(1500));
+  EXPECT_EQ(Lines(job.output(), "EL_START ").size(), 0u) << job.output();
+  d.Set("localhost:3\n");
+  ASSERT_TRUE(job.Wait(Scaled(absl::Seconds(90))).ok()) << job.output();
+  const std::string& out = job.output();
+  EXPECT_TRUE(job.exit_info().exited && job.exit_info().code == 0)
+      << job.exit_info().ToString() << "\n"
+      << out;
+  ExpectDone(out, 3);
+  EXPECT_EQ(Lines(out, "EL_START ").size(), 3u) << out;
+}
+
+// A script that never offers --min-np slots (here none at all): the job
+// ends after --elastic-timeout (longer than --start-timeout here), naming
+// what it waited for.
+TEST(Growth, ShortStartEndsNamingWhatItWaitedFor) {
+  Discovery d("");
+  const absl::Time t0 = absl::Now();
+  JobRun run = RunJob({Bin("kolorun"), "--min-np", "2", "--start-timeout", "1",
+                       "--elastic-timeout", "3", "--host-discovery-script",
+                       d.script(), Bin("kolo-elastic-worker"), "--steps", "60"},
+                      {}, absl::Seconds(60));
+  const absl::Duration took = absl::Now() - t0;
+  EXPECT_TRUE(run.exit.exited && run.exit.code == 1)
+      << run.exit.ToString() << "\n"
+      << run.output;
+  EXPECT_THAT(run.output,
+              HasSubstr("did not reach --min-np 2 workers within 3s"));
+  EXPECT_THAT(run.output, HasSubstr("offered 0 slot(s)"));
+  EXPECT_GE(took, absl::Seconds(3)) << run.output;
+}
+
 TEST(Growth, MaxNpCapsTheWorkersTheScriptOffers) {
   Discovery d("localhost:4\n");
   JobRun run = RunJob({Bin("kolorun"), "--min-np", "2", "--max-np", "3",

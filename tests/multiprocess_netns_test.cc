@@ -142,12 +142,12 @@ TEST_F(NetnsTest, WorkersInTwoNamespaces) {
 // A partition: host b's link goes down for 5 s while an elastic job trains.
 // The coordinator (in this namespace) hears nothing from b's workers and
 // evicts them within the heartbeat bound; a's workers go on at size 2.
-// When the link comes back, b's workers come back as newcomers at a's next
-// commit — the evicted processes themselves when the eviction reaches
-// them (run() rejoins), or, when they gave up first (their lease on the
-// silent coordinator ran out, or their negotiation link broke, and they
-// exited), replacements kolorun starts in their slots, together or one by
-// one: the job ends at size 4, every rank with rank 0's state.
+// When the link comes back (before the workers' 10 s lease ran out), b's
+// workers learn of their eviction — their negotiation link breaks first,
+// and run() waits for the verdict behind it — and rejoin as newcomers at
+// a's next commit, together or one by one: the same processes (no
+// replacement), and the job ends at size 4, every rank with rank 0's
+// state.
 TEST_F(NetnsTest, PartitionedHostIsEvictedThenRejoins) {
   Subprocess job({Bin("kolorun"), "-np", "4", "--min-np", "2", "-H",
                   absl::StrCat(hosts_[0].ns, ":2,", hosts_[1].ns, ":2"),
@@ -179,15 +179,20 @@ TEST_F(NetnsTest, PartitionedHostIsEvictedThenRejoins) {
                                           << out;
     EXPECT_EQ(f.at("step"), done[0].at("step")) << out;
   }
-  // Both of b's slots came back after the eviction.
+  // Both of b's workers came back themselves after the eviction.
   for (const std::string w : {"w2", "w3"}) {
-    const bool rejoined =
-        out.find("worker " + w + " was evicted") != std::string::npos &&
-        out.find("rejoins job") != std::string::npos;
-    const bool replaced = out.find("EL_START worker=" + w + " incarnation=1") !=
-                          std::string::npos;
-    EXPECT_TRUE(rejoined || replaced) << w << "\n" << out;
+    EXPECT_NE(out.find("worker " + w + " was evicted"), std::string::npos)
+        << w << "\n"
+        << out;
+    EXPECT_NE(out.find("worker " + w + " rejoins job"), std::string::npos)
+        << w << "\n"
+        << out;
+    EXPECT_EQ(out.find("EL_START worker=" + w + " incarnation=1"),
+              std::string::npos)
+        << w << " was replaced instead of rejoining\n"
+        << out;
   }
+  EXPECT_EQ(out.find("EL_ERROR"), std::string::npos) << out;
   // One change for both ("w3, w2 join") or one each ("w2 joins").
   EXPECT_TRUE(out.find(" join; the members go on") != std::string::npos ||
               out.find(" joins; the members go on") != std::string::npos)

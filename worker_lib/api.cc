@@ -489,6 +489,27 @@ absl::StatusOr<std::shared_ptr<worker::OpRuntime>> OpsForHandle(
   return runtime->epochs->ForHandle(handle)->ops;
 }
 
+absl::Status AwaitSessionVerdict() {
+  std::shared_ptr<worker::SessionClient> client;
+  absl::Duration lease;
+  {
+    MutexLock lock(&api_mu);
+    if (runtime == nullptr) {
+      return absl::FailedPreconditionError(
+          "waiting for the coordinator's verdict found kolo shut down");
+    }
+    client = runtime->client;
+    lease = runtime->config.lease;
+  }
+  const absl::Time deadline = absl::Now() + lease;
+  absl::Status health = client->health();
+  while (health.ok() && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+    health = client->health();
+  }
+  return health;
+}
+
 absl::Status Rejoin(absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
   std::shared_ptr<worker::EpochSlot> old_epochs;

@@ -39,6 +39,14 @@ absl::Status AwaitNextEpoch(absl::Duration timeout);
 // and size. kFailedPrecondition outside elastic jobs.
 absl::Status Rejoin(absl::Duration timeout);
 
+// The Session's terminal error, waiting for it at most the lease
+// (KOLO_LEASE_SECONDS): after this worker's link to the coordinator broke
+// (kUnavailable from an op), the coordinator's verdict may still be on its
+// way — a partition that healed delivers the eviction after the broken
+// negotiation link. OK when the Session is still healthy at the lease;
+// kFailedPrecondition when kolo is not initialised.
+absl::Status AwaitSessionVerdict();
+
 // Elastic jobs: submits the membership check (State::commit,
 // check_host_updates; proto MEMBERSHIP_CHECK), leaving the job there if
 // `leave`.

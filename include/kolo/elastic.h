@@ -145,7 +145,11 @@ struct RunOptions {
   // A worker the coordinator evicted (it was stopped or cut off, and came
   // back) joins the job again as a newcomer: it waits for the members'
   // next commit, then syncs from rank 0. false: run() returns the
-  // IsEvictedError error (the process should exit).
+  // IsEvictedError error (the process should exit). An op that failed
+  // because the link to the coordinator broke (kUnavailable) waits, at most
+  // the lease, for the eviction that may follow it (a partition that
+  // healed); a worker whose lease ran out has lost its coordinator: run()
+  // returns that error and the process exits (kolorun replaces it).
   bool rejoin_after_eviction = true;
 };
 

@@ -1,0 +1,202 @@
+#!/usr/bin/python3
+"""The chaos run (scripts/chaos.sh): kolo-elastic-train under kolorun with
+random faults of every kind, round after round, until the time is up; then
+a table of what happened.
+
+Each round is one job: 4 workers, --min-np 2, a random-fault spec drawn from
+the round's seed (kill, stop for 1-4 s then SIGCONT, term, delay, drop,
+slow), kolorun's fault report as JSON. It checks:
+  - the job ends, within a bound (longer than the round can take even with
+    every recovery; past it the round is a *hang* and is killed);
+  - every rank's final parameters are the unfaulted run's, bit for bit
+    (kolo-elastic-train's fingerprint; its int64 fixed-point gradients make
+    results independent of world size and of replayed commits), and no
+    rank ever saw another rank hold other parameters (EL_INCONSISTENT; the
+    example checks after every membership change) — else *wrong*;
+  - no process of the round is left afterwards (*orphans*).
+It prints the faults fired by kind, the recoveries (a membership change the
+job came back from) with the median and max time from a fault to the
+survivors' next completed collective, hangs, wrong results and orphans,
+and exits non-zero when there was any hang, wrong result, orphan or failed
+round.
+
+Usage: chaos.py MINUTES SEED (scripts/chaos.sh passes them; KOLO_BIN_DIR
+names the folder of kolorun and kolo-elastic-train, default build/bin).
+"""
+
+import collections
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BIN = os.environ.get('KOLO_BIN_DIR', os.path.join(ROOT, 'build', 'bin'))
+KINDS = 'kill,stop,term,delay,drop,slow'
+ROUND_SECONDS = 45   # faults are drawn over this much of each round
+RATE_PER_MIN = 8     # faults per minute
+STEP_MS = 10
+
+
+def train_args(seed, steps):
+    return [os.path.join(BIN, 'kolo-elastic-train'), '--steps', str(steps),
+            '--step-ms', str(STEP_MS), '--seed', str(seed),
+            '--check-every', '50', '--log-every', '0']
+
+
+def fingerprints(output):
+    """The EL_FINAL fingerprints (one per rank that finished)."""
+    out = []
+    for line in output.splitlines():
+        if 'EL_FINAL ' in line:
+            out.append(line.split('fingerprint=')[1].split()[0])
+    return out
+
+
+def orphans(marker):
+    """Processes whose command line holds `marker` (the round's seed)."""
+    found = []
+    for pid in os.listdir('/proc'):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            with open(f'/proc/{pid}/cmdline', 'rb') as f:
+                cmd = f.read().replace(b'\0', b' ').decode(errors='replace')
+        except OSError:
+            continue
+        if marker in cmd and 'chaos.py' not in cmd:
+            found.append((int(pid), cmd.strip()))
+    return found
+
+
+def run_round(index, seed, steps, data_seed, reference, work):
+    report = os.path.join(work, f'round{index}.json')
+    marker = f'--seed {data_seed}'  # marks the run's worker processes
+    spec = (f'random:rate={RATE_PER_MIN}/min:kinds={KINDS}:'
+            f'until={ROUND_SECONDS}s')
+    argv = [os.path.join(BIN, 'kolorun'), '-np', '4', '--min-np', '2',
+            '--max-np', '4', '--blacklist-cooldown-range', '1', '2',
+            '--elastic-timeout', '60', '--fault', spec, '--fault-seed',
+            str(seed), '--fault-report', report] + train_args(data_seed,
+                                                              steps)
+    # Bound: the training itself plus generous room for every recovery.
+    bound = ROUND_SECONDS * 3 + 120
+    start = time.monotonic()
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    hang = False
+    try:
+        output, _ = proc.communicate(timeout=bound)
+    except subprocess.TimeoutExpired:
+        hang = True
+        os.killpg(proc.pid, signal.SIGKILL)
+        output, _ = proc.communicate()
+    took = time.monotonic() - start
+    time.sleep(1.0)  # let the guards finish their cleanup
+    left = orphans(marker)
+    for pid, _ in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    prints = fingerprints(output)
+    inconsistent = output.count('EL_INCONSISTENT')
+    wrong = inconsistent > 0 or (proc.returncode == 0 and (
+        len(prints) < 2 or any(p != reference for p in prints)))
+    try:
+        with open(report, encoding='utf-8') as f:
+            rep = json.load(f)
+    except (OSError, ValueError):
+        rep = None
+    with open(os.path.join(work, f'round{index}.log'), 'w',
+              encoding='utf-8') as f:
+        f.write(output)
+    return {'index': index, 'seed': seed, 'exit': proc.returncode,
+            'hang': hang, 'took': took, 'orphans': left, 'wrong': wrong,
+            'inconsistent': inconsistent, 'fingerprints': prints,
+            'consistent_checks': output.count('EL_CONSISTENT'),
+            'report': rep}
+
+
+def main():
+    minutes = float(sys.argv[1]) if len(sys.argv) > 1 else 2.0
+    seed = int(sys.argv[2]) if len(sys.argv) > 2 else 1
+    work = tempfile.mkdtemp(prefix='kolo-chaos.')
+    # Steps that fill the round's fault window and a little more.
+    steps = int((ROUND_SECONDS + 10) * 1000 / (STEP_MS + 2))
+    # The training data of every round (and the mark of its processes).
+    data_seed = 7000 + seed % 100000
+    out = subprocess.run(
+        [os.path.join(BIN, 'kolorun'), '-np', '2'] +
+        train_args(data_seed, steps)[:3] + ['--seed', str(data_seed)],
+        capture_output=True, text=True, timeout=600, check=False)
+    prints = set(fingerprints(out.stdout))
+    if out.returncode != 0 or len(prints) != 1:
+        sys.exit('chaos: the unfaulted reference run failed:\n' + out.stdout +
+                 out.stderr)
+    reference = prints.pop()
+
+    print(f'chaos: {minutes:g} min, seed {seed}, unfaulted fingerprint '
+          f'{reference}, rounds of ~{ROUND_SECONDS} s '
+          f'with {RATE_PER_MIN} faults/min of {KINDS}; logs in {work}',
+          flush=True)
+    deadline = time.monotonic() + minutes * 60
+    rounds = []
+    while time.monotonic() < deadline or not rounds:
+        index = len(rounds)
+        round_seed = seed * 1000 + index
+        r = run_round(index, round_seed, steps, data_seed, reference, work)
+        rounds.append(r)
+        fired = [f for f in (r['report'] or {}).get('faults', [])
+                 if f.get('state') == 'fired']
+        print(f'  round {index}: seed {round_seed}, exit {r["exit"]}, '
+              f'{r["took"]:.1f} s, {len(fired)} fault(s) fired'
+              f'{", HANG" if r["hang"] else ""}'
+              f'{", WRONG" if r["wrong"] else ""}'
+              f'{", ORPHANS" if r["orphans"] else ""}', flush=True)
+
+    by_kind = collections.Counter()
+    recoveries, times = 0, []
+    for r in rounds:
+        for f in (r['report'] or {}).get('faults', []):
+            if f.get('state') != 'fired':
+                continue
+            by_kind[f['kind']] += 1
+            rec = f.get('recovery')
+            if isinstance(rec, dict) and rec.get('max_s') is not None:
+                recoveries += 1
+                times.append(rec['max_s'])
+    failed = [r for r in rounds if r['exit'] != 0 and not r['hang']]
+    hangs = [r for r in rounds if r['hang']]
+    wrong = [r for r in rounds if r['wrong']]
+    orphan_count = sum(len(r['orphans']) for r in rounds)
+    print()
+    print('| what | count |')
+    print('|---|---|')
+    print(f'| rounds (jobs) | {len(rounds)} |')
+    for kind in KINDS.split(','):
+        print(f'| faults fired: {kind} | {by_kind.get(kind, 0)} |')
+    print(f'| recoveries (membership changes the job came back from) | '
+          f'{recoveries} |')
+    if times:
+        print(f'| recovery time, median / max (fault -> survivors\' next '
+              f'collective) | {statistics.median(times):.3f} s / '
+              f'{max(times):.3f} s |')
+    print(f'| identical-state checks passed (EL_CONSISTENT) | '
+          f'{sum(r["consistent_checks"] for r in rounds)} |')
+    print(f'| rounds that failed | {len(failed)} |')
+    print(f'| hangs (a round past its bound) | {len(hangs)} |')
+    print(f'| wrong results | {len(wrong)} |')
+    print(f'| orphans left | {orphan_count} |')
+    for r in failed + hangs + wrong:
+        print(f'  see {work}/round{r["index"]}.log (seed {r["seed"]})')
+    sys.exit(1 if failed or hangs or wrong or orphan_count else 0)
+
+
+if __name__ == '__main__':
+    main()
