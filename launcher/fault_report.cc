@@ -55,6 +55,9 @@ const proto::EpochRecord* EpochAfter(const proto::StatusReply& st,
     for (const std::string& w : e.left()) {
       if (w == r.worker_id) return &e;
     }
+    // A cut connection between live workers: the epoch is reformed with
+    // the same members (elastic jobs).
+    if (s.kind == FaultKind::kDrop && e.cause() == "reformed") return &e;
   }
   return nullptr;
 }
@@ -126,6 +129,12 @@ json FaultJson(const ReportInputs& in, const FaultRecord& r) {
               {"how", "left"},
               {"cause", "left at its commit (SIGTERM)"},
               {"after_s", nullptr}};
+  if (next->cause() == "reformed" && lost == nullptr) {
+    det["how"] = "data-plane";
+    det["cause"] =
+        "the workers reported the broken connection while every one of them "
+        "heartbeated: the epoch was reformed with the same members";
+  }
   if (lost != nullptr) {
     det["how"] = lost->detection();
     det["cause"] = lost->cause();

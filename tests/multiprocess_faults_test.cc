@@ -245,8 +245,8 @@ TEST_F(FaultsTest, StopAtOpIsDetectedByHeartbeatAndContinued) {
 // on without rollback.
 TEST_F(FaultsTest, TermByWorkerIdIsALeave) {
   JobRun run =
-      Launch(3, {"--min-np", "2", "--fault", "term:worker=w2:after=1s"},
-             {"--steps", "1000000", "--seconds", "3", "--step-ms", "10"});
+      Launch(3, {"--min-np", "2", "--fault", "term:worker=w2:after=2500ms"},
+             {"--steps", "1000000", "--seconds", "4", "--step-ms", "10"});
   EXPECT_TRUE(run.exit.exited && run.exit.code == 0)
       << run.exit.ToString() << "\n"
       << run.output;
@@ -308,6 +308,29 @@ TEST_F(FaultsTest, DropCutsADataConnection) {
       << r.dump(2);
   EXPECT_THAT(r["job"]["coordinator_reason"].get<std::string>(),
               HasSubstr("the data connections"));
+}
+
+// In an elastic job the same cut ends the epoch, not the job: the members
+// (all alive) reform it from their last commit and go on.
+TEST_F(FaultsTest, DropInAnElasticJobReformsTheEpoch) {
+  JobRun run =
+      Launch(3, {"--min-np", "2", "--fault", "drop:rank=1:at-op=20"},
+             {"--steps", "1000000", "--seconds", "5", "--step-ms", "5"},
+             {{"KOLO_HEARTBEAT_TIMEOUT_SECONDS", "2"}});
+  EXPECT_TRUE(run.exit.exited && run.exit.code == 0)
+      << run.exit.ToString() << "\n"
+      << run.output;
+  ExpectExactSurvivors(run, 3);
+  json r = Report();
+  ASSERT_TRUE(r.is_object());
+  const json& f = r["faults"][0];
+  EXPECT_EQ(f["state"], "fired") << r.dump(2);
+  ASSERT_TRUE(f["detection"].is_object()) << r.dump(2);
+  EXPECT_EQ(f["detection"]["how"], "data-plane");
+  EXPECT_EQ(f["detection"]["next_epoch"], 2);
+  ASSERT_TRUE(f["recovery"].is_object());
+  EXPECT_EQ(f["recovery"]["survivors"].size(), 3u) << r.dump(2);
+  EXPECT_EQ(r["epochs"][1]["cause"], "reformed");
 }
 
 // The coordinator dies: every worker loses its stream and exits; kolorun
