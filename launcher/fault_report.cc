@@ -37,6 +37,11 @@ const proto::EpochRecord* EpochAfter(const proto::StatusReply& st,
                                      const FaultRecord& r,
                                      const proto::LostWorker** lost_out) {
   const FaultSpec& s = r.fault.spec;
+  // A delay or a slowdown ends no epoch of its own: a later change of its
+  // target's is another fault's.
+  if (s.kind == FaultKind::kDelay || s.kind == FaultKind::kSlow) {
+    return nullptr;
+  }
   // Clocks: the worker's and kolorun's are the same machine's; 200 ms of
   // slack for a loss detected as the fault was being recorded.
   const int64_t from = absl::ToUnixMillis(r.fired_at) - 200;
@@ -47,7 +52,10 @@ const proto::EpochRecord* EpochAfter(const proto::StatusReply& st,
           s.kind == FaultKind::kPartition
               ? l.host_name() == s.target.name
               : (r.worker_id.empty() || l.worker_id() == r.worker_id);
-      if (victim && l.detected_unix_ms() >= from) {
+      // A cut connection loses a worker only through its peers' reports.
+      const bool cause_fits =
+          s.kind != FaultKind::kDrop || l.detection() == "data-plane";
+      if (victim && cause_fits && l.detected_unix_ms() >= from) {
         *lost_out = &l;
         return &e;
       }
