@@ -106,8 +106,9 @@ absl::StatusOr<std::shared_ptr<EpochRuntime>> BuildEpoch(
                   std::string(timeline.status().message()));
     }
   }
-  if (ro.timeline != nullptr) {
-    faults::SetTimeline(ro.timeline);
+  if (ro.timeline != nullptr) faults::SetTimeline(ro.timeline);
+  if (ro.timeline != nullptr && view.epoch > 1) {
+    // A membership change (the first epoch's start needs no mark).
     Timeline::Args args = {{"rank", absl::StrCat(m.rank())},
                            {"size", absl::StrCat(m.size())}};
     if (!in.cause.empty()) args.emplace_back("cause", in.cause);
