@@ -40,6 +40,9 @@ class SubsetTransport : public Transport {
     return parent_->WaitAll(ops);
   }
   void Abort(absl::Status why) override { parent_->Abort(std::move(why)); }
+  absl::Status CutForFault(int peer) override {
+    return parent_->CutForFault(peer);  // a parent rank: the hook's view
+  }
 
  private:
   // kInvalidArgument unless 0 <= peer < size() and peer != rank().

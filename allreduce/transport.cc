@@ -6,6 +6,7 @@
 
 #include "absl/strings/cord.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 
@@ -48,6 +49,12 @@ absl::Status Transport::SendRecv(int send_peer, const void* send_data,
   if (!send.ok()) return send.status();
   OpId ops[] = {*recv, *send};
   return WaitAll(ops);
+}
+
+absl::Status Transport::CutForFault(int peer) {
+  return absl::UnimplementedError(
+      absl::StrCat("this transport cannot cut its connection to peer ", peer,
+                   " for fault injection"));
 }
 
 }  // namespace kolo

@@ -76,6 +76,12 @@ class Transport {
   // Thread-safe; idempotent (the first reason is kept).
   virtual void Abort(absl::Status why) = 0;
 
+  // Fault injection (kolorun --fault drop:...): shuts down the connection to
+  // `peer` (-1: every peer) as a network fault would, so that the ops on it
+  // fail on both ends. kUnimplemented where the transport cannot.
+  // REQUIRES: called from the thread that runs this transport's ops.
+  virtual absl::Status CutForFault(int peer);
+
   // Convenience: send to one peer and receive from another, concurrently.
   absl::Status SendRecv(int send_peer, const void* send_data, size_t send_len,
                         int recv_peer, void* recv_data, size_t recv_len);

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -20,6 +21,20 @@ std::shared_ptr<spdlog::logger> Log() { return GetLogger("coordinator"); }
 
 std::string Secs(absl::Duration d) {
   return absl::StrFormat("%.1f s", absl::ToDoubleSeconds(d));
+}
+
+// How a loss was detected, from the cause LoseMember is given (the causes
+// are this component's own phrases: core.cc, core_elastic.cc).
+std::string DetectionOf(absl::string_view cause) {
+  if (absl::StartsWith(cause, "disconnected")) return "stream";
+  if (absl::StartsWith(cause, "silent for")) {
+    return absl::StrContains(cause, "data plane reported") ? "data-plane"
+                                                           : "heartbeat";
+  }
+  if (absl::StartsWith(cause, "did not acknowledge")) return "no-ack";
+  if (absl::StartsWith(cause, "refused")) return "refused";
+  if (absl::StrContains(cause, "incarnation")) return "superseded";
+  return "other";
 }
 
 }  // namespace
@@ -45,6 +60,8 @@ void CoordinatorCore::LoseMember(int rank, const std::string& cause,
   lost.set_rank(rank);
   lost.set_host_name(m.host_name);
   lost.set_cause(cause);
+  lost.set_detected_unix_ms(absl::ToUnixMillis(now));
+  lost.set_detection(DetectionOf(cause));
   lost_all_.push_back(lost);
   const std::string who = absl::StrCat("worker ", m.worker_id, " (rank ", rank,
                                        ", host ", m.host_name, ")");

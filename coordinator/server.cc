@@ -5,6 +5,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <thread>
 #include <utility>
@@ -148,7 +149,30 @@ class ServerImpl final : public CoordinatorServer {
 
   void EndJob(bool failure, const std::string& reason,
               const std::string& failed_worker) override {
+    if (killed_.load()) return;
     service_.EndJob(failure, reason, failed_worker);
+  }
+
+  void Kill() override {
+    {
+      MutexLock lock(&mu_);
+      if (shut_down_) return;
+      shut_down_ = true;
+      tick_cv_.SignalAll();
+    }
+    killed_.store(true);
+    GetLogger("coordinator")
+        ->warn("killed (fault injection): every stream breaks, no JobEnd");
+    if (tick_thread_.joinable()) tick_thread_.join();
+    if (links_ != nullptr) {
+      service_.SetLinks(nullptr);
+      links_->Stop();
+    }
+    if (server_ != nullptr) {
+      // A deadline of now cancels every call in flight: the streams break.
+      server_->Shutdown(std::chrono::system_clock::now());
+      server_->Wait();
+    }
   }
 
   void Shutdown(bool failure, const std::string& reason) override {
@@ -214,6 +238,7 @@ class ServerImpl final : public CoordinatorServer {
   CoordinatorService service_;
   std::unique_ptr<grpc::Server> server_;
   std::thread tick_thread_;
+  std::atomic<bool> killed_{false};  // Kill() ran
 
   Mutex mu_;
   CondVar tick_cv_;

@@ -93,6 +93,12 @@ class CoordinatorServer {
   // stops the server (bounded: in-flight RPCs are cancelled after ~1 s).
   // Idempotent.
   virtual void Shutdown(bool failure, const std::string& reason) = 0;
+
+  // Fault injection (kolorun --fault kill-coordinator): stops serving at once,
+  // as a crash would — no JobEnd, no more heartbeats; every Session stream
+  // and negotiation link breaks. Status() still answers (from the state at
+  // the kill); EndJob and Shutdown do nothing after it. Idempotent.
+  virtual void Kill() = 0;
 };
 
 }  // namespace kolo::coordinator

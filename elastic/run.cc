@@ -11,6 +11,7 @@
 #include "kolo/kolo.h"
 #include "proto/membership_error.h"
 #include "worker_lib/api_internal.h"
+#include "worker_lib/fault_hook.h"
 
 namespace kolo::elastic {
 namespace {
@@ -101,6 +102,7 @@ absl::Status run(State& state, const std::function<absl::Status()>& fn,
           "membership change #{}: {}; restoring commit {} and regrouping",
           resets, std::string(s.message()), state.commits());
       state.restore();
+      worker::faults::OnRollback(state.commits());
     }
     absl::Status next = internal::AwaitNextEpoch(options.epoch_timeout);
     if (!next.ok()) return next;

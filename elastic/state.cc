@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "kolo/elastic.h"
 #include "kolo/kolo.h"
+#include "worker_lib/fault_hook.h"
 
 namespace kolo::elastic {
 
@@ -72,6 +73,7 @@ void State::save() {
   for (BlobEntry& b : blobs_) b.saved = *b.blob;
   committed_ = true;
   ++commits_;
+  worker::faults::OnCommit(commits_);  // the recovery report's rollbacks
 }
 
 void State::restore() {

@@ -119,6 +119,22 @@ Options:
                                ended (a second SIGTERM or SIGINT stops them
                                all at once). Without it, SIGTERM stops the
                                job.
+  --fault SPEC                 Inject a fault (repeatable; KOLO_FAULTS holds
+                               more, ';'-separated): kill, stop, term, delay,
+                               drop, slow, partition, kill-coordinator or
+                               random, with a target (rank=N at firing, or
+                               worker=ID) and a trigger (after=DUR since the
+                               start, or at-op=N completed collectives), e.g.
+                               kill:rank=2:after=3s,
+                               stop:rank=1:at-op=500:for=4s,
+                               delay:rank=0:ms=20:for=5s,
+                               random:rate=6/min:until=60s. README.md ("Fault
+                               injection") has the grammar. A run with faults
+                               ends with a recovery report on stderr.
+  --fault-seed N               Seed of random's draws (KOLO_FAULT_SEED).
+                               Default: 1.
+  --fault-report FILE          Also write the recovery report to FILE as
+                               JSON.
   --log-level L                trace, debug, info, warn, error, critical, off;
                                for kolorun and (as KOLO_LOG_LEVEL) the workers.
                                Default: KOLO_LOG_LEVEL / HOROVOD_LOG_LEVEL, or
@@ -214,6 +230,9 @@ enum class Flag {
   kSlotsPerHost,
   kCooldown,
   kKnob,
+  kFault,
+  kFaultSeed,
+  kFaultReport,
 };
 
 // A declared flag: what it sets, and its name in errors.
@@ -256,7 +275,10 @@ FlagTable Declare(CLI::App& app) {
         {"--discovery-interval-seconds", Flag::kDiscoveryInterval,
          "--discovery-interval-seconds"},
         {"--slots-per-host", Flag::kSlotsPerHost, "--slots-per-host"},
-        {"--slots", Flag::kSlotsPerHost, "--slots"}}) {
+        {"--slots", Flag::kSlotsPerHost, "--slots"},
+        {"--fault", Flag::kFault, "--fault"},
+        {"--fault-seed", Flag::kFaultSeed, "--fault-seed"},
+        {"--fault-report", Flag::kFaultReport, "--fault-report"}}) {
     table[app.add_option(names)] = {flag, name};
   }
   // LO HI: two values, taken whatever they look like (as -np's one).
@@ -447,6 +469,28 @@ absl::Status Apply(const FlagInfo& flag, absl::Span<const std::string> values,
       state.cooldown_given = true;
       break;
     }
+    case Flag::kFault: {
+      absl::StatusOr<FaultSpec> spec = ParseFaultSpec(value);
+      if (!spec.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--fault: ", spec.status().message()));
+      }
+      o.faults.push_back(*std::move(spec));
+      break;
+    }
+    case Flag::kFaultSeed:
+      if (!absl::SimpleAtoi(value, &o.fault_seed)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--fault-seed: expected a non-negative integer, got '",
+                         value, "'"));
+      }
+      break;
+    case Flag::kFaultReport:
+      if (value.empty()) {
+        return absl::InvalidArgumentError("--fault-report: empty path");
+      }
+      o.fault_report = value;
+      break;
     case Flag::kCoordinatorAddr:
       if (value.empty()) {
         return absl::InvalidArgumentError("--coordinator-addr: empty address");
@@ -500,6 +544,21 @@ absl::StatusOr<LaunchOptions> ParseArgs(
   if (absl::Status st = SetKnobsFromEnv(kKolorunKnobs, InMap(env), o.knobs);
       !st.ok()) {
     return st;
+  }
+  if (auto it = env.find("KOLO_FAULTS"); it != env.end()) {
+    absl::StatusOr<std::vector<FaultSpec>> faults = ParseFaultList(it->second);
+    if (!faults.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("KOLO_FAULTS: ", faults.status().message()));
+    }
+    o.faults = *std::move(faults);
+  }
+  if (auto it = env.find("KOLO_FAULT_SEED"); it != env.end()) {
+    if (!absl::SimpleAtoi(it->second, &o.fault_seed)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "KOLO_FAULT_SEED: expected a non-negative integer, got '", it->second,
+          "'"));
+    }
   }
   CLI::App app("kolorun", "kolorun");
   const FlagTable table = Declare(app);
@@ -599,6 +658,18 @@ absl::StatusOr<LaunchOptions> ParseArgs(
       return absl::InvalidArgumentError(
           absl::StrCat("--max-np ", o.max_np, " is less than -np ", o.np));
     }
+  }
+  for (const FaultSpec& f : o.faults) {
+    if (f.kind == FaultKind::kPartition && o.launcher_cmd.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--fault ", FaultSpecText(f),
+          ": a partition cuts a network namespace's link; start the workers "
+          "in namespaces with --launcher-cmd 'ip netns exec {host}'"));
+    }
+  }
+  if (!o.fault_report.empty() && o.faults.empty()) {
+    return absl::InvalidArgumentError(
+        "--fault-report needs faults (--fault SPEC or KOLO_FAULTS)");
   }
   if (discovery) {
     // The hosts come from the script, when the job starts.

@@ -21,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "common/fault_spec.h"
 #include "common/knobs.h"
 
 namespace kolo::launcher {
@@ -87,6 +88,13 @@ struct LaunchOptions {
   // --coordinator-addr ADDR: the address workers dial (default: see
   // CoordinatorAddress in main.cc).
   std::string coordinator_addr;
+  // Fault injection (launcher/fault_driver.h): KOLO_FAULTS (`;`-separated),
+  // then every --fault SPEC, in order (common/fault_spec.h has the
+  // grammar); --fault-seed N (KOLO_FAULT_SEED; default 1) seeds random's
+  // draws; --fault-report FILE writes the recovery report as JSON.
+  std::vector<FaultSpec> faults;
+  uint64_t fault_seed = 1;
+  std::string fault_report;
   std::vector<std::string> command;  // what every worker runs
   bool help = false;
   bool version = false;

@@ -9,9 +9,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
@@ -27,6 +29,8 @@
 #include "launcher/command_line.h"
 #include "launcher/ctl_access.h"
 #include "launcher/discovery.h"
+#include "launcher/fault_driver.h"
+#include "launcher/fault_report.h"
 #include "launcher/guard.h"
 #include "launcher/spawn.h"
 #include "launcher/supervisor.h"
@@ -62,6 +66,7 @@ struct SpawnContext {
   std::string secret;
   std::string cwd;
   std::string kernel_hostname;
+  const FaultDriver* faults = nullptr;  // null: no --fault
 };
 
 // The command and environment of `w` (its mode is worked out here).
@@ -69,6 +74,9 @@ GuardSpec BuildSpec(const SpawnContext& c, WorkerPlan w) {
   w.mode = ModeFor(*c.options, w.host, c.kernel_hostname);
   GuardSpec spec;
   EnvList worker_env = WorkerEnv(c.job, w);
+  if (c.faults != nullptr) {
+    for (auto& kv : c.faults->WorkerEnv()) worker_env.push_back(std::move(kv));
+  }
   if (w.mode == SpawnMode::kLocal) {
     std::map<std::string, std::string> merged = *c.env;
     for (const auto& [k, v] : worker_env) merged[k] = v;
@@ -256,6 +264,47 @@ int Main(int argc, char** argv) {
     log->info("job state: {}", ctl.command());
   }
 
+  // --fault: the driver fires kolorun's faults and gathers the report.
+  std::unique_ptr<FaultDriver> faults;
+  std::string fault_dir;
+  if (!options.faults.empty()) {
+    char dir_template[] = "/tmp/kolo-faults-XXXXXX";
+    if (::mkdtemp(dir_template) == nullptr) {
+      std::fprintf(stderr,
+                   "kolorun: cannot create a directory for the fault "
+                   "events in /tmp: %s\n",
+                   std::strerror(errno));
+      (*server)->Shutdown(true, "kolorun could not set up fault injection");
+      return 1;
+    }
+    fault_dir = dir_template;
+    FaultDriver::Options fo;
+    fo.specs = options.faults;
+    fo.seed = options.fault_seed;
+    fo.events_path = fault_dir + "/events.jsonl";
+    fo.origin = absl::Now();
+    coordinator::CoordinatorServer* coord = server->get();
+    fo.job_view = [coord] {
+      JobView view;
+      proto::StatusReply reply = coord->Status();
+      view.epoch = reply.epoch();
+      for (const proto::WorkerStatus& w : reply.workers()) {
+        if (w.state() == proto::MEMBER_STATE_MEMBER && w.rank() >= 0) {
+          view.rank_of[w.worker_id()] = w.rank();
+          ++view.size;
+        }
+      }
+      return view;
+    };
+    fo.kill_coordinator = [coord] { coord->Kill(); };
+    faults = std::make_unique<FaultDriver>(std::move(fo));
+    for (const FaultRecord& r : faults->records()) {
+      log->info("fault {}: {} (fired by {})", r.fault.id,
+                FaultSpecText(r.fault.spec),
+                r.by_worker ? "the worker" : "kolorun");
+    }
+  }
+
   char cwd_buf[4096];
   SpawnContext spawn;
   spawn.options = &options;
@@ -265,6 +314,7 @@ int Main(int argc, char** argv) {
   spawn.secret = secret;
   spawn.cwd = ::getcwd(cwd_buf, sizeof(cwd_buf)) != nullptr ? cwd_buf : "/";
   spawn.kernel_hostname = kernel_hostname;
+  spawn.faults = faults.get();
 
   SupervisorOptions sup_options;
   sup_options.start_timeout = options.knobs.start_timeout;
@@ -275,7 +325,28 @@ int Main(int argc, char** argv) {
                                  const std::string& failed_worker) {
     coord.EndJob(true, reason, failed_worker);
   };
-  CoordinatorProbe probe = [&coord] { return Probe(coord); };
+  CoordinatorProbe probe = [&coord, &faults] {
+    if (faults != nullptr && faults->coordinator_killed()) {
+      CoordinatorView view;
+      view.phase = CoordinatorView::Phase::kEndedFailure;
+      view.reason =
+          "the coordinator was killed (fault injection: kill-coordinator)";
+      return view;
+    }
+    return Probe(coord);
+  };
+  if (faults != nullptr) {
+    FaultDriver* driver = faults.get();
+    sup_options.on_tick = [driver](absl::Time now,
+                                   const std::vector<LiveWorker>& live) {
+      driver->Tick(now, live);
+    };
+    sup_options.next_due = [driver] { return driver->NextDue(); };
+    sup_options.on_worker_end = [driver](const LiveWorker& w,
+                                         const std::string& what) {
+      driver->OnWorkerEnded(w, what);
+    };
+  }
   std::unique_ptr<Supervisor> supervisor;
   if (options.elastic()) {
     ElasticSetup elastic;
@@ -304,6 +375,29 @@ int Main(int argc, char** argv) {
         std::make_unique<Supervisor>(sup_options, std::move(launches), probe);
   }
   int code = supervisor->Run();
+  if (faults != nullptr) {
+    faults->Finish(supervisor->Live());
+    ReportInputs report_in;
+    report_in.driver = faults.get();
+    report_in.status = coord.Status();
+    report_in.exit_code = code;
+    report_in.failure_reason = code != 0 ? supervisor->failure_reason() : "";
+    const nlohmann::json report = BuildFaultReport(report_in);
+    std::fputs(FaultReportText(report).c_str(), stderr);
+    if (!options.fault_report.empty()) {
+      if (FILE* f = std::fopen(options.fault_report.c_str(), "w")) {
+        const std::string text = report.dump(2) + "\n";
+        std::fwrite(text.data(), 1, text.size(), f);
+        std::fclose(f);
+      } else {
+        std::fprintf(stderr,
+                     "kolorun: cannot write the fault report to %s: %s\n",
+                     options.fault_report.c_str(), std::strerror(errno));
+      }
+    }
+    std::error_code ec;
+    std::filesystem::remove_all(fault_dir, ec);
+  }
   // Every worker is gone: end the coordinator's sessions and stop it.
   coord.Shutdown(code != 0, code != 0 ? supervisor->failure_reason()
                                       : "the job is complete");

@@ -123,6 +123,16 @@ std::string Supervisor::Describe(const Worker& w) const {
                       ", host ", w.plan.host, ")");
 }
 
+std::vector<LiveWorker> Supervisor::Live() const {
+  std::vector<LiveWorker> live;
+  for (const auto& w : workers_) {
+    if (w->guard <= 0 || w->reaped || w->ended) continue;
+    live.push_back(LiveWorker{w->plan.worker_id, w->plan.incarnation,
+                              w->plan.host, w->report.worker_pid});
+  }
+  return live;
+}
+
 int Supervisor::LiveGuards() const {
   int n = 0;
   for (const auto& w : workers_) n += (w->guard > 0 && !w->reaped) ? 1 : 0;
@@ -361,8 +371,13 @@ int Supervisor::Run() {
         owners.emplace_back(nullptr, -1);
       }
     }
+    absl::Duration wait = kProbeInterval;
+    if (options_.next_due) {
+      wait = std::clamp(options_.next_due() - absl::Now(),
+                        absl::Milliseconds(1), kProbeInterval);
+    }
     ::poll(pfds.data(), pfds.size(),
-           static_cast<int>(absl::ToInt64Milliseconds(kProbeInterval)));
+           static_cast<int>(absl::ToInt64Milliseconds(wait)));
     if (pfds[0].revents != 0) HandleSignals();
     for (size_t i = 1; i < worker_fds_end; ++i) {
       if (pfds[i].revents != 0) ReadFd(*owners[i].first, owners[i].second);
@@ -371,6 +386,7 @@ int Supervisor::Run() {
     if (discovery_run_ != nullptr && discovery_run_->Poll(absl::Now()))
       OnDiscovery();
     Tick(absl::Now());
+    if (options_.on_tick) options_.on_tick(absl::Now(), Live());
   }
   for (auto& w : workers_) {
     for (int i = 0; i < 2; ++i) WriteAll(i + 1, w->prefixers[i]->Finish());
@@ -495,6 +511,13 @@ void Supervisor::OnWorkerEnded(Worker& w) {
   }
   auto log = GetLogger("kolorun");
   const bool in_table = elastic_ != nullptr && w.slot >= 0;
+  if (options_.on_worker_end) {
+    options_.on_worker_end(LiveWorker{w.plan.worker_id, w.plan.incarnation,
+                                      w.plan.host, w.report.worker_pid},
+                           exited ? absl::StrCat("exited with code ", code)
+                                  : absl::StrCat("was killed by signal ", sig,
+                                                 " (", SignalName(sig), ")"));
+  }
   if (exited && code == 0) {
     log->info("{} exited with code 0{}", Describe(w),
               w.asked_to_leave ? " (it left as asked)" : "");

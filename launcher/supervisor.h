@@ -56,6 +56,8 @@
 #ifndef KOLO_LAUNCHER_SUPERVISOR_H_
 #define KOLO_LAUNCHER_SUPERVISOR_H_
 
+#include <sys/types.h>
+
 #include <functional>
 #include <memory>
 #include <set>
@@ -83,6 +85,14 @@ struct CoordinatorView {
 };
 using CoordinatorProbe = std::function<CoordinatorView()>;
 
+// A worker process kolorun runs now (for fault injection).
+struct LiveWorker {
+  std::string worker_id;
+  int incarnation = 0;
+  std::string host;
+  pid_t pid = 0;  // the worker's (its process group); 0 before it started
+};
+
 struct WorkerLaunch {
   WorkerPlan plan;
   GuardSpec spec;
@@ -104,6 +114,13 @@ struct SupervisorOptions {
   // worker ended (exit 0 only if the coordinator ended the job well).
   bool elastic = false;
   std::string self_exe = "/proc/self/exe";
+  // Fault injection (launcher/fault_driver.h; all optional): on_tick runs on
+  // every turn of the loop with the live workers, and at least by the time
+  // next_due gives; on_worker_end once per worker process that ended, with
+  // what ended it ("exited with code 0", "was killed by signal 9 (SIGKILL)").
+  std::function<void(absl::Time, const std::vector<LiveWorker>&)> on_tick;
+  std::function<absl::Time()> next_due;
+  std::function<void(const LiveWorker&, const std::string&)> on_worker_end;
 };
 
 // The launcher policy of an elastic job (see the file comment).
@@ -152,6 +169,9 @@ class Supervisor {
 
   // Why the job failed ("" when it did not): for the coordinator's JobEnd.
   const std::string& failure_reason() const { return failure_reason_; }
+
+  // The workers running now (for fault injection).
+  std::vector<LiveWorker> Live() const;
 
  private:
   struct Worker;

@@ -13,6 +13,8 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -198,6 +200,60 @@ TEST_F(NetnsTest, PartitionedHostIsEvictedThenRejoins) {
   EXPECT_EQ(out.find("EL_STEP_BAD"), std::string::npos) << out;
   std::printf("partition: b's workers evicted %.1f s after the cut\n",
               absl::ToDoubleSeconds(evicted_after));
+}
+
+// The same partition asked of kolorun (issue 19: --fault partition): it
+// takes host b's link down (inside its namespace) for 4 s; the report
+// names b's workers lost by heartbeat, and the link back up on time.
+TEST_F(NetnsTest, PartitionFaultIsFiredHealedAndReported) {
+  const std::string report =
+      absl::StrCat(::testing::TempDir(), "/kolo-partition-", getpid(), ".json");
+  Subprocess job(
+      {Bin("kolorun"),
+       "-np",
+       "4",
+       "--min-np",
+       "2",
+       "-H",
+       absl::StrCat(hosts_[0].ns, ":2,", hosts_[1].ns, ":2"),
+       "--launcher-cmd",
+       "ip netns exec {host}",
+       "--coordinator-addr",
+       bridge_ip_,
+       "--fault",
+       absl::StrCat("partition:host=", hosts_[1].ns, ":after=3s:for=4s"),
+       "--fault-report",
+       report,
+       Bin("kolo-elastic-worker"),
+       "--seconds",
+       "14",
+       "--steps",
+       "100000",
+       "--step-ms",
+       "20"});
+  ASSERT_TRUE(job.Start().ok());
+  ASSERT_TRUE(job.Wait(Scaled(absl::Seconds(90))).ok()) << job.output();
+  const std::string& out = job.output();
+  EXPECT_TRUE(job.exit_info().exited && job.exit_info().code == 0)
+      << job.exit_info().ToString() << "\n"
+      << out;
+  EXPECT_NE(out.find("are down"), std::string::npos) << out;
+  EXPECT_NE(out.find("are up again"), std::string::npos) << out;
+  std::ifstream in(report);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::remove(report.c_str());
+  const std::string r = text.str();
+  EXPECT_NE(r.find("\"kind\": \"partition\""), std::string::npos) << r;
+  EXPECT_NE(r.find("\"state\": \"fired\""), std::string::npos) << r;
+  // Silence: heartbeats, or heartbeats with the peers' reports.
+  EXPECT_TRUE(r.find("\"how\": \"heartbeat\"") != std::string::npos ||
+              r.find("\"how\": \"data-plane\"") != std::string::npos)
+      << r;
+  EXPECT_NE(r.find(absl::StrCat("\"host\": \"", hosts_[1].ns, "\"")),
+            std::string::npos)
+      << r;
+  EXPECT_EQ(out.find("EL_STEP_BAD"), std::string::npos) << out;
 }
 
 }  // namespace

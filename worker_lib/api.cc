@@ -33,6 +33,7 @@
 #include "worker_lib/data_listener.h"
 #include "worker_lib/data_plane.h"
 #include "worker_lib/epoch_runtime.h"
+#include "worker_lib/fault_hook.h"
 #include "worker_lib/op_runtime.h"
 #include "worker_lib/session_client.h"
 
@@ -308,6 +309,19 @@ absl::Status init() {
               std::string(worker::LaunchModeName(config->launch_mode)),
               config->rank, config->size, config->job_id,
               config->coordinator.ToString());
+  if (!config->fault_events.empty()) {
+    // kolorun --fault: this worker's share of the plan (fault_hook.h).
+    worker::faults::HookConfig hook;
+    hook.plan = config->fault_plan;
+    hook.events_path = config->fault_events;
+    hook.origin = config->fault_origin;
+    hook.worker_id = config->worker_id;
+    hook.incarnation = config->worker_incarnation;
+    if (absl::Status s = worker::faults::Arm(hook); !s.ok()) {
+      Log()->warn("{}; this worker fires no fault and reports nothing",
+                  std::string(s.message()));
+    }
+  }
   auto rt = StartRuntime(*std::move(config));
   if (!rt.ok()) return rt.status();
   runtime = *std::move(rt);
@@ -349,6 +363,7 @@ absl::Status shutdown() {
   Publish(nullptr, "", "");
   absl::Status s = StopRuntime(*runtime);
   runtime.reset();
+  worker::faults::Disarm();
   SetLogIdentity("rank ?");
   return s;
 }
@@ -517,7 +532,7 @@ absl::Status Rejoin(absl::Duration timeout) {
         "only a worker of an elastic job rejoins after its eviction");
   }
   std::shared_ptr<worker::EpochRuntime> old = old_epochs->current();
-  (void)old->ops->Stop();
+  (void)old->ops->Stop(/*close_timeline=*/false);
   Log()->warn("worker {} rejoins job '{}' as a newcomer", config.worker_id,
               config.job_id);
   auto connected = worker::SessionClient::Connect(
@@ -534,6 +549,8 @@ absl::Status Rejoin(absl::Duration timeout) {
   in.first = false;
   in.first_handle = old->ops->next_handle();
   in.dissolved_sets = old_epochs->KnownSets();
+  in.timeline = old->ops->timeline();
+  in.cause = "this worker rejoined after its eviction";
   auto epoch = worker::BuildEpoch(in, client->current(), deadline, -1);
   if (!epoch.ok()) {
     (void)client->Shutdown();
@@ -593,15 +610,18 @@ absl::Status AwaitNextEpoch(absl::Duration timeout) {
   in.first = false;
   while (true) {
     std::shared_ptr<worker::EpochRuntime> old = epochs->current();
-    if (epochs->EndedWith(old->number).ok()) {
+    const absl::Status ended_with = epochs->EndedWith(old->number);
+    if (ended_with.ok()) {
       return absl::OkStatus();  // the current epoch is alive: nothing to do
     }
+    in.cause = std::string(ended_with.message());
     absl::StatusOr<worker::SessionClient::EpochView> view =
         client->WaitForEpochAfter(old->number, deadline);
     if (!view.ok()) return view.status();
     // The ended epoch's runtime stops before the next one starts (its
-    // pending ops failed already).
-    (void)old->ops->Stop();
+    // pending ops failed already); the timeline goes on in the next.
+    in.timeline = old->ops->timeline();
+    (void)old->ops->Stop(/*close_timeline=*/false);
     in.first_handle = old->ops->next_handle();
     in.dissolved_sets = epochs->KnownSets();
     net::UniqueFd abort(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));

@@ -341,6 +341,26 @@ absl::Status ParseNegotiation(const EnvMap& env, WorkerConfig& c) {
   return absl::OkStatus();
 }
 
+// kolorun --fault (worker_lib/fault_hook.h).
+absl::Status ParseFaults(const EnvMap& env, WorkerConfig& c) {
+  c.fault_origin = absl::Now();
+  if (auto f = First(env, {"KOLO_FAULT_EVENTS"})) c.fault_events = f->value;
+  if (auto f = First(env, {"KOLO_FAULT_PLAN"})) {
+    absl::StatusOr<std::vector<PlannedFault>> plan = DecodeWorkerPlan(f->value);
+    if (!plan.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("KOLO_FAULT_PLAN: ", plan.status().message()));
+    }
+    c.fault_plan = *std::move(plan);
+  }
+  if (auto f = First(env, {"KOLO_FAULT_ORIGIN_MS"})) {
+    auto v = ParseInt64(*f, 0, int64_t{1} << 50);
+    if (!v.ok()) return v.status();
+    c.fault_origin = absl::FromUnixMillis(*v);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ParseMisc(const EnvMap& env, WorkerConfig& c) {
   if (auto a = Get(env, "KOLO_ADDR")) {
     if (!net::IsIpLiteral(*a)) {
@@ -405,6 +425,7 @@ absl::StatusOr<WorkerConfig> ParseWorkerConfig(
   if (absl::Status s = ParseTiming(env, c); !s.ok()) return s;
   if (absl::Status s = ParseNegotiation(env, c); !s.ok()) return s;
   if (absl::Status s = ParseMisc(env, c); !s.ok()) return s;
+  if (absl::Status s = ParseFaults(env, c); !s.ok()) return s;
   return c;
 }
 

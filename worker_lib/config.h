@@ -39,6 +39,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "allreduce/collectives.h"
+#include "common/fault_spec.h"
 #include "common/knobs.h"
 #include "common/net.h"
 
@@ -168,6 +169,17 @@ struct WorkerConfig {
   // members of a grouped op fuse only with each other, not with other
   // tensors. Default 0.
   bool disable_group_fusion = false;
+
+  // --- Fault injection (set by kolorun --fault; worker_lib/fault_hook.h) ---
+  // KOLO_FAULT_EVENTS: the file this worker appends its fault events to;
+  // empty (the default): the fault hook is never armed.
+  std::string fault_events;
+  // KOLO_FAULT_PLAN: the job's worker-fired faults, "ID=SPEC;..."
+  // (common/fault_spec.h).
+  std::vector<PlannedFault> fault_plan;
+  // KOLO_FAULT_ORIGIN_MS: kolorun's start (Unix ms), from which after=
+  // counts. Default: now.
+  absl::Time fault_origin = absl::UnixEpoch();
 };
 
 // Parses `env` (variable -> value). `kernel_host_name` is the fallback host

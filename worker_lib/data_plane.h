@@ -56,6 +56,10 @@ class DataPlane {
   // Makes every current and later collective fail with `why` at once.
   void Abort(absl::Status why);
 
+  // Fault injection: cuts the connection to `peer` (-1: every peer); see
+  // Transport::CutForFault. REQUIRES: the thread that runs collectives.
+  absl::Status CutForFault(int peer) { return transport_->CutForFault(peer); }
+
   // A collective that failed because of peers (its error names them:
   // allreduce/transport.h PeersOf) returns what `handler` makes of the
   // error instead: the API reports it to the coordinator and returns the

@@ -10,6 +10,7 @@
 #include "allreduce/transport.h"
 #include "common/log.h"
 #include "common/net.h"
+#include "worker_lib/fault_hook.h"
 #include "worker_lib/negotiation_link.h"
 #include "worker_lib/timeline.h"
 
@@ -94,6 +95,7 @@ absl::StatusOr<std::shared_ptr<EpochRuntime>> BuildEpoch(
   ro.epoch = view.epoch;
   ro.dissolved_sets = in.dissolved_sets;
   ro.timeline_dynamic = c.timeline_dynamic;
+  ro.timeline = in.timeline;
   if (!c.timeline.empty() && m.rank() == 0 && in.first) {
     // As Horovod: rank 0 writes the timeline (of the first epoch). A path
     // that cannot be written is reported and the job goes on without one.
@@ -105,6 +107,16 @@ absl::StatusOr<std::shared_ptr<EpochRuntime>> BuildEpoch(
                   std::string(timeline.status().message()));
     }
   }
+  if (ro.timeline != nullptr) faults::SetTimeline(ro.timeline);
+  if (ro.timeline != nullptr && view.epoch > 1) {
+    // A membership change (the first epoch's start needs no mark).
+    Timeline::Args args = {{"rank", absl::StrCat(m.rank())},
+                           {"size", absl::StrCat(m.size())}};
+    if (!in.cause.empty()) args.emplace_back("cause", in.cause);
+    ro.timeline->Marker(absl::StrCat("epoch ", view.epoch, " formed"),
+                        absl::Now(), std::move(args));
+  }
+  faults::OnEpoch(view.epoch, m.rank(), m.size());
   epoch->ops =
       std::make_shared<OpRuntime>(in.client, std::move(link), epoch->data.get(),
                                   m.rank(), m.size(), std::move(ro));

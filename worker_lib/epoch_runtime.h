@@ -58,8 +58,12 @@ struct EpochInputs {
   int listen_fd = -1;
   // The coordinator's address as dialled ("host:port"), for the link.
   std::string coordinator;
-  // Rank 0 of the first epoch writes the timeline (KOLO_TIMELINE).
+  // Rank 0 of the first epoch writes the timeline (KOLO_TIMELINE), and goes
+  // on writing it in later epochs: `timeline` is then its file.
   bool first = true;
+  std::shared_ptr<Timeline> timeline;
+  // Why the previous epoch ended (its membership error), for the timeline.
+  std::string cause;
   Handle first_handle = 1;
   std::vector<int32_t> dissolved_sets;
 };

@@ -407,7 +407,12 @@ void OpRuntime::Fail(absl::Status why) {
   if (link_ != nullptr) link_->Wake();
 }
 
-absl::Status OpRuntime::Stop() {
+std::shared_ptr<Timeline> OpRuntime::timeline() {
+  MutexLock lock(&mu_);
+  return timeline_;
+}
+
+absl::Status OpRuntime::Stop(bool close_timeline) {
   std::vector<std::string> abandoned;
   {
     MutexLock lock(&mu_);
@@ -476,7 +481,7 @@ absl::Status OpRuntime::Stop() {
     MutexLock lock(&mu_);
     timeline = timeline_;
   }
-  if (timeline != nullptr) timeline->Close();
+  if (timeline != nullptr && close_timeline) timeline->Close();
   return result;
 }
 

@@ -132,7 +132,9 @@ struct RuntimeOptions {
   absl::Duration announce_window = absl::Milliseconds(1);
   // KOLO_DISABLE_GROUP_FUSION: grouped ops fuse only within their group.
   bool disable_group_fusion = false;
-  std::unique_ptr<Timeline> timeline;  // null: none
+  // Null: none. Shared with the next epochs' runtimes of an elastic job
+  // (the file spans epochs; the last Stop(true) closes it).
+  std::shared_ptr<Timeline> timeline;
   // KOLO_TIMELINE=DYNAMIC (rank 0): no timeline yet, but StartTimeline may
   // open one later, so plans carry tensor names from the start.
   bool timeline_dynamic = false;
@@ -214,7 +216,10 @@ class OpRuntime {
   // Returns kFailedPrecondition naming the ops that were still in flight
   // (abandoned: submitted, not complete) and what each waited for, after
   // logging it at warn on this rank; OK when there were none.
-  absl::Status Stop() ABSL_LOCKS_EXCLUDED(mu_);
+  // `close_timeline`: false when the next epoch goes on writing it.
+  absl::Status Stop(bool close_timeline = true) ABSL_LOCKS_EXCLUDED(mu_);
+  // The timeline this runtime writes (null: none).
+  std::shared_ptr<Timeline> timeline() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   void ThreadMain() ABSL_LOCKS_EXCLUDED(mu_);

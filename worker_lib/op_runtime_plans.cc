@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "allreduce/kernels.h"
 #include "proto/op_names.h"
+#include "worker_lib/fault_hook.h"
 #include "worker_lib/op_runtime.h"
 #include "worker_lib/op_runtime_internal.h"
 #include "worker_lib/plan_executor.h"
@@ -237,8 +238,13 @@ void OpRuntime::RunPlan(proto::Plan& plan, absl::Time arrived) {
       steps.push_back(std::move(step));
     }
   }
-  if (plan_timeline != nullptr) {
-    TracePlan(*plan_timeline, plan, arrived, traced);
+  if (plan_timeline != nullptr) TracePlan(*plan_timeline, plan, arrived, traced);
+  // Fault injection (fault_hook.h): one relaxed load when no fault is armed.
+  const bool faults_armed = faults::Armed();
+  absl::Time run_start;
+  if (faults_armed) {
+    faults::BeforePlan({epoch_, rank_, size_, data_});
+    run_start = absl::Now();
   }
   std::vector<std::vector<absl::Status>> results;
   for (size_t k = 0; k < steps.size(); ++k) {
@@ -281,6 +287,17 @@ void OpRuntime::RunPlan(proto::Plan& plan, absl::Time arrived) {
                             &op->result));
       if (trace) timeline->End(op->name, absl::Now());
     }
+  }
+  if (faults_armed) {
+    int completed = 0;
+    for (size_t k = 0; k < steps.size(); ++k) {
+      for (size_t i = 0; i < steps[k].ops.size() && i < results[k].size();
+           ++i) {
+        if (steps[k].ops[i] != nullptr && results[k][i].ok()) ++completed;
+      }
+    }
+    faults::AfterPlan({epoch_, rank_, size_, data_}, completed,
+                      absl::Now() - run_start);
   }
   // A removed process set's data plane goes (this thread's).
   for (size_t k = 0; k < steps.size(); ++k) {

@@ -171,10 +171,15 @@ void SessionClient::Reactor::OnTerminal(
 
 absl::Status SessionClient::Reactor::WaitForVerdict(absl::Time deadline) {
   MutexLock lock(&mu_);
-  while (terminal_.ok() && epoch_error_.ok()) {
+  const uint64_t reported_in = epoch_;
+  while (terminal_.ok() && epoch_error_.ok() && epoch_ == reported_in) {
     if (cv_.WaitWithDeadline(&mu_, deadline)) break;
   }
-  return !terminal_.ok() ? terminal_ : epoch_error_;
+  if (!terminal_.ok()) return terminal_;
+  if (!epoch_error_.ok()) return epoch_error_;
+  // The epoch ended and the next formed before this thread woke up.
+  if (epoch_ != reported_in) return last_epoch_error_;
+  return absl::OkStatus();
 }
 
 void SessionClient::Reactor::OnEpochEnd(
@@ -325,6 +330,7 @@ void SessionClient::Reactor::Handle(const proto::CoordinatorMessage& msg) {
       }
       SessionLog()->warn("worker {}: {}", options_.worker_id, ab.reason());
       epoch_error_ = proto::MembershipError(ab);
+      last_epoch_error_ = epoch_error_;
       // Pending exchanges, Announces and Dones of the epoch fail with it;
       // the API aborts the epoch's data plane and ops.
       if (on_epoch_end_) on_epoch_end_(epoch_error_, epoch_);

@@ -82,7 +82,9 @@ class SessionClient::Reactor final
     return terminal_;
   }
   // Until the session ended (returns its terminal error), the epoch ended
-  // (returns the membership error) or `deadline` (returns OK).
+  // (returns the membership error; also when the next epoch formed before
+  // this thread woke, as it does at once when the coordinator reforms an
+  // epoch with the same members) or `deadline` (returns OK).
   absl::Status WaitForVerdict(absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
   // See SessionClient::OnEpochEnd, WaitForEpochAfter and current().
   void OnEpochEnd(std::function<void(const absl::Status&, uint64_t)> observer)
@@ -151,6 +153,9 @@ class SessionClient::Reactor final
   // Elastic jobs: the membership error of the epoch that ended (EpochAborted),
   // until the next Membership; OK otherwise.
   absl::Status epoch_error_ ABSL_GUARDED_BY(mu_);
+  // The membership error of the last epoch that ended (kept past the next
+  // Membership, for WaitForVerdict).
+  absl::Status last_epoch_error_ ABSL_GUARDED_BY(mu_);
   // Told each epoch's end, under mu_ (it must not call back in).
   std::function<void(const absl::Status&, uint64_t)> on_epoch_end_
       ABSL_GUARDED_BY(mu_);

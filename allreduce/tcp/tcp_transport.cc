@@ -1,6 +1,7 @@
 #include "allreduce/tcp/tcp_transport.h"
 
 #include <sys/epoll.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 
@@ -91,6 +92,21 @@ std::string TcpTransport::Self() const {
 absl::Status TcpTransport::AbortStatus() const {
   MutexLock lock(&abort_mu_);
   return abort_status_;
+}
+
+absl::Status TcpTransport::CutForFault(int peer) {
+  int cut = 0;
+  for (size_t r = 0; r < channels_.size(); ++r) {
+    if (channels_[r] == nullptr) continue;
+    if (peer >= 0 && static_cast<int>(r) != peer) continue;
+    ::shutdown(channels_[r]->fd(), SHUT_RDWR);
+    ++cut;
+  }
+  if (cut == 0) {
+    return absl::NotFoundError(
+        absl::StrCat(Self(), ": no data connection to peer ", peer, " to cut"));
+  }
+  return absl::OkStatus();
 }
 
 void TcpTransport::Abort(absl::Status why) {

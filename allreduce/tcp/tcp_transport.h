@@ -62,6 +62,8 @@ class TcpTransport : public Transport {
   absl::StatusOr<OpId> StartRecv(int peer, void* data, size_t len) override;
   absl::Status Wait(OpId op) override;
   void Abort(absl::Status why) override;
+  // shutdown(2) of the peer's socket (both directions).
+  absl::Status CutForFault(int peer) override;
 
  private:
   struct OpRecord {

@@ -1,0 +1,361 @@
+#include "launcher/fault_report.h"
+
+#include <algorithm>
+#include <set>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace kolo::launcher {
+namespace {
+
+using nlohmann::json;
+
+double Secs(absl::Duration d) { return absl::ToDoubleSeconds(d); }
+
+absl::Time FromMs(int64_t ms) { return absl::FromUnixMillis(ms); }
+absl::Time EventTime(const json& e) {
+  return absl::FromUnixMicros(e.value("t_us", int64_t{0}));
+}
+
+const char* StateName(FaultRecord::State s) {
+  switch (s) {
+    case FaultRecord::State::kFired:
+      return "fired";
+    case FaultRecord::State::kSkipped:
+      return "skipped";
+    default:
+      return "not-fired";
+  }
+}
+
+// The first epoch record that follows `fired` and names the fault's
+// victim(s) among the lost or the left; nullptr when none does.
+const proto::EpochRecord* EpochAfter(const proto::StatusReply& st,
+                                     const FaultRecord& r,
+                                     const proto::LostWorker** lost_out) {
+  const FaultSpec& s = r.fault.spec;
+  // A delay or a slowdown ends no epoch of its own: a later change of its
+  // target's is another fault's.
+  if (s.kind == FaultKind::kDelay || s.kind == FaultKind::kSlow) {
+    return nullptr;
+  }
+  // Clocks: the worker's and kolorun's are the same machine's; 200 ms of
+  // slack for a loss detected as the fault was being recorded.
+  const int64_t from = absl::ToUnixMillis(r.fired_at) - 200;
+  for (const proto::EpochRecord& e : st.history()) {
+    if (e.formed_unix_ms() < from) continue;
+    for (const proto::LostWorker& l : e.lost()) {
+      const bool victim =
+          s.kind == FaultKind::kPartition
+              ? l.host_name() == s.target.name
+              : (r.worker_id.empty() || l.worker_id() == r.worker_id);
+      // A cut connection loses a worker only through its peers' reports.
+      const bool cause_fits =
+          s.kind != FaultKind::kDrop || l.detection() == "data-plane";
+      if (victim && cause_fits && l.detected_unix_ms() >= from) {
+        *lost_out = &l;
+        return &e;
+      }
+    }
+    for (const std::string& w : e.left()) {
+      if (w == r.worker_id) return &e;
+    }
+    // A cut connection between live workers: the epoch is reformed with
+    // the same members (elastic jobs).
+    if (s.kind == FaultKind::kDrop && e.cause() == "reformed") return &e;
+  }
+  return nullptr;
+}
+
+json Median(std::vector<double> v) {
+  if (v.empty()) return nullptr;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 == 1 ? v[v.size() / 2]
+                           : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+json FaultJson(const ReportInputs& in, const FaultRecord& r) {
+  const absl::Time origin = in.driver->options().origin;
+  const FaultSpec& s = r.fault.spec;
+  json f = {{"id", r.fault.id},
+            {"spec", FaultSpecText(s)},
+            {"kind", std::string(FaultKindName(s.kind))},
+            {"from_random", r.fault.from_random >= 0 ? json(r.fault.from_random)
+                                                     : json(nullptr)},
+            {"fired_by", r.by_worker ? "worker" : "kolorun"},
+            {"state", StateName(r.state)},
+            {"detail", r.detail},
+            {"fired_s", nullptr},
+            {"ended_s", nullptr},
+            {"target", nullptr},
+            {"detection", nullptr},
+            {"recovery", nullptr},
+            {"rollbacks", json::array()},
+            {"replacement", nullptr}};
+  if (s.kind == FaultKind::kRandom) {
+    int n = 0;
+    for (const FaultRecord& o : in.driver->records()) {
+      n += o.fault.from_random == r.fault.id ? 1 : 0;
+    }
+    f["state"] = "plan";
+    f["detail"] = absl::StrCat("drew ", n, " fault(s) with seed ",
+                               in.driver->options().seed);
+    return f;
+  }
+  if (r.state == FaultRecord::State::kPending) {
+    f["detail"] = r.by_worker ? "never due on its target before the job ended"
+                              : "the job ended before it was due";
+    return f;
+  }
+  f["fired_s"] = Secs(r.fired_at - origin);
+  if (r.ended_at != absl::InfiniteFuture()) {
+    f["ended_s"] = Secs(r.ended_at - origin);
+  }
+  if (!r.worker_id.empty()) {
+    f["target"] = {{"worker", r.worker_id},
+                   {"incarnation", r.incarnation},
+                   {"rank", r.rank},
+                   {"epoch", r.epoch},
+                   {"pid", r.pid},
+                   {"at_op", r.at_op >= 0 ? json(r.at_op) : json(nullptr)}};
+  } else if (s.kind == FaultKind::kPartition) {
+    f["target"] = {{"host", s.target.name}};
+  }
+  if (r.state != FaultRecord::State::kFired) return f;
+  // Delays and slowdowns change no membership; a drop, a partition or a
+  // killed coordinator may end the job rather than an epoch.
+  const proto::LostWorker* lost = nullptr;
+  const proto::EpochRecord* next = EpochAfter(in.status, r, &lost);
+  if (next == nullptr) return f;
+  json det = {{"epoch_ended", next->epoch() - 1},
+              {"next_epoch", next->epoch()},
+              {"next_epoch_formed_after_s",
+               Secs(FromMs(next->formed_unix_ms()) - r.fired_at)},
+              {"how", "left"},
+              {"cause", "left at its commit (SIGTERM)"},
+              {"after_s", nullptr}};
+  if (next->cause() == "reformed" && lost == nullptr) {
+    det["how"] = "data-plane";
+    det["cause"] =
+        "the workers reported the broken connection while every one of them "
+        "heartbeated: the epoch was reformed with the same members";
+  }
+  if (lost != nullptr) {
+    det["how"] = lost->detection();
+    det["cause"] = lost->cause();
+    det["after_s"] = Secs(FromMs(lost->detected_unix_ms()) - r.fired_at);
+  }
+  f["detection"] = det;
+  // The survivors' first completed collective in the next epoch.
+  std::set<std::string> joined(next->joined().begin(), next->joined().end());
+  json survivors = json::array();
+  std::vector<double> times;
+  std::set<std::string> seen;
+  for (const json& e : in.driver->events()) {
+    if (e.value("ev", "") != "first_op" ||
+        e.value("epoch", uint64_t{0}) != next->epoch()) {
+      continue;
+    }
+    const std::string w = e.value("worker", "");
+    if (joined.count(w) != 0 || !seen.insert(w).second) continue;
+    const double t = Secs(EventTime(e) - r.fired_at);
+    times.push_back(t);
+    survivors.push_back({{"worker", w}, {"after_s", t}});
+  }
+  f["recovery"] = {{"survivors", survivors},
+                   {"median_s", Median(times)},
+                   {"max_s", times.empty() ? json(nullptr)
+                                           : json(*std::max_element(
+                                                 times.begin(), times.end()))}};
+  // Rollbacks between the fault and the next epoch.
+  const absl::Time formed = FromMs(next->formed_unix_ms());
+  for (const json& e : in.driver->events()) {
+    if (e.value("ev", "") != "rollback") continue;
+    const absl::Time t = EventTime(e);
+    if (t < r.fired_at - absl::Milliseconds(200) ||
+        t > formed + absl::Seconds(1)) {
+      continue;
+    }
+    f["rollbacks"].push_back(
+        {{"worker", e.value("worker", "")},
+         {"commit", e.value("commit", int64_t{0})},
+         {"ops_discarded", e.value("ops_discarded", int64_t{0})}});
+  }
+  // A replacement: the victim's worker id joining a later epoch.
+  if (!r.worker_id.empty()) {
+    for (const proto::EpochRecord& e : in.status.history()) {
+      if (e.epoch() < next->epoch()) continue;
+      if (std::find(e.joined().begin(), e.joined().end(), r.worker_id) ==
+          e.joined().end()) {
+        continue;
+      }
+      int inc = -1;
+      for (const json& ev : in.driver->events()) {
+        if (ev.value("ev", "") == "armed" &&
+            ev.value("worker", "") == r.worker_id &&
+            EventTime(ev) > r.fired_at) {
+          inc = ev.value("inc", -1);
+          break;
+        }
+      }
+      f["replacement"] = {
+          {"worker", r.worker_id},
+          {"incarnation", inc >= 0 ? json(inc) : json(nullptr)},
+          {"joined_epoch", e.epoch()},
+          {"after_s", Secs(FromMs(e.formed_unix_ms()) - r.fired_at)}};
+      break;
+    }
+  }
+  return f;
+}
+
+}  // namespace
+
+json BuildFaultReport(const ReportInputs& in) {
+  const FaultDriver& d = *in.driver;
+  const absl::Time origin = d.options().origin;
+  const proto::StatusReply& st = in.status;
+  json report;
+  report["schema"] = "kolo-fault-report/1";
+  int members = 0;
+  for (const proto::WorkerStatus& w : st.workers()) {
+    members += w.state() == proto::MEMBER_STATE_MEMBER ? 1 : 0;
+  }
+  report["job"] = {{"id", st.job_id()},
+                   {"seed", d.options().seed},
+                   {"started_unix_ms", absl::ToUnixMillis(origin)},
+                   {"duration_s", Secs(in.end - origin)},
+                   {"outcome", in.exit_code == 0 ? "ok" : "failed"},
+                   {"exit_code", in.exit_code},
+                   {"reason", in.failure_reason},
+                   // The coordinator's verdict, which kolorun's own reason may
+                   // not name (a worker that ended because of it, say).
+                   {"coordinator_reason", st.end_reason()},
+                   {"coordinator_killed", d.coordinator_killed()},
+                   {"final_epoch", st.epoch()},
+                   {"final_members", members},
+                   {"resets", st.resets()}};
+  report["faults"] = json::array();
+  for (const FaultRecord& r : d.records()) {
+    report["faults"].push_back(FaultJson(in, r));
+  }
+  report["epochs"] = json::array();
+  for (const proto::EpochRecord& e : st.history()) {
+    json lost = json::array();
+    for (const proto::LostWorker& l : e.lost()) {
+      lost.push_back(
+          {{"worker", l.worker_id()},
+           {"rank", l.rank()},
+           {"host", l.host_name()},
+           {"cause", l.cause()},
+           {"detection", l.detection()},
+           {"detected_s", Secs(FromMs(l.detected_unix_ms()) - origin)}});
+    }
+    report["epochs"].push_back(
+        {{"epoch", e.epoch()},
+         {"formed_s", Secs(FromMs(e.formed_unix_ms()) - origin)},
+         {"cause", e.cause()},
+         {"members",
+          std::vector<std::string>(e.members().begin(), e.members().end())},
+         {"joined",
+          std::vector<std::string>(e.joined().begin(), e.joined().end())},
+         {"left", std::vector<std::string>(e.left().begin(), e.left().end())},
+         {"lost", lost}});
+  }
+  report["worker_ends"] = json::array();
+  for (const FaultDriver::WorkerEnd& e : d.worker_ends()) {
+    report["worker_ends"].push_back({{"worker", e.worker_id},
+                                     {"incarnation", e.incarnation},
+                                     {"what", e.what},
+                                     {"at_s", Secs(e.at - origin)}});
+  }
+  return report;
+}
+
+namespace {
+
+std::string S(const json& v) {
+  return v.is_number() ? absl::StrFormat("%.3f s", v.get<double>()) : "-";
+}
+
+}  // namespace
+
+std::string FaultReportText(const json& report) {
+  const json& job = report["job"];
+  std::string out = absl::StrCat(
+      "kolorun: fault report (seed ", job["seed"].get<uint64_t>(),
+      "): ", report["faults"].size(), " fault(s); job ",
+      job["outcome"].get<std::string>(), " (exit ", job["exit_code"].get<int>(),
+      ") after ", S(job["duration_s"]), ", epoch ",
+      job["final_epoch"].get<uint64_t>(), ", ", job["resets"].get<uint32_t>(),
+      " membership change(s)");
+  if (!job["reason"].get<std::string>().empty()) {
+    absl::StrAppend(&out, ": ", job["reason"].get<std::string>());
+  }
+  out += "\n";
+  const std::string verdict = job["coordinator_reason"].get<std::string>();
+  if (!verdict.empty() && verdict != job["reason"].get<std::string>() &&
+      job["outcome"] == "failed") {
+    absl::StrAppend(&out, "  the coordinator: ", verdict, "\n");
+  }
+  for (const json& f : report["faults"]) {
+    absl::StrAppend(&out, "  #", f["id"].get<int>(), " ",
+                    f["spec"].get<std::string>(), ": ",
+                    f["state"].get<std::string>());
+    if (f["fired_s"].is_number())
+      absl::StrAppend(&out, " at ", S(f["fired_s"]));
+    if (f["target"].is_object() && f["target"].contains("worker")) {
+      const json& t = f["target"];
+      absl::StrAppend(&out, " on ", t["worker"].get<std::string>(), " (rank ",
+                      t["rank"].get<int>(), ", epoch ",
+                      t["epoch"].get<uint64_t>(), ")");
+    }
+    if (!f["detail"].get<std::string>().empty()) {
+      absl::StrAppend(&out, ": ", f["detail"].get<std::string>());
+    }
+    out += "\n";
+    if (f["detection"].is_object()) {
+      const json& d = f["detection"];
+      absl::StrAppend(&out, "     detected ", S(d["after_s"]), " later (",
+                      d["how"].get<std::string>(), "); epoch ",
+                      d["epoch_ended"].get<uint64_t>(), " ended, epoch ",
+                      d["next_epoch"].get<uint64_t>(), " formed ",
+                      S(d["next_epoch_formed_after_s"]), " after the fault\n");
+    }
+    if (f["recovery"].is_object()) {
+      const json& r = f["recovery"];
+      absl::StrAppend(&out, "     survivors' next collective: median ",
+                      S(r["median_s"]), ", max ", S(r["max_s"]), " (",
+                      r["survivors"].size(), " worker(s))");
+      int64_t lo = -1, hi = -1, commit = -1;
+      for (const json& rb : f["rollbacks"]) {
+        const int64_t n = rb["ops_discarded"].get<int64_t>();
+        lo = lo < 0 ? n : std::min(lo, n);
+        hi = std::max(hi, n);
+        commit = rb["commit"].get<int64_t>();
+      }
+      if (commit >= 0) {
+        absl::StrAppend(&out, "; rolled back to commit ", commit, " (", lo,
+                        lo == hi ? "" : absl::StrCat("-", hi),
+                        " collective(s) since it discarded)");
+      }
+      out += "\n";
+    }
+    if (f["replacement"].is_object()) {
+      const json& r = f["replacement"];
+      absl::StrAppend(
+          &out, "     replaced: ", r["worker"].get<std::string>(),
+          r["incarnation"].is_number()
+              ? absl::StrCat(" incarnation ", r["incarnation"].get<int>())
+              : "",
+          " joined epoch ", r["joined_epoch"].get<uint64_t>(), " ",
+          S(r["after_s"]), " after the fault\n");
+    }
+  }
+  return out;
+}
+
+}  // namespace kolo::launcher
