@@ -63,6 +63,18 @@ class TcpTransport : public Transport {
   absl::Status Wait(OpId op) override;
   void Abort(absl::Status why) override;
 
+  // For a transport that drives this one beside another
+  // (allreduce/shm/hybrid_transport.h): moves what can move; when nothing
+  // moved and `block` > 0, sleeps in epoll at most `block` and moves again.
+  // Returns the bytes moved, or the abort status / first op error.
+  absl::StatusOr<size_t> Drive(absl::Duration block);
+  // Whether `op` completed (Wait(op) then returns at once).
+  bool Completed(OpId op) const;
+  // Whether some started op has not completed.
+  bool HasPending() const;
+  // The error of a Wait that saw no byte move for `idle`.
+  absl::Status InactivityError(absl::Duration idle) const;
+
  private:
   struct OpRecord {
     bool done = false;
@@ -78,7 +90,6 @@ class TcpTransport : public Transport {
   size_t ProgressAll();
   // Polls (timeout zero) or blocks up to `timeout`, recording readiness.
   absl::Status Poll(absl::Duration timeout);
-  absl::Status InactivityError(absl::Duration idle) const;
 
   const TcpOptions options_;
   std::unique_ptr<tcp::Poller> poller_;
