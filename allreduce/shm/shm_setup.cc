@@ -26,6 +26,8 @@ constexpr size_t kNameBytes = 32;  // abstract socket name, NUL padded
 // The leader waits at most this long for its peers to fetch the descriptor
 // (a peer that could not connect says so only afterwards, over TCP).
 constexpr absl::Duration kHandOver = absl::Seconds(5);
+// The report and verdict messages: a reason, NUL padded (empty: all well).
+constexpr size_t kReasonBytes = 256;
 
 struct Offer {
   uint8_t ok = 0;
@@ -92,9 +94,11 @@ absl::Status HandOut(int listen_fd, const std::vector<pid_t>& pids, int memfd,
     if (::getsockopt(conn.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
       continue;
     }
-    auto it = std::find(pids.begin() + 1, pids.end(), cred.pid);
-    if (cred.uid != ::geteuid() || it == pids.end() ||
-        served[it - pids.begin()]) {
+    // The first peer with that process id not served yet (ranks run as
+    // threads of one process in tests share one).
+    size_t who = 1;
+    while (who < pids.size() && (pids[who] != cred.pid || served[who])) ++who;
+    if (cred.uid != ::geteuid() || who == pids.size()) {
       log->warn(
           "shared memory: refused a connection from process {} (uid {}), "
           "which is not a local rank of this epoch",
@@ -115,7 +119,7 @@ absl::Status HandOut(int listen_fd, const std::vector<pid_t>& pids, int memfd,
     c->cmsg_len = CMSG_LEN(sizeof(int));
     std::memcpy(CMSG_DATA(c), &memfd, sizeof(int));
     if (::sendmsg(conn.get(), &msg, MSG_NOSIGNAL) != 1) continue;
-    served[it - pids.begin()] = true;
+    served[who] = true;
     --left;
   }
   return absl::OkStatus();
@@ -271,31 +275,32 @@ absl::StatusOr<ShmJoin> JoinSegment(Transport& control,
 
   // 3. Every rank says whether it mapped the segment; the leader decides.
   if (leader) {
-    std::vector<std::string> reports(n, std::string(256, '\0'));
+    std::vector<std::string> reports(n, std::string(kReasonBytes, '\0'));
     std::vector<std::pair<int, std::string*>> recvs;
     for (int i = 1; i < n; ++i) recvs.emplace_back(o.local[i], &reports[i]);
     if (absl::Status s = Exchange(control, {}, recvs); !s.ok()) return s;
-    std::string verdict(64, '\0');
+    std::string verdict(kReasonBytes, '\0');
     if (!why.empty()) {
-      verdict = absl::StrCat("rank ", o.rank, ": ", why).substr(0, 255);
+      verdict =
+          absl::StrCat("rank ", o.rank, ": ", why).substr(0, kReasonBytes - 1);
     }
     for (int i = 1; i < n && why.empty(); ++i) {
       if (reports[i][0] != '\0') {
         why = std::string(reports[i].c_str());
-        verdict = why.substr(0, 255);
+        verdict = why.substr(0, kReasonBytes - 1);
       }
     }
-    verdict.resize(256, '\0');
+    verdict.resize(kReasonBytes, '\0');
     std::vector<std::pair<int, std::string>> sends;
     for (int i = 1; i < n; ++i) sends.emplace_back(o.local[i], verdict);
     if (absl::Status s = Exchange(control, sends, {}); !s.ok()) return s;
   } else {
-    std::string report(64, '\0');
+    std::string report(kReasonBytes, '\0');
     if (!why.empty()) {
-      report = absl::StrCat(self, ": ", why).substr(0, 255);
-      report.resize(256, '\0');
+      report = absl::StrCat(self, ": ", why).substr(0, kReasonBytes - 1);
+      report.resize(kReasonBytes, '\0');
     }
-    std::string verdict(64, '\0');
+    std::string verdict(kReasonBytes, '\0');
     if (absl::Status s = Exchange(control, {{leader_rank, report}},
                                   {{leader_rank, &verdict}});
         !s.ok()) {
