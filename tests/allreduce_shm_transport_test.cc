@@ -43,39 +43,52 @@ std::string Pattern(size_t len, int salt) {
   return s;
 }
 
-std::vector<std::unique_ptr<Transport>> World(int n, size_t ring,
-                                              absl::Duration timeout) {
-  return testing::MakeShmWorld(n, ring, timeout);
+std::vector<std::unique_ptr<Transport>> World(
+    int n, size_t ring, absl::Duration timeout,
+    size_t attach_min = ShmOptions().attach_min_bytes) {
+  return testing::MakeShmWorld(n, ring, timeout, attach_min);
 }
 
-TEST(ShmTransportTest, ExactBytesBothWaysThroughWrappingRings) {
-  auto ts = World(2, 4096, testing::Scaled(absl::Seconds(30)));
-  ASSERT_EQ(ts.size(), 2u);
-  const std::vector<size_t> sizes = {0, 1, 23, 4096, 4097, 100000, 3 << 20};
-  std::vector<std::vector<std::string>> got(2);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < 2; ++r) {
-    threads.emplace_back([&, r] {
-      Transport& t = *ts[r];
-      t.BeginOperation(5);
-      std::vector<std::string> out;
-      for (size_t i = 0; i < sizes.size(); ++i)
-        out.push_back(Pattern(sizes[i], r * 100 + i));
-      got[r].assign(sizes.size(), "");
-      std::vector<OpId> ops;
+// Through the rings only (attach off), and with every message from 4 KiB by
+// reference once the pair's probe succeeded (the first ones go through the
+// ring while it runs).
+TEST(ShmTransportTest, ExactBytesBothWaysThroughRingsAndByReference) {
+  for (size_t attach_min : {size_t{0}, size_t{4096}}) {
+    auto ts = World(2, 4096, testing::Scaled(absl::Seconds(30)), attach_min);
+    ASSERT_EQ(ts.size(), 2u);
+    const std::vector<size_t> sizes = {
+        0, 1, 23, 4096, 4097, 100000, 3 << 20, 5000, 70000, 0, 1 << 20};
+    std::vector<std::vector<std::string>> got(2);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < 2; ++r) {
+      threads.emplace_back([&, r] {
+        Transport& t = *ts[r];
+        std::vector<std::string> out;
+        for (size_t i = 0; i < sizes.size(); ++i) {
+          out.push_back(Pattern(sizes[i], r * 100 + static_cast<int>(i)));
+        }
+        got[r].assign(sizes.size(), "");
+        // Two rounds: the second finds the probe done.
+        for (int round = 0; round < 2; ++round) {
+          t.BeginOperation(5 + round);
+          std::vector<OpId> ops;
+          for (size_t i = 0; i < sizes.size(); ++i) {
+            got[r][i].assign(sizes[i], 'x');
+            ops.push_back(*t.StartRecv(1 - r, got[r][i].data(), sizes[i]));
+            ops.push_back(*t.StartSend(1 - r, out[i].data(), sizes[i]));
+          }
+          EXPECT_TRUE(t.WaitAll(ops).ok());
+        }
+      });
+    }
+    for (auto& th : threads) th.join();
+    for (int r = 0; r < 2; ++r) {
       for (size_t i = 0; i < sizes.size(); ++i) {
-        got[r][i].assign(sizes[i], 'x');
-        ops.push_back(*t.StartRecv(1 - r, got[r][i].data(), sizes[i]));
-        ops.push_back(*t.StartSend(1 - r, out[i].data(), sizes[i]));
+        EXPECT_TRUE(got[r][i] ==
+                    Pattern(sizes[i], (1 - r) * 100 + static_cast<int>(i)))
+            << "rank " << r << ", message " << i << " of " << sizes[i]
+            << " B, attach from " << attach_min;
       }
-      EXPECT_TRUE(t.WaitAll(ops).ok());
-    });
-  }
-  for (auto& th : threads) th.join();
-  for (int r = 0; r < 2; ++r) {
-    for (size_t i = 0; i < sizes.size(); ++i) {
-      EXPECT_TRUE(got[r][i] == Pattern(sizes[i], (1 - r) * 100 + i))
-          << "rank " << r << ", message " << i << " of " << sizes[i] << " B";
     }
   }
 }

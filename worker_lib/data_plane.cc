@@ -71,6 +71,12 @@ absl::StatusOr<std::unique_ptr<Transport>> WithSharedMemory(
   so2.pids = join->pids;
   so2.timeout = o.timeout;
   so2.spin = o.spin;
+  GetLogger("transport")
+      ->info(
+          "rank {}: shared memory with the {} ranks of host {} (epoch {}, "
+          "{} KiB rings)",
+          o.rank, local.size(), host, epoch,
+          join->segment->ring_bytes() / 1024);
   auto shm = std::make_unique<ShmTransport>(std::move(join->segment), so2);
   return std::make_unique<HybridTransport>(std::move(tcp), std::move(shm),
                                            local, o.timeout, o.spin);

@@ -18,7 +18,7 @@ namespace kolo::shm {
 namespace {
 
 constexpr uint64_t kMagic = 0x316d68736f6c6f6bull;  // "kolo" "shm1"
-constexpr uint32_t kLayoutVersion = 1;
+constexpr uint32_t kLayoutVersion = 2;
 constexpr size_t kPage = 4096;
 constexpr size_t kMinRing = 4096;
 

@@ -3,8 +3,9 @@
 // by every local rank, laid out as:
 //
 //   [header: magic, layout version, epoch, nonce, ranks, ring size]
-//   [one doorbell per rank: a futex word and a waiter count]
-//   [one ring control per ordered pair (src, dst): head, tail]
+//   [one doorbell per rank: a futex word, a waiter count, a probe]
+//   [one ring control per ordered pair (src, dst): head, tail, acks,
+//    whether dst can read src's memory]
 //   [one byte ring per ordered pair src != dst, ring_bytes each]
 //
 // The creator (the lowest local rank) sizes and seals the memfd (no shrink or
@@ -36,12 +37,26 @@ inline constexpr size_t kNonceBytes = 16;
 struct alignas(64) Doorbell {
   std::atomic<uint32_t> word{0};     // bumped by whoever wants us to look
   std::atomic<uint32_t> waiters{0};  // threads of the owner in FutexWait
+  // Where the owner keeps a value its peers may read by cross-memory attach
+  // (process_vm_readv) to find out whether they can; 0 until published.
+  std::atomic<uint64_t> probe_address{0};
+  std::atomic<uint64_t> probe_value{0};
+  // Set when the owner's transport aborted or closed: its buffers may change
+  // from then on, so a message read from them by reference is void.
+  std::atomic<uint32_t> gone{0};
 };
 
+// Words written by the producer (head) and by the consumer (the rest), on
+// separate cache lines.
 struct alignas(64) RingControl {
-  std::atomic<uint64_t> head{0};  // bytes ever written (producer)
+  std::atomic<uint64_t> head{0};  // bytes ever written
   char pad[56];
-  std::atomic<uint64_t> tail{0};  // bytes ever read (consumer)
+  std::atomic<uint64_t> tail{0};  // bytes ever read
+  // Messages the consumer read straight out of the producer's memory.
+  std::atomic<uint64_t> acks{0};
+  // Whether the consumer can read the producer's memory: 0 not known yet,
+  // 1 yes, 2 no (refused: containers, Yama, another user).
+  std::atomic<uint32_t> attach{0};
 };
 
 class Segment {

@@ -2,9 +2,11 @@
 
 #include <poll.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <utility>
 
@@ -17,7 +19,9 @@
 namespace kolo {
 namespace {
 
-constexpr size_t kHeaderBytes = 24;
+constexpr size_t kHeaderBytes = 32;
+// Bytes read by one process_vm_readv.
+constexpr size_t kAttachPieceBytes = 4 << 20;
 // Bytes copied between two publications of a ring position: the peer starts
 // copying a large message out while the rest is still being copied in.
 constexpr size_t kPieceBytes = 64 * 1024;
@@ -38,7 +42,11 @@ ShmTransport::ShmTransport(std::unique_ptr<shm::Segment> segment,
     : segment_(std::move(segment)),
       options_(std::move(options)),
       my_bell_(segment_->bell(options_.rank)),
-      peers_(static_cast<size_t>(segment_->ranks())) {
+      peers_(static_cast<size_t>(segment_->ranks())),
+      probe_value_(0x6b6f6c6f00000000ull ^
+                   (static_cast<uint64_t>(::getpid()) << 8) ^
+                   static_cast<uint64_t>(options_.rank) ^
+                   reinterpret_cast<uintptr_t>(this)) {
   const size_t n = peers_.size();
   KOLO_CHECK(options_.rank >= 0 && static_cast<size_t>(options_.rank) < n);
   KOLO_CHECK(options_.names.empty() || options_.names.size() == n);
@@ -54,9 +62,37 @@ ShmTransport::ShmTransport(std::unique_ptr<shm::Segment> segment,
     peers_[r].pidfd = net::UniqueFd(
         static_cast<int>(::syscall(SYS_pidfd_open, options_.pids[r], 0)));
   }
+  my_bell_->probe_value.store(probe_value_, std::memory_order_relaxed);
+  my_bell_->probe_address.store(reinterpret_cast<uintptr_t>(&probe_value_),
+                                std::memory_order_release);
 }
 
-ShmTransport::~ShmTransport() = default;
+pid_t ShmTransport::Pid(int r) const {
+  return options_.pids.empty() ? ::getpid() : options_.pids[r];
+}
+
+void ShmTransport::ProbeAttach(int peer) {
+  shm::RingControl* ctl = segment_->control(peer, options_.rank);
+  if (ctl->attach.load(std::memory_order_relaxed) != 0) return;
+  if (options_.attach_min_bytes == 0) {
+    ctl->attach.store(2, std::memory_order_release);
+    return;
+  }
+  shm::Doorbell* bell = segment_->bell(peer);
+  const uint64_t address = bell->probe_address.load(std::memory_order_acquire);
+  if (address == 0) return;  // not published yet: ask again later
+  uint64_t value = 0;
+  iovec local{&value, sizeof(value)};
+  iovec remote{reinterpret_cast<void*>(address), sizeof(value)};
+  const bool ok = ::process_vm_readv(Pid(peer), &local, 1, &remote, 1, 0) ==
+                      static_cast<ssize_t>(sizeof(value)) &&
+                  value == bell->probe_value.load(std::memory_order_relaxed);
+  ctl->attach.store(ok ? 1 : 2, std::memory_order_release);
+}
+
+ShmTransport::~ShmTransport() {
+  my_bell_->gone.store(1, std::memory_order_seq_cst);
+}
 
 std::string ShmTransport::Name(int r) const {
   return options_.names.empty() ? absl::StrCat("rank ", r) : options_.names[r];
@@ -82,6 +118,9 @@ void ShmTransport::Abort(absl::Status why) {
           Name(options_.rank), ": shared-memory data plane aborted",
           why.message().empty() ? "" : ": ", why.message()));
     }
+    // Before any Wait can return the abort, and so before the caller may
+    // touch a buffer that a peer reads by reference.
+    my_bell_->gone.store(1, std::memory_order_seq_cst);
     aborted_.store(true, std::memory_order_seq_cst);
   }
   my_bell_->word.fetch_add(1, std::memory_order_seq_cst);
@@ -154,8 +193,15 @@ size_t ShmTransport::ProgressSends(int peer) {
   size_t moved = 0;
   while (!p.sends.empty()) {
     Msg& m = p.sends.front();
+    if (m.header_done == 0 && options_.attach_min_bytes > 0 &&
+        m.len >= options_.attach_min_bytes &&
+        ctl->attach.load(std::memory_order_acquire) == 1) {
+      m.remote = reinterpret_cast<uintptr_t>(m.data);
+      PutU64(m.header + 24, m.remote);
+    }
     bool full = false;
-    while (!full && (m.header_done < kHeaderBytes || m.done < m.len)) {
+    while (!full && (m.header_done < kHeaderBytes ||
+                     (m.remote == 0 && m.done < m.len))) {
       const uint64_t tail = ctl->tail.load(std::memory_order_acquire);
       const uint64_t used = p.head - tail;
       if (used > cap) {
@@ -198,7 +244,11 @@ size_t ShmTransport::ProgressSends(int peer) {
       }
     }
     if (full) break;
-    Complete(m.id, absl::OkStatus());
+    if (m.remote != 0) {
+      p.awaiting.emplace_back(++p.refs_sent, m.id);  // done when acked
+    } else {
+      Complete(m.id, absl::OkStatus());
+    }
     p.sends.pop_front();
   }
   return moved;
@@ -209,70 +259,109 @@ size_t ShmTransport::ProgressRecvs(int peer) {
   shm::RingControl* ctl = segment_->control(peer, options_.rank);
   const uint8_t* ring = segment_->ring(peer, options_.rank);
   const uint64_t cap = segment_->ring_bytes();
+  ProbeAttach(peer);
   size_t moved = 0;
-  auto fail_all = [&](const absl::Status& error) {
+  auto fail_all = [&](absl::Status error) {
+    SetPeers(error, {EpochRank(peer)});
     while (!p.recvs.empty()) {
       Complete(p.recvs.front().id, error);
       p.recvs.pop_front();
     }
   };
+  // Copies up to `want` bytes out of the ring; 0 when it is empty.
+  auto take = [&](unsigned char* dst, size_t want) -> size_t {
+    const uint64_t avail = ctl->head.load(std::memory_order_acquire) - p.tail;
+    if (avail > cap) {
+      fail_all(absl::DataLossError(absl::StrCat(
+          Name(options_.rank), ": the shared-memory ring from ", Name(peer),
+          " is corrupt (it claims more bytes than the ring holds)")));
+      return 0;
+    }
+    const size_t k = std::min<uint64_t>(want, avail);
+    if (k == 0) return 0;
+    const size_t off = p.tail % cap;
+    const size_t first = std::min<size_t>(k, cap - off);
+    std::memcpy(dst, ring + off, first);
+    if (k > first) std::memcpy(dst + first, ring, k - first);
+    p.tail += k;
+    ctl->tail.store(p.tail, std::memory_order_seq_cst);
+    Ring(peer);
+    return k;
+  };
   while (!p.recvs.empty()) {
     Msg& m = p.recvs.front();
-    while (m.header_done < kHeaderBytes || m.done < m.len) {
-      const uint64_t avail = ctl->head.load(std::memory_order_acquire) - p.tail;
-      if (avail > cap) {
-        absl::Status error = absl::DataLossError(absl::StrCat(
-            Name(options_.rank), ": the shared-memory ring from ", Name(peer),
-            " is corrupt (it claims more bytes than the ring holds)"));
-        SetPeers(error, {EpochRank(peer)});
-        fail_all(error);
+    while (m.header_done < kHeaderBytes) {
+      const size_t k =
+          take(m.header + m.header_done, kHeaderBytes - m.header_done);
+      if (k == 0) return moved;
+      moved += k;
+      m.header_done += k;
+      if (m.header_done < kHeaderBytes) continue;
+      const uint64_t epoch = GetU64(m.header);
+      const uint64_t seq = GetU64(m.header + 8);
+      const uint64_t len = GetU64(m.header + 16);
+      m.remote = GetU64(m.header + 24);
+      if (epoch != options_.epoch || seq != m.seq || len != m.len) {
+        // The stream cannot be trusted past a mismatch: every receive from
+        // this peer fails.
+        fail_all(absl::FailedPreconditionError(absl::StrCat(
+            Name(options_.rank), " expected ", m.len, " bytes of operation ",
+            m.seq, " (epoch ", options_.epoch, ") from ", Name(peer),
+            " but got ", len, " bytes of operation ", seq, " (epoch ", epoch,
+            "): the ranks ran different collectives")));
         return moved;
       }
-      if (avail == 0) return moved;
-      unsigned char* dst;
-      size_t want;
-      if (m.header_done < kHeaderBytes) {
-        dst = m.header + m.header_done;
-        want = kHeaderBytes - m.header_done;
-      } else {
-        dst = m.data + m.done;
-        want = std::min(m.len - m.done, kPieceBytes);
-      }
-      const size_t k = std::min<uint64_t>(want, avail);
-      const size_t off = p.tail % cap;
-      const size_t first = std::min<size_t>(k, cap - off);
-      std::memcpy(dst, ring + off, first);
-      if (k > first) std::memcpy(dst + first, ring, k - first);
-      p.tail += k;
-      ctl->tail.store(p.tail, std::memory_order_seq_cst);
-      Ring(peer);
-      moved += k;
-      if (m.header_done < kHeaderBytes) {
-        m.header_done += k;
-        if (m.header_done == kHeaderBytes) {
-          const uint64_t epoch = GetU64(m.header);
-          const uint64_t seq = GetU64(m.header + 8);
-          const uint64_t len = GetU64(m.header + 16);
-          if (epoch != options_.epoch || seq != m.seq || len != m.len) {
-            // The stream cannot be trusted past a mismatch: every receive
-            // from this peer fails.
-            absl::Status error = absl::FailedPreconditionError(
-                absl::StrCat(Name(options_.rank), " expected ", m.len,
-                             " bytes of operation ", m.seq, " (epoch ",
-                             options_.epoch, ") from ", Name(peer), " but got ",
-                             len, " bytes of operation ", seq, " (epoch ",
-                             epoch, "): the ranks ran different collectives"));
-            SetPeers(error, {EpochRank(peer)});
-            fail_all(error);
-            return moved;
-          }
+    }
+    if (m.remote != 0) {
+      // By reference: straight out of the sender's memory, then the ack.
+      while (m.done < m.len) {
+        const size_t k = std::min(m.len - m.done, kAttachPieceBytes);
+        iovec local{m.data + m.done, k};
+        iovec remote{reinterpret_cast<void*>(m.remote + m.done), k};
+        const ssize_t n =
+            ::process_vm_readv(Pid(peer), &local, 1, &remote, 1, 0);
+        if (n <= 0) {
+          fail_all(absl::UnavailableError(absl::StrCat(
+              Name(options_.rank), ": could not read a message from ",
+              Name(peer), " in its memory (process_vm_readv: ",
+              std::strerror(errno), "); has it exited?")));
+          return moved;
         }
-      } else {
+        m.done += static_cast<size_t>(n);
+        moved += static_cast<size_t>(n);
+      }
+      if (segment_->bell(peer)->gone.load(std::memory_order_seq_cst) != 0) {
+        fail_all(absl::AbortedError(
+            absl::StrCat(Name(options_.rank), ": ", Name(peer),
+                         " aborted while its message was being read")));
+        return moved;
+      }
+      ctl->acks.store(++p.acks_given, std::memory_order_seq_cst);
+      Ring(peer);
+    } else {
+      while (m.done < m.len) {
+        const size_t k =
+            take(m.data + m.done, std::min(m.len - m.done, kPieceBytes));
+        if (k == 0) return moved;
+        moved += k;
         m.done += k;
       }
     }
     Complete(m.id, absl::OkStatus());
     p.recvs.pop_front();
+  }
+  return moved;
+}
+
+size_t ShmTransport::ProgressAcks(int peer) {
+  Peer& p = peers_[peer];
+  const uint64_t acks = segment_->control(options_.rank, peer)
+                            ->acks.load(std::memory_order_acquire);
+  size_t moved = 0;
+  while (!p.awaiting.empty() && p.awaiting.front().first <= acks) {
+    Complete(p.awaiting.front().second, absl::OkStatus());
+    p.awaiting.pop_front();
+    ++moved;
   }
   return moved;
 }
@@ -283,6 +372,7 @@ size_t ShmTransport::ProgressAll() {
     if (r == options_.rank) continue;
     if (!peers_[r].sends.empty()) moved += ProgressSends(r);
     if (!peers_[r].recvs.empty()) moved += ProgressRecvs(r);
+    if (!peers_[r].awaiting.empty()) moved += ProgressAcks(r);
   }
   return moved;
 }
@@ -290,12 +380,15 @@ size_t ShmTransport::ProgressAll() {
 absl::Status ShmTransport::CheckPeersAlive() {
   for (int r = 0; r < size(); ++r) {
     Peer& p = peers_[r];
-    if (!p.pidfd.valid() || (p.sends.empty() && p.recvs.empty())) continue;
+    if (!p.pidfd.valid() ||
+        (p.sends.empty() && p.recvs.empty() && p.awaiting.empty())) {
+      continue;
+    }
     pollfd pfd{p.pidfd.get(), POLLIN, 0};
     if (::poll(&pfd, 1, 0) != 1) continue;
     // It exited; what it wrote before may still be in the ring.
     ProgressAll();
-    if (p.sends.empty() && p.recvs.empty()) continue;
+    if (p.sends.empty() && p.recvs.empty() && p.awaiting.empty()) continue;
     absl::Status error = absl::UnavailableError(absl::StrCat(
         Name(options_.rank), ": ", Name(r), " (process ", options_.pids[r],
         ") exited during a shared-memory transfer with it"));
@@ -353,7 +446,7 @@ absl::Status ShmTransport::InactivityError(absl::Duration idle) const {
     if (!peers_[r].recvs.empty()) {
       from.push_back(Name(r));
       from_ranks.push_back(EpochRank(r));
-    } else if (!peers_[r].sends.empty()) {
+    } else if (!peers_[r].sends.empty() || !peers_[r].awaiting.empty()) {
       to.push_back(Name(r));
       to_ranks.push_back(EpochRank(r));
     }

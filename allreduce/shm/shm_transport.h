@@ -2,10 +2,16 @@
 // one host, over one epoch's shared Segment (segment.h).
 //
 // Each ordered pair (src, dst) has a single-producer single-consumer byte
-// ring. A message is a 24-byte header (epoch, sequence, length) followed by
-// its bytes, streamed through the ring as space frees up: the sender copies
-// in, the receiver copies out, each in pieces of at most 64 KiB published one
-// by one, so that the two copies overlap. Messages of one direction are FIFO,
+// ring. A message is a 32-byte header (epoch, sequence, length, address)
+// followed by its bytes, streamed through the ring as space frees up: the
+// sender copies in, the receiver copies out, each in pieces of at most 64 KiB
+// published one by one, so that the two copies overlap. A message of at least
+// options.attach_min_bytes goes by reference instead when the receiver can
+// read the sender's memory (cross-memory attach, process_vm_readv, probed
+// once per pair: containers and Yama may refuse it): the header carries the
+// sender's address, the receiver copies the bytes straight from it (one copy
+// instead of two) and acknowledges in the pair's control block, which
+// completes the send. Messages of one direction are FIFO,
 // matched against the receives started for that peer; a header whose epoch,
 // sequence or length differs from the receive fails it, naming the peer.
 //
@@ -65,6 +71,9 @@ struct ShmOptions {
   std::vector<pid_t> pids;
   absl::Duration timeout = absl::Seconds(30);
   absl::Duration spin = absl::Microseconds(50);
+  // Messages this long or longer go by reference where the receiver can
+  // read the sender's memory; 0 never does.
+  size_t attach_min_bytes = 256 * 1024;
 };
 
 class ShmTransport : public Transport {
@@ -104,13 +113,18 @@ class ShmTransport : public Transport {
     uint64_t seq = 0;
     size_t header_done = 0;  // header bytes written / read
     size_t done = 0;         // payload bytes written / read
-    unsigned char header[24] = {};
+    uint64_t remote = 0;     // by reference: the sender's address
+    unsigned char header[32] = {};
   };
   struct Peer {
     std::deque<Msg> sends;
     std::deque<Msg> recvs;
     uint64_t head = 0;  // of ring (me -> peer), mine to write
     uint64_t tail = 0;  // of ring (peer -> me), mine to write
+    // Sends by reference waiting for the peer's ack: (ticket, op).
+    std::deque<std::pair<uint64_t, OpId>> awaiting;
+    uint64_t refs_sent = 0;   // tickets handed out (me -> peer)
+    uint64_t acks_given = 0;  // messages I read by reference (peer -> me)
     net::UniqueFd pidfd;
   };
 
@@ -123,6 +137,10 @@ class ShmTransport : public Transport {
   size_t ProgressAll();
   size_t ProgressSends(int peer);
   size_t ProgressRecvs(int peer);
+  size_t ProgressAcks(int peer);
+  // Finds out once whether this rank can read `peer`'s memory.
+  void ProbeAttach(int peer);
+  pid_t Pid(int r) const;
   // Lets `peer` know there is something to look at.
   void Ring(int peer);
   // kUnavailable naming a peer with pending ops whose process exited.
@@ -139,6 +157,8 @@ class ShmTransport : public Transport {
   absl::flat_hash_map<OpId, std::pair<bool, absl::Status>> ops_;
   absl::Status first_error_;
   absl::Time next_liveness_check_ = absl::InfinitePast();
+  // Read by the peers' probes (ProbeAttach); published in my doorbell.
+  const uint64_t probe_value_;
 
   std::atomic<bool> aborted_{false};
   mutable Mutex abort_mu_;

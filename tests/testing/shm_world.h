@@ -1,6 +1,7 @@
 // Test helpers for the shared-memory transport: N ShmTransports over one
 // Segment in one process (each with its own mapping of the memfd, as
-// separate processes would have), for ranks run as threads.
+// separate processes would have), for ranks run as threads. Messages by
+// reference (cross-memory attach) then read this process's own memory.
 //
 // Thread-safety: MakeShmWorld runs on the test's main thread; the
 // transports then follow the Transport contract.
@@ -29,7 +30,8 @@ inline const std::string kShmTestNonce(shm::kNonceBytes, 'n');
 // One segment for `n` ranks with rings of `ring_bytes`; transport i maps it
 // on its own. Spins only while the ranks do not outnumber the cores.
 inline std::vector<std::unique_ptr<Transport>> MakeShmWorld(
-    int n, size_t ring_bytes, absl::Duration timeout) {
+    int n, size_t ring_bytes, absl::Duration timeout,
+    size_t attach_min_bytes = ShmOptions().attach_min_bytes) {
   std::vector<std::unique_ptr<Transport>> out;
   auto first =
       shm::Segment::Create(n, ring_bytes, kShmTestEpoch, kShmTestNonce);
@@ -53,6 +55,7 @@ inline std::vector<std::unique_ptr<Transport>> MakeShmWorld(
     o.rank = r;
     o.epoch = kShmTestEpoch;
     o.timeout = timeout;
+    o.attach_min_bytes = attach_min_bytes;
     o.spin = spin ? absl::Microseconds(50) : absl::ZeroDuration();
     out.push_back(std::make_unique<ShmTransport>(std::move(segments[r]), o));
   }
