@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # kolo against its peers, side by side on this machine right now: kolo-bench
-# allreduce, Gloo's ring allreduce over TCP and Open MPI's MPI_Allreduce over
-# TCP (`--mca pml ob1 --mca btl self,tcp`, loopback), float32 sum, out of
+# allreduce (over shared memory, KOLO_SHM=1, the default, and over loopback
+# TCP, KOLO_SHM=0), Gloo's ring allreduce over TCP, Open MPI's MPI_Allreduce
+# over TCP (`--mca pml ob1 --mca btl self,tcp`, loopback) and over its
+# shared-memory transport (`--mca btl self,vader`), float32 sum, out of
 # place, 4 B to MAX_BYTES (factor 4), on 2 and 4 ranks, RUNS rounds with the
 # three runs of a round back to back, so that the VM's slow and fast minutes
 # hit all of them alike. Every time is each rank's median over ~1 s of
@@ -47,7 +49,7 @@ fi
 if command -v mpicc >/dev/null && command -v mpirun >/dev/null &&
   mpicc -O3 -march=native -o "$out/mpi_allreduce" \
     "$root/bench/peers/mpi_allreduce.c"; then
-  peers+=(ompi)
+  peers+=(ompi vader)
 else
   echo "note: Open MPI left out (apt-get install libopenmpi-dev openmpi-bin)" >&2
 fi
@@ -74,6 +76,11 @@ run_peer() {  # peer n file
         --mca btl self,tcp --mca btl_tcp_if_include lo \
         "$out/mpi_allreduce" 4 "$max_bytes" >"$file"
       ;;
+    vader)
+      mpirun --allow-run-as-root --oversubscribe -np "$n" --mca pml ob1 \
+        --mca btl self,vader \
+        "$out/mpi_allreduce" 4 "$max_bytes" >"$file"
+      ;;
   esac
 }
 
@@ -85,6 +92,9 @@ for run in $(seq 1 "$runs"); do
     "$bin/kolorun" -np "$n" "$bin/kolo-bench" --min-bytes 4 \
       --max-bytes "$max_bytes" --factor 4 --json "$out/kolo_np${n}_run${run}.json" \
       >/dev/null
+    KOLO_SHM=0 "$bin/kolorun" -np "$n" "$bin/kolo-bench" --min-bytes 4 \
+      --max-bytes "$max_bytes" --factor 4 \
+      --json "$out/kolotcp_np${n}_run${run}.json" >/dev/null
     for peer in "${peers[@]}"; do
       run_peer "$peer" "$n" "$out/${peer}_np${n}_run${run}.txt"
     done
@@ -94,7 +104,9 @@ done
 python3 - "$out" "$runs" "${peers[@]}" <<'PY'
 import json, statistics, sys
 out, runs, peers = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
-names = {"gloo": "Gloo ring", "ompi": "Open MPI TCP"}
+names = {"kolotcp": "kolo TCP", "gloo": "Gloo ring", "ompi": "Open MPI TCP",
+         "vader": "Open MPI shm (vader)"}
+peers = ["kolotcp"] + peers
 def size_name(b):
     for unit, div in (("MiB", 1 << 20), ("KiB", 1 << 10)):
         if b >= div and b % div == 0:
@@ -105,17 +117,18 @@ def cell(v):
 for n in (2, 4):
     times = {}  # (who, size) -> [us per run]
     for run in range(1, runs + 1):
-        for rec in json.load(open(f"{out}/kolo_np{n}_run{run}.json")):
-            if rec["check"] != "ok":
-                sys.exit(f"kolo check failed: {rec}")
-            times.setdefault(("kolo", rec["size_bytes"]), []).append(rec["time_us"])
-        for peer in peers:
+        for who in ("kolo", "kolotcp"):
+            for rec in json.load(open(f"{out}/{who}_np{n}_run{run}.json")):
+                if rec["check"] != "ok":
+                    sys.exit(f"kolo check failed: {rec}")
+                times.setdefault((who, rec["size_bytes"]), []).append(rec["time_us"])
+        for peer in peers[1:]:
             for line in open(f"{out}/{peer}_np{n}_run{run}.txt"):
                 size, us = line.split()
                 times.setdefault((peer, int(size)), []).append(float(us))
     sizes = sorted(s for who, s in times if who == "kolo")
     print(f"\n{n} ranks: time (us), median of {runs} rounds (min-max)\n")
-    print("| size | kolo | " + " | ".join(
+    print("| size | kolo (shm) | " + " | ".join(
         f"{names[p]} | kolo / {names[p]}" for p in peers) + " |")
     print("|---" * (2 + 2 * len(peers)) + "|")
     for size in sizes:

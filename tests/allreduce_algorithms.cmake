@@ -27,3 +27,15 @@ kolo_add_test(allreduce_subset_transport_test
   SOURCES allreduce_subset_transport_test.cc
   LIBS kolo_collective_testing kolo_allreduce
   LABELS unit tsan)
+# The same grid over shared memory (allreduce/shm/): every world is N
+# ShmTransports over one segment, ranks as threads.
+kolo_add_test(allreduce_shm_grid_test
+  SOURCES allreduce_algorithms_test.cc allreduce_shm_grid.cc
+  LIBS kolo_collective_testing kolo_allreduce
+  LABELS unit tsan)
+# The shared-memory transport itself: bytes, errors, abort, deadline, a killed
+# peer process, the segment set-up over TCP, the hybrid transport.
+kolo_add_test(allreduce_shm_transport_test
+  SOURCES allreduce_shm_transport_test.cc
+  LIBS kolo_collective_testing kolo_allreduce
+  LABELS unit tsan)

@@ -123,3 +123,10 @@ kolo_add_test(multiprocess_elastic_train_test
   SOURCES multiprocess_elastic_train_test.cc
   LIBS kolo_mp_testing LABELS multiprocess SERIAL TIMEOUT 600)
 add_dependencies(multiprocess_elastic_train_test kolo-elastic-train kolorun)
+
+# Shared memory between the ranks of one host (allreduce/shm/): a rank killed
+# mid-collective, plain and elastic; nothing left in /dev/shm.
+kolo_add_test(multiprocess_shm_test SOURCES multiprocess_shm_test.cc
+  LIBS kolo_mp_testing LABELS multiprocess SERIAL TIMEOUT 300)
+add_dependencies(multiprocess_shm_test kolo-mp-worker kolo-elastic-worker
+  kolorun)

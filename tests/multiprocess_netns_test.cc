@@ -126,17 +126,27 @@ TEST_F(NetnsTest, WorkersInTwoNamespaces) {
     EXPECT_NE(f.at("data"), h.inner_ip + ":0");
   }
 
-  // Every collective across the two namespaces.
+  // Every collective across the two namespaces: shared memory between the
+  // two ranks of each namespace, TCP across (allreduce/shm/
+  // hybrid_transport.h).
   Subprocess c({Bin("kolorun"), "-np", "4", "-H",
                 absl::StrCat(hosts_[0].ns, ":2,", hosts_[1].ns, ":2"),
                 "--launcher-cmd", "ip netns exec {host}", "--coordinator-addr",
-                bridge_ip_, Bin("kolo-mp-worker"), "collectives"});
+                bridge_ip_, "--log-level", "info", Bin("kolo-mp-worker"),
+                "collectives"});
   ASSERT_TRUE(c.Start().ok());
   ASSERT_TRUE(c.Wait(Scaled(absl::Seconds(120))).ok()) << c.output();
   EXPECT_TRUE(c.exit_info().exited && c.exit_info().code == 0)
       << c.exit_info().ToString() << "\n"
       << c.output();
   EXPECT_EQ(ParseTagged(c.output(), "COLL_OK").size(), 4u) << c.output();
+  int shm_lines = 0;
+  for (size_t at = 0; (at = c.output().find("shared memory with the 2 ranks",
+                                            at)) != std::string::npos;
+       ++at) {
+    ++shm_lines;
+  }
+  EXPECT_EQ(shm_lines, 4) << c.output();
 }
 
 // A partition: host b's link goes down for 5 s while an elastic job trains.

@@ -271,6 +271,16 @@ absl::Status ParseTiming(const EnvMap& env, WorkerConfig& c) {
     if (!b.ok()) return b.status();
     c.socket_rcvbuf = *b;
   }
+  if (auto f = First(env, {"KOLO_SHM"})) {
+    auto v = ParseBool(*f);
+    if (!v.ok()) return v.status();
+    c.shm = *v;
+  }
+  if (auto f = First(env, {"KOLO_SHM_BYTES"})) {
+    auto b = ParseInt64(*f, 64 * 1024, int64_t{1} << 40);
+    if (!b.ok()) return b.status();
+    c.shm_bytes = *b;
+  }
   if (auto f = First(env, {"KOLO_TCP_CONGESTION"})) {
     std::vector<std::string> names = absl::StrSplit(
         absl::AsciiStrToLower(f->value), ',', absl::SkipWhitespace());

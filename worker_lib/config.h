@@ -121,6 +121,14 @@ struct WorkerConfig {
   // allreduces on loopback); raise them for long fat networks.
   int64_t socket_sndbuf = 256 * 1024;
   int64_t socket_rcvbuf = 512 * 1024;
+  // KOLO_SHM: ranks with the same launcher host name exchange data through
+  // shared memory (allreduce/shm/); 0 keeps TCP for them too, to compare.
+  bool shm = true;
+  // KOLO_SHM_BYTES: the size of an epoch's shared-memory segment, split
+  // evenly into one ring per ordered pair of local ranks (4 MiB each for 2
+  // ranks, ~680 KiB for 4, ~146 KiB for 8). Touched lazily: the memory in
+  // use is what the rings carried.
+  int64_t shm_bytes = 8 << 20;
   // KOLO_TCP_CONGESTION: comma-separated TCP congestion controls for the data
   // connections, the first one the kernel accepts wins; "system" keeps the
   // kernel's default. cubic (reno where an unprivileged process may not pick

@@ -6,8 +6,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "allreduce/shm/hybrid_transport.h"
+#include "allreduce/shm/shm_setup.h"
+#include "allreduce/shm/shm_transport.h"
 #include "allreduce/subset_transport.h"
 #include "allreduce/tcp/tcp_transport.h"
+#include "common/log.h"
 
 namespace kolo::worker {
 namespace {
@@ -17,6 +21,65 @@ namespace {
 AlgorithmOptions NotForced(AlgorithmOptions options) {
   options.algorithm = Algorithm::kAuto;
   return options;
+}
+
+// The epoch's transport: `tcp` alone, or, when KOLO_SHM allows and other
+// ranks share this rank's launcher host name, a HybridTransport that reaches
+// them through shared memory. If the local ranks cannot share a segment
+// (refused by the system, say), they all keep TCP and the log says why.
+absl::StatusOr<std::unique_ptr<Transport>> WithSharedMemory(
+    const WorkerConfig& config, const proto::Membership& membership,
+    uint64_t epoch, absl::Time deadline, const TcpOptions& o,
+    std::unique_ptr<TcpTransport> tcp) {
+  const std::string& host = membership.peers(o.rank).host_name();
+  std::vector<int> local;
+  for (int r = 0; r < membership.peers_size(); ++r) {
+    if (membership.peers(r).host_name() == host) local.push_back(r);
+  }
+  if (!config.shm || local.size() < 2) return tcp;
+  ShmSetupOptions so;
+  so.rank = o.rank;
+  so.local = local;
+  so.epoch = epoch;
+  so.bytes = static_cast<size_t>(config.shm_bytes);
+  so.deadline = deadline;
+  absl::StatusOr<ShmJoin> join = JoinSegment(*tcp, so);
+  if (!join.ok()) {
+    return absl::Status(
+        join.status().code(),
+        absl::StrCat("rank ", o.rank, " (worker ", config.worker_id,
+                     ") could not agree on shared memory with the ranks of "
+                     "its host: ",
+                     join.status().message()));
+  }
+  if (join->segment == nullptr) {
+    GetLogger("transport")
+        ->warn(
+            "rank {}: no shared memory between the {} ranks of host {} "
+            "({}); they use TCP (KOLO_SHM=0 silences this)",
+            o.rank, local.size(), host, join->why);
+    return tcp;
+  }
+  ShmOptions so2;
+  so2.rank = join->local_rank;
+  so2.epoch = epoch;
+  for (int r : local) {
+    so2.names.push_back(absl::StrCat("rank ", r, " (worker ", o.worker_ids[r],
+                                     ", host ", host, ")"));
+  }
+  so2.epoch_ranks = local;
+  so2.pids = join->pids;
+  so2.timeout = o.timeout;
+  so2.spin = o.spin;
+  GetLogger("transport")
+      ->info(
+          "rank {}: shared memory with the {} ranks of host {} (epoch {}, "
+          "{} KiB rings)",
+          o.rank, local.size(), host, epoch,
+          join->segment->ring_bytes() / 1024);
+  auto shm = std::make_unique<ShmTransport>(std::move(join->segment), so2);
+  return std::make_unique<HybridTransport>(std::move(tcp), std::move(shm),
+                                           local, o.timeout, o.spin);
 }
 
 }  // namespace
@@ -54,6 +117,9 @@ absl::StatusOr<std::unique_ptr<DataPlane>> DataPlane::Connect(
                      ") could not connect its data plane: ",
                      transport.status().message()));
   }
+  absl::StatusOr<std::unique_ptr<Transport>> chosen = WithSharedMemory(
+      config, membership, epoch, deadline, o, *std::move(transport));
+  if (!chosen.ok()) return chosen.status();
   AlgorithmOptions algorithms;
   algorithms.small_bytes =
       config.small_allreduce_bytes >= 0
@@ -61,7 +127,7 @@ absl::StatusOr<std::unique_ptr<DataPlane>> DataPlane::Connect(
           : DefaultSmallBytes(membership.size());
   algorithms.algorithm = config.allreduce_algorithm;
   algorithms.segment_bytes = static_cast<size_t>(config.segment_bytes);
-  return std::make_unique<DataPlane>(*std::move(transport), algorithms);
+  return std::make_unique<DataPlane>(*std::move(chosen), algorithms);
 }
 
 void DataPlane::Begin() { transport_->BeginOperation(next_seq_++); }

@@ -1,5 +1,7 @@
 // DataPlane: this worker's side of the collectives for one epoch — the TCP
-// transport to every peer of the epoch's membership, and the blocking
+// transport to every peer of the epoch's membership (shared memory to the
+// peers with this worker's launcher host name, unless KOLO_SHM=0:
+// allreduce/shm/hybrid_transport.h), and the blocking
 // collectives of include/kolo/kolo.h run on it, one at a time, in call order.
 // (The negotiated runtime of a later issue puts ordering across ranks in
 // front of it; until then every rank must call the collectives in the same

@@ -62,6 +62,8 @@ constexpr KnownVariable kKnownVariables[] = {
     {"KOLO_SECRET", "worker (set by kolorun)", false},
     {"KOLO_SECRET_FILE", "worker, kolo-coordinator", false},
     {"KOLO_SEGMENT_BYTES", "worker", false},
+    {"KOLO_SHM", "worker, kolo-bench", false},
+    {"KOLO_SHM_BYTES", "worker, kolo-bench", false},
     {"KOLO_SIZE", "worker (set by kolorun)", false},
     {"KOLO_SMALL_ALLREDUCE_BYTES", "worker, kolo-bench", false},
     {"KOLO_SOAK_SECONDS", "tests (multiprocess_elastic_test's soak)", true},

@@ -226,6 +226,32 @@ absl::Status TcpTransport::InactivityError(absl::Duration idle) const {
   return error;
 }
 
+absl::StatusOr<size_t> TcpTransport::Drive(absl::Duration block) {
+  if (aborted_.load(std::memory_order_acquire)) return AbortStatus();
+  if (absl::Status s = Poll(absl::ZeroDuration()); !s.ok()) return s;
+  size_t moved = ProgressAll();
+  if (!first_error_.ok()) return first_error_;
+  if (moved == 0 && block > absl::ZeroDuration() && HasPending()) {
+    if (absl::Status s = Poll(block); !s.ok()) return s;
+    if (aborted_.load(std::memory_order_acquire)) return AbortStatus();
+    moved = ProgressAll();
+    if (!first_error_.ok()) return first_error_;
+  }
+  return moved;
+}
+
+bool TcpTransport::Completed(OpId op) const {
+  auto it = ops_.find(op);
+  return it != ops_.end() && it->second.done;
+}
+
+bool TcpTransport::HasPending() const {
+  for (const auto& ch : channels_) {
+    if (ch != nullptr && (ch->has_sends() || ch->has_recvs())) return true;
+  }
+  return false;
+}
+
 absl::Status TcpTransport::Wait(OpId op) {
   if (!ops_.contains(op)) {
     return absl::InvalidArgumentError(

@@ -65,6 +65,18 @@ class TcpTransport : public Transport {
   // shutdown(2) of the peer's socket (both directions).
   absl::Status CutForFault(int peer) override;
 
+  // For a transport that drives this one beside another
+  // (allreduce/shm/hybrid_transport.h): moves what can move; when nothing
+  // moved and `block` > 0, sleeps in epoll at most `block` and moves again.
+  // Returns the bytes moved, or the abort status / first op error.
+  absl::StatusOr<size_t> Drive(absl::Duration block);
+  // Whether `op` completed (Wait(op) then returns at once).
+  bool Completed(OpId op) const;
+  // Whether some started op has not completed.
+  bool HasPending() const;
+  // The error of a Wait that saw no byte move for `idle`.
+  absl::Status InactivityError(absl::Duration idle) const;
+
  private:
   struct OpRecord {
     bool done = false;
@@ -80,7 +92,6 @@ class TcpTransport : public Transport {
   size_t ProgressAll();
   // Polls (timeout zero) or blocks up to `timeout`, recording readiness.
   absl::Status Poll(absl::Duration timeout);
-  absl::Status InactivityError(absl::Duration idle) const;
 
   const TcpOptions options_;
   std::unique_ptr<tcp::Poller> poller_;

@@ -222,6 +222,15 @@ std::string CaseName(int n, DataType type, ReduceOp op, int64_t count,
                       ", count ", count, ", ", extra);
 }
 
+namespace {
+TransportMaker& Maker() {
+  static TransportMaker make;
+  return make;
+}
+}  // namespace
+
+void SetTransportMaker(TransportMaker make) { Maker() = std::move(make); }
+
 std::vector<absl::Status> RunRanks(
     int n, const std::function<absl::Status(Transport&)>& fn) {
   struct World {
@@ -231,7 +240,8 @@ std::vector<absl::Status> RunRanks(
   static std::map<int, World> worlds;
   World& world = worlds[n];
   if (world.fabric == nullptr) {
-    world.fabric = std::make_unique<LocalFabric>(n, FabricTimeout());
+    world.fabric = Maker() ? std::make_unique<LocalFabric>(Maker()(n))
+                           : std::make_unique<LocalFabric>(n, FabricTimeout());
   }
   const uint64_t seq = ++world.seq;
   std::vector<absl::Status> statuses = world.fabric->Run([&](Transport& t) {

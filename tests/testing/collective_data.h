@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -83,6 +84,14 @@ std::string CaseName(int n, DataType type, ReduceOp op, int64_t count,
 // next call starts a fresh one.
 std::vector<absl::Status> RunRanks(
     int n, const std::function<absl::Status(Transport&)>& fn);
+
+// Makes RunRanks run its worlds over the transports `make(n)` returns (one
+// per rank) instead of the in-process mailboxes: the same grid then tests
+// another transport (tests/allreduce_shm_grid.cc). Call before the first
+// RunRanks, e.g. from a static initializer.
+using TransportMaker =
+    std::function<std::vector<std::unique_ptr<Transport>>(int n)>;
+void SetTransportMaker(TransportMaker make);
 
 // gtest expectations: every status OK / kInvalidArgument containing message.
 void ExpectAllOk(const std::vector<absl::Status>& statuses,

@@ -171,6 +171,17 @@ LocalFabric::LocalFabric(int size, absl::Duration inactivity_timeout)
   }
 }
 
+LocalFabric::LocalFabric(std::vector<std::unique_ptr<Transport>> transports)
+    : size_(static_cast<int>(transports.size())),
+      timeout_(absl::Seconds(1)),
+      external_(std::move(transports)) {
+  KOLO_CHECK(size_ >= 1);
+  for (int r = 0; r < size_; ++r) {
+    KOLO_CHECK(external_[r] != nullptr && external_[r]->rank() == r &&
+               external_[r]->size() == size_);
+  }
+}
+
 LocalFabric::~LocalFabric() {
   {
     MutexLock lock(&run_mu_);
@@ -182,11 +193,13 @@ LocalFabric::~LocalFabric() {
 
 Transport& LocalFabric::transport(int rank) {
   KOLO_CHECK(rank >= 0 && rank < size_);
+  if (!external_.empty()) return *external_[rank];
   return *ranks_[rank];
 }
 
 void LocalFabric::AbortAll(const absl::Status& why) {
   for (auto& rank : ranks_) rank->Abort(why);
+  for (auto& t : external_) t->Abort(why);
 }
 
 void LocalFabric::CompleteLocked(Op* op, const absl::Status& status) {
@@ -261,8 +274,8 @@ void LocalFabric::RankThread(int rank) {
       seen = generation_;
       job = job_;
     }
-    absl::Status status = (*job)(*ranks_[rank]);
-    if (status.ok() && ranks_[rank]->Unwaited() > 0) {
+    absl::Status status = (*job)(transport(rank));
+    if (status.ok() && external_.empty() && ranks_[rank]->Unwaited() > 0) {
       status = absl::InternalError(
           absl::StrCat("rank ", rank, " returned with ",
                        ranks_[rank]->Unwaited(), " ops not waited for"));

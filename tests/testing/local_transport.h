@@ -42,6 +42,10 @@ class LocalFabric {
  public:
   // REQUIRES: size >= 1, timeout > 0.
   LocalFabric(int size, absl::Duration inactivity_timeout);
+  // A fabric whose ranks use the given transports (one per rank, rank i's
+  // at index i, e.g. shared memory) instead of the in-process mailboxes;
+  // Run's rank threads and abort-on-failure work the same.
+  explicit LocalFabric(std::vector<std::unique_ptr<Transport>> transports);
   ~LocalFabric();
   LocalFabric(const LocalFabric&) = delete;
   LocalFabric& operator=(const LocalFabric&) = delete;
@@ -86,6 +90,7 @@ class LocalFabric {
   CondVar cv_;
   std::vector<Mailbox> boxes_ ABSL_GUARDED_BY(mu_);
   std::vector<std::unique_ptr<RankTransport>> ranks_;
+  std::vector<std::unique_ptr<Transport>> external_;  // or these
 
   // The rank threads and the job they run.
   Mutex run_mu_;
