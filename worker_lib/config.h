@@ -165,6 +165,11 @@ struct WorkerConfig {
   // members of a grouped op fuse only with each other, not with other
   // tensors. Default 0.
   bool disable_group_fusion = false;
+  // KOLO_CUDA_STAGING (no Horovod alias: Horovod has no such switch): 1 =
+  // CUDA tensors always go through pinned host memory on
+  // kolo's own data plane, even where NCCL is built and usable. Default 0:
+  // NCCL where it can serve the tensor (README "CUDA tensors").
+  bool cuda_staging = false;
 };
 
 // Parses `env` (variable -> value). `kernel_host_name` is the fallback host

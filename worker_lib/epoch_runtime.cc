@@ -93,6 +93,8 @@ absl::StatusOr<std::shared_ptr<EpochRuntime>> BuildEpoch(
   ro.first_handle = in.first_handle;
   ro.epoch = view.epoch;
   ro.dissolved_sets = in.dissolved_sets;
+  ro.cuda_staging = c.cuda_staging;
+  ro.cuda_timeout = c.knobs.data_timeout;
   if (!c.timeline.empty() && m.rank() == 0 && in.first) {
     // As Horovod: rank 0 writes the timeline (of the first epoch). A path
     // that cannot be written is reported and the job goes on without one.
