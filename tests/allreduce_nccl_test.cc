@@ -235,6 +235,17 @@ TEST_F(NcclOps, CallsPerCollective) {
                 "send(24,peer0)", "recv(24,peer0)", "}", "reducescatter(6)"}));
 }
 
+// ncclGroupEnd on a non-blocking communicator may answer "in progress":
+// the state is polled until it leaves that before the next call.
+TEST_F(NcclOps, InProgressIsPolledUntilDone) {
+  std::vector<char> in(8, 'a'), out(8);
+  api_.group_in_progress = true;
+  api_.init_polls = 3;
+  ASSERT_TRUE(Allgatherv(*comm_, nullptr, in.data(), {8}, out.data()).ok());
+  EXPECT_EQ(api_.init_polls.load(), 0);
+  EXPECT_EQ(out, in);
+}
+
 TEST(NcclCanReduce, WhatNcclComputesAsKoloDoes) {
   ReduceOptions sum, avg, scaled;
   avg.op = ReduceOp::kAverage;

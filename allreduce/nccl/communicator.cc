@@ -1,5 +1,6 @@
 #include "allreduce/nccl/communicator.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -113,8 +114,23 @@ absl::Status Communicator::Call(
   MutexLock lock(&mu_);
   if (!aborted_.ok()) return aborted_;
   Result r = call(*api_, comm_);
+  // A non-blocking communicator may answer "in progress" (ncclGroupEnd
+  // does, typically): NCCL's guide asks to poll its state until it leaves
+  // that before the next call. Bounded by the communicator's timeout.
+  const absl::Time deadline = absl::Now() + options_.timeout;
+  absl::Duration nap = absl::Microseconds(5);
+  while (r.code == Result::kInProgress) {
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("NCCL ", what, " on rank ", options_.rank, " of ",
+                       options_.size, " stayed in progress past the timeout"));
+    }
+    absl::SleepFor(nap);
+    nap = std::min(nap * 2, absl::Milliseconds(1));
+    r = api_->CommGetAsyncError(comm_);
+  }
   if (r.code == Result::kError) return Error(what, r);
-  return absl::OkStatus();  // kInProgress: enqueued, runs on the stream
+  return absl::OkStatus();  // enqueued: runs on the stream
 }
 
 absl::Status Communicator::AsyncError() {

@@ -78,7 +78,9 @@ class Communicator {
   Communicator& operator=(const Communicator&) = delete;
 
   // Runs `call(api, comm)` (an enqueue) unless aborted; an NCCL error
-  // becomes kInternal naming `what`, this rank and NCCL's text.
+  // becomes kInternal naming `what`, this rank and NCCL's text. An answer
+  // of "in progress" is polled (ncclCommGetAsyncError) until it leaves that
+  // state, at most options().timeout (kDeadlineExceeded).
   absl::Status Call(absl::string_view what,
                     const std::function<Result(NcclApi&, Comm)>& call)
       ABSL_LOCKS_EXCLUDED(mu_);

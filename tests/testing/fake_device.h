@@ -136,8 +136,12 @@ class FakeNccl : public nccl::NcclApi {
   }
   nccl::Result GroupEnd() override {
     Log("}");
+    if (group_in_progress.load()) return {nccl::Result::kInProgress, ""};
     return {};
   }
+  // GroupEnd answers "in progress" (then CommGetAsyncError, per
+  // init_polls).
+  std::atomic<bool> group_in_progress{false};
   nccl::Result AllReduce(const void* send, void* recv, size_t count,
                          nccl::Wire type, nccl::Op op, nccl::Comm,
                          void*) override {
