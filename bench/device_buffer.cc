@@ -41,6 +41,9 @@ DeviceBuffer::~DeviceBuffer() {
 absl::Status DeviceBuffer::Upload(const void* host, size_t bytes) {
   cudaSetDevice(device_);
   cudaError_t e = cudaMemcpy(data_, host, bytes, cudaMemcpyHostToDevice);
+  // A pageable copy may return before it lands, and kolo's stream does not
+  // wait for the legacy default stream (no ready_event here).
+  if (e == cudaSuccess) e = cudaDeviceSynchronize();
   return e == cudaSuccess ? absl::OkStatus() : Err(e, "upload", device_);
 }
 

@@ -204,6 +204,54 @@ TEST(CudaExecutorStaging, AllgatherBroadcastAndInt32AverageMatchTheHostPath) {
   });
 }
 
+TEST(CudaExecutorStaging, AlltoallAndUnevenReducescatterMatchTheHostPath) {
+  TwoRanks([](int rank, DataPlane& plane) {
+    Rank r = MakeRank(false, /*with_nccl=*/false, 2);
+    FusionBuffer buffer;
+    // alltoall: rank r sends r + d + 1 rows of 1 int64 to rank d.
+    std::vector<int64_t> splits = {rank + 1, rank + 2}, in;
+    for (int d = 0; d < 2; ++d) {
+      for (int64_t k = 0; k < splits[d]; ++k)
+        in.push_back(rank * 100 + d * 10 + k);
+    }
+    std::vector<int64_t> got;
+    auto t = Op("x", proto::ALLTOALL, DataType::kInt64,
+                {static_cast<int64_t>(in.size())}, in.data(), nullptr);
+    t->splits = splits;
+    t->allocator =
+        [&](absl::Span<const int64_t> shape) -> absl::StatusOr<void*> {
+      got.resize(static_cast<size_t>(shape[0]));
+      return static_cast<void*>(got.data());
+    };
+    proto::Response tr = One(proto::ALLTOALL, "x");
+    for (int64_t v : {1, 2, 2, 3}) tr.add_sizes(v);  // [src * 2 + dst]
+    auto s = r.exec->Run(tr, {t.get()}, plane, rank, 2, buffer, nullptr);
+    ASSERT_TRUE(s[0].ok()) << s[0];
+    std::vector<int64_t> want;
+    for (int src = 0; src < 2; ++src) {
+      for (int64_t k = 0; k < src + rank + 1; ++k) {
+        want.push_back(src * 100 + rank * 10 + k);
+      }
+    }
+    EXPECT_EQ(got, want);
+
+    // reducescatter: 5 rows of 2 float, rank 0 gets 3 rows, rank 1 gets 2.
+    std::vector<float> x(10), y(static_cast<size_t>(rank == 0 ? 6 : 4));
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i + rank);
+    auto rs = Op("r", proto::REDUCESCATTER, DataType::kFloat32, {5, 2},
+                 x.data(), y.data());
+    rs->output.shape = {rank == 0 ? 3 : 2, 2};
+    rs->splits = {3, 2};
+    s = r.exec->Run(One(proto::REDUCESCATTER, "r"), {rs.get()}, plane, rank, 2,
+                    buffer, nullptr);
+    ASSERT_TRUE(s[0].ok()) << s[0];
+    for (size_t i = 0; i < y.size(); ++i) {
+      const size_t at = i + (rank == 0 ? 0 : 6);
+      EXPECT_EQ(y[i], static_cast<float>(2 * at + 1)) << i;
+    }
+  });
+}
+
 // One rank with a fake NCCL: what NCCL computes as kolo does runs there.
 class SoloTransport : public Transport {
  public:

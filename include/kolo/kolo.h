@@ -108,8 +108,12 @@ struct Tensor {
   // so that this header needs no CUDA headers, owned by the caller, and
   // valid until the op completes:
   // - ready_event (input): recorded by the caller after the work that writes
-  //   `data`; kolo's stream waits for it before reading. Null: `data` is
-  //   ready when the op is submitted (the caller synchronised).
+  //   `data`; kolo's stream waits for it before reading. Null: `data` must
+  //   be ready when the op is submitted — the caller synchronised the work
+  //   that wrote it (cudaStreamSynchronize / cudaDeviceSynchronize): kolo's
+  //   stream is non-blocking, it does not wait for other streams, the
+  //   legacy default stream included (and a cudaMemcpy from pageable host
+  //   memory may return before its copy has landed).
   // - done_event (output): kolo records it on its stream once the op's
   //   output is written; synchronize() returns only after that point too,
   //   so it serves callers that wait on a stream (cudaStreamWaitEvent).

@@ -141,6 +141,9 @@ void Write(void* dev, const std::vector<T>& v) {
   if (!v.empty()) {
     cudaMemcpy(dev, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice);
   }
+  // A pageable cudaMemcpy may return before its copy lands; kolo's stream
+  // does not wait for this one (no ready_event given): synchronise.
+  cudaDeviceSynchronize();
 }
 
 template <typename T>
@@ -465,11 +468,13 @@ int Gpu() {
     const size_t count = size_t{16} << 20;  // 64 MiB of float
     auto in = std::make_shared<DevBuf>(count * 4);
     cudaMemset(in->get(), 0, count * 4);
+    cudaDeviceSynchronize();
     kolo::Tensor t{kolo::DataType::kFloat32,
                    {static_cast<int64_t>(count)},
                    in->get(),
                    dev};
     auto h = kolo::allreduce_async(t, t, {}, "abort/big");
+    absl::SleepFor(absl::Milliseconds(2));  // negotiated: likely running
     const absl::Time start = absl::Now();
     absl::Status sd = kolo::shutdown();
     const double secs = absl::ToDoubleSeconds(absl::Now() - start);
