@@ -58,25 +58,24 @@ CudaExecutor::~CudaExecutor() {
     if (comm_ != nullptr) comm_->Abort(absl::AbortedError("epoch ended"));
     comm_.reset();
   }
-  watcher_.reset();
   MutexLock lock(&mu_);
-  if (nccl_fusion_ != nullptr) {
-    auto it = devices_.begin();
-    if (it != devices_.end()) it->second->ops->FreeDevice(nccl_fusion_);
-  }
+  watcher_.reset();  // joins its thread
+  if (nccl_fusion_ != nullptr) nccl_fusion_device_->FreeDevice(nccl_fusion_);
   devices_.clear();  // stagers before their DeviceOps (member order)
 }
 
 void CudaExecutor::Abort(absl::Status why) {
   std::shared_ptr<nccl::Communicator> comm;
+  std::shared_ptr<nccl::CompletionWatcher> watcher;
   {
     MutexLock lock(&mu_);
     if (!aborted_.ok()) return;
     aborted_ = why;
     for (auto& [ordinal, device] : devices_) device->ops->Abort(why);
     comm = comm_;
+    watcher = watcher_;
   }
-  if (watcher_ != nullptr) watcher_->Abort(why);
+  if (watcher != nullptr) watcher->Abort(why);
   if (comm != nullptr) comm->Abort(why);
 }
 
@@ -171,15 +170,15 @@ std::vector<absl::Status> CudaExecutor::Run(const proto::Response& response,
       } else if (options_.nccl == nullptr) {
         o.local_problem = "kolo was built without NCCL";
       }
-      if (watcher_ == nullptr) {
-        watcher_ = std::make_unique<nccl::CompletionWatcher>();
-      }
+      std::shared_ptr<nccl::CompletionWatcher> watcher =
+          std::make_shared<nccl::CompletionWatcher>();
       {
         MutexLock lock(&mu_);
-        if (!aborted_.ok()) watcher_->Abort(aborted_);
+        watcher_ = watcher;
+        if (!aborted_.ok()) watcher->Abort(aborted_);
       }
       absl::StatusOr<std::unique_ptr<nccl::Communicator>> comm =
-          nccl::Communicator::Create(options_.nccl.get(), watcher_.get(),
+          nccl::Communicator::Create(options_.nccl.get(), watcher.get(),
                                      options_.exchange, o);
       if (comm.ok()) {
         Log()->info("CUDA tensors of process set 0 run on NCCL {} (device {})",

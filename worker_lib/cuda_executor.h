@@ -118,11 +118,14 @@ class CudaExecutor {
   absl::Status aborted_ ABSL_GUARDED_BY(mu_);
   // NCCL (process set 0), the plan runner's; comm_ is also aborted by Abort
   // (Communicator is thread-safe).
-  std::unique_ptr<nccl::CompletionWatcher> watcher_;
+  // Made with the communicator (its thread runs only where NCCL does);
+  // the pointer is read by Abort's thread too.
+  std::shared_ptr<nccl::CompletionWatcher> watcher_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<nccl::Communicator> comm_ ABSL_GUARDED_BY(mu_);
   bool nccl_tried_ = false;
   absl::Status nccl_refused_;    // why NCCL is not used this epoch (logged)
   void* nccl_fusion_ = nullptr;  // device fusion buffer (comm's device)
+  cuda::DeviceOps* nccl_fusion_device_ = nullptr;  // its owner
   size_t nccl_fusion_bytes_ = 0;
 };
 

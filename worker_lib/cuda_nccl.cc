@@ -61,9 +61,11 @@ std::vector<absl::Status> CudaExecutor::RunNccl(
     Device& device, int rank, int size) {
   const size_t n = ops.size();
   std::shared_ptr<nccl::Communicator> comm_ref;
+  std::shared_ptr<nccl::CompletionWatcher> watcher;
   {
     MutexLock lock(&mu_);
     comm_ref = comm_;
+    watcher = watcher_;
   }
   nccl::Communicator& comm = *comm_ref;
   cuda::DeviceOps& dev = *device.ops;
@@ -108,6 +110,7 @@ std::vector<absl::Status> CudaExecutor::RunNccl(
       if (!p.ok()) return std::vector<absl::Status>(n, p.status());
       nccl_fusion_ = *p;
       nccl_fusion_bytes_ = want;
+      nccl_fusion_device_ = &dev;
     }
     char* buf = static_cast<char*>(nccl_fusion_);
     for (size_t i = 0; i < n && enqueued.ok(); ++i) {
@@ -213,7 +216,7 @@ std::vector<absl::Status> CudaExecutor::RunNccl(
   if (enqueued.ok()) enqueued = RecordDone(device, ops);
   if (enqueued.ok()) enqueued = dev.Mark();
   if (enqueued.ok()) {
-    enqueued = watcher_->Await(
+    enqueued = watcher->Await(
         [&comm, &dev]() -> absl::StatusOr<bool> {
           absl::Status async = comm.AsyncError();
           if (!async.ok() && !absl::IsUnavailable(async)) return async;
