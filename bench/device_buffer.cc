@@ -60,7 +60,7 @@ absl::StatusOr<std::unique_ptr<DeviceBuffer>> DeviceBuffer::Make(int, size_t) {
       "kolo-bench --device cuda: this kolo was built without CUDA "
       "(-DKOLO_WITH_CUDA=ON to build with it)");
 }
-DeviceBuffer::~DeviceBuffer() = default;
+DeviceBuffer::~DeviceBuffer() { (void)device_; }  // no device to free
 absl::Status DeviceBuffer::Upload(const void*, size_t) {
   return absl::FailedPreconditionError("no CUDA");
 }
