@@ -49,7 +49,39 @@ Case::Case(const BenchOptions& o, int64_t bytes, int rank, int n)
       break;
   }
   splits_.assign(n, per_rank_);
+  if (o.cuda) {
+    const int devices = cuda_device_count();
+    if (devices == 0) {
+      device_error_ = absl::FailedPreconditionError(
+          absl::StrCat("kolo-bench --device cuda: ", cuda_status()));
+    } else {
+      device_ = local_rank() % devices;
+      auto in = DeviceBuffer::Make(device_, in_.size());
+      auto out = DeviceBuffer::Make(device_, out_.size());
+      if (!in.ok() || !out.ok()) {
+        device_error_ = in.ok() ? out.status() : in.status();
+      } else {
+        d_in_ = *std::move(in);
+        d_out_ = *std::move(out);
+      }
+    }
+  }
   Restore();
+}
+
+void Case::Upload(const std::vector<char>& host,
+                  const std::unique_ptr<DeviceBuffer>& dev) {
+  if (dev == nullptr || host.empty() || !device_error_.ok()) return;
+  device_error_ = dev->Upload(host.data(), host.size());
+}
+
+absl::Status Case::Download() {
+  if (!o_.cuda) return absl::OkStatus();
+  if (!device_error_.ok()) return device_error_;
+  std::vector<char>& host = out_.empty() ? in_ : out_;
+  const std::unique_ptr<DeviceBuffer>& dev = out_.empty() ? d_in_ : d_out_;
+  if (host.empty()) return absl::OkStatus();
+  return dev->Download(host.data(), host.size());
 }
 
 void Case::Restore() {
@@ -77,6 +109,7 @@ void Case::Restore() {
       }
       break;
   }
+  Upload(in_, d_in_);
 }
 
 void Case::PoisonResult() {
@@ -85,6 +118,7 @@ void Case::PoisonResult() {
     return;  // in-place allreduce: the input was just restored
   }
   Poison(out_.data(), out_.size());
+  Upload(out_, d_out_);
 }
 
 absl::Status Case::RunOnce() {
@@ -111,6 +145,7 @@ absl::Status Case::RunRaw() {
 }
 
 absl::Status Case::RunNegotiated() {
+  if (!device_error_.ok()) return device_error_;
   absl::StatusOr<Handle> handle = Submit();
   if (!handle.ok()) return handle.status();
   return synchronize(*handle, kOpTimeout);
@@ -143,6 +178,10 @@ Tensor Case::Vector(std::vector<char>& buffer, int64_t count) const {
   t.dtype = o_.dtype;
   t.shape = {count};
   t.data = buffer.data();
+  if (o_.cuda && device_error_.ok()) {
+    t.data = (&buffer == &in_ ? d_in_ : d_out_)->get();
+    t.device = device_;
+  }
   return t;
 }
 
@@ -155,7 +194,7 @@ Allocator Case::OutputAllocator() {
                        "] but preallocated [", count_,
                        "]; the ranks disagree on the size (a kolo-bench bug)"));
     }
-    return static_cast<void*>(out_.data());
+    return o_.cuda ? d_out_->get() : static_cast<void*>(out_.data());
   };
 }
 

@@ -18,12 +18,14 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "bench/device_buffer.h"
 #include "bench/options.h"
 #include "kolo/kolo.h"
 
@@ -62,6 +64,8 @@ class Case {
   // One iteration, in the mode of the options.
   absl::Status RunOnce();
 
+  // --device cuda: the result back to the host (before Corrupt and Check).
+  absl::Status Download();
   // Flips a byte of the result (--corrupt-rank).
   void Corrupt();
   // OK if the result is exactly the expected one; kDataLoss naming the
@@ -74,8 +78,12 @@ class Case {
   absl::StatusOr<Handle> Submit();
   // A 1-d tensor of `count` elements of the bench's dtype over `buffer`.
   Tensor Vector(std::vector<char>& buffer, int64_t count) const;
-  // Hands out out_ for a negotiated output of count_ elements.
+  // Hands out out_ (or its device twin) for a negotiated output of count_
+  // elements.
   Allocator OutputAllocator();
+  // --device cuda: copies a host buffer to its device twin.
+  void Upload(const std::vector<char>& host,
+              const std::unique_ptr<DeviceBuffer>& dev);
 
   const BenchOptions& o_;
   const int rank_, n_;
@@ -84,6 +92,12 @@ class Case {
   int64_t per_rank_ = 0, count_ = 0;
   std::vector<char> in_, out_;
   std::vector<int64_t> splits_;
+  // --device cuda: the device twins of in_ and out_ (the host buffers keep
+  // the fill and, after Download, the result the check reads), on device
+  // device_.
+  int device_ = -1;
+  std::unique_ptr<DeviceBuffer> d_in_, d_out_;
+  absl::Status device_error_;
 };
 
 }  // namespace kolo::bench

@@ -34,6 +34,11 @@ int Fail(int rank, const std::string& what, const absl::Status& st) {
   return 1;
 }
 
+std::string EnvOr(const char* name, const char* fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr ? v : fallback;
+}
+
 // Runs one size; fills `row` (meaningful on every rank). Returns a collective
 // failure; a failed check is row.check_ok == false.
 absl::Status RunSize(const BenchOptions& o, int64_t size, Row& row) {
@@ -63,6 +68,7 @@ absl::Status RunSize(const BenchOptions& o, int64_t size, Row& row) {
     if (absl::Status st = c.RunOnce(); !st.ok()) return st;
     times.push_back(Micros(Clock::now() - t0));
   }
+  if (absl::Status st = c.Download(); !st.ok()) return st;
   if (rank == o.corrupt_rank) c.Corrupt();
   const absl::Status check = c.Check();
   if (!check.ok()) {
@@ -75,6 +81,11 @@ absl::Status RunSize(const BenchOptions& o, int64_t size, Row& row) {
   if (absl::Status st = MaxOverRanks(o.mode, agreed); !st.ok()) return st;
   row.op = std::string(CollectiveName(o.op));
   row.mode = std::string(ModeName(o.mode));
+  if (o.cuda) {
+    row.mode += EnvOr("KOLO_CUDA_STAGING", "0") == std::string("1")
+                    ? "+cuda-staging"
+                    : "+cuda";
+  }
   row.ranks = n;
   row.bytes = c.bytes();
   row.count = c.count();
@@ -88,11 +99,6 @@ absl::Status RunSize(const BenchOptions& o, int64_t size, Row& row) {
   row.check_ok = agreed[3] == 0;
   ComputeBandwidth(o.op, row);
   return absl::OkStatus();
-}
-
-std::string EnvOr(const char* name, const char* fallback) {
-  const char* v = std::getenv(name);
-  return v != nullptr ? v : fallback;
 }
 
 // The first line (what runs, and the settings from the environment that
@@ -132,7 +138,13 @@ void PrintBanner(const BenchOptions& o, int n) {
       std::string(DataTypeName(o.dtype)).c_str(), Reduces(o.op) ? " " : "",
       Reduces(o.op) ? std::string(ReduceOpName(o.reduce)).c_str() : "",
       o.inplace ? "in place" : "out of place",
-      std::string(ModeName(o.mode)).c_str(),
+      o.cuda ? absl::StrCat(ModeName(o.mode), ", CUDA tensors (",
+                            EnvOr("KOLO_CUDA_STAGING", "0") == "1"
+                                ? "staged through host memory"
+                                : "NCCL where usable",
+                            ")")
+                   .c_str()
+             : std::string(ModeName(o.mode)).c_str(),
       EnvOr("KOLO_ALLREDUCE_ALGORITHM", "auto").c_str(),
       EnvOr("KOLO_SMALL_ALLREDUCE_BYTES",
             std::to_string(DefaultSmallBytes(n)).c_str())

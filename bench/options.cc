@@ -204,8 +204,8 @@ absl::StatusOr<BenchOptions> ParseBenchOptions(
   for (const char* name :
        {"--op", "--mode", "--dtype", "--reduce", "--min-bytes", "--max-bytes",
         "--factor", "--iters", "--seconds", "--warmup", "--root", "--json",
-        "--corrupt-rank", "--preset", "--steps", "--fusion-threshold",
-        "--cache-capacity"}) {
+        "--device", "--corrupt-rank", "--preset", "--steps",
+        "--fusion-threshold", "--cache-capacity"}) {
     names[app.add_option(name)] = name;
   }
   // CLI11 reads "--flag=" as "--flag" and takes the next argument as the
@@ -259,7 +259,7 @@ absl::StatusOr<BenchOptions> ParseBenchOptions(
     const std::string& v = option->results()[used[option]++];
     if (flag == "--min-bytes" || flag == "--max-bytes" || flag == "--factor" ||
         flag == "--iters" || flag == "--seconds" || flag == "--root" ||
-        flag == "--inplace") {
+        flag == "--inplace" || flag == "--device") {
       if (sweep_flag.empty()) sweep_flag = flag;
     } else if (flag == "--preset" || flag == "--steps" ||
                flag == "--fusion-threshold" || flag == "--cache-capacity") {
@@ -274,6 +274,9 @@ absl::StatusOr<BenchOptions> ParseBenchOptions(
       if (!op.ok()) return op.status();
       o.op = *op;
       op_given = true;
+    } else if (flag == "--device") {
+      if (v != "cpu" && v != "cuda") return Bad(flag, v, "cpu or cuda");
+      o.cuda = v == "cuda";
     } else if (flag == "--mode") {
       absl::StatusOr<Mode> mode = ParseMode(v);
       if (!mode.ok()) return mode.status();
@@ -381,6 +384,11 @@ absl::StatusOr<BenchOptions> ParseBenchOptions(
         CollectiveName(o.op)));
   }
   if (o.op == Collective::kBroadcast) o.inplace = true;
+  if (o.cuda && o.mode != Mode::kNegotiated) {
+    return absl::InvalidArgumentError(
+        "--device cuda needs --mode negotiated (kolo::raw::* take host "
+        "buffers only)");
+  }
   if (o.root != 0 && o.op != Collective::kBroadcast) {
     return absl::InvalidArgumentError("--root applies to broadcast only");
   }
@@ -426,6 +434,9 @@ std::string Usage() {
       "  --warmup N        untimed iterations per size (3)\n"
       "  --root R          broadcast root (0)\n"
       "  --inplace         allreduce in place (out of place by default)\n"
+      "  --device D        cpu, or cuda: CUDA device buffers (negotiated\n"
+      "                    mode; NCCL, or host staging with\n"
+      "                    KOLO_CUDA_STAGING=1) (cpu)\n"
       "  --json FILE       also write one JSON record per size to FILE\n"
       "  --corrupt-rank R  damage rank R's last result (tests the check)\n"
       "time = each rank's median per-iteration time, max over ranks;\n"

@@ -4,7 +4,7 @@
 //              [--mode raw|negotiated] [--dtype float32] [--reduce sum]
 //              [--min-bytes 4] [--max-bytes 64M] [--factor 4]
 //              [--iters N | --seconds 1] [--warmup 3] [--root 0] [--inplace]
-//              [--json FILE] [--corrupt-rank R]
+//              [--device cpu|cuda] [--json FILE] [--corrupt-rank R]
 //   kolo-bench --mode step --preset resnet50|small161 [--steps 20]
 //              [--warmup 3] [--fusion-threshold LIST] [--cache-capacity LIST]
 //              [--json FILE] [--corrupt-rank R]
@@ -77,6 +77,11 @@ struct BenchOptions {
   int warmup = 3;      // untimed iterations per size
   int root = 0;        // broadcast root
   bool inplace = false;
+  // --device cuda (--mode negotiated only): the buffers are CUDA device
+  // memory on device local_rank % device count; kolo runs them on NCCL or,
+  // with KOLO_CUDA_STAGING=1, through host memory. Results are checked as
+  // on the host (copied back outside the timed region).
+  bool cuda = false;
   std::string json_path;  // "" = no JSON
   int corrupt_rank = -1;  // -1 = none
   bool help = false;

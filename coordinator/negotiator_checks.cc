@@ -82,8 +82,11 @@ std::string FormatDtype(const proto::Request& r) {
   return std::string(DataTypeName(static_cast<DataType>(r.dtype())));
 }
 
+// The device *kind*: ranks agree on it, not on the ordinal (each rank
+// drives its own GPU, usually its local_rank's).
 std::string FormatDevice(const proto::Request& r) {
-  return r.device() == -1 ? "cpu" : absl::StrCat(r.device());
+  if (r.device() == -1) return "cpu";
+  return r.device() >= 0 ? "cuda" : absl::StrCat("invalid(", r.device(), ")");
 }
 
 std::string FormatReduceOp(const proto::Request& r) {
@@ -411,7 +414,7 @@ proto::Response CheckAgreement(absl::string_view name, const Requests& rs,
   const proto::OpType type = rs[0]->op();
   const std::string op = proto::OpTypeName(type);
   const std::vector<Field> tensor_fields = {{"dtype", FormatDtype},
-                                            {"device", FormatDevice}};
+                                            {"device kind", FormatDevice}};
   if (type != proto::BARRIER) {  // a barrier has no tensor
     if (std::optional<std::string> m =
             FirstMismatch(rs, ranks, op, tensor_fields)) {

@@ -6,7 +6,8 @@
 // Checks, in order; the first failing one gives the error:
 //   1. a request flagged invalid on some rank            kInvalidArgument
 //   2. op type                                           kFailedPrecondition
-//   3. dtype, then device (not for a barrier: no tensor) kFailedPrecondition,
+//   3. dtype, then device kind (cpu or cuda: each rank may use its own
+//      CUDA ordinal; not for a barrier: no tensor)    kFailedPrecondition,
 //      then the group size (grouped ops)
 //   4. allgather, alltoall: a scalar on some rank        kInvalidArgument
 //   5. per op                                            kFailedPrecondition

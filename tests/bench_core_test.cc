@@ -120,6 +120,21 @@ TEST(BenchOptions, SpellingsAndRepeats) {
             "unknown flag 'extra' (see --help)");
 }
 
+TEST(BenchOptions, DeviceCuda) {
+  absl::StatusOr<BenchOptions> o =
+      Parse({"--mode", "negotiated", "--device", "cuda"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_TRUE(o->cuda);
+  EXPECT_FALSE(Parse({"--device", "cpu"})->cuda);
+  EXPECT_EQ(Parse({"--device", "cuda"}).status().message(),
+            "--device cuda needs --mode negotiated (kolo::raw::* take host "
+            "buffers only)");
+  EXPECT_FALSE(Parse({"--device", "gpu"}).ok());
+  EXPECT_FALSE(
+      Parse({"--mode", "step", "--preset", "resnet50", "--device", "cuda"})
+          .ok());
+}
+
 TEST(BenchOptions, StepMode) {
   absl::StatusOr<BenchOptions> o =
       Parse({"--mode", "step", "--preset", "resnet50"});

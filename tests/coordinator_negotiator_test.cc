@@ -129,7 +129,29 @@ TEST(NegotiatorTest, DeviceMismatch) {
   proto::Request gpu = Req("x");
   gpu.set_device(1);
   ExpectError(Resolve({Req("x"), gpu}), absl::StatusCode::kFailedPrecondition,
-              "tensor 'x': allreduce device cpu on rank 0 but 1 on rank 1");
+              "tensor 'x': allreduce device kind cpu on rank 0 but cuda on "
+              "rank 1");
+}
+
+// Ranks agree on the device kind, not the ordinal: each drives its own GPU.
+TEST(NegotiatorTest, CudaOrdinalsMayDiffer) {
+  proto::Request gpu0 = Req("x");
+  gpu0.set_device(0);
+  proto::Request gpu3 = Req("x");
+  gpu3.set_device(3);
+  const proto::Response ok = Resolve({gpu0, gpu3});
+  EXPECT_EQ(ok.error_code(), 0) << ok.error();
+}
+
+// Every rank of the set gets the same error (one plan for all), the
+// majority named first.
+TEST(NegotiatorTest, DeviceKindMismatchNamesEveryGroup) {
+  proto::Request gpu = Req("x");
+  gpu.set_device(0);
+  ExpectError(Resolve({gpu, Req("x"), gpu}),
+              absl::StatusCode::kFailedPrecondition,
+              "tensor 'x': allreduce device kind cuda on ranks 0,2 but cpu "
+              "on rank 1");
 }
 
 TEST(NegotiatorTest, ShapeMismatch) {

@@ -130,3 +130,19 @@ kolo_add_test(multiprocess_shm_test SOURCES multiprocess_shm_test.cc
   LIBS kolo_mp_testing LABELS multiprocess SERIAL TIMEOUT 300)
 add_dependencies(multiprocess_shm_test kolo-mp-worker kolo-elastic-worker
   kolorun)
+
+# CUDA tensors through the public API (tests/workers/cuda_worker.cc): the
+# device-kind errors on every machine; every op over CUDA tensors where a
+# device is usable (skipped otherwise).
+add_executable(kolo-cuda-worker workers/cuda_worker.cc)
+target_link_libraries(kolo-cuda-worker PRIVATE kolo)
+if(KOLO_HAVE_CUDA)
+  target_link_libraries(kolo-cuda-worker PRIVATE CUDA::cudart)
+  target_compile_definitions(kolo-cuda-worker PRIVATE KOLO_HAVE_CUDA=1)
+else()
+  target_compile_definitions(kolo-cuda-worker PRIVATE KOLO_HAVE_CUDA=0)
+endif()
+kolo_target_warnings(kolo-cuda-worker)
+kolo_add_test(multiprocess_cuda_test SOURCES multiprocess_cuda_test.cc
+  LIBS kolo_mp_testing LABELS multiprocess SERIAL TIMEOUT 900)
+add_dependencies(multiprocess_cuda_test kolo-cuda-worker kolorun)

@@ -19,3 +19,5 @@ kolo_add_test(worker_lib_fused_executor_test SOURCES worker_lib_fused_executor_t
   LIBS kolo LABELS unit)
 kolo_add_test(worker_lib_plan_executor_test SOURCES worker_lib_plan_executor_test.cc
   LIBS kolo LABELS unit)
+kolo_add_test(worker_lib_cuda_executor_test SOURCES worker_lib_cuda_executor_test.cc
+  LIBS kolo LABELS unit)

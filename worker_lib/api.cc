@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "allreduce/cuda/cuda_info.h"
 #include "common/log.h"
 #include "common/mutex.h"
 #include "common/net.h"
@@ -369,6 +370,14 @@ absl::Status shutdown() {
 }
 
 bool is_initialized() { return published.rank.load() >= 0; }
+
+bool cuda_built() { return cuda::Built(); }
+int nccl_built() { return cuda::NcclVersion(); }
+int cuda_device_count() { return cuda::DeviceCount(); }
+std::string cuda_status() {
+  std::string why = cuda::Unusable();
+  return why.empty() ? "ok" : why;
+}
 int rank() { return published.rank.load(); }
 int size() { return published.size.load(); }
 int local_rank() { return published.local_rank.load(); }

@@ -348,6 +348,11 @@ absl::Status ParseNegotiation(const EnvMap& env, WorkerConfig& c) {
     if (!v.ok()) return v.status();
     c.disable_group_fusion = *v;
   }
+  if (auto f = First(env, {"KOLO_CUDA_STAGING"})) {
+    auto v = ParseBool(*f);
+    if (!v.ok()) return v.status();
+    c.cuda_staging = *v;
+  }
   return absl::OkStatus();
 }
 

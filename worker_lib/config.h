@@ -188,6 +188,12 @@ struct WorkerConfig {
   // KOLO_FAULT_ORIGIN_MS: kolorun's start (Unix ms), from which after=
   // counts. Default: now.
   absl::Time fault_origin = absl::UnixEpoch();
+
+  // KOLO_CUDA_STAGING (no Horovod alias: Horovod has no such switch): 1 =
+  // CUDA tensors always go through pinned host memory on
+  // kolo's own data plane, even where NCCL is built and usable. Default 0:
+  // NCCL where it can serve the tensor (README "CUDA tensors").
+  bool cuda_staging = false;
 };
 
 // Parses `env` (variable -> value). `kernel_host_name` is the fallback host

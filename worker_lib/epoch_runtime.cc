@@ -96,6 +96,8 @@ absl::StatusOr<std::shared_ptr<EpochRuntime>> BuildEpoch(
   ro.dissolved_sets = in.dissolved_sets;
   ro.timeline_dynamic = c.timeline_dynamic;
   ro.timeline = in.timeline;
+  ro.cuda_staging = c.cuda_staging;
+  ro.cuda_timeout = c.knobs.data_timeout;
   if (!c.timeline.empty() && m.rank() == 0 && in.first) {
     // As Horovod: rank 0 writes the timeline (of the first epoch). A path
     // that cannot be written is reported and the job goes on without one.

@@ -33,6 +33,7 @@ constexpr KnownVariable kKnownVariables[] = {
     {"KOLO_BIN_DIR", "tests (set by CTest)", true},
     {"KOLO_CACHE_CAPACITY", "worker", false},
     {"KOLO_COORDINATOR", "worker (set by kolorun)", false},
+    {"KOLO_CUDA_STAGING", "worker", false},
     {"KOLO_CYCLE_TIME_MS", "worker, kolorun, kolo-coordinator", false},
     {"KOLO_DISABLE_GROUP_FUSION", "worker", false},
     {"KOLO_ELASTIC", "worker (set by kolorun --min-np), kolo-coordinator",

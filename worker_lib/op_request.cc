@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "allreduce/collective_checks.h"
+#include "allreduce/cuda/cuda_info.h"
 #include "proto/op_names.h"
 
 namespace kolo {
@@ -27,15 +28,26 @@ std::string Shape(const std::vector<int64_t>& shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ","), "]");
 }
 
+std::string DeviceName(int device) {
+  return device == kCpu ? std::string("the host (kolo::kCpu)")
+                        : absl::StrCat("CUDA device ", device);
+}
+
 // The problem with `t` (named `what`) as this rank sees it, or "".
 std::string CheckTensor(const char* op, const char* what, const Tensor& t) {
   if (absl::Status s = internal::CheckType(op, t.dtype); !s.ok()) {
     return std::string(s.message());
   }
+  if (t.device < kCpu) {
+    return absl::StrCat(op, ": ", what, " has device ", t.device,
+                        ", which is neither kolo::kCpu (-1) nor a CUDA "
+                        "device ordinal (0, 1, ...)");
+  }
   if (t.device != kCpu) {
-    return absl::StrCat(op, ": ", what, " is on device ", t.device,
-                        ", but this kolo build handles host tensors only "
-                        "(device kolo::kCpu)");
+    if (std::string why = cuda::Unusable(t.device); !why.empty()) {
+      return absl::StrCat(op, ": ", what, " is on CUDA device ", t.device,
+                          ", but ", why);
+    }
   }
   // Negative, overflowing or impossibly large shapes (before anything
   // multiplies the dimensions).
@@ -117,6 +129,12 @@ std::string Validate(PendingOp& op, int rank, int size) {
         return std::string(s.message());
       }
       if (op.op == proto::ALLREDUCE) {
+        if (op.output.device != op.input.device) {
+          return absl::StrCat("allreduce: the output is on ",
+                              DeviceName(op.output.device),
+                              " but the input on ", DeviceName(op.input.device),
+                              "; both must be on the same device");
+        }
         if (op.output.shape != shape || op.output.dtype != op.input.dtype) {
           return absl::StrCat(
               "allreduce: the output (", DataTypeName(op.output.dtype), " ",
@@ -139,6 +157,12 @@ std::string Validate(PendingOp& op, int rank, int size) {
                  !b.empty()) {
         op.splits.clear();
         return b;
+      }
+      if (op.output.device != op.input.device) {
+        return absl::StrCat("reducescatter: the output is on ",
+                            DeviceName(op.output.device), " but the input on ",
+                            DeviceName(op.input.device),
+                            "; both must be on the same device");
       }
       std::vector<int64_t> want = shape;
       want[0] = op.splits[rank];
@@ -214,6 +238,8 @@ void PendingOp::Reset() {
     t.shape.clear();
     t.data = nullptr;
     t.device = kCpu;
+    t.ready_event = nullptr;
+    t.done_event = nullptr;
   };
   clear_tensor(input);
   clear_tensor(output);

@@ -24,6 +24,27 @@ using op_runtime_internal::Upper;
 
 namespace {
 
+// The CUDA executor's options: the runtime's, and the control-plane
+// exchange of its session (NCCL's unique id).
+CudaOptions CudaOptionsFor(const RuntimeOptions& o,
+                           const std::shared_ptr<SessionClient>& session) {
+  CudaOptions c;
+  c.epoch = o.epoch;
+  c.force_staging = o.cuda_staging;
+  c.timeout = o.cuda_timeout;
+  std::weak_ptr<SessionClient> weak = session;
+  c.exchange =
+      [weak](
+          const std::string& key, const std::string& value,
+          absl::Duration timeout) -> absl::StatusOr<std::vector<std::string>> {
+    std::shared_ptr<SessionClient> s = weak.lock();
+    if (s == nullptr) return absl::AbortedError("the session ended");
+    return s->Exchange(key, value, timeout);
+  };
+  c.nccl = nccl::RealNcclApi();
+  return c;
+}
+
 // An outbox this big goes out at once.
 constexpr size_t kOutboxBytes = 64 * 1024;
 // Finished ops kept for reuse (a training step's tensors, and some).
@@ -48,7 +69,8 @@ OpRuntime::OpRuntime(std::shared_ptr<SessionClient> session,
       timeline_dynamic_(options.timeline_dynamic),
       announce_window_(options.announce_window),
       epoch_(options.epoch),
-      dissolved_sets_(std::move(options.dissolved_sets)) {
+      dissolved_sets_(std::move(options.dissolved_sets)),
+      cuda_(std::make_unique<CudaExecutor>(CudaOptionsFor(options, session_))) {
   {
     MutexLock lock(&mu_);
     next_handle_ = std::max<Handle>(1, options.first_handle);
@@ -381,6 +403,9 @@ std::vector<int32_t> OpRuntime::ProcessSetIds() {
 }
 
 void OpRuntime::Fail(absl::Status why) {
+  // First: a collective on the device returns at once (its ops are running,
+  // so Fail leaves them to it).
+  cuda_->Abort(why);
   MutexLock lock(&mu_);
   if (terminal_.ok()) terminal_ = std::move(why);
   int failed = 0;

@@ -111,6 +111,7 @@
 #include "kolo/kolo.h"
 #include "proto/kolo.pb.h"
 #include "worker_lib/cache_mirror.h"
+#include "worker_lib/cuda_executor.h"
 #include "worker_lib/data_plane.h"
 #include "worker_lib/fused_executor.h"
 #include "worker_lib/negotiation_link.h"
@@ -146,6 +147,10 @@ struct RuntimeOptions {
   Handle first_handle = 1;
   uint64_t epoch = 1;
   std::vector<int32_t> dissolved_sets;
+  // CUDA tensors (cuda_executor.h): KOLO_CUDA_STAGING, and the bound on
+  // each wait for the device (KOLO_TIMEOUT_SECONDS).
+  bool cuda_staging = false;
+  absl::Duration cuda_timeout = absl::Seconds(30);
 };
 
 class OpRuntime {
@@ -352,6 +357,8 @@ class OpRuntime {
   // nothing for it).
   proto::Request scratch_ ABSL_GUARDED_BY(mu_);
   FusionBuffer fusion_buffer_;  // the plan runner's (reader_busy_)
+  // Responses with CUDA tensors (Run: the plan runner's; Abort: Fail's).
+  const std::unique_ptr<CudaExecutor> cuda_;
   // Process sets' data planes (the plan runner's).
   absl::flat_hash_map<int32_t, std::unique_ptr<DataPlane>> set_planes_;
   std::thread thread_;

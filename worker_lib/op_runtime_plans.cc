@@ -120,6 +120,17 @@ std::shared_ptr<PendingOp> MakeJoinedOp(const proto::Response& r, int i) {
   return op;
 }
 
+// Whether a step has a CUDA tensor (cuda_executor.h runs it).
+bool OnCuda(const std::vector<std::shared_ptr<PendingOp>>& ops) {
+  for (const auto& op : ops) {
+    if (op != nullptr &&
+        (op->input.device != kCpu || op->output.device != kCpu)) {
+      return true;
+    }
+  }
+  return false;
+}
+
 // The sequence number a response's first collective is stamped with: the
 // same on every rank that runs it (see the header).
 uint64_t StampOf(uint64_t plan_seq, size_t response) {
@@ -264,6 +275,13 @@ void OpRuntime::RunPlan(proto::Plan& plan, absl::Time arrived) {
       for (auto& op : step.ops) {
         if (op != nullptr) timeline->End(op->name, now);  // QUEUE
       }
+    }
+    if (OnCuda(step.ops)) {
+      std::vector<PendingOp*> ops;
+      for (auto& op : step.ops) ops.push_back(op.get());
+      out = cuda_->Run(*step.response, ops, plane, step.rank, step.size,
+                       fusion_buffer_, timeline);
+      continue;
     }
     if (IsFused(*step.response)) {
       std::vector<PendingOp*> ops;

@@ -96,4 +96,16 @@ void HybridTransport::Abort(absl::Status why) {
   tcp_->Abort(std::move(why));
 }
 
+absl::Status HybridTransport::CutForFault(int peer) {
+  if (peer < 0) {
+    absl::Status tcp = tcp_->CutForFault(-1);
+    absl::Status shm = shm_->CutForFault(-1);
+    return tcp.ok() || shm.ok() ? absl::OkStatus() : tcp;
+  }
+  if (peer < static_cast<int>(local_of_.size()) && local_of_[peer] >= 0) {
+    return shm_->CutForFault(local_of_[peer]);
+  }
+  return tcp_->CutForFault(peer);
+}
+
 }  // namespace kolo

@@ -50,6 +50,9 @@ class HybridTransport : public Transport {
   absl::StatusOr<OpId> StartRecv(int peer, void* data, size_t len) override;
   absl::Status Wait(OpId op) override;
   void Abort(absl::Status why) override;
+  // Cuts the TCP connection of a remote peer, the shared-memory queues of a
+  // local one (-1: every peer, both kinds).
+  absl::Status CutForFault(int peer) override;
 
  private:
   // Composite op ids: inner id * 2 + (1 for shared memory, 0 for TCP).

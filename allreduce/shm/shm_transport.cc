@@ -134,6 +134,37 @@ absl::Status ShmTransport::CheckStart(int peer) const {
         absl::StrCat(Name(options_.rank), ": no peer rank ", peer,
                      " among the ", size(), " ranks sharing memory"));
   }
+  if (peers_[peer].cut) return CutError(peer);
+  return absl::OkStatus();
+}
+
+absl::Status ShmTransport::CutError(int peer) const {
+  absl::Status error = absl::UnavailableError(
+      absl::StrCat(Name(options_.rank), ": the shared-memory connection to ",
+                   Name(peer), " was cut (fault injection)"));
+  SetPeers(error, {EpochRank(peer)});
+  return error;
+}
+
+absl::Status ShmTransport::CutForFault(int peer) {
+  int cut = 0;
+  for (int r = 0; r < size(); ++r) {
+    if (r == options_.rank || (peer >= 0 && r != peer)) continue;
+    Peer& p = peers_[r];
+    p.cut = true;
+    const absl::Status error = CutError(r);
+    for (const Msg& m : p.sends) Complete(m.id, error);
+    for (const Msg& m : p.recvs) Complete(m.id, error);
+    for (const auto& [ticket, id] : p.awaiting) Complete(id, error);
+    p.sends.clear();
+    p.recvs.clear();
+    p.awaiting.clear();
+    ++cut;
+  }
+  if (cut == 0) {
+    return absl::NotFoundError(absl::StrCat(
+        Name(options_.rank), ": no shared-memory peer ", peer, " to cut"));
+  }
   return absl::OkStatus();
 }
 

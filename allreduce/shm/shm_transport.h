@@ -91,6 +91,11 @@ class ShmTransport : public Transport {
   absl::StatusOr<OpId> StartRecv(int peer, void* data, size_t len) override;
   absl::Status Wait(OpId op) override;
   void Abort(absl::Status why) override;
+  // Fault injection (kolorun --fault drop): this rank stops using its
+  // queues with `peer` (-1: every peer): pending and later ops with it fail
+  // with kUnavailable naming it. The peer is not told; its waits end when
+  // the coordinator ends the epoch on this rank's report.
+  absl::Status CutForFault(int peer) override;
 
   // For a transport that drives this one beside another
   // (hybrid_transport.h): moves what can move; when nothing moved and
@@ -126,11 +131,13 @@ class ShmTransport : public Transport {
     uint64_t refs_sent = 0;   // tickets handed out (me -> peer)
     uint64_t acks_given = 0;  // messages I read by reference (peer -> me)
     net::UniqueFd pidfd;
+    bool cut = false;  // CutForFault
   };
 
   std::string Name(int r) const;
   int EpochRank(int r) const;
   absl::Status CheckStart(int peer) const;
+  absl::Status CutError(int peer) const;
   absl::Status AbortStatus() const;
   void Complete(OpId id, absl::Status status);
   // Moves bytes of every peer; returns the bytes moved.

@@ -87,15 +87,38 @@ absl::StatusOr<std::vector<std::string>> control_allgather(
 // with kInvalidArgument; the next op works either way. Only a name already
 // in flight on this rank fails at once, on this rank alone.
 
-// Where a tensor lives: kCpu (host memory) is the only device so far.
+// Where a tensor lives: kCpu (host memory), or a CUDA device ordinal (0, 1,
+// ...: `data` is device memory of that device, as cudaMalloc gives). Ranks
+// must agree on the device *kind* of a name (CPU or CUDA; each rank may use
+// its own ordinal): a disagreement fails the op on every rank. A CUDA tensor
+// on a kolo built without CUDA (cuda_built() false), or with no usable
+// device, fails on every rank with kInvalidArgument saying why.
+// CUDA tensors run on NCCL when kolo was built with it (nccl_built()) and on
+// process set 0, otherwise through pinned host memory on kolo's own data
+// plane (KOLO_CUDA_STAGING=1 forces that); README "CUDA tensors".
 inline constexpr int kCpu = -1;
 
-// A host buffer described by dtype and shape (row major, contiguous).
+// A buffer described by dtype and shape (row major, contiguous).
 struct Tensor {
   DataType dtype = DataType::kFloat32;
   std::vector<int64_t> shape;  // {} = a scalar (one element)
   void* data = nullptr;
   int device = kCpu;
+  // CUDA tensors only (ignored for kCpu), both a cudaEvent_t passed as void*
+  // so that this header needs no CUDA headers, owned by the caller, and
+  // valid until the op completes:
+  // - ready_event (input): recorded by the caller after the work that writes
+  //   `data`; kolo's stream waits for it before reading. Null: `data` must
+  //   be ready when the op is submitted — the caller synchronised the work
+  //   that wrote it (cudaStreamSynchronize / cudaDeviceSynchronize): kolo's
+  //   stream is non-blocking, it does not wait for other streams, the
+  //   legacy default stream included (and a cudaMemcpy from pageable host
+  //   memory may return before its copy has landed).
+  // - done_event (output): kolo records it on its stream once the op's
+  //   output is written; synchronize() returns only after that point too,
+  //   so it serves callers that wait on a stream (cudaStreamWaitEvent).
+  void* ready_event = nullptr;
+  void* done_event = nullptr;
 
   // The product of shape (1 for a scalar), and that times the dtype's size;
   // -1 when the shape is not one kolo takes (a negative dimension, over
@@ -316,6 +339,21 @@ absl::Status reducescatter(const void* input, int64_t count, DataType type,
                            ReduceOp op = ReduceOp::kSum);
 // Returns once every rank has entered it.
 absl::Status barrier();
+
+// ---- Build and device queries --------------------------------------------
+// Whether this kolo was built with CUDA (-DKOLO_WITH_CUDA=ON, or AUTO with
+// the toolkit found).
+bool cuda_built();
+// The NCCL version kolo runs with (NCCL_VERSION_CODE form: 22809 for
+// 2.28.9, from ncclGetVersion), 0 when built without NCCL. As Horovod's
+// nccl_built().
+int nccl_built();
+// The number of CUDA devices this process can use; 0 when none is usable or
+// kolo was built without CUDA (cuda_status() says why).
+int cuda_device_count();
+// "ok", or why CUDA tensors cannot run here (no CUDA in this build, no
+// driver, no device), as the error of an op on a CUDA tensor says it.
+std::string cuda_status();
 
 // ---- Raw data plane (benchmarks) -----------------------------------------
 // The same blocking collectives run directly on the data plane without

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Everything of kolo that needs a GPU, in one command (issue 23 point 4):
+#   1. build with CUDA (-DKOLO_WITH_CUDA=ON) in a fresh build directory, the
+#      targets below only — or, with --prebuilt DIR, take them from DIR/bin
+#      (DIR/lib: shared libraries the machine may lack), as
+#      scripts/gpu-pack.sh makes it on a machine that can build;
+#   2. the CUDA tests: the fakes' unit tests, then multiprocess_cuda_test
+#      (every op over CUDA tensors with exact values: NCCL with 1 rank,
+#      staging with 1 and 2 ranks on the one GPU; the device-kind errors);
+#   3. kolo-bench --device cuda, allreduce float32 sum: NCCL (1 rank),
+#      staging (1 rank and 2 ranks sharing the GPU), and host tensors over
+#      TCP (2 ranks) for reference; time and bus bandwidth per size.
+# Prints a report on stdout (markdown-friendly); exit code != 0 when a test
+# failed. Usage: scripts/gpu-check.sh [--prebuilt DIR] [--quick]
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+prebuilt=""
+quick=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --prebuilt) prebuilt=$2; shift 2 ;;
+    --quick) quick=1; shift ;;
+    *) echo "gpu-check: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+fail=0
+section() { printf '\n## %s\n\n' "$*"; }
+
+section "Machine"
+date -u
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | head -4
+grep PRETTY_NAME /etc/os-release 2>/dev/null
+echo "cores: $(nproc)"
+for h in /usr/local/cuda/include/nccl.h /usr/include/nccl.h; do
+  [ -f "$h" ] && grep -h '#define NCCL_\(MAJOR\|MINOR\|PATCH\) ' "$h" | tr '\n' ' ' && echo " ($h)"
+done
+ls /usr/local/cuda/lib64 2>/dev/null | grep -E '^lib(nccl|cudart)\.so' | tr '\n' ' '; echo
+
+if [ -n "$prebuilt" ]; then
+  bin=$(cd "$prebuilt" && pwd)/bin
+  export LD_LIBRARY_PATH="$(cd "$prebuilt" && pwd)/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  section "Binaries: prebuilt ($prebuilt, built with CUDA on the build machine)"
+  missing=$(ldd "$bin/kolo-bench" | grep 'not found')
+  if [ -n "$missing" ]; then echo "missing libraries: $missing"; exit 3; fi
+else
+  section "Build (CUDA on, fresh directory build-gpu-check)"
+  export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$root}
+  cmake -S . -B build-gpu-check -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DKOLO_WITH_CUDA=ON -DKOLO_WERROR=ON >/dev/null || exit 3
+  cmake --build build-gpu-check -j "$(nproc)" --target kolorun \
+    kolo-coordinator kolo-bench kolo-cuda-worker multiprocess_cuda_test \
+    worker_lib_cuda_executor_test allreduce_cuda_staging_test \
+    allreduce_nccl_test 2>&1 | tail -3 || exit 3
+  bin=$root/build-gpu-check/bin
+fi
+export KOLO_BIN_DIR=$bin
+
+section "CUDA tests"
+for t in allreduce_cuda_staging_test allreduce_nccl_test \
+         worker_lib_cuda_executor_test; do
+  if out=$(timeout 120 "$bin/$t" 2>&1); then
+    echo "$t: $(echo "$out" | grep -E '^\[  (PASSED|SKIPPED)' | tr '\n' ' ')"
+  else
+    echo "$t: FAILED"; echo "$out" | tail -30; fail=1
+  fi
+done
+if out=$(timeout 400 "$bin/multiprocess_cuda_test" 2>&1); then
+  echo "multiprocess_cuda_test: passed"
+else
+  echo "multiprocess_cuda_test: FAILED"; fail=1
+fi
+echo "$out" | grep -E '^\[ *(OK|FAILED|SKIPPED) *\]|CUDA_FAIL|CUDA_SHUTDOWN|CUDA_INFO rank=0|Failure' | head -40
+echo "$out" | grep -E 'CUDA_ERR case=kinds' | head -3
+
+section "kolo-bench --device cuda (allreduce float32 sum, negotiated)"
+max=256M; iters=20
+[ "$quick" = 1 ] && max=16M && iters=10
+bench() {  # label, np, env..., -- extra flags
+  local label=$1 np=$2; shift 2
+  echo "### $label"
+  env "$@" timeout 200 "$bin/kolorun" -np "$np" "$bin/kolo-bench" \
+    --mode negotiated --min-bytes 4K --max-bytes "$max" --factor 8 \
+    --iters "$iters" --warmup 3 ${BENCH_FLAGS:-} 2>&1 \
+    | grep -vE '^\[[0-9]+\]<stderr>.*(info|warning)\]' | sed 's/^\[0\]<stdout>://'
+  local rc=${PIPESTATUS[0]}
+  [ "$rc" = 0 ] || { echo "($label: exit $rc)"; fail=1; }
+}
+BENCH_FLAGS="--device cuda" bench "NCCL, 1 rank" 1 KOLO_CUDA_STAGING=0
+BENCH_FLAGS="--device cuda" bench "staging, 1 rank" 1 KOLO_CUDA_STAGING=1
+BENCH_FLAGS="--device cuda" bench "staging, 2 ranks on the one GPU" 2 KOLO_CUDA_STAGING=1
+BENCH_FLAGS="" bench "host tensors over TCP, 2 ranks (reference)" 2 KOLO_CUDA_STAGING=0
+
+section "Result"
+[ "$fail" = 0 ] && echo "gpu-check: all passed" || echo "gpu-check: FAILURES above"
+exit "$fail"

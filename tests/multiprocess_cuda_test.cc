@@ -1,0 +1,87 @@
+// CUDA tensors through kolorun and the public API
+// (tests/workers/cuda_worker.cc):
+//   - on every machine: ranks that disagree on a tensor's device kind get an
+//     error on every rank, and a CUDA tensor where no device is usable (or
+//     kolo has no CUDA) is refused on every rank saying why; the next op
+//     works;
+//   - with a CUDA device (skipped with a message otherwise): every op over
+//     CUDA tensors with exact values on NCCL with one rank, through host
+//     memory (KOLO_CUDA_STAGING=1) with one and with two ranks on the one
+//     device (NCCL < 2.30 refuses two ranks on one GPU), and a large
+//     allreduce in flight at shutdown ends in bounded time.
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "tests/testing/job_run.h"
+
+namespace kolo::testing {
+namespace {
+
+constexpr int kInvalid = 3;   // absl::StatusCode::kInvalidArgument
+constexpr int kMismatch = 9;  // absl::StatusCode::kFailedPrecondition
+
+bool DeviceUsable(const std::string& output) {
+  return absl::StrContains(output, " devices=") &&
+         !absl::StrContains(output, " devices=0 ");
+}
+
+TEST(CudaKinds, DisagreeingDeviceKindsFailOnEveryRankAndTheJobGoesOn) {
+  JobRun run =
+      RunJob({Bin("kolorun"), "-np", "3", Bin("kolo-cuda-worker"), "kinds"});
+  EXPECT_EQ(run.exit.code, 0) << run.output;
+  const auto mixed = Lines(run.output, "CUDA_ERR case=kinds/mixed ");
+  ASSERT_EQ(mixed.size(), 3u) << run.output;
+  const bool device = DeviceUsable(run.output);
+  for (const std::string& line : mixed) {
+    EXPECT_EQ(Field(line, "next"), "1") << line;
+    if (device) {
+      EXPECT_EQ(Int(Field(line, "code")), kMismatch) << line;
+      EXPECT_TRUE(absl::StrContains(line,
+                                    "device kind cpu on ranks 0,1 but "
+                                    "cuda on rank 2"))
+          << line;
+    } else {
+      // Rank 2 flagged its own tensor: no usable device.
+      EXPECT_EQ(Int(Field(line, "code")), kInvalid) << line;
+      EXPECT_TRUE(absl::StrContains(line, "is on CUDA device 0, but")) << line;
+      EXPECT_TRUE(absl::StrContains(line, "kolo::kCpu")) << line;
+    }
+  }
+  if (device) return;
+  const auto refused = Lines(run.output, "CUDA_ERR case=kinds/refused ");
+  ASSERT_EQ(refused.size(), 3u) << run.output;
+  for (const std::string& line : refused) {
+    EXPECT_EQ(Int(Field(line, "code")), kInvalid) << line;
+    EXPECT_EQ(Field(line, "next"), "1") << line;
+    EXPECT_TRUE(absl::StrContains(line, "CUDA device 0")) << line;
+  }
+}
+
+void RunGpu(int np, bool staging) {
+  std::map<std::string, std::optional<std::string>> env;
+  env["KOLO_CUDA_STAGING"] = staging ? "1" : "0";
+  JobRun run = RunJob({Bin("kolorun"), "-np", std::to_string(np),
+                       Bin("kolo-cuda-worker"), "gpu"},
+                      env, absl::Seconds(300));
+  if (absl::StrContains(run.output, "CUDA_SKIP")) {
+    GTEST_SKIP() << "no usable CUDA device: "
+                 << Lines(run.output, "CUDA_SKIP")[0];
+  }
+  EXPECT_EQ(run.exit.code, 0) << run.output;
+  EXPECT_TRUE(Lines(run.output, "CUDA_FAIL").empty()) << run.output;
+  // 20 allreduces + big + allgather + np broadcasts + alltoall +
+  // reducescatter + grouped + abort, on every rank.
+  EXPECT_EQ(Lines(run.output, "CUDA_OK ").size(),
+            static_cast<size_t>(np * (20 + 1 + 1 + np + 1 + 1 + 1 + 1)))
+      << run.output;
+  std::cout << run.output;
+}
+
+TEST(CudaGpu, NcclOneRank) { RunGpu(1, false); }
+TEST(CudaGpu, StagingOneRank) { RunGpu(1, true); }
+TEST(CudaGpu, StagingTwoRanksOnOneDevice) { RunGpu(2, true); }
+
+}  // namespace
+}  // namespace kolo::testing
