@@ -72,13 +72,19 @@ absl::Status run(State& state, const std::function<absl::Status()>& fn,
       absl::Status verdict = internal::AwaitSessionVerdict();
       if (IsEvictedError(verdict)) s = verdict;
     }
-    if (IsEvictedError(s) && options.rejoin_after_eviction) {
+    // Rejoins as a newcomer after an eviction; false: `evicted` stays the
+    // error.
+    auto rejoin = [&](const absl::Status& evicted) -> absl::Status {
       Log()->warn("worker {} was evicted ({}); rejoining as a newcomer",
-                  kolo::worker_id(), std::string(s.message()));
+                  kolo::worker_id(), std::string(evicted.message()));
       absl::Status back = internal::Rejoin(options.epoch_timeout);
       if (!back.ok()) return back;
       ++resets;
       state.on_reset();
+      return absl::OkStatus();
+    };
+    if (IsEvictedError(s) && options.rejoin_after_eviction) {
+      if (absl::Status back = rejoin(s); !back.ok()) return back;
       continue;
     }
     if (s.ok() || !IsMembershipError(s)) return s;
@@ -105,6 +111,12 @@ absl::Status run(State& state, const std::function<absl::Status()>& fn,
       worker::faults::OnRollback(state.commits());
     }
     absl::Status next = internal::AwaitNextEpoch(options.epoch_timeout);
+    // A worker cut off while the others changed epochs learns of the
+    // change first, then (waiting for the next epoch) of its own eviction.
+    if (IsEvictedError(next) && options.rejoin_after_eviction) {
+      if (absl::Status back = rejoin(next); !back.ok()) return back;
+      continue;
+    }
     if (!next.ok()) return next;
     state.on_reset();
   }
