@@ -249,7 +249,8 @@ void OpRuntime::RunPlan(proto::Plan& plan, absl::Time arrived) {
       steps.push_back(std::move(step));
     }
   }
-  if (plan_timeline != nullptr) TracePlan(*plan_timeline, plan, arrived, traced);
+  if (plan_timeline != nullptr)
+    TracePlan(*plan_timeline, plan, arrived, traced);
   // Fault injection (fault_hook.h): one relaxed load when no fault is armed.
   const bool faults_armed = faults::Armed();
   absl::Time run_start;
