@@ -418,6 +418,22 @@ void CoordinatorCore::HandleLeave(SessionId id, Session& s, Actions& out) {
             : absl::StrCat("the ", left, " remaining workers left (lost: ",
                            DescribeLost(lost_all_), ")");
     Log()->info("job '{}' ended: {}", options_.job_id, end_reason_);
+    // Newcomers still waiting (a replacement that started late) will never
+    // be admitted: tell them now rather than leave them to their lease.
+    for (SessionId waiting : Newcomers(-1)) {
+      Session& n = sessions_.at(waiting);
+      const std::string told = absl::StrCat(
+          "the job ended before this worker was admitted: ", end_reason_);
+      proto::CoordinatorMessage msg;
+      msg.mutable_fence()->set_incarnation(options_.incarnation);
+      msg.mutable_fence()->set_epoch(FenceOf(n));
+      msg.mutable_job_end()->set_failure(false);
+      msg.mutable_job_end()->set_reason(told);
+      Send(waiting, std::move(msg), out);
+      out.closes.push_back(Actions::Close{waiting, absl::OkStatus()});
+      Log()->info("told waiting {}: {}", Describe(n), told);
+      sessions_.erase(waiting);
+    }
     return;
   }
   if (phase_ == Phase::kRecovering) MaybeFormNextEpoch(s.last_heard, out);

@@ -222,6 +222,21 @@ void FaultDriver::Fire(FaultRecord& r, absl::Time now,
       return;
     }
   }
+  if (s.kind == FaultKind::kTerm && r.fault.from_random >= 0 &&
+      options_.min_members > 0) {
+    int staying = 0;
+    for (const auto& [id, rk] : view.rank_of) {
+      if (!termed_.contains(id)) ++staying;
+    }
+    if (termed_.contains(worker) || staying - 1 < options_.min_members) {
+      skip(absl::StrCat("a random term of worker ", worker, " would leave ",
+                        staying - 1, " member(s), fewer than --min-np ",
+                        options_.min_members,
+                        " (a leave frees no slot that kolorun refills)"));
+      return;
+    }
+    termed_.insert(worker);
+  }
   const LiveWorker* target = nullptr;
   for (const LiveWorker& w : live) {
     if (w.worker_id == worker && w.pid > 0) target = &w;

@@ -33,6 +33,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -78,6 +79,11 @@ class FaultDriver {
     std::function<void()> kill_coordinator;
     // Runs a command (argv) to its end within a bound; the partition's `ip`.
     std::function<absl::Status(const std::vector<std::string>&)> run;
+    // Elastic jobs: kolorun's --min-np. A *random* term that would leave
+    // fewer members is skipped (a leave frees no slot that kolorun refills,
+    // so a chaos run would otherwise drain the job); explicit specs fire
+    // as asked.
+    int min_members = 0;
   };
   explicit FaultDriver(Options options);
 
@@ -122,6 +128,8 @@ class FaultDriver {
   int64_t events_offset_ = 0;
   std::string partial_line_;
   bool coordinator_killed_ = false;
+  // Workers a random term was sent to (they leave at their next commit).
+  std::set<std::string> termed_;
   // Stopped processes to continue: pid -> when.
   std::map<pid_t, std::pair<absl::Time, int>> to_continue_;  // fault id
   // Partitioned hosts to heal: record index -> when.

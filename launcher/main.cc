@@ -297,6 +297,7 @@ int Main(int argc, char** argv) {
       return view;
     };
     fo.kill_coordinator = [coord] { coord->Kill(); };
+    if (options.min_np > 0) fo.min_members = options.min_np;
     faults = std::make_unique<FaultDriver>(std::move(fo));
     for (const FaultRecord& r : faults->records()) {
       log->info("fault {}: {} (fired by {})", r.fault.id,

@@ -16,8 +16,10 @@
 // threads run meanwhile. Submissions hold the GIL: they never block.
 //
 // Errors: every failed absl::Status is raised as kolo._kolo.Error
-// (a RuntimeError) with args (code: int, message: str), the absl code;
-// kolo/common/exceptions.py maps it to Horovod's classes.
+// (a RuntimeError) with args (code: int, message: str, membership: str,
+// skip_sync: bool): the absl code, and what kind of membership change
+// ended the op (elastic_binding.h); kolo/common/exceptions.py maps it to
+// Horovod's classes.
 //
 // Thread-safety: every function may be called from any Python thread.
 // Invariant: an entry of `allocated` exists exactly while its handle is in
@@ -40,6 +42,7 @@
 #include "common/mutex.h"
 #include "common/types.h"
 #include "kolo/kolo.h"
+#include "python/elastic_binding.h"
 
 namespace py = pybind11;
 
@@ -228,8 +231,7 @@ PyObject* FastAllreduce(PyObject* /*self*/, PyObject* const* args,
       absl::string_view(name, static_cast<size_t>(name_size)),
       static_cast<ProcessSet>(ps));
   if (!h.ok()) {
-    PyObject* value = Py_BuildValue("(is)", static_cast<int>(h.status().code()),
-                                    std::string(h.status().message()).c_str());
+    PyObject* value = ErrorArgs(h.status());
     PyErr_SetObject(error_type, value);
     Py_XDECREF(value);
     return nullptr;
@@ -308,9 +310,9 @@ PYBIND11_MODULE(_kolo, m) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const StatusError& e) {
-      py::tuple args = py::make_tuple(static_cast<int>(e.status.code()),
-                                      std::string(e.status.message()));
-      PyErr_SetObject(error.ptr(), args.ptr());
+      PyObject* args = ErrorArgs(e.status);
+      PyErr_SetObject(error.ptr(), args);
+      Py_XDECREF(args);
     }
   });
 
@@ -513,4 +515,5 @@ PYBIND11_MODULE(_kolo, m) {
       },
       py::arg("path"), py::arg("mark_cycles") = false);
   m.def("stop_timeline", [] { Check(stop_timeline()); });
+  BindElastic(m);
 }

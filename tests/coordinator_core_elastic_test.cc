@@ -268,6 +268,34 @@ TEST_F(ElasticTest, SurvivorsLeavingEndTheJobWell) {
   EXPECT_THAT(core_->end_reason(), HasSubstr("the 2 remaining workers left"));
 }
 
+// A replacement that started late waits for a commit that never comes:
+// when the last member leaves, it is told that the job ended (not left to
+// its lease, which would read as a lost coordinator).
+TEST_F(ElasticTest, MembersLeavingTellAWaitingNewcomerThatTheJobEnded) {
+  FormElastic(2);
+  (void)Join(3, "w9", "h9");
+  Actions last;
+  for (SessionId id : {1, 2}) {
+    proto::WorkerMessage leave = Fenced(1);
+    leave.mutable_leave();
+    last = core_->OnMessage(id, leave);
+  }
+  ASSERT_TRUE(core_->ended());
+  EXPECT_FALSE(core_->ended_in_failure());
+  bool told = false;
+  for (const proto::CoordinatorMessage& m : To(last, 3)) {
+    if (!m.has_job_end()) continue;
+    told = true;
+    EXPECT_FALSE(m.job_end().failure());
+    EXPECT_THAT(m.job_end().reason(),
+                HasSubstr("the job ended before this worker was admitted"));
+  }
+  EXPECT_TRUE(told);
+  bool closed = false;
+  for (const Actions::Close& c : last.closes) closed |= c.session == 3;
+  EXPECT_TRUE(closed);
+}
+
 TEST_F(ElasticTest, LeavingDuringRecoveryDoesNotBlockTheNextEpoch) {
   FormElastic(3);
   (void)core_->OnClosed(3, "killed");

@@ -31,3 +31,7 @@ kolo_add_test(launcher_ctl_access_test
   SOURCES launcher_ctl_access_test.cc
   LIBS kolo_launcher_core
   LABELS unit tsan)
+kolo_add_test(launcher_fault_driver_test
+  SOURCES launcher_fault_driver_test.cc
+  LIBS kolo_launcher_faults kolo_launcher_core
+  LABELS unit)

@@ -12,10 +12,16 @@ if(KOLO_HAVE_PYTHON)
   foreach(np 2 3)
     add_test(NAME python_torch_np${np}_test
              COMMAND ${_py_run} ${np} test_collectives.py test_errors.py
-                     test_lifecycle.py test_training.py)
+                     test_lifecycle.py test_training.py test_elastic.py)
     set_tests_properties(python_torch_np${np}_test PROPERTIES RUN_SERIAL TRUE)
   endforeach()
-  foreach(t python_package_test python_torch_np2_test python_torch_np3_test)
+  # kolo.torch.elastic through real faults (kill, SIGTERM leave, stop and
+  # rejoin): examples/torch_elastic_train.py under kolorun --min-np.
+  add_test(NAME python_elastic_test
+           COMMAND ${_py_run} 1 test_example_torch_elastic.py)
+  set_tests_properties(python_elastic_test PROPERTIES RUN_SERIAL TRUE)
+  foreach(t python_package_test python_torch_np2_test python_torch_np3_test
+            python_elastic_test)
     set_tests_properties(${t} PROPERTIES LABELS "python;multiprocess"
       TIMEOUT 300 SKIP_RETURN_CODE 77 ENVIRONMENT "${_py_env}")
   endforeach()

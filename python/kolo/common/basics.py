@@ -40,6 +40,7 @@ _OP_NAMES = {Average: 'Average', Sum: 'Sum', Adasum: 'Adasum', Min: 'Min',
 _atexit_registered = False
 _init_hooks = []      # run at every init() (the handle maps)
 _shutdown_hooks = []  # run after every shutdown() stopped kolo's thread
+_epoch_hooks = []     # run when an elastic job moved to its next epoch
 
 
 def _on_init(hook):
@@ -48,6 +49,27 @@ def _on_init(hook):
 
 def _on_shutdown(hook):
     _shutdown_hooks.append(hook)
+
+
+def _on_epoch_change(hook):
+    """``hook()`` runs each time an elastic job moves to its next epoch
+    (kolo.common.elastic), after the new rank and size are known. A hook
+    that returns False is dropped (an object it served is gone)."""
+    _epoch_hooks.append(hook)
+
+
+def _epoch_changed():
+    """The job moved to its next epoch: the ended epoch's ops are over (its
+    runtime stopped), so the handle maps are emptied, the global process set
+    gets the new size and other sets lose their ids (as at Horovod's
+    shutdown() + init()); then the hooks run."""
+    _ps._teardown()
+    _ps._setup([])
+    for hook in list(_shutdown_hooks):
+        hook()
+    for hook in list(_epoch_hooks):
+        if hook() is False:
+            _epoch_hooks.remove(hook)
 
 
 def init(comm=None, process_sets=None):

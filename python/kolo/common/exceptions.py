@@ -1,11 +1,15 @@
 """Horovod's exception classes, and the mapping from kolo's status codes.
 
 kolo's native module raises ``kolo._kolo.Error`` with ``args == (code,
-message)`` (an absl status code). ``translate`` turns it into the class a
-Horovod script expects: caller mistakes (invalid argument, not found, out of
-range, already exists) become ``ValueError``; everything else (cross-rank
-disagreements, a peer lost, a job ended, timeouts) ``HorovodInternalError``.
-The kolo code stays on the exception as ``kolo_code``.
+message, membership, skip_sync)`` (an absl status code; the kind of
+membership change that ended the op, see python/elastic_binding.h).
+``translate`` turns it into the class a Horovod script expects: caller
+mistakes (invalid argument, not found, out of range, already exists) become
+``ValueError``; a planned membership change at a membership check (workers
+joined or left an elastic job) ``HostsUpdatedInterrupt``; everything else
+(cross-rank disagreements, a peer lost, a job ended, timeouts)
+``HorovodInternalError``. The kolo code stays on the exception as
+``kolo_code``, the membership kind as ``kolo_membership`` ("" when none).
 
 Thread-safety: plain classes and a pure function.
 """
@@ -40,7 +44,7 @@ class HostsUpdatedInterrupt(RuntimeError):
     ``State.commit()``); ``skip_sync`` says whether the state need not be
     synchronised again."""
 
-    def __init__(self, skip_sync):
+    def __init__(self, skip_sync=False):
         super().__init__()
         self.skip_sync = skip_sync
 
@@ -65,11 +69,17 @@ def translate(error, not_initialized=False):
     is Horovod's own for that case.
     """
     code, message = error.args[0], error.args[1]
+    membership = error.args[2] if len(error.args) > 2 else ''
     if not_initialized:
         exc = HorovodInternalError(NOT_INITIALIZED)
+        membership = ''
     elif code in _VALUE_ERROR_CODES:
         exc = ValueError(message)
+    elif membership in ('hosts_updated', 'leaving'):
+        exc = HostsUpdatedInterrupt(bool(error.args[3]))
+        exc.args = (message,)
     else:
         exc = HorovodInternalError(message)
     exc.kolo_code = code
+    exc.kolo_membership = membership
     return exc

@@ -36,3 +36,4 @@ from kolo.torch.functions import (  # noqa: F401
 from kolo.torch.optimizer import DistributedOptimizer  # noqa: F401
 from kolo.torch.sparse import sparse_allreduce_async  # noqa: F401
 from kolo.torch.sync_batch_norm import SyncBatchNorm  # noqa: F401
+from kolo.torch import elastic  # noqa: F401,E402

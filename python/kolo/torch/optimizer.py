@@ -24,11 +24,12 @@ engine's, which runs the hooks during backward()).
 
 import os
 import warnings
+import weakref
 from contextlib import contextmanager
 
 import torch
 
-from kolo.common.basics import Adasum, Average, size
+from kolo.common.basics import Adasum, Average, _on_epoch_change, size
 from kolo.common.process_sets import global_process_set
 from kolo.torch.compression import Compression
 from kolo.torch.functions import broadcast_object
@@ -129,6 +130,19 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
         if self.process_set.included() and (size() > 1 or _elastic()):
             self._register_hooks()
+        _on_epoch_change(_forget_on_epoch_change(weakref.ref(self)))
+
+    def _epoch_changed(self):
+        """An elastic job moved to its next epoch: the allreduces in flight
+        ended with the old epoch, so the pending handles and the backward
+        pass counts are dropped (the training loop goes on from a commit
+        with a fresh backward pass)."""
+        self._handles.clear()
+        self._allreduce_delay = {p: self.backward_passes_per_step
+                                 for p in self._allreduce_delay}
+        for group in self._group_counts:
+            self._group_counts[group] = 0
+        self._synchronized = False
 
     def set_backward_passes_per_step(self, passes):
         """Changes how many backward passes accumulate before an allreduce
@@ -328,6 +342,17 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                                  'prohibited as it can cause a race '
                                  'condition.')
         return super(self.__class__, self).zero_grad(*args, **kwargs)
+
+
+def _forget_on_epoch_change(ref):
+    def hook():
+        opt = ref()
+        if opt is None:
+            return False
+        opt._epoch_changed()
+        return True
+
+    return hook
 
 
 def DistributedOptimizer(optimizer, named_parameters=None,

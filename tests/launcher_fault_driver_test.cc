@@ -1,0 +1,109 @@
+// FaultDriver (launcher/fault_driver.h) on real processes: random terms in
+// an elastic job stop at --min-np (a leave frees no slot that kolorun
+// refills, so a chaos run must not drain the job); without a minimum every
+// drawn term fires.
+#include "launcher/fault_driver.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/fault_spec.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace kolo::launcher {
+namespace {
+
+using ::testing::HasSubstr;
+
+class FaultDriverTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (int i = 0; i < 3; ++i) {
+      const pid_t pid = ::fork();
+      ASSERT_GE(pid, 0);
+      if (pid == 0) {
+        ::setpgid(0, 0);  // the driver signals the worker's process group
+        while (true) ::pause();
+      }
+      ::setpgid(pid, pid);
+      live_.push_back(LiveWorker{absl::StrCat("w", i), 0, "localhost", pid});
+    }
+    char path[] = "/tmp/kolo-fault-driver-test.XXXXXX";
+    const int fd = ::mkstemp(path);
+    ASSERT_GE(fd, 0);
+    ::close(fd);
+    events_ = path;
+  }
+  void TearDown() override {
+    for (const LiveWorker& w : live_) {
+      ::kill(w.pid, SIGKILL);
+      ::waitpid(w.pid, nullptr, 0);
+    }
+    ::unlink(events_.c_str());
+  }
+
+  // Every random term of a plan that draws many, fired at once against a
+  // job of three members.
+  std::vector<FaultRecord> FireTerms(int min_members) {
+    FaultDriver::Options o;
+    absl::StatusOr<FaultSpec> spec =
+        ParseFaultSpec("random:rate=60/min:kinds=term:until=20s");
+    EXPECT_TRUE(spec.ok()) << spec.status();
+    o.specs = {*spec};
+    o.seed = 3;
+    o.events_path = events_;
+    o.origin = absl::Now() - absl::Hours(1);  // every draw is due
+    o.job_view = [] {
+      JobView v;
+      v.epoch = 1;
+      v.rank_of = {{"w0", 0}, {"w1", 1}, {"w2", 2}};
+      v.size = 3;
+      return v;
+    };
+    o.min_members = min_members;
+    FaultDriver driver(std::move(o));
+    driver.Tick(absl::Now(), live_);
+    std::vector<FaultRecord> terms;
+    for (const FaultRecord& r : driver.records()) {
+      if (r.fault.spec.kind == FaultKind::kTerm) terms.push_back(r);
+    }
+    return terms;
+  }
+
+  std::vector<LiveWorker> live_;
+  std::string events_;
+};
+
+TEST_F(FaultDriverTest, RandomTermsStopAtTheMinimumOfMembers) {
+  std::vector<FaultRecord> terms = FireTerms(/*min_members=*/2);
+  ASSERT_GE(terms.size(), 3u) << "the plan should draw several terms";
+  int fired = 0;
+  for (const FaultRecord& r : terms) {
+    if (r.state == FaultRecord::State::kFired) {
+      ++fired;
+    } else {
+      EXPECT_EQ(r.state, FaultRecord::State::kSkipped);
+      EXPECT_THAT(r.detail, HasSubstr("fewer than --min-np 2"));
+    }
+  }
+  EXPECT_EQ(fired, 1) << "3 members, at least 2 must stay";
+}
+
+TEST_F(FaultDriverTest, WithoutAMinimumEveryRandomTermFires) {
+  std::vector<FaultRecord> terms = FireTerms(/*min_members=*/0);
+  ASSERT_GE(terms.size(), 3u);
+  for (const FaultRecord& r : terms) {
+    EXPECT_EQ(r.state, FaultRecord::State::kFired) << r.detail;
+  }
+}
+
+}  // namespace
+}  // namespace kolo::launcher

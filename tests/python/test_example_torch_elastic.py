@@ -1,0 +1,103 @@
+"""examples/torch_elastic_train.py (hvd.elastic.run, TorchState,
+ElasticSampler) through real faults under kolorun --min-np 2 --max-np 4:
+a killed worker (the survivors roll back and go on at 3 ranks; the
+replacement joins at a commit and receives the state), a worker asked to
+leave (SIGTERM: it leaves at its next commit, the others go on without
+rollback), and a worker stopped (SIGSTOP) for longer than the coordinator
+waits (it is evicted; after SIGCONT it rejoins as a newcomer). Each run must end with every rank holding
+bit-identical parameters and the final loss of the unfaulted run within
+the example's stated tolerance (float64: the replayed steps differ only in
+the order of partial sums)."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SCRIPT = os.path.join(HERE, '..', '..', 'examples', 'torch_elastic_train.py')
+TOLERANCE = 1e-6  # relative, on the final loss (the example's docstring)
+
+pytestmark = pytest.mark.skipif(
+    'KOLO_COORDINATOR' in os.environ or 'KOLO_BIN_DIR' not in os.environ,
+    reason='runs kolorun itself (tests/python/run.sh 1 ...)')
+
+
+def kolorun(tmp_path, *opts, step_ms=20):
+    report = tmp_path / 'report.json'
+    argv = [os.path.join(os.environ['KOLO_BIN_DIR'], 'kolorun'), *opts,
+            '--start-timeout', '120']
+    if '--fault' in opts:
+        argv += ['--fault-report', str(report)]
+    argv += [sys.executable, SCRIPT, '--step-ms', str(step_ms),
+             '--epochs', '4']
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=400,
+                         check=False)
+    text = out.stdout + out.stderr
+    assert out.returncode == 0, text
+    final = re.search(r'FINAL loss=([0-9.]+) accuracy=([0-9.]+) steps=(\d+)',
+                      out.stdout)
+    consistent = re.search(r'CONSISTENT ranks=(\d+)', out.stdout)
+    assert final and consistent, text
+    rep = json.loads(report.read_text()) if report.exists() else None
+    return (float(final.group(1)), int(consistent.group(1)), out.stdout,
+            text, rep)
+
+
+@pytest.fixture(scope='module')
+def reference(tmp_path_factory):
+    loss, ranks, _, _, _ = kolorun(tmp_path_factory.mktemp('ref'), '-np', '2',
+                                   step_ms=0)
+    assert ranks == 2
+    return loss
+
+
+def resets(stdout):
+    return [int(n) for n in re.findall(r'\[0\]<stdout>:RESET size=(\d+)',
+                                       stdout)]
+
+
+def close(a, b):
+    return abs(a - b) <= TOLERANCE * abs(b)
+
+
+def test_a_killed_worker_rolls_back_and_its_replacement_joins(
+        tmp_path, reference):
+    loss, ranks, stdout, text, rep = kolorun(
+        tmp_path, '-np', '4', '--min-np', '2', '--max-np', '4',
+        '--fault', 'kill:rank=2:at-op=150')
+    assert close(loss, reference), (loss, reference, text)
+    assert ranks == 4, text
+    assert resets(stdout) == [3, 4], text  # lost one, then the replacement
+    (fault,) = rep['faults']
+    assert fault['state'] == 'fired' and fault['kind'] == 'kill', fault
+    assert fault['recovery']['survivors'], fault
+    assert fault['replacement'] and fault['replacement']['joined_epoch'], \
+        fault
+    # Every survivor restored its last commit (the report's rollbacks come
+    # from kolo.common.elastic's run()).
+    assert len(fault['rollbacks']) == 3, fault
+    assert rep['job']['outcome'] == 'ok', rep['job']
+
+
+def test_a_worker_asked_to_leave_leaves_at_a_commit(tmp_path, reference):
+    loss, ranks, stdout, text, _ = kolorun(
+        tmp_path, '-np', '4', '--min-np', '2', '--max-np', '4',
+        '--fault', 'term:rank=1:at-op=150')
+    assert close(loss, reference), (loss, reference, text)
+    assert ranks == 3, text  # an exit 0 frees no slot to refill
+    assert resets(stdout) == [3], text
+    assert 'leaves the job' in text, text
+
+
+def test_a_stopped_worker_is_evicted_and_rejoins(tmp_path, reference):
+    loss, ranks, stdout, text, _ = kolorun(
+        tmp_path, '-np', '3', '--min-np', '2', '--max-np', '3',
+        '--fault', 'stop:rank=1:at-op=150:for=5s', step_ms=40)
+    assert close(loss, reference), (loss, reference, text)
+    assert 'rejoining as a newcomer' in text, text
+    assert ranks == 3, text
+    assert resets(stdout)[:1] == [2] and resets(stdout)[-1] == 3, text
