@@ -49,9 +49,11 @@ def kolorun(tmp_path, *opts, step_ms=20):
 
 @pytest.fixture(scope='module')
 def reference(tmp_path_factory):
-    loss, ranks, _, _, _ = kolorun(tmp_path_factory.mktemp('ref'), '-np', '2',
+    # One process: the example's global batches make the result the same at
+    # any size (checked at 3 and 4 ranks by the tests below).
+    loss, ranks, _, _, _ = kolorun(tmp_path_factory.mktemp('ref'), '-np', '1',
                                    step_ms=0)
-    assert ranks == 2
+    assert ranks == 1
     return loss
 
 
