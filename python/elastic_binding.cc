@@ -124,9 +124,7 @@ void BindElastic(py::module_& m) {
       "a newcomer (GIL released; at most the timeout).");
   m.def(
       "await_session_verdict",
-      [] {
-        Check(Released([] { return internal::AwaitSessionVerdict(); }));
-      },
+      [] { Check(Released([] { return internal::AwaitSessionVerdict(); })); },
       "After an op failed with the link to the coordinator broken: waits, at "
       "most the lease, for the coordinator's verdict (raises it: e.g. the "
       "eviction); returns when the session is still healthy.");

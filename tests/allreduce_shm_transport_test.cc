@@ -5,10 +5,13 @@
 // (nothing in /dev/shm, everyone or no one), and the hybrid transport
 // running the collectives across two "hosts" of two ranks.
 #include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -369,6 +372,47 @@ TEST(HybridTransportTest, CollectivesAcrossTwoHostsOfTwoRanks) {
   EXPECT_EQ(ts[0]->Wait(remote).code(), absl::StatusCode::kAborted);
   EXPECT_EQ(ts[0]->Wait(local).code(), absl::StatusCode::kAborted);
   aborter.join();
+}
+
+// Issue 22 point 5: a segment another user's process cannot open. The
+// segment is a memfd (no name in /dev/shm to guess), mode 0600; the only way
+// in from outside is /proc/PID/fd/N, which the kernel refuses to another
+// user. Root's child opens it (the path is right), then as `nobody` it
+// cannot.
+TEST(ShmSegmentTest, AnotherUsersProcessCannotOpenTheSegment) {
+  absl::StatusOr<std::unique_ptr<shm::Segment>> seg =
+      shm::Segment::Create(2, 4096, 7, std::string(shm::kNonceBytes, 'n'));
+  ASSERT_TRUE(seg.ok()) << seg.status();
+  struct stat st {};
+  ASSERT_EQ(::fstat((*seg)->fd(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_EQ(st.st_uid, ::geteuid());
+  char target[256] = {};
+  const std::string link = absl::StrCat("/proc/self/fd/", (*seg)->fd());
+  ASSERT_GT(::readlink(link.c_str(), target, sizeof(target) - 1), 0);
+  EXPECT_EQ(std::string(target).rfind("/memfd:", 0), 0u)
+      << target << ": not a memfd (a name in /dev/shm could be opened)";
+  if (::geteuid() != 0) {
+    GTEST_SKIP() << "needs root to run a child as another user";
+  }
+  const std::string path =
+      absl::StrCat("/proc/", ::getpid(), "/fd/", (*seg)->fd());
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    const int as_root = ::open(path.c_str(), O_RDWR);
+    if (as_root < 0) ::_exit(2);  // the path is wrong: the test proves nothing
+    ::close(as_root);
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(3);
+    const int as_nobody = ::open(path.c_str(), O_RDONLY);
+    ::_exit(as_nobody < 0 && (errno == EACCES || errno == EPERM) ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0)
+      << "1: another user opened the segment; 2: root could not open " << path
+      << "; 3: could not become nobody";
 }
 
 }  // namespace

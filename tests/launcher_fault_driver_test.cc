@@ -2,8 +2,6 @@
 // an elastic job stop at --min-np (a leave frees no slot that kolorun
 // refills, so a chaos run must not drain the job); without a minimum every
 // drawn term fires.
-#include "launcher/fault_driver.h"
-
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -17,6 +15,7 @@
 #include "common/fault_spec.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "launcher/fault_driver.h"
 
 namespace kolo::launcher {
 namespace {
