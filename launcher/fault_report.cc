@@ -1,6 +1,7 @@
 #include "launcher/fault_report.h"
 
 #include <algorithm>
+#include <limits>
 #include <set>
 #include <vector>
 
@@ -45,8 +46,27 @@ const proto::EpochRecord* EpochAfter(const proto::StatusReply& st,
   // Clocks: the worker's and kolorun's are the same machine's; 200 ms of
   // slack for a loss detected as the fault was being recorded.
   const int64_t from = absl::ToUnixMillis(r.fired_at) - 200;
+  // A stopped worker that was continued before anyone judged it lost ended
+  // nothing: a later change of its is another fault's (the heartbeat
+  // timeout and some slack after SIGCONT).
+  const int64_t until =
+      s.kind == FaultKind::kStop && r.ended_at != absl::InfiniteFuture()
+          ? absl::ToUnixMillis(r.ended_at) + 4000
+          : std::numeric_limits<int64_t>::max();
   for (const proto::EpochRecord& e : st.history()) {
     if (e.formed_unix_ms() < from) continue;
+    if (e.formed_unix_ms() > until) return nullptr;
+    // A cut connection ends the epoch it happens in, whatever else ends it
+    // too (a loss, a leave, a join at the same change).
+    if (s.kind == FaultKind::kDrop) {
+      // The change that ended the epoch the drop fired in comes after it
+      // (no slack: the epoch it fired in formed before it).
+      if (e.formed_unix_ms() < absl::ToUnixMillis(r.fired_at)) continue;
+      for (const proto::LostWorker& l : e.lost()) {
+        if (l.detection() == "data-plane") *lost_out = &l;
+      }
+      return &e;
+    }
     for (const proto::LostWorker& l : e.lost()) {
       const bool victim =
           s.kind == FaultKind::kPartition
@@ -60,12 +80,19 @@ const proto::EpochRecord* EpochAfter(const proto::StatusReply& st,
         return &e;
       }
     }
-    for (const std::string& w : e.left()) {
-      if (w == r.worker_id) return &e;
+    // Only a term makes its target leave.
+    if (s.kind == FaultKind::kTerm) {
+      for (const std::string& w : e.left()) {
+        if (w == r.worker_id) return &e;
+      }
     }
-    // A cut connection between live workers: the epoch is reformed with
-    // the same members (elastic jobs).
-    if (s.kind == FaultKind::kDrop && e.cause() == "reformed") return &e;
+    // A replacement (a later incarnation of the target's worker id) joined:
+    // the target's end was absorbed into this change (it superseded the
+    // old process); later changes of that id are another process's.
+    if (!r.worker_id.empty() && std::find(e.joined().begin(), e.joined().end(),
+                                          r.worker_id) != e.joined().end()) {
+      return &e;
+    }
   }
   return nullptr;
 }
@@ -137,11 +164,22 @@ json FaultJson(const ReportInputs& in, const FaultRecord& r) {
               {"how", "left"},
               {"cause", "left at its commit (SIGTERM)"},
               {"after_s", nullptr}};
-  if (next->cause() == "reformed" && lost == nullptr) {
+  const bool left = std::find(next->left().begin(), next->left().end(),
+                              r.worker_id) != next->left().end();
+  if (lost == nullptr && next->cause() == "reformed") {
     det["how"] = "data-plane";
     det["cause"] =
         "the workers reported the broken connection while every one of them "
         "heartbeated: the epoch was reformed with the same members";
+  } else if (lost == nullptr && s.kind == FaultKind::kDrop) {
+    det["how"] = "data-plane";
+    det["cause"] =
+        absl::StrCat("the epoch ended with another change (", next->cause(),
+                     ") before the broken connection was judged on its own");
+  } else if (lost == nullptr && !(s.kind == FaultKind::kTerm && left)) {
+    det["how"] = "replaced";
+    det["cause"] =
+        "a replacement of the worker joined and superseded the old process";
   }
   if (lost != nullptr) {
     det["how"] = lost->detection();
