@@ -61,7 +61,8 @@ HierarchicalCollectives::HierarchicalCollectives(Transport* transport,
       hierarchy_(std::move(hierarchy)),
       rank_(transport->rank()),
       host_(hierarchy_.host_of.at(rank_)),
-      local_(transport, hierarchy_.hosts[host_]) {
+      local_(transport, hierarchy_.hosts[host_]),
+      columns_in_host_order_(hierarchy_.ColumnsInHostOrder()) {
   KOLO_CHECK(hierarchy_.size() == transport->size())
       << "a hierarchy of " << hierarchy_.size() << " ranks over a transport of "
       << transport->size();
@@ -123,9 +124,9 @@ absl::Status HierarchicalCollectives::Allreduce(
   }
   if (count == 0) return absl::OkStatus();
   const size_t bytes = static_cast<size_t>(count) * DataTypeSize(type);
-  const bool sliced =
-      ChooseAlgorithm(bytes, options.cross) == Algorithm::kRing &&
-      column_ != nullptr && local_.size() > 1;
+  const bool small = ChooseAlgorithm(bytes, options.cross) == Algorithm::kSmall;
+  const bool sliced = !small && column_ != nullptr && local_.size() > 1;
+  const bool columns = small && columns_in_host_order_;
   const char* in = static_cast<const char*>(input);
   char* out = static_cast<char*>(output);
   // The reductions read an out-of-place input directly; prescaling works on
@@ -138,8 +139,11 @@ absl::Status HierarchicalCollectives::Allreduce(
     in = out;
   }
   const ReduceOp op = Combining(reduce.op);
-  return sliced ? SlicedAllreduce(type, in, out, count, op, reduce, options)
-                : LeaderAllreduce(type, in, out, count, op, reduce, options);
+  if (sliced) return SlicedAllreduce(type, in, out, count, op, reduce, options);
+  if (columns) {
+    return ColumnsAllreduce(type, in, out, count, op, reduce, options);
+  }
+  return LeaderAllreduce(type, in, out, count, op, reduce, options);
 }
 
 absl::Status HierarchicalCollectives::SlicedAllreduce(
@@ -190,6 +194,28 @@ absl::Status HierarchicalCollectives::SlicedAllreduce(
     return InPhase(kName, "allgather within the host", s);
   }
   return absl::OkStatus();
+}
+
+absl::Status HierarchicalCollectives::ColumnsAllreduce(
+    DataType type, const char* in, char* out, int64_t count, ReduceOp op,
+    const ReduceOptions& reduce, const HierarchicalOptions& options) {
+  constexpr absl::string_view kName = "allreduce";
+  ReduceOptions combine;
+  combine.op = op;
+  // Every local rank gets the host's result, bitwise alike.
+  if (absl::Status s =
+          kolo::Allreduce(local_, type, in, out, count, combine, options.local);
+      !s.ok()) {
+    return InPhase(kName, "within the host", s);
+  }
+  // Each column holds the hosts' results in host order, so every column
+  // computes the same bits.
+  if (absl::Status s = kolo::Allreduce(*column_, type, out, out, count, combine,
+                                       options.cross);
+      !s.ok()) {
+    return InPhase(kName, "across hosts", s);
+  }
+  return Finish(type, reduce, out, count);
 }
 
 absl::Status HierarchicalCollectives::LeaderAllreduce(

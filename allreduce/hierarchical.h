@@ -14,6 +14,11 @@
 // and every connection of the host carries cross-host traffic, each 1/L of
 // it), then each host allgathers its chunks. This is the ring allreduce with
 // a cross-host allreduce between its two halves.
+// Allreduce, small buffers on uniform hosts whose ranks line up ("columns":
+// every column lists the hosts in the same order, as when each host's ranks
+// are consecutive): allreduce within each host (every local rank gets the
+// host's sum), then within each column across hosts: two latency-bound
+// phases, and no broadcast.
 // Allreduce, otherwise ("leader"): reduce within each host to its leader
 // (allreduce/reduce.h: a binomial tree for small buffers, reduce-scatter and
 // gather for large), allreduce among the leaders (the flat algorithm: direct
@@ -104,6 +109,10 @@ class HierarchicalCollectives {
                                int64_t count, ReduceOp op,
                                const ReduceOptions& reduce,
                                const HierarchicalOptions& options);
+  absl::Status ColumnsAllreduce(DataType type, const char* in, char* out,
+                                int64_t count, ReduceOp op,
+                                const ReduceOptions& reduce,
+                                const HierarchicalOptions& options);
   absl::Status LeaderAllreduce(DataType type, const char* in, char* out,
                                int64_t count, ReduceOp op,
                                const ReduceOptions& reduce,
@@ -123,6 +132,7 @@ class HierarchicalCollectives {
   SubsetTransport local_;                     // this rank's host
   std::unique_ptr<SubsetTransport> leaders_;  // on leaders only
   std::unique_ptr<SubsetTransport> column_;   // uniform hosts only
+  const bool columns_in_host_order_;
 };
 
 }  // namespace kolo

@@ -38,6 +38,17 @@ std::vector<int> Hierarchy::Column(int local) const {
   return column;
 }
 
+bool Hierarchy::ColumnsInHostOrder() const {
+  if (!Uniform()) return false;
+  for (int j = 0; j < static_cast<int>(hosts.front().size()); ++j) {
+    const std::vector<int> column = Column(j);
+    for (size_t h = 0; h < column.size(); ++h) {
+      if (host_of[column[h]] != static_cast<int>(h)) return false;
+    }
+  }
+  return true;
+}
+
 std::vector<int> Hierarchy::HostMajorOrder() const {
   std::vector<int> order;
   order.reserve(host_of.size());

@@ -60,6 +60,10 @@ struct Hierarchy {
   // Rank `local` of every host, ascending. REQUIRES: Uniform(),
   // 0 <= local < the hosts' size.
   std::vector<int> Column(int local) const;
+  // Uniform(), and every Column() lists the hosts in host order (as when
+  // each host's ranks are consecutive): then the columns combine the hosts'
+  // values in the same order.
+  bool ColumnsInHostOrder() const;
   // The ranks host by host (host 0's ranks, then host 1's, ...).
   std::vector<int> HostMajorOrder() const;
   // HostMajorOrder() is 0, 1, ..., size-1: each host's ranks are

@@ -109,6 +109,12 @@ TEST(Hierarchy, RanksNotNumberedHostByHost) {
   EXPECT_THAT(h.Column(1), ElementsAre(2, 3));
   EXPECT_FALSE(h.HostMajor());
   EXPECT_THAT(h.HostMajorOrder(), ElementsAre(0, 2, 1, 3));
+  EXPECT_TRUE(h.ColumnsInHostOrder());  // columns {0, 1} and {2, 3}: a, b
+  // Columns {0, 1} (a, b) and {2, 3} (b, a): the hosts in another order.
+  const Hierarchy m = GroupByHost(Names({"a", "b", "b", "a"}));
+  EXPECT_TRUE(m.Uniform());
+  EXPECT_FALSE(m.ColumnsInHostOrder());
+  EXPECT_TRUE(GroupByHost(Names({"a", "a", "b", "b"})).ColumnsInHostOrder());
   EXPECT_TRUE(UseHierarchy(HierarchicalMode::kAuto, h));
 
   const Hierarchy u = GroupByHost(Names({"b", "c", "b", "b", "a", "c"}));
@@ -117,6 +123,7 @@ TEST(Hierarchy, RanksNotNumberedHostByHost) {
   EXPECT_THAT(u.Leaders(), ElementsAre(0, 1, 4));
   EXPECT_THAT(u.HostMajorOrder(), ElementsAre(0, 2, 3, 1, 5, 4));
   EXPECT_FALSE(u.Uniform());
+  EXPECT_FALSE(u.ColumnsInHostOrder());
 }
 
 TEST(Hierarchy, ModeNames) {
@@ -149,9 +156,10 @@ class Hierarchical : public ::testing::TestWithParam<Layout> {
   }
 };
 
-// Forcing kSmall runs the leader shape with trees, kRing the sliced shape
-// where hosts are uniform (the leader shape with rings elsewhere), kAuto
-// chooses by size.
+// Forcing kSmall runs the columns shape where hosts are uniform and line up
+// (the leader shape with trees elsewhere), kRing the sliced shape where
+// hosts are uniform (the leader shape with rings elsewhere), kAuto chooses by
+// size.
 HierarchicalOptions Options(Algorithm algorithm, size_t segment_bytes) {
   AlgorithmOptions a{.algorithm = algorithm, .segment_bytes = segment_bytes};
   return {a, a};
@@ -454,6 +462,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Layout{"TwoByTwo", Names({"a", "a", "b", "b"})},
                       Layout{"ThreePlusOne", Names({"a", "a", "a", "b"})},
                       Layout{"Interleaved", Names({"a", "b", "a", "b"})},
+                      Layout{"Mirrored", Names({"a", "b", "b", "a"})},
                       Layout{"Uneven5", Names({"b", "c", "b", "b", "c"})},
                       Layout{"ThreeByTwo",
                              Names({"a", "a", "b", "b", "c", "c"})}),
