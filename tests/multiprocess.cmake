@@ -134,8 +134,8 @@ add_dependencies(multiprocess_shm_test kolo-mp-worker kolo-elastic-worker
 # Hierarchical collectives (allreduce/hierarchical.h) on launcher hosts made
 # by a command template on this machine (no root needed): exact results,
 # equal on every rank and with KOLO_HIERARCHICAL=0, 2x2 and 3+1
-# (tests/workers/hier_worker.cc); the light collective grid; an elastic
-# epoch's own hierarchy.
+# (tests/workers/hier_worker.cc); the light collective grid; process sets;
+# an elastic epoch's own hierarchy.
 add_executable(kolo-hier-worker workers/hier_worker.cc)
 target_link_libraries(kolo-hier-worker PRIVATE kolo kolo_collective_testing)
 kolo_target_warnings(kolo-hier-worker)
@@ -143,7 +143,7 @@ kolo_add_test(multiprocess_hierarchical_test
   SOURCES multiprocess_hierarchical_test.cc
   LIBS kolo_mp_testing LABELS multiprocess SERIAL TIMEOUT 600)
 add_dependencies(multiprocess_hierarchical_test kolo-hier-worker
-  kolo-elastic-worker kolo-grid-worker kolorun)
+  kolo-elastic-worker kolo-grid-worker kolo-groups-worker kolorun)
 
 # CUDA tensors through the public API (tests/workers/cuda_worker.cc): the
 # device-kind errors on every machine; every op over CUDA tensors where a

@@ -10,8 +10,9 @@
 // on the digest of the results and on the bits of a random-float allreduce,
 // and a KOLO_HIERARCHICAL=0 job gives the same digest; the log says the
 // hierarchy is on (auto too) or not. HOROVOD_HIERARCHICAL_ALLREDUCE is
-// honoured as an alias. An elastic job whose host b loses a rank rebuilds
-// the hierarchy from the next epoch's membership.
+// honoured as an alias. The collective grid and process sets run on it. An
+// elastic job whose host b loses a rank rebuilds the hierarchy from the next
+// epoch's membership.
 #include <map>
 #include <optional>
 #include <string>
@@ -112,6 +113,24 @@ TEST(Hierarchical, CollectiveGridIsExact) {
           << run.output;
       EXPECT_EQ(Lines(run.output, "GRID_OK").size(), 4u) << run.output;
     }
+  }
+}
+
+// Process sets (tests/workers/groups_worker.cc: every collective on sets of
+// every shape, dynamic and static) on 3 + 2 ranks, hierarchy forced: each
+// set's data plane groups its own members by host.
+TEST(Hierarchical, ProcessSetsGetTheirOwnHierarchy) {
+  JobRun run =
+      RunJob({Bin("kolorun"), "-np", "5", "-H", "a:3,b:2", "--launcher-cmd",
+              "env KOLO_TEST_FAKE_HOST={host}", Bin("kolo-groups-worker")},
+             {{"KOLO_HIERARCHICAL", "1"}}, absl::Seconds(240));
+  EXPECT_TRUE(run.exit.exited && run.exit.code == 0)
+      << run.exit.ToString() << "\n"
+      << run.output;
+  const std::vector<std::string> done = Lines(run.output, "GRP_DONE");
+  EXPECT_EQ(done.size(), 5u) << run.output;
+  for (const std::string& line : done) {
+    EXPECT_EQ(Field(line, "fails"), "0") << run.output;
   }
 }
 
