@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include "allreduce/collectives.h"
 #include "bench/case.h"
 #include "bench/options.h"
+#include "bench/plot.h"
 #include "bench/report.h"
 #include "bench/step.h"
 #include "kolo/kolo.h"
@@ -133,7 +135,7 @@ void PrintBanner(const BenchOptions& o, int n) {
                                 : "";
   std::printf(
       "# kolo-bench: %s, %d ranks, %s%s%s, %s, %s mode; algorithm %s, "
-      "small allreduce <= %s B, spin %s us%s\n",
+      "small allreduce <= %s B, spin %s us, hierarchical %s%s\n",
       std::string(CollectiveName(o.op)).c_str(), n,
       std::string(DataTypeName(o.dtype)).c_str(), Reduces(o.op) ? " " : "",
       Reduces(o.op) ? std::string(ReduceOpName(o.reduce)).c_str() : "",
@@ -149,9 +151,57 @@ void PrintBanner(const BenchOptions& o, int n) {
       EnvOr("KOLO_SMALL_ALLREDUCE_BYTES",
             std::to_string(DefaultSmallBytes(n)).c_str())
           .c_str(),
-      EnvOr("KOLO_SPIN_US", "default").c_str(), cycle.c_str());
+      EnvOr("KOLO_SPIN_US", "default").c_str(),
+      EnvOr("KOLO_HIERARCHICAL",
+            EnvOr("HOROVOD_HIERARCHICAL_ALLREDUCE", "auto").c_str())
+          .c_str(),
+      cycle.c_str());
   std::fputs(TableHeader().c_str(), stdout);
   std::fflush(stdout);
+}
+
+// --plot's preparation, on rank 0: gnuplot is there, and the peers' report
+// (if any) has a table for `n` ranks, read into `peers`. "" when all is
+// well, else what is wrong.
+std::string PreparePlot(const BenchOptions& o, int n,
+                        std::vector<PlotSeries>& peers) {
+  if (absl::StatusOr<std::string> g = FindGnuplot(); !g.ok()) {
+    return std::string(g.status().message());
+  }
+  if (o.plot_peers_path.empty()) return "";
+  std::ifstream in(o.plot_peers_path);
+  std::stringstream text;
+  text << in.rdbuf();
+  if (!in) {
+    return absl::StrCat("--plot-peers: cannot read ", o.plot_peers_path);
+  }
+  absl::StatusOr<std::vector<PlotSeries>> parsed =
+      ParsePeerBench(text.str(), n);
+  if (!parsed.ok()) {
+    return absl::StrCat("--plot-peers ", o.plot_peers_path, ": ",
+                        parsed.status().message());
+  }
+  peers = *std::move(parsed);
+  return "";
+}
+
+// Rank 0 draws the sweep (and the peers) into --plot's file.
+absl::Status Draw(const BenchOptions& o, int n, const std::vector<Row>& rows,
+                  const std::vector<PlotSeries>& peers) {
+  PlotSpec spec;
+  spec.path = o.plot_path;
+  spec.format = *PlotFormatOf(o.plot_path);
+  spec.ranks = n;
+  spec.title = absl::StrCat(
+      "kolo-bench: ", CollectiveName(o.op), " ", DataTypeName(o.dtype),
+      Reduces(o.op) ? absl::StrCat(" ", ReduceOpName(o.reduce)) : "", ", ", n,
+      n == 1 ? " rank" : " ranks", ", ", ModeName(o.mode), " mode",
+      o.plot_peers_path.empty()
+          ? ""
+          : absl::StrCat("; peers from ", o.plot_peers_path));
+  std::vector<PlotSeries> series = {SeriesFromRows("kolo", rows)};
+  series.insert(series.end(), peers.begin(), peers.end());
+  return DrawPlot(spec, series);
 }
 
 // The size sweep of --mode raw / negotiated; rank 0 prints each row. On a
@@ -201,8 +251,22 @@ int Main(int argc, char** argv) {
     (void)kolo::shutdown();
     return 2;
   }
+  std::vector<PlotSeries> peers;
+  if (!o.plot_path.empty()) {  // before the sweep, not after it
+    const std::string problem = rank == 0 ? PreparePlot(o, n, peers) : "";
+    std::vector<double> bad = {problem.empty() ? 0.0 : 1.0};
+    if (absl::Status st = MaxOverRanks(o.mode, bad); !st.ok()) {
+      return Fail(rank, "--plot", st);
+    }
+    if (bad[0] != 0) {
+      if (rank == 0) std::fprintf(stderr, "kolo-bench: %s\n", problem.c_str());
+      (void)kolo::shutdown();
+      return 2;
+    }
+  }
   if (rank == 0) PrintBanner(o, n);
   bool all_ok = true;
+  bool plot_ok = true;
   std::string json_text;
   if (o.mode == Mode::kStep) {
     std::vector<StepRow> rows;
@@ -216,6 +280,15 @@ int Main(int argc, char** argv) {
     if (int failed = RunSweep(o, rows); failed != 0) return failed;
     for (const Row& row : rows) all_ok &= row.check_ok;
     json_text = ToJson(rows);
+    if (rank == 0 && !o.plot_path.empty()) {
+      if (absl::Status st = Draw(o, n, rows, peers); !st.ok()) {
+        std::fprintf(stderr, "kolo-bench: %s\n",
+                     std::string(st.message()).c_str());
+        plot_ok = false;
+      } else {
+        std::printf("# plot: %s\n", o.plot_path.c_str());
+      }
+    }
   }
   if (rank == 0 && !o.json_path.empty()) {
     std::ofstream json(o.json_path);
@@ -233,7 +306,7 @@ int Main(int argc, char** argv) {
   if (!all_ok && rank == 0) {
     std::fprintf(stderr, "kolo-bench: a result check failed (see above)\n");
   }
-  return all_ok ? 0 : 1;
+  return all_ok && plot_ok ? 0 : 1;
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "bench/plot.h"
 
 namespace kolo::bench {
 namespace {
@@ -201,11 +202,26 @@ absl::StatusOr<BenchOptions> ParseBenchOptions(
   std::map<const CLI::Option*, std::string> names;
   names[app.add_flag("-h,--help")->disable_flag_override()] = "--help";
   names[app.add_flag("--inplace")->disable_flag_override()] = "--inplace";
-  for (const char* name :
-       {"--op", "--mode", "--dtype", "--reduce", "--min-bytes", "--max-bytes",
-        "--factor", "--iters", "--seconds", "--warmup", "--root", "--json",
-        "--device", "--corrupt-rank", "--preset", "--steps",
-        "--fusion-threshold", "--cache-capacity"}) {
+  for (const char* name : {"--op",
+                           "--mode",
+                           "--dtype",
+                           "--reduce",
+                           "--min-bytes",
+                           "--max-bytes",
+                           "--factor",
+                           "--iters",
+                           "--seconds",
+                           "--warmup",
+                           "--root",
+                           "--json",
+                           "--device",
+                           "--corrupt-rank",
+                           "--preset",
+                           "--steps",
+                           "--fusion-threshold",
+                           "--cache-capacity",
+                           "--plot",
+                           "--plot-peers"}) {
     names[app.add_option(name)] = name;
   }
   // CLI11 reads "--flag=" as "--flag" and takes the next argument as the
@@ -259,7 +275,8 @@ absl::StatusOr<BenchOptions> ParseBenchOptions(
     const std::string& v = option->results()[used[option]++];
     if (flag == "--min-bytes" || flag == "--max-bytes" || flag == "--factor" ||
         flag == "--iters" || flag == "--seconds" || flag == "--root" ||
-        flag == "--inplace" || flag == "--device") {
+        flag == "--inplace" || flag == "--device" || flag == "--plot" ||
+        flag == "--plot-peers") {
       if (sweep_flag.empty()) sweep_flag = flag;
     } else if (flag == "--preset" || flag == "--steps" ||
                flag == "--fusion-threshold" || flag == "--cache-capacity") {
@@ -321,6 +338,14 @@ absl::StatusOr<BenchOptions> ParseBenchOptions(
       }
     } else if (flag == "--json") {
       o.json_path = v;
+    } else if (flag == "--plot") {
+      if (absl::StatusOr<PlotFormat> f = PlotFormatOf(v); !f.ok()) {
+        return f.status();
+      }
+      o.plot_path = v;
+    } else if (flag == "--plot-peers") {
+      if (v.empty()) return Bad(flag, v, "a scripts/peer-bench.sh report");
+      o.plot_peers_path = v;
     } else if (flag == "--corrupt-rank") {
       if (!absl::SimpleAtoi(v, &o.corrupt_rank) || o.corrupt_rank < 0) {
         return Bad(flag, v, "a rank >= 0");
@@ -392,6 +417,17 @@ absl::StatusOr<BenchOptions> ParseBenchOptions(
   if (o.root != 0 && o.op != Collective::kBroadcast) {
     return absl::InvalidArgumentError("--root applies to broadcast only");
   }
+  if (!o.plot_peers_path.empty() && o.plot_path.empty()) {
+    return absl::InvalidArgumentError(
+        "--plot-peers adds peers to a picture: give --plot FILE.png (or "
+        ".svg) too");
+  }
+  if (!o.plot_peers_path.empty() && o.op != Collective::kAllreduce) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--plot-peers: scripts/peer-bench.sh measures allreduce, so its "
+        "peers go with --op allreduce, not ",
+        CollectiveName(o.op)));
+  }
   return o;
 }
 
@@ -439,6 +475,10 @@ std::string Usage() {
       "                    KOLO_CUDA_STAGING=1) (cpu)\n"
       "  --json FILE       also write one JSON record per size to FILE\n"
       "  --corrupt-rank R  damage rank R's last result (tests the check)\n"
+      "  --plot FILE       also draw time and bus bandwidth against size into\n"
+      "                    FILE, .png or .svg (rank 0; needs gnuplot)\n"
+      "  --plot-peers FILE add the peers of a scripts/peer-bench.sh report\n"
+      "                    (its table for this many ranks) to the picture\n"
       "time = each rank's median per-iteration time, max over ranks;\n"
       "p90 = each rank's 90th percentile (nearest rank), max over ranks;\n"
       "algbw = size/time; busbw = algbw x 2(n-1)/n (allreduce), (n-1)/n\n"

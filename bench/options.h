@@ -5,6 +5,7 @@
 //              [--min-bytes 4] [--max-bytes 64M] [--factor 4]
 //              [--iters N | --seconds 1] [--warmup 3] [--root 0] [--inplace]
 //              [--device cpu|cuda] [--json FILE] [--corrupt-rank R]
+//              [--plot FILE.png|FILE.svg [--plot-peers PEER_BENCH_REPORT]]
 //   kolo-bench --mode step --preset resnet50|small161 [--steps 20]
 //              [--warmup 3] [--fusion-threshold LIST] [--cache-capacity LIST]
 //              [--json FILE] [--corrupt-rank R]
@@ -17,7 +18,8 @@
 // (kolo::raw::*); --mode negotiated times each op submitted through the
 // asynchronous API and synchronized, as a framework sees it. --corrupt-rank
 // flips one output byte on that rank after the last iteration, to prove the
-// result check fails.
+// result check fails. --plot draws the sweep (bench/plot.h); --plot-peers
+// adds the peers of a scripts/peer-bench.sh report (allreduce only).
 //
 // --mode step times a training step instead of a size sweep: the preset's
 // tensors (bench/presets.h) submitted as float32 average allreduces, out of
@@ -82,8 +84,10 @@ struct BenchOptions {
   // with KOLO_CUDA_STAGING=1, through host memory. Results are checked as
   // on the host (copied back outside the timed region).
   bool cuda = false;
-  std::string json_path;  // "" = no JSON
-  int corrupt_rank = -1;  // -1 = none
+  std::string json_path;        // "" = no JSON
+  std::string plot_path;        // "" = no picture; else ends in .png/.svg
+  std::string plot_peers_path;  // "" = no peers; requires plot_path
+  int corrupt_rank = -1;        // -1 = none
   bool help = false;
   // --mode step only (required there, refused elsewhere):
   std::optional<Preset> preset;

@@ -10,6 +10,8 @@ PKGS=(
   libabsl-dev libspdlog-dev libgtest-dev libgmock-dev libssl-dev
   libcli11-dev nlohmann-json3-dev
   iproute2 procps ccache
+  # kolo-bench --plot draws its PNG/SVG with gnuplot (no X needed).
+  gnuplot-nox
   # The Python package (python/, KOLO_WITH_PYTHON) for Debian's /usr/bin/python3
   # and its tests: kolo.torch on Debian's CPU torch; cloudpickle for
   # broadcast_object.

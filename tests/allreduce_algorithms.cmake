@@ -39,3 +39,9 @@ kolo_add_test(allreduce_shm_transport_test
   SOURCES allreduce_shm_transport_test.cc
   LIBS kolo_collective_testing kolo_allreduce
   LABELS unit tsan)
+# The hierarchical collectives (within each host, then across hosts) and their
+# grouping of ranks into hosts, over LocalFabric for several host layouts.
+kolo_add_test(allreduce_hierarchical_test
+  SOURCES allreduce_hierarchical_test.cc
+  LIBS kolo_collective_testing kolo_allreduce
+  LABELS unit tsan)

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "bench/options.h"
+#include "bench/plot.h"
 #include "bench/presets.h"
 #include "bench/report.h"
 #include "bench/workload.h"
@@ -535,6 +536,144 @@ TEST(Report, StepRowTableAndJson) {
       << json;
   EXPECT_NE(json.find("\"check\": \"ok\"},\n  {"), std::string::npos) << json;
   EXPECT_NE(json.find("\"check\": \"fail\"}\n]"), std::string::npos) << json;
+}
+
+// --- --plot --------------------------------------------------------------
+
+TEST(Plot, FlagsAndRefusals) {
+  absl::StatusOr<BenchOptions> o =
+      Parse({"--plot", "out.PNG", "--plot-peers", "peers.txt"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->plot_path, "out.PNG");
+  EXPECT_EQ(o->plot_peers_path, "peers.txt");
+  EXPECT_EQ(*PlotFormatOf("a/b.svg"), PlotFormat::kSvg);
+  EXPECT_EQ(*PlotFormatOf("x.png"), PlotFormat::kPng);
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  for (const Case& c : std::vector<Case>{
+           {{"--plot", "out.jpg"},
+            "--plot: 'out.jpg' does not end in .png or .svg"},
+           {{"--plot", ".png"}, "does not end in .png or .svg"},
+           {{"--plot", "png"}, "does not end in .png or .svg"},
+           {{"--plot-peers", "p.txt"}, "give --plot FILE.png"},
+           {{"--op", "allgather", "--plot", "a.png", "--plot-peers", "p"},
+            "measures allreduce"},
+           {{"--mode", "step", "--preset", "small161", "--plot", "a.png"},
+            "--plot does not apply to --mode step"},
+       }) {
+    absl::StatusOr<BenchOptions> bad = Parse(c.args);
+    ASSERT_FALSE(bad.ok()) << c.message;
+    EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(bad.status().message().find(c.message), std::string::npos)
+        << bad.status();
+  }
+}
+
+// A report as scripts/peer-bench.sh prints it (two tables, all columns).
+constexpr char kPeerReport[] =
+    R"(# 2026-11-27 10:00 UTC; system congestion control: cubic; peers: gloo ompi vader
+
+2 ranks: time (us), median of 3 rounds (min-max)
+
+| size | kolo (shm) | kolo TCP | kolo / kolo TCP | Gloo ring | kolo / Gloo ring | Open MPI TCP | kolo / Open MPI TCP | Open MPI shm (vader) | kolo / Open MPI shm (vader) |
+|---|---|---|---|---|---|---|---|---|---|
+| 4 B | 0.4 (0.4-0.5) | 7.0 (6.9-7.3) | 0.06 | 40.1 (39.0-41.0) | 0.01 | 12.0 (11.0-13.0) | 0.03 | 0.2 (0.2-0.3) | 2.00 |
+| 1 MiB | 120.0 (110.0-130.0) | 209.0 (200.0-210.0) | 0.57 | 1,500.0 (1,400.0-1,600.0) | 0.08 | 300.0 (290.0-310.0) | 0.40 | - | - |
+
+4 ranks: time (us), median of 3 rounds (min-max)
+
+| size | kolo (shm) | kolo TCP | kolo / kolo TCP | Gloo ring | kolo / Gloo ring |
+|---|---|---|---|---|---|
+| 4 B | 1.0 (1.0-1.0) | 20.0 (20.0-20.0) | 0.05 | 80.0 (80.0-80.0) | 0.01 |
+
+raw figures: /tmp/kolo-peers.abc
+)";
+
+TEST(Plot, ReadsThePeerBenchReport) {
+  absl::StatusOr<std::vector<PlotSeries>> two = ParsePeerBench(kPeerReport, 2);
+  ASSERT_TRUE(two.ok()) << two.status();
+  ASSERT_EQ(two->size(), 4u);
+  EXPECT_EQ((*two)[0].label, "kolo TCP (peer-bench)");
+  EXPECT_EQ((*two)[1].label, "Gloo ring");
+  EXPECT_EQ((*two)[2].label, "Open MPI TCP");
+  EXPECT_EQ((*two)[3].label, "Open MPI shm (vader)");
+  ASSERT_EQ((*two)[1].points.size(), 2u);
+  EXPECT_EQ((*two)[1].points[1].bytes, 1 << 20);
+  EXPECT_DOUBLE_EQ((*two)[1].points[1].time_us, 1500.0);
+  // 1 MiB in 1.5 ms: algbw 0.699 GB/s, busbw x 2(2-1)/2 = the same.
+  EXPECT_NEAR((*two)[1].points[1].algbw, 1048576 / 1.5e6, 1e-9);
+  EXPECT_NEAR((*two)[1].points[1].busbw, 1048576 / 1.5e6, 1e-9);
+  EXPECT_EQ((*two)[3].points.size(), 1u);  // "-" is no point
+  absl::StatusOr<std::vector<PlotSeries>> four = ParsePeerBench(kPeerReport, 4);
+  ASSERT_TRUE(four.ok()) << four.status();
+  ASSERT_EQ(four->size(), 2u);
+  EXPECT_NEAR((*four)[1].points[0].busbw, 4 / 80e3 * 1.5, 1e-12);
+
+  absl::StatusOr<std::vector<PlotSeries>> three =
+      ParsePeerBench(kPeerReport, 3);
+  ASSERT_FALSE(three.ok());
+  EXPECT_NE(three.status().message().find("no table for 3 ranks (it has 2, 4 "
+                                          "ranks)"),
+            std::string::npos)
+      << three.status();
+  absl::StatusOr<std::vector<PlotSeries>> none =
+      ParsePeerBench("hello\nworld\n", 2);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("is it the output of"),
+            std::string::npos);
+  absl::StatusOr<std::vector<PlotSeries>> broken = ParsePeerBench(
+      "2 ranks: time (us), x\n| size | Gloo ring |\n| 4 Q | 1.0 |\n", 2);
+  ASSERT_FALSE(broken.ok());
+  EXPECT_NE(broken.status().message().find("line 3"), std::string::npos)
+      << broken.status();
+}
+
+TEST(Plot, ScriptDrawsEverySeriesOnBothPanels) {
+  Row a;
+  a.bytes = 4;
+  a.time_us = 2;
+  a.ranks = 2;
+  ComputeBandwidth(Collective::kAllreduce, a);
+  Row zero;  // 0 bytes: not on a log axis
+  zero.bytes = 0;
+  zero.time_us = 1;
+  Row b = a;
+  b.bytes = 64 << 20;
+  b.time_us = 10000;
+  ComputeBandwidth(Collective::kAllreduce, b);
+  std::vector<PlotSeries> series = {SeriesFromRows("kolo", {zero, a, b})};
+  ASSERT_EQ(series[0].points.size(), 2u);
+  series.push_back(PlotSeries{"Gloo's ring", {{4, 40, 0.1, 0.1}}});
+  PlotSpec spec;
+  spec.path = "/tmp/it's.svg";
+  spec.format = PlotFormat::kSvg;
+  spec.title = "allreduce \"float32\"";
+  spec.ranks = 2;
+  const std::string script =
+      GnuplotScript(spec, series, {"/tmp/d/series0.dat", "/tmp/d/series1.dat"});
+  EXPECT_NE(script.find("set terminal svg"), std::string::npos) << script;
+  EXPECT_NE(script.find("set output '/tmp/it''s.svg'"), std::string::npos)
+      << script;
+  EXPECT_NE(script.find("title \"allreduce \\\"float32\\\"\""),
+            std::string::npos)
+      << script;
+  EXPECT_NE(script.find("'/tmp/d/series0.dat' using 1:2"), std::string::npos);
+  EXPECT_NE(script.find("'/tmp/d/series1.dat' using 1:3"), std::string::npos);
+  EXPECT_NE(script.find("title \"Gloo's ring\""), std::string::npos);
+  EXPECT_NE(script.find("\"4 B\" 4"), std::string::npos) << script;
+  EXPECT_NE(script.find("\"64 MiB\" 67108864"), std::string::npos) << script;
+  EXPECT_NE(script.find("bus bandwidth"), std::string::npos);
+  spec.ranks = 1;
+  spec.format = PlotFormat::kPng;
+  const std::string one =
+      GnuplotScript(spec, series, {"/tmp/d/series0.dat", "/tmp/d/series1.dat"});
+  EXPECT_NE(one.find("set terminal pngcairo"), std::string::npos);
+  EXPECT_NE(one.find("'/tmp/d/series0.dat' using 1:4"), std::string::npos)
+      << one;
+  EXPECT_EQ(SizeLabel(1536), "1536 B");
+  EXPECT_EQ(SizeLabel(16384), "16 KiB");
 }
 
 }  // namespace

@@ -18,7 +18,7 @@ add_dependencies(multiprocess_env_test kolo-mp-worker kolo-coordinator)
 kolo_add_test(multiprocess_netns_test SOURCES multiprocess_netns_test.cc
   LIBS kolo_mp_testing LABELS multiprocess SERIAL TIMEOUT 300)
 add_dependencies(multiprocess_netns_test kolo-mp-worker kolorun
-  kolo-elastic-worker)
+  kolo-elastic-worker kolo-hier-worker)
 
 # The collective grid of issue 3 point 6 through kolorun and the public API:
 # kolo-grid-worker loops over dtypes, ops and counts inside one job per world
@@ -130,6 +130,20 @@ kolo_add_test(multiprocess_shm_test SOURCES multiprocess_shm_test.cc
   LIBS kolo_mp_testing LABELS multiprocess SERIAL TIMEOUT 300)
 add_dependencies(multiprocess_shm_test kolo-mp-worker kolo-elastic-worker
   kolorun)
+
+# Hierarchical collectives (allreduce/hierarchical.h) on launcher hosts made
+# by a command template on this machine (no root needed): exact results,
+# equal on every rank and with KOLO_HIERARCHICAL=0, 2x2 and 3+1
+# (tests/workers/hier_worker.cc); the light collective grid; process sets;
+# an elastic epoch's own hierarchy.
+add_executable(kolo-hier-worker workers/hier_worker.cc)
+target_link_libraries(kolo-hier-worker PRIVATE kolo kolo_collective_testing)
+kolo_target_warnings(kolo-hier-worker)
+kolo_add_test(multiprocess_hierarchical_test
+  SOURCES multiprocess_hierarchical_test.cc
+  LIBS kolo_mp_testing LABELS multiprocess SERIAL TIMEOUT 600)
+add_dependencies(multiprocess_hierarchical_test kolo-hier-worker
+  kolo-elastic-worker kolo-grid-worker kolo-groups-worker kolorun)
 
 # CUDA tensors through the public API (tests/workers/cuda_worker.cc): the
 # device-kind errors on every machine; every op over CUDA tensors where a

@@ -248,5 +248,84 @@ TEST(Bench, BadFlagIsRefusedBeforeAnyWork) {
       << s.output();
 }
 
+// --plot: with gnuplot present, a 2-rank sweep with a peer-bench report
+// draws a PNG, a 1-rank one an SVG; a bad extension is refused before any
+// work, and a missing gnuplot is named (before the sweep).
+bool HaveGnuplot() {
+  return std::system("command -v gnuplot >/dev/null 2>&1") == 0;
+}
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+TEST(Bench, PlotDrawsPngWithPeersAndSvg) {
+  if (!HaveGnuplot()) GTEST_SKIP() << "gnuplot is not installed";
+  const std::string dir = std::filesystem::temp_directory_path().string();
+  const std::string png =
+      absl::StrCat(dir, "/kolo_plot_test_", getpid(), ".png");
+  const std::string svg =
+      absl::StrCat(dir, "/kolo_plot_test_", getpid(), ".svg");
+  const std::string peers =
+      absl::StrCat(dir, "/kolo_plot_test_", getpid(), ".peers");
+  {
+    std::ofstream out(peers);
+    out << "2 ranks: time (us), median of 1 rounds (min-max)\n\n"
+           "| size | kolo (shm) | Gloo ring | kolo / Gloo ring |\n"
+           "|---|---|---|---|\n"
+           "| 4 B | 1.0 (1.0-1.0) | 40.0 (40.0-40.0) | 0.03 |\n"
+           "| 1 KiB | 2.0 (2.0-2.0) | 50.0 (50.0-50.0) | 0.04 |\n";
+  }
+  BenchRun run = Bench(2, {"--max-bytes", "4K", "--seconds", "0.05", "--plot",
+                           png, "--plot-peers", peers});
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("# plot: " + png), std::string::npos) << run.output;
+  const std::string picture = Slurp(png);
+  EXPECT_GT(picture.size(), 1000u);
+  EXPECT_EQ(picture.substr(0, 4), "\x89PNG");
+
+  Subprocess one({Bin("kolo-bench"), "--max-bytes", "4K", "--seconds", "0.05",
+                  "--plot", svg});
+  ASSERT_TRUE(one.Start().ok());
+  ASSERT_TRUE(one.Wait(Scaled(absl::Seconds(60))).ok());
+  EXPECT_EQ(one.exit_info().code, 0) << one.output();
+  const std::string drawing = Slurp(svg);
+  EXPECT_NE(drawing.find("<svg"), std::string::npos) << drawing.substr(0, 200);
+  EXPECT_NE(drawing.find("algorithm bandwidth"), std::string::npos);
+  std::filesystem::remove(png);
+  std::filesystem::remove(svg);
+  std::filesystem::remove(peers);
+}
+
+TEST(Bench, PlotBadExtensionOrNoGnuplotIsRefused) {
+  Subprocess p({Bin("kolo-bench"), "--plot", "out.jpg"});
+  ASSERT_TRUE(p.Start().ok());
+  ASSERT_TRUE(p.Wait(Scaled(absl::Seconds(30))).ok());
+  EXPECT_EQ(p.exit_info().code, 2);
+  EXPECT_NE(p.output().find("--plot: 'out.jpg' does not end in .png or .svg"),
+            std::string::npos)
+      << p.output();
+  // No gnuplot on PATH: refused before the sweep, saying what to install.
+  const std::string empty = (std::filesystem::temp_directory_path() /
+                             absl::StrCat("kolo_no_gnuplot_", getpid()))
+                                .string();
+  std::filesystem::create_directories(empty);
+  Subprocess q({Bin("kolo-bench"), "--plot", "out.png"}, {{"PATH", empty}});
+  ASSERT_TRUE(q.Start().ok());
+  ASSERT_TRUE(q.Wait(Scaled(absl::Seconds(60))).ok());
+  EXPECT_EQ(q.exit_info().code, 2) << q.output();
+  EXPECT_NE(q.output().find("--plot needs gnuplot, which is not on PATH; "
+                            "install it (Debian: apt-get install gnuplot-nox)"),
+            std::string::npos)
+      << q.output();
+  EXPECT_EQ(q.output().find("# kolo-bench:"), std::string::npos)
+      << "the sweep ran\n"
+      << q.output();
+  std::filesystem::remove(empty);
+}
+
 }  // namespace
 }  // namespace kolo::testing

@@ -14,8 +14,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -264,6 +266,52 @@ TEST_F(NetnsTest, PartitionFaultIsFiredHealedAndReported) {
             std::string::npos)
       << r;
   EXPECT_EQ(out.find("EL_STEP_BAD"), std::string::npos) << out;
+}
+
+// Hierarchical collectives across the namespaces (allreduce/hierarchical.h):
+// shared memory within each "host", TCP between them, for 2 + 2 and 3 + 1
+// ranks. kolo-hier-worker checks every result exactly; all ranks must agree
+// on the digest of the results and on the bits of a random-float allreduce,
+// and KOLO_HIERARCHICAL=0 (the flat algorithms) must give the same digest.
+TEST_F(NetnsTest, HierarchicalCollectivesMatchTheFlatOnes) {
+  for (const auto& [a, b] : {std::pair<int, int>{2, 2}, {3, 1}}) {
+    std::string digest[2];
+    std::map<std::string, std::string> scatter[2];  // by rank
+    for (int hierarchical : {1, 0}) {
+      SCOPED_TRACE(
+          absl::StrCat(a, "+", b, " ranks, KOLO_HIERARCHICAL=", hierarchical));
+      Subprocess p(
+          {Bin("kolorun"), "-np", "4", "-H",
+           absl::StrCat(hosts_[0].ns, ":", a, ",", hosts_[1].ns, ":", b),
+           "--launcher-cmd", "ip netns exec {host}", "--coordinator-addr",
+           bridge_ip_, "--log-level", "info", Bin("kolo-hier-worker")},
+          {{"KOLO_HIERARCHICAL", absl::StrCat(hierarchical)}});
+      ASSERT_TRUE(p.Start().ok());
+      ASSERT_TRUE(p.Wait(Scaled(absl::Seconds(180))).ok()) << p.output();
+      ASSERT_TRUE(p.exit_info().exited && p.exit_info().code == 0)
+          << p.exit_info().ToString() << "\n"
+          << p.output();
+      std::vector<Fields> ok = ParseTagged(p.output(), "HIER_OK");
+      ASSERT_EQ(ok.size(), 4u) << p.output();
+      for (const Fields& f : ok) {
+        EXPECT_EQ(f.at("digest"), ok[0].at("digest")) << p.output();
+        EXPECT_EQ(f.at("random"), ok[0].at("random")) << p.output();
+      }
+      digest[hierarchical] = ok[0].at("digest");
+      for (const Fields& f : ok) {
+        scatter[hierarchical][f.at("rank")] = f.at("scatter");
+      }
+      size_t lines = 0;
+      for (size_t at = 0; (at = p.output().find("hierarchical collectives",
+                                                at)) != std::string::npos;
+           ++at) {
+        ++lines;
+      }
+      EXPECT_EQ(lines, hierarchical ? 4u : 0u) << p.output();
+    }
+    EXPECT_EQ(digest[0], digest[1]) << a << "+" << b;
+    EXPECT_EQ(scatter[0], scatter[1]) << a << "+" << b;
+  }
 }
 
 }  // namespace

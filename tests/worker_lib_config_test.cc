@@ -414,6 +414,50 @@ TEST(WorkerConfig, AllreduceAlgorithm) {
       << c.status();
 }
 
+TEST(WorkerConfig, Hierarchical) {
+  EnvMap env = {{"KOLO_LAUNCHER", "kolorun"},
+                {"KOLO_COORDINATOR", "127.0.0.1:5"},
+                {"KOLO_SECRET", "s-0123456789abcdef"},
+                {"KOLO_RANK", "0"},
+                {"KOLO_SIZE", "1"}};
+  auto c = ParseWorkerConfig(env, "host");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->hierarchical, HierarchicalMode::kAuto);
+  const std::pair<const char*, HierarchicalMode> cases[] = {
+      {"1", HierarchicalMode::kOn},      {"on", HierarchicalMode::kOn},
+      {"0", HierarchicalMode::kOff},     {"false", HierarchicalMode::kOff},
+      {"AUTO", HierarchicalMode::kAuto}, {"", HierarchicalMode::kAuto}};
+  for (const auto& [value, want] : cases) {
+    env["KOLO_HIERARCHICAL"] = value;
+    c = ParseWorkerConfig(env, "host");
+    ASSERT_TRUE(c.ok()) << value << ": " << c.status();
+    EXPECT_EQ(c->hierarchical, want) << value;
+  }
+  // Horovod's alias, and KOLO_* winning over it.
+  env.erase("KOLO_HIERARCHICAL");
+  env["HOROVOD_HIERARCHICAL_ALLREDUCE"] = "0";
+  c = ParseWorkerConfig(env, "host");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->hierarchical, HierarchicalMode::kOff);
+  env["KOLO_HIERARCHICAL"] = "1";
+  c = ParseWorkerConfig(env, "host");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->hierarchical, HierarchicalMode::kOn);
+  env["KOLO_HIERARCHICAL"] = "2";
+  c = ParseWorkerConfig(env, "host");
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(c.status().message().find(
+                "bad value KOLO_HIERARCHICAL='2': expected auto, 0 or 1"),
+            std::string::npos)
+      << c.status();
+  env.erase("KOLO_HIERARCHICAL");
+  env["HOROVOD_HIERARCHICAL_ALLREDUCE"] = "maybe";
+  c = ParseWorkerConfig(env, "host");
+  EXPECT_NE(c.status().message().find("HOROVOD_HIERARCHICAL_ALLREDUCE='maybe'"),
+            std::string::npos)
+      << c.status();
+}
+
 TEST(WorkerConfig, SegmentBytesAndTcpCongestion) {
   EnvMap env = {{"KOLO_LAUNCHER", "kolorun"},
                 {"KOLO_COORDINATOR", "127.0.0.1:5"},

@@ -281,6 +281,16 @@ absl::Status ParseTiming(const EnvMap& env, WorkerConfig& c) {
     if (!b.ok()) return b.status();
     c.shm_bytes = *b;
   }
+  if (auto f =
+          First(env, {"KOLO_HIERARCHICAL", "HOROVOD_HIERARCHICAL_ALLREDUCE"})) {
+    if (absl::AsciiStrToLower(f->value) == "auto") {
+      c.hierarchical = HierarchicalMode::kAuto;
+    } else {
+      auto v = ParseBool(*f);
+      if (!v.ok()) return Bad(f->name, f->value, "auto, 0 or 1");
+      c.hierarchical = *v ? HierarchicalMode::kOn : HierarchicalMode::kOff;
+    }
+  }
   if (auto f = First(env, {"KOLO_TCP_CONGESTION"})) {
     std::vector<std::string> names = absl::StrSplit(
         absl::AsciiStrToLower(f->value), ',', absl::SkipWhitespace());

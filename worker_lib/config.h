@@ -39,6 +39,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "allreduce/collectives.h"
+#include "allreduce/hierarchy.h"
 #include "common/fault_spec.h"
 #include "common/knobs.h"
 #include "common/net.h"
@@ -129,6 +130,16 @@ struct WorkerConfig {
   // ranks, ~680 KiB for 4, ~146 KiB for 8). Touched lazily: the memory in
   // use is what the rings carried.
   int64_t shm_bytes = 8 << 20;
+  // KOLO_HIERARCHICAL = auto | 0 | 1 (alias HOROVOD_HIERARCHICAL_ALLREDUCE,
+  // 0/1): allreduce, allgather, broadcast and reducescatter run in two
+  // levels, within each launcher host and across hosts among one rank per
+  // host (allreduce/hierarchical.h). auto, the default, turns it on when the
+  // epoch spans at least two hosts and some host has two ranks or more: then
+  // most steps stay on the host (shared memory) and fewer cross the network;
+  // with one host, or one rank per host, the flat algorithms are already
+  // that. 1 forces it (for tests and to compare), 0 keeps the flat ones.
+  // Horovod's variable governs allreduce only; here it governs all four.
+  HierarchicalMode hierarchical = HierarchicalMode::kAuto;
   // KOLO_TCP_CONGESTION: comma-separated TCP congestion controls for the data
   // connections, the first one the kernel accepts wins; "system" keeps the
   // kernel's default. cubic (reno where an unprivileged process may not pick

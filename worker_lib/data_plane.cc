@@ -11,6 +11,7 @@
 #include "allreduce/shm/shm_transport.h"
 #include "allreduce/subset_transport.h"
 #include "allreduce/tcp/tcp_transport.h"
+#include "common/check.h"
 #include "common/log.h"
 
 namespace kolo::worker {
@@ -21,6 +22,22 @@ namespace {
 AlgorithmOptions NotForced(AlgorithmOptions options) {
   options.algorithm = Algorithm::kAuto;
   return options;
+}
+HierarchicalOptions NotForced(HierarchicalOptions options) {
+  return {NotForced(options.local), NotForced(options.cross)};
+}
+
+// Each level's algorithm choices: allreduce's (forced or not), with the
+// small-buffer threshold of the level's number of ranks unless
+// KOLO_SMALL_ALLREDUCE_BYTES sets one for all.
+HierarchicalOptions Levels(const AlgorithmOptions& flat,
+                           const Hierarchy& hierarchy, int64_t small_bytes) {
+  HierarchicalOptions levels{flat, flat};
+  if (small_bytes < 0) {
+    levels.local.small_bytes = DefaultSmallBytes(hierarchy.MaxLocalSize());
+    levels.cross.small_bytes = DefaultSmallBytes(hierarchy.num_hosts());
+  }
+  return levels;
 }
 
 // The epoch's transport: `tcp` alone, or, when KOLO_SHM allows and other
@@ -127,7 +144,41 @@ absl::StatusOr<std::unique_ptr<DataPlane>> DataPlane::Connect(
           : DefaultSmallBytes(membership.size());
   algorithms.algorithm = config.allreduce_algorithm;
   algorithms.segment_bytes = static_cast<size_t>(config.segment_bytes);
-  return std::make_unique<DataPlane>(*std::move(chosen), algorithms);
+  Hosts hosts;
+  hosts.mode = config.hierarchical;
+  for (const proto::Peer& p : membership.peers()) {
+    hosts.names.push_back(p.host_name());
+  }
+  hosts.small_bytes = config.small_allreduce_bytes;
+  auto plane = std::make_unique<DataPlane>(*std::move(chosen), algorithms,
+                                           std::move(hosts));
+  if (const Hierarchy* h = plane->hierarchy(); h != nullptr) {
+    const int host = h->host_of[o.rank];
+    GetLogger("transport")
+        ->info(
+            "rank {}: hierarchical collectives (KOLO_HIERARCHICAL={}): {} "
+            "hosts, {} ranks on host {}, leader rank {}",
+            o.rank, std::string(HierarchicalModeName(config.hierarchical)),
+            h->num_hosts(), h->hosts[host].size(),
+            membership.peers(o.rank).host_name(), h->leader(host));
+  }
+  return plane;
+}
+
+DataPlane::DataPlane(std::unique_ptr<Transport> transport,
+                     AlgorithmOptions algorithms, Hosts hosts)
+    : transport_(std::move(transport)),
+      algorithms_(algorithms),
+      hosts_(std::move(hosts)) {
+  if (hosts_.names.empty()) return;
+  KOLO_CHECK(static_cast<int>(hosts_.names.size()) == transport_->size())
+      << hosts_.names.size() << " host names for " << transport_->size()
+      << " ranks";
+  Hierarchy h = GroupByHost(hosts_.names);
+  if (!UseHierarchy(hosts_.mode, h)) return;
+  levels_ = Levels(algorithms_, h, hosts_.small_bytes);
+  hierarchical_ =
+      std::make_unique<HierarchicalCollectives>(transport_.get(), std::move(h));
 }
 
 void DataPlane::Begin() { transport_->BeginOperation(next_seq_++); }
@@ -139,8 +190,10 @@ absl::Status DataPlane::Allreduce(DataType type, const void* input,
   {
     MutexLock lock(&mu_);
     Begin();
-    status = kolo::Allreduce(*transport_, type, input, output, count, reduce,
-                             algorithms_);
+    status = hierarchical_ ? hierarchical_->Allreduce(type, input, output,
+                                                      count, reduce, levels_)
+                           : kolo::Allreduce(*transport_, type, input, output,
+                                             count, reduce, algorithms_);
   }
   return Judged(std::move(status));
 }
@@ -153,8 +206,11 @@ absl::Status DataPlane::Allgather(DataType type, const void* input,
   {
     MutexLock lock(&mu_);
     Begin();
-    status = kolo::Allgather(*transport_, type, input, count, counts, output,
-                             NotForced(algorithms_));
+    status = hierarchical_
+                 ? hierarchical_->Allgather(type, input, count, counts, output,
+                                            NotForced(levels_))
+                 : kolo::Allgather(*transport_, type, input, count, counts,
+                                   output, NotForced(algorithms_));
   }
   return Judged(std::move(status));
 }
@@ -165,8 +221,10 @@ absl::Status DataPlane::Broadcast(DataType type, void* data, int64_t count,
   {
     MutexLock lock(&mu_);
     Begin();
-    status = kolo::Broadcast(*transport_, type, data, count, root,
-                             NotForced(algorithms_));
+    status = hierarchical_ ? hierarchical_->Broadcast(type, data, count, root,
+                                                      NotForced(levels_))
+                           : kolo::Broadcast(*transport_, type, data, count,
+                                             root, NotForced(algorithms_));
   }
   return Judged(std::move(status));
 }
@@ -196,8 +254,12 @@ absl::Status DataPlane::Reducescatter(DataType type, const void* input,
   {
     MutexLock lock(&mu_);
     Begin();
-    status = kolo::Reducescatter(*transport_, type, input, count, counts,
-                                 output, reduce, NotForced(algorithms_));
+    status =
+        hierarchical_
+            ? hierarchical_->Reducescatter(type, input, count, counts, output,
+                                           reduce, NotForced(levels_))
+            : kolo::Reducescatter(*transport_, type, input, count, counts,
+                                  output, reduce, NotForced(algorithms_));
   }
   return Judged(std::move(status));
 }
@@ -231,9 +293,16 @@ void DataPlane::Stamp(uint64_t first) {
 }
 
 std::unique_ptr<DataPlane> DataPlane::Subset(std::vector<int> members) {
+  // The set's own hierarchy, from its members' hosts.
+  Hosts hosts;
+  hosts.mode = hosts_.mode;
+  hosts.small_bytes = hosts_.small_bytes;
+  if (!hosts_.names.empty()) {
+    for (int m : members) hosts.names.push_back(hosts_.names.at(m));
+  }
   auto subset = std::make_unique<DataPlane>(
       std::make_unique<SubsetTransport>(transport_.get(), std::move(members)),
-      algorithms_);
+      algorithms_, std::move(hosts));
   subset->on_peer_fault_ = on_peer_fault_;  // the same handler, shared
   return subset;
 }

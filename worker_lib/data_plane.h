@@ -3,6 +3,11 @@
 // peers with this worker's launcher host name, unless KOLO_SHM=0:
 // allreduce/shm/hybrid_transport.h), and the blocking
 // collectives of include/kolo/kolo.h run on it, one at a time, in call order.
+// When the ranks span several launcher hosts (KOLO_HIERARCHICAL, auto by
+// default), allreduce, allgather, broadcast and reducescatter run in two
+// levels, within each host and across hosts (allreduce/hierarchical.h); the
+// grouping is derived from the epoch's membership, so each epoch (and each
+// process set's subset) has its own.
 // (The negotiated runtime of a later issue puts ordering across ranks in
 // front of it; until then every rank must call the collectives in the same
 // order, as with Gloo.)
@@ -18,6 +23,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -25,12 +31,26 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "allreduce/collectives.h"
+#include "allreduce/hierarchical.h"
+#include "allreduce/hierarchy.h"
 #include "allreduce/transport.h"
 #include "common/mutex.h"
 #include "proto/kolo.pb.h"
 #include "worker_lib/config.h"
 
 namespace kolo::worker {
+
+// How a data plane's ranks group into hosts, for the hierarchical
+// collectives.
+struct DataPlaneHosts {
+  HierarchicalMode mode = HierarchicalMode::kOff;  // KOLO_HIERARCHICAL
+  // The launcher host name of each rank of the transport; empty: no
+  // hierarchy.
+  std::vector<std::string> names;
+  // KOLO_SMALL_ALLREDUCE_BYTES, -1 if unset: then each level chooses by its
+  // own number of ranks (DefaultSmallBytes).
+  int64_t small_bytes = -1;
+};
 
 class DataPlane {
  public:
@@ -84,8 +104,15 @@ class DataPlane {
   // not run collectives at the same time (the runtime runs one at a time).
   std::unique_ptr<DataPlane> Subset(std::vector<int> members);
 
-  DataPlane(std::unique_ptr<Transport> transport, AlgorithmOptions algorithms)
-      : transport_(std::move(transport)), algorithms_(algorithms) {}
+  using Hosts = DataPlaneHosts;
+
+  DataPlane(std::unique_ptr<Transport> transport, AlgorithmOptions algorithms,
+            Hosts hosts = {});
+
+  // The hierarchy the collectives run on, or null when they run flat.
+  const Hierarchy* hierarchy() const {
+    return hierarchical_ ? &hierarchical_->hierarchy() : nullptr;
+  }
 
  private:
   // Stamps the next plan sequence number on the transport.
@@ -95,6 +122,12 @@ class DataPlane {
 
   const std::unique_ptr<Transport> transport_;  // Abort() is thread-safe
   const AlgorithmOptions algorithms_;
+  const Hosts hosts_;
+  // Null when the collectives run flat; else on transport_, with the
+  // algorithm choices of each level (allreduce's; the other collectives
+  // never force one).
+  std::unique_ptr<HierarchicalCollectives> hierarchical_;
+  HierarchicalOptions levels_;
   Mutex mu_;
   uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
   // Set once before the collectives start, then only read.

@@ -48,6 +48,7 @@ constexpr KnownVariable kKnownVariables[] = {
     {"KOLO_FUSION_THRESHOLD", "worker", false},
     {"KOLO_HEARTBEAT_INTERVAL_MS", "worker", false},
     {"KOLO_HEARTBEAT_TIMEOUT_SECONDS", "worker, kolorun", false},
+    {"KOLO_HIERARCHICAL", "worker, kolo-bench", false},
     {"KOLO_HOSTNAME", "worker (set by kolorun)", false},
     {"KOLO_HOST_COORDINATOR", "worker", false},
     {"KOLO_IFACE", "worker", false},
