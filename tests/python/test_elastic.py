@@ -147,6 +147,19 @@ def test_sampler_global_batches_do_not_depend_on_size_or_resets():
     assert not sampler.processed_indices and len(sampler) * hvd.size() >= 96
 
 
+def test_sampler_state_sync_ignores_progress_of_another_epoch():
+    # A worker back from an eviction may hold an earlier epoch's progress:
+    # only ranks in rank 0's epoch are merged.
+    sampler = hvd.elastic.ElasticSampler(list(range(40)), shuffle=False)
+    handler = SamplerStateHandler(sampler)
+    sampler.epoch = 4 if hvd.rank() % 2 == 0 else 3
+    sampler.processed_indices = {30 + hvd.rank()}
+    handler.sync()
+    assert sampler.epoch == 4
+    assert sampler.processed_indices == {30 + r for r in range(hvd.size())
+                                         if r % 2 == 0}
+
+
 def test_sampler_state_sync_merges_every_ranks_progress():
     sampler = hvd.elastic.ElasticSampler(list(range(40)), shuffle=False)
     handler = SamplerStateHandler(sampler)

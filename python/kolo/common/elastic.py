@@ -193,6 +193,10 @@ def run_fn(func, reset=_next_epoch):
                     error = _verdict_after_broken_link(e)
                 kind = getattr(error, 'kolo_membership', '')
                 if kind == 'evicted':
+                    # Back to the last commit first: what it did after it
+                    # (in a timeline the others rolled back) must not reach
+                    # the merge of progress at the next sync.
+                    state.restore()
                     _rejoin(error)
                     state.on_reset()
                     skip_sync = False

@@ -87,10 +87,16 @@ class SamplerStateHandler(StateHandler):
         self.value.load_state_dict(self._saved)
 
     def sync(self):
-        # Every rank's progress, merged, then rank 0's view to all.
+        # Every rank's progress in rank 0's epoch, merged, then rank 0's
+        # view to all. A worker that rejoins after an eviction may still
+        # hold an earlier epoch's progress: merging it would skip samples
+        # of this epoch that nobody trained on.
+        parts = allgather_object((self.value.epoch,
+                                  set(self.value.processed_indices)))
         processed = set()
-        for part in allgather_object(set(self.value.processed_indices)):
-            processed |= part
+        for epoch, part in parts:
+            if epoch == parts[0][0]:
+                processed |= part
         state = self.value.state_dict()
         state['processed_indices'] = processed
         self.value.load_state_dict(broadcast_object(state, root_rank=0))
