@@ -198,7 +198,10 @@ PyObject* FastAllreduce(PyObject* /*self*/, PyObject* const* args,
   }
   const auto in = reinterpret_cast<uintptr_t>(PyLong_AsVoidPtr(args[0]));
   const auto out = reinterpret_cast<uintptr_t>(PyLong_AsVoidPtr(args[1]));
-  PyObject* dims = PySequence_Fast(args[2], "shape must be a sequence");
+  // A tuple (torch.Size, a tuple subclass, included) is read in place.
+  PyObject* dims = PyTuple_Check(args[2]) != 0
+                       ? Py_NewRef(args[2])
+                       : PySequence_Fast(args[2], "shape must be a sequence");
   if (dims == nullptr) return nullptr;
   std::vector<int64_t> shape(
       static_cast<size_t>(PySequence_Fast_GET_SIZE(dims)));
@@ -241,6 +244,29 @@ PyMethodDef fast_allreduce_def = {
     "allreduce_async_fast",
     reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&FastAllreduce)),
     METH_FASTCALL, "allreduce_async for the hot path (see _kolo.cc)"};
+
+// wait() on the hot path of a training step (one call per gradient), as a
+// METH_O function: pybind11's dispatch costs as much as wait() on a finished
+// op. Errors are raised by the module's exception translator, as pybind11's
+// dispatcher does, so that both raise the same exception. Returns None, or
+// NULL with the error set.
+PyObject* FastWait(PyObject* /*self*/, PyObject* arg) {
+  const Handle handle = PyLong_AsLongLong(arg);
+  if (handle == -1 && PyErr_Occurred() != nullptr) return nullptr;
+  try {
+    Wait(handle);
+  } catch (...) {
+    if (!py::detail::apply_exception_translators(
+            py::detail::get_internals().registered_exception_translators)) {
+      PyErr_SetString(PyExc_SystemError, "kolo: wait_fast: unknown exception");
+    }
+    return nullptr;
+  }
+  Py_RETURN_NONE;
+}
+
+PyMethodDef fast_wait_def = {"wait_fast", &FastWait, METH_O,
+                             "wait() for the hot path (see _kolo.cc)"};
 
 int Join(double timeout_seconds) {
   const absl::Time deadline =
@@ -477,6 +503,8 @@ PYBIND11_MODULE(_kolo, m) {
   error_type = error.ptr();
   m.attr("allreduce_async_fast") = py::reinterpret_steal<py::object>(
       PyCFunction_New(&fast_allreduce_def, nullptr));
+  m.attr("wait_fast") = py::reinterpret_steal<py::object>(
+      PyCFunction_New(&fast_wait_def, nullptr));
   m.def("join", &Join, py::arg("timeout_seconds") = -1.0,
         "Joins (GIL released); returns the last rank to join.");
 

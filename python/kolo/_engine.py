@@ -11,7 +11,8 @@ as Horovod does (double for integers and float64, float for float32,
 float then rounded for float16) -- kolo's kernels apply the factors that way.
 
 Handle map: handle -> (objects kept alive, finisher, needs the native
-result?). An entry exists from
+result?), or, for an in-place allreduce (the hot path of a training step),
+the tensor itself, which synchronize() returns. An entry exists from
 submission until synchronize(); it keeps the inputs and outputs alive while
 kolo's thread uses their memory. init() again empties the map (as Horovod)
 but keeps the entries' objects alive until shutdown() has stopped kolo's
@@ -53,6 +54,7 @@ _b._on_init(_drop_handles)
 _b._on_shutdown(_after_shutdown)
 
 _SUM = _kolo.REDUCE_OPS.index('sum')
+_wait_fast = _kolo.wait_fast
 BOOL = _kolo.DTYPES.index('bool')
 
 
@@ -181,7 +183,8 @@ def allreduce_async(a, tensor, output, op, prescale, postscale, name,
                                        f'{kind}.{name}', ps_id)
     except _kolo.Error as e:
         raise translate(e, not_initialized=not _kolo.is_initialized()) from None
-    _handles[h] = ((tensor, output), lambda r: output, False)
+    _handles[h] = (tensor if output is tensor else
+                   ((tensor, output), lambda r: output, False))
     return h
 
 
@@ -361,8 +364,16 @@ def synchronize(handle):
     entry = _handles.get(handle)
     if entry is None:
         return None
+    if type(entry) is not tuple:  # an in-place allreduce: its tensor
+        try:
+            _wait_fast(handle)
+        except _kolo.Error as e:
+            _handles.pop(handle, None)
+            raise translate(e) from None
+        _handles.pop(handle, None)
+        return entry
     try:
-        result = _kolo.synchronize(handle) if entry[2] else _kolo.wait(handle)
+        result = _kolo.synchronize(handle) if entry[2] else _wait_fast(handle)
     except _kolo.Error as e:
         _handles.pop(handle, None)
         raise translate(e) from None

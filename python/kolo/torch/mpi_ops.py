@@ -26,11 +26,20 @@ from kolo.common.basics import (  # noqa: F401
     is_homogeneous, is_initialized, local_rank, local_size, mpi_built,
     mpi_enabled, mpi_threads_supported, nccl_built, rank, rocm_built,
     shutdown, size, start_timeline, stop_timeline)
+from kolo.common.basics import _KOLO_OP
 from kolo.common.process_sets import (  # noqa: F401
     ProcessSet, add_process_set, global_process_set, remove_process_set)
 from kolo.torch.compression import Compression
 
 _CODES = {getattr(torch, name): code for code, name in enumerate(_kolo.DTYPES)}
+# The dtypes of allreduce_async_'s hot path: bool has rules of its own.
+_NUMERIC = {d: code for d, code in _CODES.items() if code != _e.BOOL}
+_Tensor = torch.Tensor
+_STRIDED = torch.strided
+_SUM = _e._SUM
+_handles = _e._handles
+_allreduce_fast = _kolo.allreduce_async_fast
+_size = _kolo.size
 
 
 class _TorchAdapter(_e.Adapter):
@@ -105,6 +114,34 @@ def allreduce_async_(tensor, average=None, name=None, op=None,
     """Starts an in-place allreduce; returns a handle."""
     if op is None or average is not None:
         op = _e.resolve_op(op, average)
+    # The hot path of a training step (one call per gradient, as Horovod's
+    # optimizer submits them): a contiguous CPU tensor of a numeric dtype on
+    # the global set -- _A.describe's checks and _e.allreduce_async's steps
+    # (reduce_args's for a numeric dtype), inline. Anything else (Adasum,
+    # bool, other sets), and every error, takes the general path.
+    if (process_set is global_process_set and isinstance(tensor, _Tensor) and
+            tensor.layout is _STRIDED and tensor.is_cpu and
+            tensor.is_contiguous()):
+        code = _NUMERIC.get(tensor.dtype)
+        n = _size()
+        if code is not None and n > 0:
+            if op == Average:  # a Sum whose postscale is divided by n
+                kop, divisor = _SUM, n
+            else:
+                kop, divisor = _KOLO_OP.get(op), 1
+            if kop is not None:
+                ptr = tensor.data_ptr()
+                try:
+                    h = _allreduce_fast(ptr, ptr, tensor.shape, code, kop,
+                                        float(prescale_factor),
+                                        float(postscale_factor) / divisor,
+                                        '' if name is None else
+                                        f'allreduce.{name}', 0)
+                except _kolo.Error as e:
+                    raise _e.translate(
+                        e, not_initialized=not _kolo.is_initialized()) from None
+                _handles[h] = tensor
+                return h
     return _e.allreduce_async(_A, tensor, tensor, op, prescale_factor,
                               postscale_factor, name, process_set)
 
