@@ -14,7 +14,9 @@ Handle map: handle -> (objects kept alive, finisher, needs the native
 result?), or, for an in-place allreduce (the hot path of a training step),
 the tensor itself, which synchronize() returns. An entry exists from
 submission until synchronize(); it keeps the inputs and outputs alive while
-kolo's thread uses their memory. init() again empties the map (as Horovod)
+kolo's thread uses their memory. The native module shares the map
+(set_handle_map): kolo.torch's allreduce_async_ adds its entries there, and
+synchronize_fast completes and removes those that are outputs, in C. init() again empties the map (as Horovod)
 but keeps the entries' objects alive until shutdown() has stopped kolo's
 thread, which is when shutdown() drops everything.
 
@@ -55,6 +57,8 @@ _b._on_shutdown(_after_shutdown)
 
 _SUM = _kolo.REDUCE_OPS.index('sum')
 _wait_fast = _kolo.wait_fast
+_synchronize_fast = _kolo.synchronize_fast
+_kolo.set_handle_map(_handles)
 BOOL = _kolo.DTYPES.index('bool')
 
 
@@ -361,17 +365,15 @@ def poll(handle):
 def synchronize(handle):
     """Waits for the op (the GIL released) and returns its output; None for
     a handle that is not in the map."""
+    try:
+        out = _synchronize_fast(handle)  # an entry that is the output
+    except _kolo.Error as e:
+        raise translate(e) from None
+    if out is not None:
+        return out
     entry = _handles.get(handle)
     if entry is None:
         return None
-    if type(entry) is not tuple:  # an in-place allreduce: its tensor
-        try:
-            _wait_fast(handle)
-        except _kolo.Error as e:
-            _handles.pop(handle, None)
-            raise translate(e) from None
-        _handles.pop(handle, None)
-        return entry
     try:
         result = _kolo.synchronize(handle) if entry[2] else _wait_fast(handle)
     except _kolo.Error as e:

@@ -32,14 +32,14 @@ from kolo.common.process_sets import (  # noqa: F401
 from kolo.torch.compression import Compression
 
 _CODES = {getattr(torch, name): code for code, name in enumerate(_kolo.DTYPES)}
-# The dtypes of allreduce_async_'s hot path: bool has rules of its own.
-_NUMERIC = {d: code for d, code in _CODES.items() if code != _e.BOOL}
-_Tensor = torch.Tensor
-_STRIDED = torch.strided
-_SUM = _e._SUM
-_handles = _e._handles
-_allreduce_fast = _kolo.allreduce_async_fast
-_size = _kolo.size
+# allreduce_async_'s hot path (kolo._kolo.allreduce_tensor_fast): the
+# dtypes it takes (bool has rules of its own) and what it needs to know.
+_kolo.set_tensor_fast_path(
+    torch.Tensor, torch.strided,
+    {d: code for d, code in _CODES.items() if code != _e.BOOL}, _KOLO_OP,
+    Average)
+_allreduce_tensor = _kolo.allreduce_tensor_fast
+_synchronize_fast = _kolo.synchronize_fast
 
 
 class _TorchAdapter(_e.Adapter):
@@ -115,33 +115,19 @@ def allreduce_async_(tensor, average=None, name=None, op=None,
     if op is None or average is not None:
         op = _e.resolve_op(op, average)
     # The hot path of a training step (one call per gradient, as Horovod's
-    # optimizer submits them): a contiguous CPU tensor of a numeric dtype on
-    # the global set -- _A.describe's checks and _e.allreduce_async's steps
-    # (reduce_args's for a numeric dtype), inline. Anything else (Adasum,
-    # bool, other sets), and every error, takes the general path.
-    if (process_set is global_process_set and isinstance(tensor, _Tensor) and
-            tensor.layout is _STRIDED and tensor.is_cpu and
-            tensor.is_contiguous()):
-        code = _NUMERIC.get(tensor.dtype)
-        n = _size()
-        if code is not None and n > 0:
-            if op == Average:  # a Sum whose postscale is divided by n
-                kop, divisor = _SUM, n
-            else:
-                kop, divisor = _KOLO_OP.get(op), 1
-            if kop is not None:
-                ptr = tensor.data_ptr()
-                try:
-                    h = _allreduce_fast(ptr, ptr, tensor.shape, code, kop,
-                                        float(prescale_factor),
-                                        float(postscale_factor) / divisor,
-                                        '' if name is None else
-                                        f'allreduce.{name}', 0)
-                except _kolo.Error as e:
-                    raise _e.translate(
-                        e, not_initialized=not _kolo.is_initialized()) from None
-                _handles[h] = tensor
-                return h
+    # optimizer submits them), in C: a contiguous CPU tensor of a numeric
+    # dtype on the global set, with Average, Sum, Min, Max or Product --
+    # _A.describe's checks and _e.allreduce_async's steps. None: anything
+    # else, or an error, which the general path raises.
+    if process_set is global_process_set:
+        try:
+            h = _allreduce_tensor(tensor, op, prescale_factor,
+                                  postscale_factor, name)
+        except _kolo.Error as e:
+            raise _e.translate(
+                e, not_initialized=not _kolo.is_initialized()) from None
+        if h is not None:
+            return h
     return _e.allreduce_async(_A, tensor, tensor, op, prescale_factor,
                               postscale_factor, name, process_set)
 
@@ -317,7 +303,12 @@ def poll(handle):
 def synchronize(handle):
     """Waits for `handle` (other Python threads run meanwhile) and returns
     its output (a tensor, a tuple, or None for an unknown handle)."""
-    return _e.synchronize(handle)
+    # The hot path (an in-place allreduce's tensor), then the general one.
+    try:
+        out = _synchronize_fast(handle)
+    except _kolo.Error as e:
+        raise _e.translate(e) from None
+    return _e.synchronize(handle) if out is None else out
 
 
 def join(device=-1):  # pylint: disable=unused-argument
