@@ -16,9 +16,10 @@ the tensor itself, which synchronize() returns. An entry exists from
 submission until synchronize(); it keeps the inputs and outputs alive while
 kolo's thread uses their memory. The native module shares the map
 (set_handle_map): kolo.torch's allreduce_async_ adds its entries there, and
-synchronize_fast completes and removes those that are outputs, in C. init() again empties the map (as Horovod)
-but keeps the entries' objects alive until shutdown() has stopped kolo's
-thread, which is when shutdown() drops everything.
+synchronize_fast completes and removes those that are outputs, in C. init()
+again empties the map (as Horovod) but keeps the entries' objects alive
+until shutdown() has stopped kolo's thread, which is when shutdown() drops
+everything.
 
 Thread-safety: submissions and synchronize may be called from any thread
 (dict operations are atomic under the GIL); as with Horovod, a handle is
