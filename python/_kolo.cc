@@ -201,10 +201,7 @@ PyObject* FastAllreduce(PyObject* /*self*/, PyObject* const* args,
   }
   const auto in = reinterpret_cast<uintptr_t>(PyLong_AsVoidPtr(args[0]));
   const auto out = reinterpret_cast<uintptr_t>(PyLong_AsVoidPtr(args[1]));
-  // A tuple (torch.Size, a tuple subclass, included) is read in place.
-  PyObject* dims = PyTuple_Check(args[2]) != 0
-                       ? Py_NewRef(args[2])
-                       : PySequence_Fast(args[2], "shape must be a sequence");
+  PyObject* dims = PySequence_Fast(args[2], "shape must be a sequence");
   if (dims == nullptr) return nullptr;
   std::vector<int64_t> shape(
       static_cast<size_t>(PySequence_Fast_GET_SIZE(dims)));
