@@ -1,9 +1,12 @@
 // kolo._kolo: the native module of the `kolo` Python package, a thin pybind11
 // layer over kolo's C++ API (include/kolo/kolo.h) on raw host buffers: a
-// tensor is (data pointer as an int, shape, dtype code). It knows nothing of
-// torch or NumPy; names, checks, dtype mapping and the handle map live in
+// tensor is (data pointer as an int, shape, dtype code). It includes nothing
+// of torch or NumPy; names, checks, dtype mapping and the handle map live in
 // Python (kolo/_engine.py, kolo/torch/mpi_ops.py), which keeps every input
-// and output alive until synchronize() returns.
+// and output alive until synchronize() returns -- except on the hot path of
+// a training step (kolo.torch's allreduce_async_ and synchronize, one call
+// per gradient), which does the same in C with the objects Python gives it
+// at import (see TensorFastPath).
 //
 // Outputs whose size is known only after negotiation (allgather, alltoall)
 // are allocated here, on kolo's background thread, into a Buffer that
@@ -244,6 +247,261 @@ PyMethodDef fast_allreduce_def = {
     reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&FastAllreduce)),
     METH_FASTCALL, "allreduce_async for the hot path (see _kolo.cc)"};
 
+// Sets the Python error for the exception being handled, as pybind11's
+// dispatcher does (the module's translator turns a StatusError into
+// kolo._kolo.Error); returns NULL. Call it in a catch block.
+PyObject* RaiseCaught() {
+  if (!py::detail::apply_exception_translators(
+          py::detail::get_internals().registered_exception_translators)) {
+    PyErr_SetString(PyExc_SystemError, "kolo: an unexpected C++ exception");
+  }
+  return nullptr;
+}
+
+// wait() on the hot path of a training step (one call per gradient), as a
+// METH_O function: pybind11's dispatch costs as much as wait() on a finished
+// op. Errors are raised by the module's exception translator, as pybind11's
+// dispatcher does, so that both raise the same exception. Returns None, or
+// NULL with the error set.
+PyObject* FastWait(PyObject* /*self*/, PyObject* arg) {
+  const Handle handle = PyLong_AsLongLong(arg);
+  if (handle == -1 && PyErr_Occurred() != nullptr) return nullptr;
+  try {
+    Wait(handle);
+  } catch (...) {
+    return RaiseCaught();
+  }
+  Py_RETURN_NONE;
+}
+
+PyMethodDef fast_wait_def = {"wait_fast", &FastWait, METH_O,
+                             "wait() for the hot path (see _kolo.cc)"};
+
+// The engine's handle map (kolo/_engine.py: handle -> entry), set once at
+// import (set_handle_map); never freed.
+PyObject* handle_map = nullptr;
+
+void SetHandleMap(py::dict handles) { handle_map = Py_NewRef(handles.ptr()); }
+
+// synchronize_fast(handle): the engine's synchronize() for an entry that is
+// the op's output itself (an in-place allreduce; not a tuple): waits as
+// wait() does, removes the entry and returns the output. None for an
+// unknown handle or another kind of entry (the engine's general path). A
+// failed op raises kolo._kolo.Error, its entry removed; an interrupted
+// wait (KeyboardInterrupt) leaves the entry, as the handle stays valid.
+PyObject* FastSynchronize(PyObject* /*self*/, PyObject* key) {
+  if (handle_map == nullptr) Py_RETURN_NONE;
+  PyObject* entry = PyDict_GetItemWithError(handle_map, key);  // borrowed
+  if (entry == nullptr) {
+    if (PyErr_Occurred() != nullptr) return nullptr;
+    Py_RETURN_NONE;
+  }
+  if (PyTuple_Check(entry)) Py_RETURN_NONE;
+  const Handle handle = PyLong_AsLongLong(key);
+  if (handle == -1 && PyErr_Occurred() != nullptr) return nullptr;
+  Py_INCREF(entry);  // the map may lose it while the GIL is released
+  bool failed = false, forget = true;
+  try {
+    Wait(handle);
+  } catch (const StatusError&) {
+    failed = true;
+    RaiseCaught();
+  } catch (...) {
+    failed = true;
+    forget = false;
+    RaiseCaught();
+  }
+  if (forget) {
+    // (init() on another thread may have emptied the map meanwhile.)
+    PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;
+    PyErr_Fetch(&type, &value, &traceback);
+    if (PyDict_DelItem(handle_map, key) != 0) PyErr_Clear();
+    PyErr_Restore(type, value, traceback);
+  }
+  if (failed) {
+    Py_DECREF(entry);
+    return nullptr;
+  }
+  return entry;
+}
+
+PyMethodDef fast_synchronize_def = {
+    "synchronize_fast", &FastSynchronize, METH_O,
+    "the engine's synchronize for in-place outputs (see _kolo.cc)"};
+
+// allreduce_async_ of kolo.torch on the hot path, tensor in hand (one call
+// per gradient): Python's checks, dtype mapping, op and scale resolution
+// and handle map cost more than the submission itself. The objects it
+// needs come from kolo.torch at import (set_tensor_fast_path): the tensor
+// type, the strided layout, dtype -> code for the dtypes it takes, Horovod
+// op -> kolo op code and Horovod's Average; it reads a tensor through
+// torch's Python attributes (layout, is_cpu, is_contiguous(), dtype,
+// data_ptr(), shape) and includes no torch header. Its handles go in the
+// engine's handle map (handle_map), its tensor as the entry.
+struct TensorFastPath {
+  PyObject* tensor_type = nullptr;
+  PyObject* strided = nullptr;
+  PyObject* codes = nullptr;  // dtype -> dtype code
+  PyObject* ops = nullptr;    // Horovod op -> reduce op code
+  PyObject* average = nullptr;
+  PyObject* layout = nullptr;  // attribute names, interned
+  PyObject* is_cpu = nullptr;
+  PyObject* is_contiguous = nullptr;
+  PyObject* dtype = nullptr;
+  PyObject* data_ptr = nullptr;
+  PyObject* shape = nullptr;
+  PyObject* empty = nullptr;  // "" for format()
+};
+TensorFastPath fast_path;  // set once at import; never freed
+
+void SetTensorFastPath(py::object tensor_type, py::object strided,
+                       py::dict codes, py::dict ops, py::object average) {
+  auto keep = [](py::handle h) { return Py_NewRef(h.ptr()); };
+  auto name = [](const char* s) { return PyUnicode_InternFromString(s); };
+  fast_path =
+      TensorFastPath{keep(tensor_type), keep(strided),         keep(codes),
+                     keep(ops),         keep(average),         name("layout"),
+                     name("is_cpu"),    name("is_contiguous"), name("dtype"),
+                     name("data_ptr"),  name("shape"),         name("")};
+}
+
+// The attribute (or, `call`, the result of the no-argument method) `name`
+// of `o` (a new reference), or NULL with an error set.
+PyObject* Attribute(PyObject* o, PyObject* name, bool call = false) {
+  if (!call) return PyObject_GetAttr(o, name);
+  PyObject* args[] = {o};
+  return PyObject_VectorcallMethod(name, args,
+                                   1 | PY_VECTORCALL_ARGUMENTS_OFFSET, nullptr);
+}
+
+// What the hot path submits, read from the arguments; false when they are
+// not the hot path's (any Python error on the way is cleared: the general
+// path in Python raises it again, at its own point).
+struct FastRequest {
+  Tensor tensor;
+  AllreduceOptions options;
+  std::string name;
+};
+
+bool ReadFastRequest(PyObject* const* args, FastRequest& r) {
+  PyObject* tensor = args[0];
+  const TensorFastPath& f = fast_path;
+  if (f.tensor_type == nullptr ||
+      PyObject_TypeCheck(tensor,
+                         reinterpret_cast<PyTypeObject*>(f.tensor_type)) == 0) {
+    return false;
+  }
+  auto is = [](PyObject* got, PyObject* want) {  // steals `got`
+    const bool same = got == want;
+    Py_XDECREF(got);
+    return same;
+  };
+  if (!is(Attribute(tensor, f.layout), f.strided) ||
+      !is(Attribute(tensor, f.is_cpu), Py_True) ||
+      !is(Attribute(tensor, f.is_contiguous, /*call=*/true), Py_True)) {
+    return false;
+  }
+  PyObject* dtype = Attribute(tensor, f.dtype);
+  if (dtype == nullptr) return false;
+  PyObject* code = PyDict_GetItemWithError(f.codes, dtype);  // borrowed
+  Py_DECREF(dtype);
+  if (code == nullptr) return false;
+  const int world = size();
+  if (world <= 0) return false;  // not initialised
+  // Horovod's op: Average is a Sum whose postscale is divided by the size.
+  PyObject* op = args[1];
+  const int average = PyObject_RichCompareBool(op, f.average, Py_EQ);
+  if (average < 0) return false;
+  PyObject* op_code =
+      average != 0 ? nullptr : PyDict_GetItemWithError(f.ops, op);
+  if (average == 0 && op_code == nullptr) return false;  // Adasum, unknown
+  r.options.op = average != 0 ? ReduceOp::kSum
+                              : static_cast<ReduceOp>(PyLong_AsLong(op_code));
+  // float() of each factor, as Python.
+  PyObject* pre = PyNumber_Float(args[2]);
+  if (pre == nullptr) return false;
+  r.options.prescale = PyFloat_AS_DOUBLE(pre);
+  Py_DECREF(pre);
+  PyObject* post = PyNumber_Float(args[3]);
+  if (post == nullptr) return false;
+  r.options.postscale = PyFloat_AS_DOUBLE(post) / (average != 0 ? world : 1);
+  Py_DECREF(post);
+  // "allreduce.<name>" (format(name), as an f-string), or "" for None.
+  r.name.clear();
+  if (args[4] != Py_None) {
+    PyObject* text = PyObject_Format(args[4], f.empty);
+    if (text == nullptr) return false;
+    Py_ssize_t n = 0;
+    const char* utf8 = PyUnicode_AsUTF8AndSize(text, &n);
+    if (utf8 != nullptr) {
+      r.name.reserve(10 + static_cast<size_t>(n));
+      r.name.append("allreduce.").append(utf8, static_cast<size_t>(n));
+    }
+    Py_DECREF(text);
+    if (utf8 == nullptr) return false;
+  }
+  PyObject* shape = Attribute(tensor, f.shape);
+  if (shape == nullptr) return false;
+  const bool tuple = PyTuple_Check(shape) != 0;
+  if (tuple) {
+    const Py_ssize_t dims = PyTuple_GET_SIZE(shape);
+    r.tensor.shape.resize(static_cast<size_t>(dims));
+    for (Py_ssize_t i = 0; i < dims; ++i) {
+      r.tensor.shape[static_cast<size_t>(i)] =
+          PyLong_AsLongLong(PyTuple_GET_ITEM(shape, i));
+    }
+  }
+  Py_DECREF(shape);
+  if (!tuple) return false;
+  PyObject* ptr = Attribute(tensor, f.data_ptr, /*call=*/true);
+  if (ptr == nullptr) return false;
+  r.tensor.data = PyLong_AsVoidPtr(ptr);
+  Py_DECREF(ptr);
+  r.tensor.dtype = static_cast<DataType>(PyLong_AsLong(code));
+  r.tensor.device = kCpu;
+  return PyErr_Occurred() == nullptr;
+}
+
+// allreduce_tensor_fast(tensor, op, prescale, postscale, name): submits an
+// in-place allreduce of `tensor` over the global set, records it in the
+// handle map and returns the handle; None when the arguments are not for
+// the hot path (see ReadFastRequest), so that the caller takes the general
+// path. A failed submission raises kolo._kolo.Error.
+PyObject* FastAllreduceTensor(PyObject* /*self*/, PyObject* const* args,
+                              Py_ssize_t nargs) {
+  if (nargs != 5) {
+    PyErr_SetString(PyExc_TypeError, "allreduce_tensor_fast takes 5 arguments");
+    return nullptr;
+  }
+  if (handle_map == nullptr) Py_RETURN_NONE;
+  thread_local FastRequest r;  // its buffers are reused
+  if (!ReadFastRequest(args, r)) {
+    PyErr_Clear();
+    Py_RETURN_NONE;
+  }
+  absl::StatusOr<Handle> h =
+      allreduce_async(r.tensor, r.tensor, r.options, r.name, kGlobalProcessSet);
+  if (!h.ok()) {
+    try {
+      Throw(h.status());
+    } catch (...) {
+      return RaiseCaught();
+    }
+  }
+  PyObject* handle = PyLong_FromLongLong(*h);
+  if (handle == nullptr || PyDict_SetItem(handle_map, handle, args[0]) != 0) {
+    Py_XDECREF(handle);
+    return nullptr;
+  }
+  return handle;
+}
+
+PyMethodDef fast_tensor_def = {
+    "allreduce_tensor_fast",
+    reinterpret_cast<PyCFunction>(
+        reinterpret_cast<void (*)()>(&FastAllreduceTensor)),
+    METH_FASTCALL, "allreduce_async_ for the hot path (see _kolo.cc)"};
+
 int Join(double timeout_seconds) {
   const absl::Time deadline =
       timeout_seconds < 0 ? absl::InfiniteFuture()
@@ -479,6 +737,16 @@ PYBIND11_MODULE(_kolo, m) {
   error_type = error.ptr();
   m.attr("allreduce_async_fast") = py::reinterpret_steal<py::object>(
       PyCFunction_New(&fast_allreduce_def, nullptr));
+  m.attr("wait_fast") = py::reinterpret_steal<py::object>(
+      PyCFunction_New(&fast_wait_def, nullptr));
+  m.attr("allreduce_tensor_fast") = py::reinterpret_steal<py::object>(
+      PyCFunction_New(&fast_tensor_def, nullptr));
+  m.def("set_tensor_fast_path", &SetTensorFastPath, py::arg("tensor_type"),
+        py::arg("strided"), py::arg("codes"), py::arg("ops"),
+        py::arg("average"));
+  m.def("set_handle_map", &SetHandleMap, py::arg("handles"));
+  m.attr("synchronize_fast") = py::reinterpret_steal<py::object>(
+      PyCFunction_New(&fast_synchronize_def, nullptr));
   m.def("join", &Join, py::arg("timeout_seconds") = -1.0,
         "Joins (GIL released); returns the last rank to join.");
 

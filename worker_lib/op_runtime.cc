@@ -590,6 +590,14 @@ absl::Status OpRuntime::Take(Handle handle, OpResult* result,
 }
 
 absl::StatusOr<bool> OpRuntime::Poll(Handle handle) {
+  {
+    // A finished op sends nothing: a pending Done stays for the next
+    // announcement (see "Announcements" in op_runtime.h).
+    MutexLock lock(&mu_);
+    std::optional<bool> finished = Finished(handle);
+    if (!finished.has_value()) return Unknown(handle);
+    if (*finished) return true;
+  }
   FlushOutbox();  // the caller waits: nothing more comes soon
   MutexLock lock(&mu_);
   std::optional<bool> finished = Finished(handle);
@@ -599,10 +607,31 @@ absl::StatusOr<bool> OpRuntime::Poll(Handle handle) {
 
 absl::Status OpRuntime::Synchronize(Handle handle, absl::Duration timeout,
                                     OpResult* result) {
-  FlushOutbox();  // the caller waits: nothing more comes soon
-  const absl::Time deadline = absl::Now() + timeout;
-  MutexLock lock(&mu_);
-  return SynchronizeLocked(handle, deadline, timeout, result);
+  // Recycled after the unlock, as in SynchronizeAll: a caller that
+  // synchronizes handle by handle (Horovod's optimizer through kolo.torch)
+  // then submits the next step without allocating ops.
+  std::vector<std::shared_ptr<PendingOp>> taken;
+  absl::Status status;
+  bool finished = false;
+  {
+    // A finished op is taken at once and sends nothing (as in Poll): after
+    // the first handle of a step, the others of its plan are finished, and
+    // the plan's Done rides with the next step's announcements, as with
+    // SynchronizeAll.
+    MutexLock lock(&mu_);
+    if (Finished(handle).value_or(false)) {
+      finished = true;
+      status = Take(handle, result, &taken);
+    }
+  }
+  if (!finished) {
+    FlushOutbox();  // the caller waits: nothing more comes soon
+    const absl::Time deadline = absl::Now() + timeout;
+    MutexLock lock(&mu_);
+    status = SynchronizeLocked(handle, deadline, timeout, result, &taken);
+  }
+  Recycle(taken);
+  return status;
 }
 
 absl::Status OpRuntime::SynchronizeLocked(

@@ -165,7 +165,7 @@ class OpRuntime {
   OpRuntime& operator=(const OpRuntime&) = delete;
 
   // A fresh op to fill in and Submit: a finished one recycled when there is
-  // one (synchronize_all returns them), else a new one.
+  // one (synchronize and synchronize_all return them), else a new one.
   std::shared_ptr<PendingOp> NewOp() ABSL_LOCKS_EXCLUDED(pool_mu_);
   // Announces `op` (its name may be empty: one is made up) and returns its
   // handle.

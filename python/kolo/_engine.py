@@ -11,11 +11,15 @@ as Horovod does (double for integers and float64, float for float32,
 float then rounded for float16) -- kolo's kernels apply the factors that way.
 
 Handle map: handle -> (objects kept alive, finisher, needs the native
-result?). An entry exists from
+result?), or, for an in-place allreduce (the hot path of a training step),
+the tensor itself, which synchronize() returns. An entry exists from
 submission until synchronize(); it keeps the inputs and outputs alive while
-kolo's thread uses their memory. init() again empties the map (as Horovod)
-but keeps the entries' objects alive until shutdown() has stopped kolo's
-thread, which is when shutdown() drops everything.
+kolo's thread uses their memory. The native module shares the map
+(set_handle_map): kolo.torch's allreduce_async_ adds its entries there, and
+synchronize_fast completes and removes those that are outputs, in C. init()
+again empties the map (as Horovod) but keeps the entries' objects alive
+until shutdown() has stopped kolo's thread, which is when shutdown() drops
+everything.
 
 Thread-safety: submissions and synchronize may be called from any thread
 (dict operations are atomic under the GIL); as with Horovod, a handle is
@@ -53,6 +57,9 @@ _b._on_init(_drop_handles)
 _b._on_shutdown(_after_shutdown)
 
 _SUM = _kolo.REDUCE_OPS.index('sum')
+_wait_fast = _kolo.wait_fast
+_synchronize_fast = _kolo.synchronize_fast
+_kolo.set_handle_map(_handles)
 BOOL = _kolo.DTYPES.index('bool')
 
 
@@ -181,7 +188,8 @@ def allreduce_async(a, tensor, output, op, prescale, postscale, name,
                                        f'{kind}.{name}', ps_id)
     except _kolo.Error as e:
         raise translate(e, not_initialized=not _kolo.is_initialized()) from None
-    _handles[h] = ((tensor, output), lambda r: output, False)
+    _handles[h] = (tensor if output is tensor else
+                   ((tensor, output), lambda r: output, False))
     return h
 
 
@@ -358,11 +366,17 @@ def poll(handle):
 def synchronize(handle):
     """Waits for the op (the GIL released) and returns its output; None for
     a handle that is not in the map."""
+    try:
+        out = _synchronize_fast(handle)  # an entry that is the output
+    except _kolo.Error as e:
+        raise translate(e) from None
+    if out is not None:
+        return out
     entry = _handles.get(handle)
     if entry is None:
         return None
     try:
-        result = _kolo.synchronize(handle) if entry[2] else _kolo.wait(handle)
+        result = _kolo.synchronize(handle) if entry[2] else _wait_fast(handle)
     except _kolo.Error as e:
         _handles.pop(handle, None)
         raise translate(e) from None

@@ -2,6 +2,7 @@
 and async, against values computed here (run under kolorun, 2 and 3 ranks).
 """
 
+import signal
 import threading
 import time
 
@@ -294,6 +295,34 @@ def test_poll_false_while_in_flight_and_gil_released():
     with pytest.raises(ValueError, match='was not created or has been cleared'):
         hvd.poll(h)
     assert hvd.synchronize(h) is None
+
+
+def test_interrupted_synchronize_keeps_the_handle():
+    # An exception from a signal handler (Ctrl-C's KeyboardInterrupt) ends
+    # the wait in synchronize; the handle stays valid and its tensor in use.
+    r, last = hvd.rank(), hvd.size() - 1
+    t = torch.ones(4)
+    if r == last:
+        time.sleep(1.5)  # the others are interrupted meanwhile
+    h = hvd.allreduce_async_(t, op=hvd.Sum, name='interrupted')
+    if r != last:
+        class Interrupted(Exception):
+            pass
+
+        def interrupt(signum, frame):
+            raise Interrupted()
+
+        before = signal.signal(signal.SIGALRM, interrupt)
+        signal.setitimer(signal.ITIMER_REAL, 0.3)
+        try:
+            with pytest.raises(Interrupted):
+                hvd.synchronize(h)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, before)
+        assert hvd.poll(h) in (False, True)  # still known
+    assert hvd.synchronize(h) is t
+    assert torch.equal(t, torch.full((4,), float(hvd.size())))
 
 
 def test_many_async_then_synchronize():

@@ -28,6 +28,35 @@ def test_shape_mismatch_fails_on_every_rank():
     works()
 
 
+def test_in_place_async_errors_as_the_general_path():
+    # allreduce_async_ has a hot path of its own (kolo/torch/mpi_ops.py):
+    # the same errors, at the same points.
+    r = hvd.rank()
+    h = hvd.allreduce_async_(torch.ones(r + 1), name='mismatch.in_place')
+    with pytest.raises(HorovodInternalError, match='mismatch.in_place'):
+        hvd.synchronize(h)
+    assert hvd.synchronize(h) is None  # the handle is gone
+    t = torch.ones(2)
+    h = hvd.allreduce_async_(t, name='dup.in_place', op=hvd.Sum)
+    with pytest.raises(ValueError, match='dup.in_place'):
+        hvd.allreduce_async_(torch.ones(2), name='dup.in_place', op=hvd.Sum)
+    assert hvd.synchronize(h) is t
+    with pytest.raises(ValueError, match=r'^Tensor type torch.ComplexFloatTensor'
+                                         r' is not supported.$'):
+        hvd.allreduce_async_(torch.ones(2, dtype=torch.complex64))
+    with pytest.raises(ValueError, match='is not supported'):
+        hvd.allreduce_async_(torch.ones(2, 2).to_sparse())
+    with pytest.raises(ValueError, match='^Tensor is required to be contiguous.$'):
+        hvd.allreduce_async_(torch.ones(4, 4).t())
+    with pytest.raises(ValueError, match='bool'):
+        hvd.allreduce_async_(torch.ones(2, dtype=torch.bool))
+    with pytest.raises(ValueError, match='unknown reduce op 17'):
+        hvd.allreduce_async_(torch.ones(2), op=17)
+    with pytest.raises(NotImplementedError):
+        hvd.allreduce_async_(torch.ones(2), op=hvd.Adasum)
+    works()
+
+
 def test_dtype_mismatch_fails_on_every_rank():
     dtype = torch.float32 if hvd.rank() == 0 else torch.float64
     with pytest.raises(HorovodInternalError):

@@ -138,3 +138,13 @@ def test_missing_torch_is_explained():
         env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ['True', 'False']
+
+
+def test_import_leaves_cloudpickle_for_its_first_use():
+    # start-up: cloudpickle is imported by broadcast_object/allgather_object
+    proc = subprocess.run(
+        [sys.executable, '-c',
+         'import sys, kolo.torch; print("cloudpickle" in sys.modules)'],
+        capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ['False']

@@ -21,7 +21,6 @@ Thread-safety: as the collectives they use.
 import collections
 import io
 
-import cloudpickle
 import torch
 
 from kolo.common.basics import rank
@@ -49,6 +48,7 @@ def broadcast_object(obj, root_rank=0, name=None,
                      process_set=global_process_set):
     """Serialises obj on root_rank (cloudpickle) and returns it on every
     rank of the set."""
+    import cloudpickle  # pylint: disable=import-outside-toplevel
     if name is None:
         name = type(obj).__name__
     if rank() == root_rank:
@@ -69,6 +69,7 @@ def broadcast_object(obj, root_rank=0, name=None,
 
 def allgather_object(obj, name=None):
     """Every rank's obj (cloudpickle), as a list in rank order."""
+    import cloudpickle  # pylint: disable=import-outside-toplevel
     if name is None:
         name = type(obj).__name__
     payload = torch.ByteTensor(bytearray(cloudpickle.dumps(obj)))

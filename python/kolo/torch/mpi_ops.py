@@ -26,11 +26,20 @@ from kolo.common.basics import (  # noqa: F401
     is_homogeneous, is_initialized, local_rank, local_size, mpi_built,
     mpi_enabled, mpi_threads_supported, nccl_built, rank, rocm_built,
     shutdown, size, start_timeline, stop_timeline)
+from kolo.common.basics import _KOLO_OP
 from kolo.common.process_sets import (  # noqa: F401
     ProcessSet, add_process_set, global_process_set, remove_process_set)
 from kolo.torch.compression import Compression
 
 _CODES = {getattr(torch, name): code for code, name in enumerate(_kolo.DTYPES)}
+# allreduce_async_'s hot path (kolo._kolo.allreduce_tensor_fast): the
+# dtypes it takes (bool has rules of its own) and what it needs to know.
+_kolo.set_tensor_fast_path(
+    torch.Tensor, torch.strided,
+    {d: code for d, code in _CODES.items() if code != _e.BOOL}, _KOLO_OP,
+    Average)
+_allreduce_tensor = _kolo.allreduce_tensor_fast
+_synchronize_fast = _kolo.synchronize_fast
 
 
 class _TorchAdapter(_e.Adapter):
@@ -105,6 +114,20 @@ def allreduce_async_(tensor, average=None, name=None, op=None,
     """Starts an in-place allreduce; returns a handle."""
     if op is None or average is not None:
         op = _e.resolve_op(op, average)
+    # The hot path of a training step (one call per gradient, as Horovod's
+    # optimizer submits them), in C: a contiguous CPU tensor of a numeric
+    # dtype on the global set, with Average, Sum, Min, Max or Product --
+    # _A.describe's checks and _e.allreduce_async's steps. None: anything
+    # else, or an error, which the general path raises.
+    if process_set is global_process_set:
+        try:
+            h = _allreduce_tensor(tensor, op, prescale_factor,
+                                  postscale_factor, name)
+        except _kolo.Error as e:
+            raise _e.translate(
+                e, not_initialized=not _kolo.is_initialized()) from None
+        if h is not None:
+            return h
     return _e.allreduce_async(_A, tensor, tensor, op, prescale_factor,
                               postscale_factor, name, process_set)
 
@@ -280,7 +303,12 @@ def poll(handle):
 def synchronize(handle):
     """Waits for `handle` (other Python threads run meanwhile) and returns
     its output (a tensor, a tuple, or None for an unknown handle)."""
-    return _e.synchronize(handle)
+    # The hot path (an in-place allreduce's tensor), then the general one.
+    try:
+        out = _synchronize_fast(handle)
+    except _kolo.Error as e:
+        raise _e.translate(e) from None
+    return _e.synchronize(handle) if out is None else out
 
 
 def join(device=-1):  # pylint: disable=unused-argument
