@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "allreduce/shm/hybrid_transport.h"
+#include "allreduce/shm/shm_allreduce.h"
 #include "allreduce/shm/shm_setup.h"
 #include "allreduce/shm/shm_transport.h"
 #include "allreduce/subset_transport.h"
@@ -44,10 +45,13 @@ HierarchicalOptions Levels(const AlgorithmOptions& flat,
 // ranks share this rank's launcher host name, a HybridTransport that reaches
 // them through shared memory. If the local ranks cannot share a segment
 // (refused by the system, say), they all keep TCP and the log says why.
+// `*all_local` is set to the shared-memory transport when it reaches every
+// rank of the epoch and its segment has slots (ShmAllreduce can run on it).
 absl::StatusOr<std::unique_ptr<Transport>> WithSharedMemory(
     const WorkerConfig& config, const proto::Membership& membership,
     uint64_t epoch, absl::Time deadline, const TcpOptions& o,
-    std::unique_ptr<TcpTransport> tcp) {
+    std::unique_ptr<TcpTransport> tcp, ShmTransport** all_local) {
+  *all_local = nullptr;
   const std::string& host = membership.peers(o.rank).host_name();
   std::vector<int> local;
   for (int r = 0; r < membership.peers_size(); ++r) {
@@ -95,6 +99,10 @@ absl::StatusOr<std::unique_ptr<Transport>> WithSharedMemory(
           o.rank, local.size(), host, epoch,
           join->segment->ring_bytes() / 1024);
   auto shm = std::make_unique<ShmTransport>(std::move(join->segment), so2);
+  if (static_cast<int>(local.size()) == membership.peers_size() &&
+      shm->segment().slot_bytes() > 0) {
+    *all_local = shm.get();
+  }
   return std::make_unique<HybridTransport>(std::move(tcp), std::move(shm),
                                            local, o.timeout, o.spin);
 }
@@ -134,8 +142,10 @@ absl::StatusOr<std::unique_ptr<DataPlane>> DataPlane::Connect(
                      ") could not connect its data plane: ",
                      transport.status().message()));
   }
-  absl::StatusOr<std::unique_ptr<Transport>> chosen = WithSharedMemory(
-      config, membership, epoch, deadline, o, *std::move(transport));
+  ShmTransport* all_local = nullptr;
+  absl::StatusOr<std::unique_ptr<Transport>> chosen =
+      WithSharedMemory(config, membership, epoch, deadline, o,
+                       *std::move(transport), &all_local);
   if (!chosen.ok()) return chosen.status();
   AlgorithmOptions algorithms;
   algorithms.small_bytes =
@@ -152,6 +162,13 @@ absl::StatusOr<std::unique_ptr<DataPlane>> DataPlane::Connect(
   hosts.small_bytes = config.small_allreduce_bytes;
   auto plane = std::make_unique<DataPlane>(*std::move(chosen), algorithms,
                                            std::move(hosts));
+  // Every rank on this host: allreduce straight through the segment, unless
+  // KOLO_ALLREDUCE_ALGORITHM forces a message algorithm.
+  if (all_local != nullptr && algorithms.algorithm == Algorithm::kAuto &&
+      plane->hierarchy() == nullptr) {
+    plane->shm_allreduce_ =
+        std::make_unique<ShmAllreduce>(all_local, plane->transport_.get());
+  }
   if (const Hierarchy* h = plane->hierarchy(); h != nullptr) {
     const int host = h->host_of[o.rank];
     GetLogger("transport")
@@ -190,10 +207,15 @@ absl::Status DataPlane::Allreduce(DataType type, const void* input,
   {
     MutexLock lock(&mu_);
     Begin();
-    status = hierarchical_ ? hierarchical_->Allreduce(type, input, output,
-                                                      count, reduce, levels_)
-                           : kolo::Allreduce(*transport_, type, input, output,
-                                             count, reduce, algorithms_);
+    if (hierarchical_) {
+      status =
+          hierarchical_->Allreduce(type, input, output, count, reduce, levels_);
+    } else if (shm_allreduce_) {
+      status = shm_allreduce_->Allreduce(type, input, output, count, reduce);
+    } else {
+      status = kolo::Allreduce(*transport_, type, input, output, count, reduce,
+                               algorithms_);
+    }
   }
   return Judged(std::move(status));
 }

@@ -33,6 +33,7 @@
 #include "allreduce/collectives.h"
 #include "allreduce/hierarchical.h"
 #include "allreduce/hierarchy.h"
+#include "allreduce/shm/shm_allreduce.h"
 #include "allreduce/transport.h"
 #include "common/mutex.h"
 #include "proto/kolo.pb.h"
@@ -128,6 +129,9 @@ class DataPlane {
   // never force one).
   std::unique_ptr<HierarchicalCollectives> hierarchical_;
   HierarchicalOptions levels_;
+  // Set by Connect when every rank shares this host: allreduce then runs
+  // through the shared segment (borrowing transport_'s shared memory).
+  std::unique_ptr<ShmAllreduce> shm_allreduce_;
   Mutex mu_;
   uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
   // Set once before the collectives start, then only read.

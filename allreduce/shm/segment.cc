@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <new>
@@ -18,9 +19,11 @@ namespace kolo::shm {
 namespace {
 
 constexpr uint64_t kMagic = 0x316d68736f6c6f6bull;  // "kolo" "shm1"
-constexpr uint32_t kLayoutVersion = 2;
+constexpr uint32_t kLayoutVersion = 3;
 constexpr size_t kPage = 4096;
 constexpr size_t kMinRing = 4096;
+constexpr size_t kMinSlot = 64 * 1024;
+constexpr size_t kMaxSlot = 2 << 20;
 
 struct Header {
   uint64_t magic;
@@ -29,6 +32,7 @@ struct Header {
   uint64_t epoch;
   uint64_t ring_bytes;
   uint64_t total_bytes;
+  uint64_t slot_bytes;
   char nonce[kNonceBytes];
 };
 static_assert(sizeof(Header) <= kPage);
@@ -43,6 +47,12 @@ size_t RingsOffset(int ranks) {
   return RoundUp(ControlsOffset(ranks) + sizeof(RingControl) * ranks * ranks,
                  kPage);
 }
+size_t PhasesOffset(int ranks, size_t ring_bytes);
+size_t SlotsOffset(int ranks, size_t ring_bytes) {
+  return RoundUp(PhasesOffset(ranks, ring_bytes) +
+                     sizeof(PhaseWord) * static_cast<size_t>(ranks),
+                 kPage);
+}
 size_t Pairs(int ranks) {
   return static_cast<size_t>(ranks) * static_cast<size_t>(ranks - 1);
 }
@@ -52,16 +62,42 @@ absl::Status Errno(absl::string_view what) {
       absl::StrCat("shared memory: ", what, ": ", std::strerror(errno)));
 }
 
+size_t PhasesOffset(int ranks, size_t ring_bytes) {
+  return RingsOffset(ranks) + Pairs(ranks) * ring_bytes;
+}
+
 }  // namespace
 
-size_t Segment::Size(int ranks, size_t ring_bytes) {
-  return RingsOffset(ranks) + Pairs(ranks) * ring_bytes;
+size_t Segment::Size(int ranks, size_t ring_bytes, size_t slot_bytes) {
+  return SlotsOffset(ranks, ring_bytes) +
+         static_cast<size_t>(ranks) * slot_bytes;
+}
+
+absl::StatusOr<SegmentPlan> Segment::PlanFor(int ranks, size_t total_bytes) {
+  SegmentPlan plan;
+  if (ranks >= 1) {
+    const size_t slot = std::min(
+        kMaxSlot, total_bytes / 2 / static_cast<size_t>(ranks) / kPage * kPage);
+    const size_t slots = slot * static_cast<size_t>(ranks);
+    if (slot >= kMinSlot && total_bytes > slots) {
+      absl::StatusOr<size_t> ring = RingBytesFor(ranks, total_bytes - slots);
+      if (ring.ok()) {
+        plan.ring_bytes = *ring;
+        plan.slot_bytes = slot;
+        return plan;
+      }
+    }
+  }
+  absl::StatusOr<size_t> ring = RingBytesFor(ranks, total_bytes);
+  if (!ring.ok()) return ring.status();
+  plan.ring_bytes = *ring;
+  return plan;
 }
 
 absl::StatusOr<size_t> Segment::RingBytesFor(int ranks, size_t total_bytes) {
   if (ranks < 1) return absl::InvalidArgumentError("no ranks");
   if (ranks == 1) return kMinRing;
-  const size_t fixed = RingsOffset(ranks);
+  const size_t fixed = Size(ranks, 0);
   const size_t per_pair =
       total_bytes > fixed ? (total_bytes - fixed) / Pairs(ranks) : 0;
   const size_t ring = per_pair / kPage * kPage;
@@ -76,14 +112,16 @@ absl::StatusOr<size_t> Segment::RingBytesFor(int ranks, size_t total_bytes) {
 }
 
 absl::StatusOr<std::unique_ptr<Segment>> Segment::Create(
-    int ranks, size_t ring_bytes, uint64_t epoch, const std::string& nonce) {
+    int ranks, size_t ring_bytes, uint64_t epoch, const std::string& nonce,
+    size_t slot_bytes) {
   KOLO_CHECK(ranks >= 1 && nonce.size() == kNonceBytes);
   KOLO_CHECK(ring_bytes >= kMinRing && ring_bytes % kPage == 0);
+  KOLO_CHECK(slot_bytes % kPage == 0);
   net::UniqueFd fd(::memfd_create("kolo-shm", MFD_CLOEXEC | MFD_ALLOW_SEALING));
   if (!fd.valid()) return Errno("memfd_create");
   // Unreachable by name; 0600 also bars other users from /proc/PID/fd.
   if (::fchmod(fd.get(), 0600) != 0) return Errno("fchmod of the segment");
-  const size_t size = Size(ranks, ring_bytes);
+  const size_t size = Size(ranks, ring_bytes, slot_bytes);
   if (::ftruncate(fd.get(), static_cast<off_t>(size)) != 0) {
     return Errno(absl::StrCat("sizing the segment to ", size, " bytes"));
   }
@@ -102,9 +140,10 @@ absl::StatusOr<std::unique_ptr<Segment>> Segment::Create(
   h->epoch = epoch;
   h->ring_bytes = ring_bytes;
   h->total_bytes = size;
+  h->slot_bytes = slot_bytes;
   std::memcpy(h->nonce, nonce.data(), kNonceBytes);
   return std::unique_ptr<Segment>(
-      new Segment(std::move(fd), base, size, ranks, ring_bytes));
+      new Segment(std::move(fd), base, size, ranks, ring_bytes, slot_bytes));
 }
 
 absl::StatusOr<std::unique_ptr<Segment>> Segment::Map(
@@ -137,8 +176,10 @@ absl::StatusOr<std::unique_ptr<Segment>> Segment::Map(
     why = "its nonce differs from the one the creator announced";
   } else if (h->ranks != static_cast<uint32_t>(ranks)) {
     why = absl::StrCat("it is laid out for ", h->ranks, " ranks, not ", ranks);
-  } else if (h->total_bytes != size || Size(ranks, h->ring_bytes) != size ||
-             h->ring_bytes < kMinRing) {
+  } else if (h->total_bytes != size || h->ring_bytes < kMinRing ||
+             h->ring_bytes % kPage != 0 || h->slot_bytes % kPage != 0 ||
+             h->ring_bytes > size || h->slot_bytes > size ||
+             Size(ranks, h->ring_bytes, h->slot_bytes) != size) {
     why = "its size does not match its header";
   }
   if (!why.empty()) {
@@ -147,8 +188,9 @@ absl::StatusOr<std::unique_ptr<Segment>> Segment::Map(
         absl::StrCat("shared memory: refusing the segment received: ", why));
   }
   const size_t ring_bytes = h->ring_bytes;
+  const size_t slot_bytes = h->slot_bytes;
   return std::unique_ptr<Segment>(
-      new Segment(std::move(fd), base, size, ranks, ring_bytes));
+      new Segment(std::move(fd), base, size, ranks, ring_bytes, slot_bytes));
 }
 
 Segment::~Segment() { ::munmap(base_, size_); }
@@ -168,6 +210,16 @@ uint8_t* Segment::ring(int src, int dst) const {
   const size_t pair = static_cast<size_t>(src) * (ranks_ - 1) +
                       static_cast<size_t>(dst < src ? dst : dst - 1);
   return base_ + RingsOffset(ranks_) + pair * ring_bytes_;
+}
+
+PhaseWord* Segment::phase(int rank) const {
+  return std::launder(reinterpret_cast<PhaseWord*>(
+      base_ + PhasesOffset(ranks_, ring_bytes_) + sizeof(PhaseWord) * rank));
+}
+
+uint8_t* Segment::slot(int rank) const {
+  return base_ + SlotsOffset(ranks_, ring_bytes_) +
+         static_cast<size_t>(rank) * slot_bytes_;
 }
 
 }  // namespace kolo::shm

@@ -7,6 +7,8 @@
 //   [one ring control per ordered pair (src, dst): head, tail, acks,
 //    whether dst can read src's memory]
 //   [one byte ring per ordered pair src != dst, ring_bytes each]
+//   [one phase word per rank (shm_allreduce.h), a cache line each]
+//   [one slot per rank, slot_bytes each (0: none)]
 //
 // The creator (the lowest local rank) sizes and seals the memfd (no shrink or
 // grow, so a peer cannot make another's access fault), writes the header and
@@ -59,19 +61,41 @@ struct alignas(64) RingControl {
   std::atomic<uint32_t> attach{0};
 };
 
+// A rank's progress through the collectives that work in the slots
+// (shm_allreduce.h): written by its rank only, read by the others.
+struct alignas(64) PhaseWord {
+  std::atomic<uint64_t> phase{0};
+  // What the collective of phase p is (its sequence number, size, dtype,
+  // op), in tag[p % 2], written before the phase: the peers check that they
+  // run the same one. A peer is at most one phase ahead of a rank that
+  // waits for it, so the tag it reads is still in place.
+  std::atomic<uint64_t> tag[2] = {};
+};
+
+// How KOLO_SHM_BYTES splits between the rings and the slots.
+struct SegmentPlan {
+  size_t ring_bytes = 0;
+  size_t slot_bytes = 0;  // 0: no slots (too small a segment)
+};
+
 class Segment {
  public:
   // The size a segment of `ranks` ranks needs for rings of `ring_bytes`.
-  static size_t Size(int ranks, size_t ring_bytes);
+  static size_t Size(int ranks, size_t ring_bytes, size_t slot_bytes = 0);
   // The largest ring (a multiple of 4 KiB) that `total_bytes` allows for
   // `ranks` ranks; kInvalidArgument (saying how much is needed) when not
   // even 4 KiB per ordered pair fits.
   static absl::StatusOr<size_t> RingBytesFor(int ranks, size_t total_bytes);
+  // Half of `total_bytes` (at most 2 MiB per rank, whole 4 KiB pages) for
+  // one slot per rank when that gives each at least 64 KiB (else no slots),
+  // the rest for the rings (RingBytesFor's error when they do not fit).
+  static absl::StatusOr<SegmentPlan> PlanFor(int ranks, size_t total_bytes);
 
   // Creates and maps a new segment for `ranks` ranks (sealed memfd, mode
-  // 0600 by construction, close-on-exec).
+  // 0600 by construction, close-on-exec). slot_bytes: a multiple of 4 KiB.
   static absl::StatusOr<std::unique_ptr<Segment>> Create(
-      int ranks, size_t ring_bytes, uint64_t epoch, const std::string& nonce);
+      int ranks, size_t ring_bytes, uint64_t epoch, const std::string& nonce,
+      size_t slot_bytes = 0);
   // Maps a segment received from the creator; fails (naming what differs)
   // unless its header says `ranks`, `epoch` and `nonce`.
   static absl::StatusOr<std::unique_ptr<Segment>> Map(net::UniqueFd fd,
@@ -84,6 +108,7 @@ class Segment {
 
   int ranks() const { return ranks_; }
   size_t ring_bytes() const { return ring_bytes_; }
+  size_t slot_bytes() const { return slot_bytes_; }
   // The memfd (for passing to peers); -1 once Close()d.
   int fd() const { return fd_.get(); }
   // Drops the descriptor; the mapping stays.
@@ -92,21 +117,26 @@ class Segment {
   Doorbell* bell(int rank) const;
   RingControl* control(int src, int dst) const;
   uint8_t* ring(int src, int dst) const;
+  PhaseWord* phase(int rank) const;
+  // REQUIRES: slot_bytes() > 0.
+  uint8_t* slot(int rank) const;
 
  private:
   Segment(net::UniqueFd fd, void* base, size_t size, int ranks,
-          size_t ring_bytes)
+          size_t ring_bytes, size_t slot_bytes)
       : fd_(std::move(fd)),
         base_(static_cast<uint8_t*>(base)),
         size_(size),
         ranks_(ranks),
-        ring_bytes_(ring_bytes) {}
+        ring_bytes_(ring_bytes),
+        slot_bytes_(slot_bytes) {}
 
   net::UniqueFd fd_;
   uint8_t* const base_;
   const size_t size_;
   const int ranks_;
   const size_t ring_bytes_;
+  const size_t slot_bytes_;
 };
 
 }  // namespace kolo::shm

@@ -207,11 +207,12 @@ absl::StatusOr<ShmJoin> JoinSegment(Transport& control,
     }
     const std::string nonce = auth::RandomBytes(shm::kNonceBytes);
     const std::string name = absl::StrCat("kolo-", auth::RandomHex(13));
-    absl::StatusOr<size_t> ring = shm::Segment::RingBytesFor(n, o.bytes);
+    absl::StatusOr<shm::SegmentPlan> plan = shm::Segment::PlanFor(n, o.bytes);
     absl::StatusOr<std::unique_ptr<shm::Segment>> created =
-        ring.ok()
-            ? shm::Segment::Create(n, *ring, o.epoch, nonce)
-            : absl::StatusOr<std::unique_ptr<shm::Segment>>(ring.status());
+        plan.ok()
+            ? shm::Segment::Create(n, plan->ring_bytes, o.epoch, nonce,
+                                   plan->slot_bytes)
+            : absl::StatusOr<std::unique_ptr<shm::Segment>>(plan.status());
     if (created.ok()) {
       listener = net::UniqueFd(
           ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));

@@ -523,4 +523,64 @@ absl::Status ShmTransport::Wait(OpId op) {
   }
 }
 
+void ShmTransport::NotifyPeers() {
+  for (int r = 0; r < size(); ++r) {
+    if (r != options_.rank) Ring(r);
+  }
+}
+
+absl::Status ShmTransport::WaitFor(absl::FunctionRef<int()> laggard,
+                                   absl::string_view what) {
+  int late = laggard();
+  if (late < 0) return absl::OkStatus();
+  absl::Time since = absl::Now();  // the last time a peer arrived
+  const absl::Time spin_until = since + options_.spin;
+  absl::Time next_liveness_check = since + kLivenessSlice;
+  while (true) {
+    if (aborted_.load(std::memory_order_acquire)) return AbortStatus();
+    int now_late = laggard();
+    // Spinning: a tight look between two reads of the clock.
+    for (int i = 0; i < 64 && now_late >= 0; ++i) now_late = laggard();
+    if (now_late < 0) return absl::OkStatus();
+    const absl::Time now = absl::Now();
+    if (now_late != late) {
+      late = now_late;
+      since = now;
+    }
+    if (now < spin_until) continue;
+    const absl::Duration idle = now - since;
+    if (idle >= options_.timeout) {
+      absl::Status error = absl::DeadlineExceededError(absl::StrFormat(
+          "%s: %s waited %.1f s over shared memory for %s "
+          "(KOLO_TIMEOUT_SECONDS): is that worker alive and running the same "
+          "collective?",
+          Name(options_.rank), what, absl::ToDoubleSeconds(idle), Name(late)));
+      SetPeers(error, {EpochRank(late)});
+      return error;
+    }
+    const net::UniqueFd& pidfd = peers_[late].pidfd;
+    if (pidfd.valid() && now >= next_liveness_check) {
+      next_liveness_check = now + kLivenessSlice;
+      pollfd pfd{pidfd.get(), POLLIN, 0};
+      if (::poll(&pfd, 1, 0) == 1 && laggard() == late) {
+        absl::Status error = absl::UnavailableError(absl::StrCat(
+            Name(options_.rank), ": ", Name(late), " (process ",
+            options_.pids[late], ") exited during a shared-memory ", what));
+        SetPeers(error, {EpochRank(late)});
+        return error;
+      }
+    }
+    // As in Drive: the word is read before the last look, so a peer that
+    // arrives after it sees the waiter and bumps the word.
+    const uint32_t word = my_bell_->word.load(std::memory_order_seq_cst);
+    my_bell_->waiters.fetch_add(1, std::memory_order_seq_cst);
+    if (laggard() >= 0 && !aborted_.load(std::memory_order_seq_cst)) {
+      absl::Duration block = options_.timeout - idle;
+      if (pidfd.valid()) block = std::min(block, kLivenessSlice);
+      shm::FutexWait(&my_bell_->word, word, block);
+    }
+    my_bell_->waiters.fetch_sub(1, std::memory_order_seq_cst);
+  }
+}
+
 }  // namespace kolo

@@ -47,8 +47,10 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "allreduce/shm/segment.h"
 #include "allreduce/transport.h"
@@ -109,6 +111,31 @@ class ShmTransport : public Transport {
   bool HasPending() const;
   // The error of a Wait that saw no byte move for `idle`.
   absl::Status InactivityError(absl::Duration idle) const;
+
+  // For the collectives that work in the segment's slots (shm_allreduce.h),
+  // under the same waiting policy, abort and fault rules as messages:
+  shm::Segment& segment() const { return *segment_; }
+  // Whether waits spin before they sleep (options.spin > 0).
+  bool spins() const { return options_.spin > absl::ZeroDuration(); }
+  // The sequence number of the last BeginOperation.
+  uint64_t seq() const { return seq_; }
+  // Name(r) and EpochRank(r), for messages and error payloads.
+  std::string PeerName(int r) const { return Name(r); }
+  int PeerEpochRank(int r) const { return EpochRank(r); }
+  // OK, or why nothing may be exchanged with `peer` now (the abort status;
+  // kUnavailable if it was cut for a fault).
+  absl::Status Usable(int peer) const { return CheckStart(peer); }
+  // Wakes every peer that sleeps on its doorbell (no system call for a peer
+  // that spins or is busy).
+  void NotifyPeers();
+  // Returns once `laggard()` returns -1; until then it returns a peer this
+  // rank still waits for. Spins up to options.spin, then sleeps on this
+  // rank's doorbell (NotifyPeers wakes it). Fails with the abort status;
+  // with kUnavailable naming the laggard when its process exited (within
+  // ~20 ms); with kDeadlineExceeded naming it after options.timeout (`what`
+  // says what was awaited, e.g. "allreduce of 4096 bytes").
+  absl::Status WaitFor(absl::FunctionRef<int()> laggard,
+                       absl::string_view what);
 
  private:
   struct Msg {

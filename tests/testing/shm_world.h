@@ -27,14 +27,16 @@ namespace kolo::testing {
 inline constexpr uint64_t kShmTestEpoch = 7;
 inline const std::string kShmTestNonce(shm::kNonceBytes, 'n');
 
-// One segment for `n` ranks with rings of `ring_bytes`; transport i maps it
-// on its own. Spins only while the ranks do not outnumber the cores.
+// One segment for `n` ranks with rings of `ring_bytes` (and slots of
+// `slot_bytes`, for ShmAllreduce); transport i maps it on its own. Spins only
+// while the ranks do not outnumber the cores.
 inline std::vector<std::unique_ptr<Transport>> MakeShmWorld(
     int n, size_t ring_bytes, absl::Duration timeout,
-    size_t attach_min_bytes = ShmOptions().attach_min_bytes) {
+    size_t attach_min_bytes = ShmOptions().attach_min_bytes,
+    size_t slot_bytes = 0) {
   std::vector<std::unique_ptr<Transport>> out;
-  auto first =
-      shm::Segment::Create(n, ring_bytes, kShmTestEpoch, kShmTestNonce);
+  auto first = shm::Segment::Create(n, ring_bytes, kShmTestEpoch, kShmTestNonce,
+                                    slot_bytes);
   EXPECT_TRUE(first.ok()) << first.status();
   if (!first.ok()) return out;
   const int fd = (*first)->fd();

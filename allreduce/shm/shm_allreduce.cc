@@ -1,0 +1,224 @@
+#include "allreduce/shm/shm_allreduce.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "allreduce/chunking.h"
+#include "allreduce/collective_checks.h"
+#include "allreduce/kernels.h"
+#include "common/check.h"
+
+namespace kolo {
+
+ShmAllreduce::ShmAllreduce(ShmTransport* shm, Transport* whole)
+    : shm_(shm),
+      whole_(whole),
+      segment_(shm->segment()),
+      rank_(shm->rank()),
+      n_(shm->size()),
+      half_bytes_(segment_.slot_bytes() / 2 / 64 * 64),
+      direct_max_bytes_(shm->spins() ? kSpinDirectMaxBytes
+                                     : kSleepDirectMaxBytes),
+      chunk_bytes_(shm->spins() ? std::min(kSpinChunkBytes, half_bytes_)
+                                : half_bytes_) {
+  KOLO_CHECK(n_ >= 2 && half_bytes_ >= 64) << n_ << " ranks, " << half_bytes_;
+  KOLO_CHECK(whole_->size() == n_) << whole_->size() << " vs " << n_;
+  for (int r = 0; r < n_; ++r) phases_.push_back(segment_.phase(r));
+  // A segment is fresh per epoch, so every phase word starts at 0.
+  phase_ = phases_[rank_]->phase.load(std::memory_order_relaxed);
+}
+
+uint8_t* ShmAllreduce::Half(int rank, uint64_t use) const {
+  return segment_.slot(rank) + (use % 2) * half_bytes_;
+}
+
+absl::Status ShmAllreduce::Sync(uint64_t tag) {
+  const uint64_t target = ++phase_;
+  shm::PhaseWord* mine = phases_[rank_];
+  mine->tag[target % 2].store(tag, std::memory_order_relaxed);
+  // seq_cst, and the loads below: of ranks arriving at once, at least the
+  // last in that order sees every other's phase; it alone wakes the
+  // sleepers, so that nobody is woken only to wait for another rank. Its
+  // waiter-count reads pair with the sleepers' (NotifyPeers, WaitFor).
+  mine->phase.store(target, std::memory_order_seq_cst);
+  const auto laggard = [&]() -> int {
+    for (int p = 0; p < n_; ++p) {
+      if (phases_[p]->phase.load(std::memory_order_seq_cst) < target) {
+        return p;
+      }
+    }
+    return -1;
+  };
+  if (laggard() < 0) {
+    shm_->NotifyPeers();
+  } else if (absl::Status s = shm_->WaitFor(laggard, "allreduce"); !s.ok()) {
+    return s;
+  }
+  for (int p = 0; p < n_; ++p) {
+    if (phases_[p]->tag[target % 2].load(std::memory_order_relaxed) != tag) {
+      return Mismatch();
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ShmAllreduce::Mismatch() const {
+  const uint64_t target = phase_;
+  const uint64_t tag = phases_[rank_]->tag[target % 2].load();
+  std::vector<std::string> names;
+  std::vector<int> ranks;
+  for (int p = 0; p < n_; ++p) {
+    if (phases_[p]->tag[target % 2].load(std::memory_order_relaxed) != tag) {
+      names.push_back(shm_->PeerName(p));
+      ranks.push_back(shm_->PeerEpochRank(p));
+    }
+  }
+  absl::Status error = absl::InvalidArgumentError(absl::StrCat(
+      shm_->PeerName(rank_), " and ", absl::StrJoin(names, ", "),
+      " are not running the same allreduce (its sequence number, size, "
+      "dtype or op differ): every rank must call the same collectives in the "
+      "same order with the same arguments"));
+  SetPeers(error, ranks);
+  return error;
+}
+
+uint64_t ShmAllreduce::Tag(DataType type, ReduceOp op, size_t bytes) const {
+  uint64_t h = shm_->seq() * 0x9e3779b97f4a7c15ull;
+  h ^= (static_cast<uint64_t>(bytes) + 0x632be59bd9b4e019ull) + (h << 6) +
+       (h >> 2);
+  h ^= (static_cast<uint64_t>(type) << 8 | static_cast<uint64_t>(op)) +
+       0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  return h;
+}
+
+absl::Status ShmAllreduce::ReduceSlots(DataType type, ReduceOp op, char* out,
+                                       uint64_t use, size_t offset,
+                                       int64_t count) const {
+  const size_t n = static_cast<size_t>(count);
+  if (absl::Status s = Reduce(type, op, out, Half(0, use) + offset,
+                              Half(1, use) + offset, n);
+      !s.ok()) {
+    return s;
+  }
+  for (int p = 2; p < n_; ++p) {
+    if (absl::Status s = ReduceInto(type, op, out, Half(p, use) + offset, n);
+        !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ShmAllreduce::Allreduce(DataType type, const void* input,
+                                     void* output, int64_t count,
+                                     const ReduceOptions& reduce) {
+  constexpr absl::string_view kName = "allreduce";
+  if (absl::Status s = internal::CheckType(kName, type); !s.ok()) return s;
+  if (absl::Status s = internal::CheckCount(kName, "count", count); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = internal::CheckBuffer(kName, "input", input, count);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = internal::CheckBuffer(kName, "output", output, count);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = internal::CheckReduce(kName, type, reduce); !s.ok()) {
+    return s;
+  }
+  if (count == 0) return absl::OkStatus();
+  for (int p = 0; p < n_; ++p) {
+    if (p == rank_) continue;
+    if (absl::Status s = shm_->Usable(p); !s.ok()) {
+      return internal::Fail(*whole_, kName, s);
+    }
+  }
+  const size_t bytes = static_cast<size_t>(count) * DataTypeSize(type);
+  const char* in = static_cast<const char*>(input);
+  char* out = static_cast<char*>(output);
+  const uint64_t tag = Tag(type, reduce.op, bytes);
+  absl::Status s = bytes <= direct_max_bytes_ && bytes <= half_bytes_
+                       ? Direct(type, in, out, count, reduce, tag)
+                       : Sliced(type, in, out, count, reduce, tag);
+  if (!s.ok()) return internal::Fail(*whole_, kName, s);
+  return absl::OkStatus();
+}
+
+absl::Status ShmAllreduce::Direct(DataType type, const char* in, char* out,
+                                  int64_t count, const ReduceOptions& reduce,
+                                  uint64_t tag) {
+  const uint64_t use = uses_++;
+  const size_t n = static_cast<size_t>(count);
+  if (absl::Status s =
+          ScaleCopy(type, in, Half(rank_, use), n, reduce.prescale);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = Sync(tag); !s.ok()) return s;
+  if (absl::Status s = ReduceSlots(type, reduce.op, out, use, 0, count);
+      !s.ok()) {
+    return s;
+  }
+  const int64_t divide = reduce.op == ReduceOp::kAverage ? n_ : 1;
+  if (divide != 1 || reduce.postscale != 1.0) {
+    return FinishCopy(type, out, out, n, divide, reduce.postscale);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ShmAllreduce::Sliced(DataType type, const char* in, char* out,
+                                  int64_t count, const ReduceOptions& reduce,
+                                  uint64_t tag) {
+  const size_t elem = DataTypeSize(type);
+  const int64_t chunk = static_cast<int64_t>(chunk_bytes_ / elem);
+  const int64_t divide = reduce.op == ReduceOp::kAverage ? n_ : 1;
+  const bool finish = divide != 1 || reduce.postscale != 1.0;
+  std::vector<ElementRange> slices;
+  for (int64_t first = 0; first < count; first += chunk) {
+    const int64_t c = std::min(chunk, count - first);
+    const uint64_t use = uses_++;
+    uint8_t* mine = Half(rank_, use);
+    const size_t base = static_cast<size_t>(first) * elem;
+    if (absl::Status s = ScaleCopy(type, in + base, mine,
+                                   static_cast<size_t>(c), reduce.prescale);
+        !s.ok()) {
+      return s;
+    }
+    if (absl::Status s = Sync(tag); !s.ok()) return s;
+    slices = PartitionEvenly(c, n_);
+    const ElementRange own = slices[rank_];
+    if (own.count > 0) {
+      const size_t at = static_cast<size_t>(own.offset) * elem;
+      char* acc = out + base + at;
+      if (absl::Status s =
+              ReduceSlots(type, reduce.op, acc, use, at, own.count);
+          !s.ok()) {
+        return s;
+      }
+      if (finish) {
+        if (absl::Status s =
+                FinishCopy(type, acc, acc, static_cast<size_t>(own.count),
+                           divide, reduce.postscale);
+            !s.ok()) {
+          return s;
+        }
+      }
+      std::memcpy(mine + at, acc, static_cast<size_t>(own.count) * elem);
+    }
+    if (absl::Status s = Sync(tag); !s.ok()) return s;
+    for (int p = 0; p < n_; ++p) {
+      if (p == rank_ || slices[p].count == 0) continue;
+      const size_t at = static_cast<size_t>(slices[p].offset) * elem;
+      std::memcpy(out + base + at, Half(p, use) + at,
+                  static_cast<size_t>(slices[p].count) * elem);
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace kolo

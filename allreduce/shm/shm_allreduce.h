@@ -1,0 +1,109 @@
+// ShmAllreduce: allreduce among ranks that all share one host, straight
+// through the epoch's segment (segment.h) instead of messages: each rank
+// copies its input into its own slot, and the ranks reduce out of each
+// other's slots — one pass over the data where the ring sends it twice, and
+// one or two synchronisations per chunk where the ring needs 2(n-1) steps.
+//
+// Two forms, chosen by size alone (so the same on every rank):
+//  - direct (at most direct_max_bytes and half a slot): every rank copies its
+//    input into its slot, publishes its phase word, waits until every rank
+//    has, and reduces all slots, in rank order, into its output. One
+//    synchronisation, and no system call at all while the peers spin.
+//  - sliced: per chunk (at most half a slot): copy in, synchronise; each rank
+//    reduces its slice (1/n of the chunk) out of every slot, in rank order,
+//    into its output, finishes it (average, postscale) and publishes it in
+//    its own slot; synchronise; each rank copies the other slices out of
+//    their owners' slots.
+// Chunks alternate between the two halves of each slot, so that a rank
+// copies the next chunk in while a slower peer still copies this one out.
+//
+// Results: the same on every rank, bitwise: a direct result is computed by
+// every rank in the same order from the same bytes, a sliced one once and
+// copied. (Float sums may differ in the last bit from the ring's, which
+// adds in ring order.)
+//
+// Synchronisation: each rank's phase word (segment.h) counts the phases it
+// completed; every rank runs the same sequence of collectives, so the
+// targets agree. A slot half is rewritten two chunks after its last use,
+// once every peer arrived at the chunk in between and so finished reading it.
+//
+// Faults: waits are ShmTransport::WaitFor's (the epoch's abort, a dead peer,
+// the inactivity deadline); a peer cut for a fault fails the next call. An
+// error leaves the phase words out of step, so it aborts `whole` (the
+// epoch's transport), as a transport error does for the other collectives.
+//
+// Thread-safety: one thread calls Allreduce (the transport's thread); the
+// transport's Abort, from any thread, ends its waits.
+// Lifetime: one per epoch, with the epoch's transport (it borrows both).
+#ifndef KOLO_ALLREDUCE_SHM_SHM_ALLREDUCE_H_
+#define KOLO_ALLREDUCE_SHM_SHM_ALLREDUCE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "allreduce/collectives.h"
+#include "allreduce/shm/segment.h"
+#include "allreduce/shm/shm_transport.h"
+#include "allreduce/transport.h"
+#include "common/types.h"
+
+namespace kolo {
+
+class ShmAllreduce {
+ public:
+  // Tuning, measured with kolo-bench on 2 vCPUs (docs/performance.md). Up
+  // to the direct size every rank reduces the whole buffer (one
+  // synchronisation); above it each reduces a slice, chunk by chunk (two per
+  // chunk). When the ranks spin (no more ranks than cores), 16 KiB and
+  // chunks of 256 KiB, which stay in cache between the ranks; when they
+  // sleep, every synchronisation costs futex wake-ups, so 64 KiB and chunks
+  // of half a slot.
+  static constexpr size_t kSpinDirectMaxBytes = 16 * 1024;
+  static constexpr size_t kSleepDirectMaxBytes = 64 * 1024;
+  static constexpr size_t kSpinChunkBytes = 256 * 1024;
+
+  // REQUIRES: shm and whole outlive this; shm->segment().slot_bytes() > 0;
+  // shm has at least 2 ranks, and its ranks are all of whole's (the caller
+  // runs every allreduce of `whole` through this object).
+  ShmAllreduce(ShmTransport* shm, Transport* whole);
+
+  // As kolo::Allreduce (collectives.h): the same checks and arguments.
+  absl::Status Allreduce(DataType type, const void* input, void* output,
+                         int64_t count, const ReduceOptions& reduce);
+
+ private:
+  uint8_t* Half(int rank, uint64_t use) const;
+  // Publishes this rank's next phase, tagged `tag`, and waits until every
+  // rank reached it; kInvalidArgument naming the ranks whose tag differs
+  // (another collective, size, dtype or op: a caller's mistake).
+  absl::Status Sync(uint64_t tag);
+  absl::Status Direct(DataType type, const char* in, char* out, int64_t count,
+                      const ReduceOptions& reduce, uint64_t tag);
+  absl::Status Sliced(DataType type, const char* in, char* out, int64_t count,
+                      const ReduceOptions& reduce, uint64_t tag);
+  // out (count elements) = op over ranks of each slot's half `use`, from
+  // byte `offset` on, in rank order.
+  absl::Status Mismatch() const;
+  // Sequence number, size, dtype and op, mixed.
+  uint64_t Tag(DataType type, ReduceOp op, size_t bytes) const;
+  absl::Status ReduceSlots(DataType type, ReduceOp op, char* out, uint64_t use,
+                           size_t offset, int64_t count) const;
+
+  ShmTransport* const shm_;
+  Transport* const whole_;
+  shm::Segment& segment_;
+  const int rank_;
+  const int n_;
+  const size_t half_bytes_;
+  const size_t direct_max_bytes_;
+  const size_t chunk_bytes_;
+  std::vector<shm::PhaseWord*> phases_;
+  uint64_t phase_ = 0;  // this rank's phase word
+  uint64_t uses_ = 0;   // slot halves used so far
+};
+
+}  // namespace kolo
+
+#endif  // KOLO_ALLREDUCE_SHM_SHM_ALLREDUCE_H_
