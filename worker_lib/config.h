@@ -125,10 +125,12 @@ struct WorkerConfig {
   // KOLO_SHM: ranks with the same launcher host name exchange data through
   // shared memory (allreduce/shm/); 0 keeps TCP for them too, to compare.
   bool shm = true;
-  // KOLO_SHM_BYTES: the size of an epoch's shared-memory segment, split
-  // evenly into one ring per ordered pair of local ranks (4 MiB each for 2
-  // ranks, ~680 KiB for 4, ~146 KiB for 8). Touched lazily: the memory in
-  // use is what the rings carried.
+  // KOLO_SHM_BYTES: the size of an epoch's shared-memory segment: half (at
+  // most 2 MiB per rank) for one slot per local rank, which ShmAllreduce
+  // reduces out of when every rank shares the host (1 MiB each at 4 ranks;
+  // none below 64 KiB), the rest split evenly into one ring per ordered
+  // pair of local ranks (2 MiB each at 2 ranks, ~340 KiB at 4, ~73 KiB at
+  // 8). Touched lazily: the memory in use is what was carried.
   int64_t shm_bytes = 8 << 20;
   // KOLO_HIERARCHICAL = auto | 0 | 1 (alias HOROVOD_HIERARCHICAL_ALLREDUCE,
   // 0/1): allreduce, allgather, broadcast and reducescatter run in two
