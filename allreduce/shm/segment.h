@@ -70,7 +70,12 @@ struct alignas(64) PhaseWord {
   // run the same one. A peer is at most one phase ahead of a rank that
   // waits for it, so the tag it reads is still in place.
   std::atomic<uint64_t> tag[2] = {};
+  // The input of a tiny allreduce (at most kInlineBytes) of phase p, in
+  // inline_data[p % 2]: it travels with the phase, in the same cache line.
+  std::atomic<uint64_t> inline_data[2][2] = {};
 };
+inline constexpr size_t kInlineBytes = 16;
+static_assert(sizeof(PhaseWord) == 64);
 
 // How KOLO_SHM_BYTES splits between the rings and the slots.
 struct SegmentPlan {

@@ -96,16 +96,17 @@ uint64_t ShmAllreduce::Tag(DataType type, ReduceOp op, size_t bytes) const {
 
 absl::Status ShmAllreduce::ReduceSlots(DataType type, ReduceOp op, char* out,
                                        uint64_t use, size_t offset,
-                                       int64_t count) const {
+                                       int64_t count, const char* own) const {
   const size_t n = static_cast<size_t>(count);
-  if (absl::Status s = Reduce(type, op, out, Half(0, use) + offset,
-                              Half(1, use) + offset, n);
-      !s.ok()) {
+  const auto from = [&](int p) -> const void* {
+    if (p == rank_ && own != nullptr) return own;
+    return Half(p, use) + offset;
+  };
+  if (absl::Status s = Reduce(type, op, out, from(0), from(1), n); !s.ok()) {
     return s;
   }
   for (int p = 2; p < n_; ++p) {
-    if (absl::Status s = ReduceInto(type, op, out, Half(p, use) + offset, n);
-        !s.ok()) {
+    if (absl::Status s = ReduceInto(type, op, out, from(p), n); !s.ok()) {
       return s;
     }
   }
@@ -152,8 +153,44 @@ absl::Status ShmAllreduce::Allreduce(DataType type, const void* input,
 absl::Status ShmAllreduce::Direct(DataType type, const char* in, char* out,
                                   int64_t count, const ReduceOptions& reduce,
                                   uint64_t tag) {
-  const uint64_t use = uses_++;
   const size_t n = static_cast<size_t>(count);
+  const int64_t divide = reduce.op == ReduceOp::kAverage ? n_ : 1;
+  const size_t bytes = n * DataTypeSize(type);
+  if (bytes <= shm::kInlineBytes) {
+    // In the phase word's cache line: one line per peer crosses cores.
+    alignas(8) char buf[shm::kInlineBytes] = {};
+    if (absl::Status s = ScaleCopy(type, in, buf, n, reduce.prescale);
+        !s.ok()) {
+      return s;
+    }
+    uint64_t words[2];
+    std::memcpy(words, buf, sizeof(words));
+    auto& mine = phases_[rank_]->inline_data[(phase_ + 1) % 2];
+    mine[0].store(words[0], std::memory_order_relaxed);
+    mine[1].store(words[1], std::memory_order_relaxed);
+    if (absl::Status s = Sync(tag); !s.ok()) return s;
+    // Every rank reduces in rank order: the same bits everywhere.
+    alignas(8) char acc[shm::kInlineBytes];
+    for (int p = 0; p < n_; ++p) {
+      auto& theirs = phases_[p]->inline_data[phase_ % 2];
+      words[0] = theirs[0].load(std::memory_order_relaxed);
+      words[1] = theirs[1].load(std::memory_order_relaxed);
+      if (p == 0) {
+        std::memcpy(acc, words, sizeof(words));
+        continue;
+      }
+      std::memcpy(buf, words, sizeof(words));
+      if (absl::Status s = ReduceInto(type, reduce.op, acc, buf, n); !s.ok()) {
+        return s;
+      }
+    }
+    if (divide != 1 || reduce.postscale != 1.0) {
+      return FinishCopy(type, acc, out, n, divide, reduce.postscale);
+    }
+    std::memcpy(out, acc, bytes);
+    return absl::OkStatus();
+  }
+  const uint64_t use = uses_++;
   if (absl::Status s =
           ScaleCopy(type, in, Half(rank_, use), n, reduce.prescale);
       !s.ok()) {
@@ -164,7 +201,6 @@ absl::Status ShmAllreduce::Direct(DataType type, const char* in, char* out,
       !s.ok()) {
     return s;
   }
-  const int64_t divide = reduce.op == ReduceOp::kAverage ? n_ : 1;
   if (divide != 1 || reduce.postscale != 1.0) {
     return FinishCopy(type, out, out, n, divide, reduce.postscale);
   }
@@ -184,19 +220,31 @@ absl::Status ShmAllreduce::Sliced(DataType type, const char* in, char* out,
     const uint64_t use = uses_++;
     uint8_t* mine = Half(rank_, use);
     const size_t base = static_cast<size_t>(first) * elem;
-    if (absl::Status s = ScaleCopy(type, in + base, mine,
-                                   static_cast<size_t>(c), reduce.prescale);
-        !s.ok()) {
+    slices = PartitionEvenly(c, n_);
+    const ElementRange own = slices[rank_];
+    const size_t at = static_cast<size_t>(own.offset) * elem;
+    const size_t own_bytes = static_cast<size_t>(own.count) * elem;
+    // Only this rank reads its own slice: it reduces that straight from its
+    // input, unless scaling is asked or, in place, the partial result would
+    // overwrite it before its turn in rank order (ranks 2 and up).
+    const bool own_from_input =
+        reduce.prescale == 1.0 && (in != out || rank_ < 2);
+    if (own_from_input) {
+      std::memcpy(mine, in + base, at);
+      std::memcpy(mine + at + own_bytes, in + base + at + own_bytes,
+                  static_cast<size_t>(c) * elem - at - own_bytes);
+    } else if (absl::Status s =
+                   ScaleCopy(type, in + base, mine, static_cast<size_t>(c),
+                             reduce.prescale);
+               !s.ok()) {
       return s;
     }
     if (absl::Status s = Sync(tag); !s.ok()) return s;
-    slices = PartitionEvenly(c, n_);
-    const ElementRange own = slices[rank_];
     if (own.count > 0) {
-      const size_t at = static_cast<size_t>(own.offset) * elem;
       char* acc = out + base + at;
       if (absl::Status s =
-              ReduceSlots(type, reduce.op, acc, use, at, own.count);
+              ReduceSlots(type, reduce.op, acc, use, at, own.count,
+                          own_from_input ? in + base + at : nullptr);
           !s.ok()) {
         return s;
       }
@@ -208,13 +256,13 @@ absl::Status ShmAllreduce::Sliced(DataType type, const char* in, char* out,
           return s;
         }
       }
-      std::memcpy(mine + at, acc, static_cast<size_t>(own.count) * elem);
+      std::memcpy(mine + at, acc, own_bytes);
     }
     if (absl::Status s = Sync(tag); !s.ok()) return s;
     for (int p = 0; p < n_; ++p) {
       if (p == rank_ || slices[p].count == 0) continue;
-      const size_t at = static_cast<size_t>(slices[p].offset) * elem;
-      std::memcpy(out + base + at, Half(p, use) + at,
+      const size_t from = static_cast<size_t>(slices[p].offset) * elem;
+      std::memcpy(out + base + from, Half(p, use) + from,
                   static_cast<size_t>(slices[p].count) * elem);
     }
   }

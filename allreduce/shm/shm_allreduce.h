@@ -8,7 +8,9 @@
 //  - direct (at most direct_max_bytes and half a slot): every rank copies its
 //    input into its slot, publishes its phase word, waits until every rank
 //    has, and reduces all slots, in rank order, into its output. One
-//    synchronisation, and no system call at all while the peers spin.
+//    synchronisation, and no system call at all while the peers spin. Up to
+//    16 bytes (shm::kInlineBytes) the input goes in the phase word's own
+//    cache line instead of the slot.
 //  - sliced: per chunk (at most half a slot): copy in, synchronise; each rank
 //    reduces its slice (1/n of the chunk) out of every slot, in rank order,
 //    into its output, finishes it (average, postscale) and publishes it in
@@ -83,13 +85,15 @@ class ShmAllreduce {
                       const ReduceOptions& reduce, uint64_t tag);
   absl::Status Sliced(DataType type, const char* in, char* out, int64_t count,
                       const ReduceOptions& reduce, uint64_t tag);
-  // out (count elements) = op over ranks of each slot's half `use`, from
-  // byte `offset` on, in rank order.
   absl::Status Mismatch() const;
   // Sequence number, size, dtype and op, mixed.
   uint64_t Tag(DataType type, ReduceOp op, size_t bytes) const;
+  // out (count elements) = op over ranks of each slot's half `use`, from
+  // byte `offset` on, in rank order; this rank's part from `own` instead of
+  // its slot when not null.
   absl::Status ReduceSlots(DataType type, ReduceOp op, char* out, uint64_t use,
-                           size_t offset, int64_t count) const;
+                           size_t offset, int64_t count,
+                           const char* own = nullptr) const;
 
   ShmTransport* const shm_;
   Transport* const whole_;
