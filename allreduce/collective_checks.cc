@@ -94,6 +94,24 @@ absl::Status CheckReduce(absl::string_view collective, DataType type,
   return absl::OkStatus();
 }
 
+absl::Status CheckAllreduce(absl::string_view collective, DataType type,
+                            const void* input, const void* output,
+                            int64_t count, const ReduceOptions& reduce) {
+  if (absl::Status s = CheckType(collective, type); !s.ok()) return s;
+  if (absl::Status s = CheckCount(collective, "count", count); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = CheckBuffer(collective, "input", input, count);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = CheckBuffer(collective, "output", output, count);
+      !s.ok()) {
+    return s;
+  }
+  return CheckReduce(collective, type, reduce);
+}
+
 int64_t Total(absl::Span<const int64_t> counts) {
   int64_t total = 0;
   for (int64_t c : counts) total += c;

@@ -41,6 +41,12 @@ absl::Status CheckCounts(absl::string_view collective, absl::string_view name,
 absl::Status CheckReduce(absl::string_view collective, DataType type,
                          const ReduceOptions& reduce);
 
+// All of allreduce's own checks, in order: type, count, input and output
+// buffers, op and scale factors.
+absl::Status CheckAllreduce(absl::string_view collective, DataType type,
+                            const void* input, const void* output,
+                            int64_t count, const ReduceOptions& reduce);
+
 // Sum of `counts`.
 int64_t Total(absl::Span<const int64_t> counts);
 

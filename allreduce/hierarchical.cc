@@ -107,19 +107,9 @@ absl::Status HierarchicalCollectives::Allreduce(
     DataType type, const void* input, void* output, int64_t count,
     const ReduceOptions& reduce, const HierarchicalOptions& options) {
   constexpr absl::string_view kName = "allreduce";
-  if (absl::Status s = internal::CheckType(kName, type); !s.ok()) return s;
-  if (absl::Status s = internal::CheckCount(kName, "count", count); !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = internal::CheckBuffer(kName, "input", input, count);
+  if (absl::Status s =
+          internal::CheckAllreduce(kName, type, input, output, count, reduce);
       !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = internal::CheckBuffer(kName, "output", output, count);
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = internal::CheckReduce(kName, type, reduce); !s.ok()) {
     return s;
   }
   if (count == 0) return absl::OkStatus();
