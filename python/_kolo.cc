@@ -10,8 +10,12 @@
 //
 // Outputs whose size is known only after negotiation (allgather, alltoall)
 // are allocated here, on kolo's background thread, into a Buffer that
-// synchronize() hands to Python (buffer protocol, writable, zero-copy). No
-// Python code ever runs on kolo's threads.
+// synchronize() hands to Python (host: buffer protocol, writable,
+// zero-copy; CUDA: a DLPack capsule, python/device_buffer.h). No Python code
+// ever runs on kolo's threads.
+//
+// CUDA tensors: a pointer argument is a DevicePointer (device ordinal and
+// ready event beside the address); a plain int is a host pointer.
 //
 // GIL: released in every wait (init, shutdown, synchronize, join, barrier);
 // waits run in slices of kWaitSlice with the GIL released, checking for
@@ -45,6 +49,7 @@
 #include "common/mutex.h"
 #include "common/types.h"
 #include "kolo/kolo.h"
+#include "python/device_buffer.h"
 #include "python/elastic_binding.h"
 
 namespace py = pybind11;
@@ -70,13 +75,6 @@ T Value(absl::StatusOr<T> v) {
   return *std::move(v);
 }
 
-// Memory kolo's background thread allocates for an output (allgather,
-// alltoall), handed to Python after synchronize.
-struct Buffer {
-  std::unique_ptr<std::byte[]> data;
-  int64_t bytes = 0;
-};
-
 DataType TypeOf(int code) {
   if (code < 0 || code >= kNumDataTypes) {
     Throw(absl::InvalidArgumentError(
@@ -94,24 +92,12 @@ ReduceOp OpOf(int code) {
   return static_cast<ReduceOp>(code);
 }
 
-Tensor MakeTensor(uintptr_t ptr, std::vector<int64_t> shape, int dtype) {
-  return Tensor{TypeOf(dtype), std::move(shape), reinterpret_cast<void*>(ptr),
-                kCpu};
-}
-
-// The allocator of one output: fills `slot` (kolo's thread) with memory for
-// the negotiated shape.
-Allocator AllocatorInto(std::shared_ptr<Buffer> slot, DataType type) {
-  return [slot = std::move(slot),
-          type](absl::Span<const int64_t> shape) -> absl::StatusOr<void*> {
-    absl::StatusOr<int64_t> n = CheckedElements("output", type, shape);
-    if (!n.ok()) return n.status();
-    slot->bytes = *n * static_cast<int64_t>(DataTypeSize(type));
-    // At least one byte, so that an empty output has a valid pointer.
-    slot->data = std::make_unique_for_overwrite<std::byte[]>(
-        static_cast<size_t>(std::max<int64_t>(slot->bytes, 1)));
-    return static_cast<void*>(slot->data.get());
-  };
+Tensor MakeTensor(const DevicePointer& p, std::vector<int64_t> shape,
+                  int dtype) {
+  Tensor t{TypeOf(dtype), std::move(shape), reinterpret_cast<void*>(p.ptr),
+           p.device};
+  t.ready_event = reinterpret_cast<void*>(p.ready_event);
+  return t;
 }
 
 // Buffers of the handles in flight (see the invariant above).
@@ -251,8 +237,15 @@ PyMethodDef fast_allreduce_def = {
 // dispatcher does (the module's translator turns a StatusError into
 // kolo._kolo.Error); returns NULL. Call it in a catch block.
 PyObject* RaiseCaught() {
-  if (!py::detail::apply_exception_translators(
-          py::detail::get_internals().registered_exception_translators)) {
+  try {
+    throw;
+  } catch (const StatusError& e) {
+    PyObject* value = ErrorArgs(e.status);
+    PyErr_SetObject(error_type, value);
+    Py_XDECREF(value);
+  } catch (py::error_already_set& e) {
+    e.restore();
+  } catch (...) {
     PyErr_SetString(PyExc_SystemError, "kolo: an unexpected C++ exception");
   }
   return nullptr;
@@ -549,11 +542,9 @@ AllreduceOptions Reduce(int op, double prescale, double postscale) {
   return AllreduceOptions{OpOf(op), prescale, postscale};
 }
 
-// Horovod's nccl_built(): the NCCL version that reduces CUDA tensors. kolo's
-// API takes host tensors only (Tensor::device == kCpu) and has no NCCL data
-// plane yet, so 0 even when CMake found NCCL: a script must not take the
-// GPU path.
-int NcclVersion() { return 0; }
+// Horovod's nccl_built(): the NCCL version that reduces CUDA tensors (0
+// without NCCL; kolo.torch stages CUDA tensors through host memory then).
+int NcclVersion() { return nccl_built(); }
 
 }  // namespace
 }  // namespace kolo::python
@@ -577,11 +568,37 @@ PYBIND11_MODULE(_kolo, m) {
   py::class_<Buffer, std::shared_ptr<Buffer>>(m, "Buffer",
                                               py::buffer_protocol())
       .def_buffer([](Buffer& b) {
-        return py::buffer_info(b.data.get(), 1,
+        if (b.device != kCpu) {
+          throw py::value_error(
+              "kolo: a CUDA buffer has no host view; use kolo._kolo.dlpack");
+        }
+        return py::buffer_info(b.host.get(), 1,
                                py::format_descriptor<uint8_t>::format(), 1,
                                {b.bytes}, {1}, /*readonly=*/false);
       })
-      .def("__len__", [](const Buffer& b) { return b.bytes; });
+      .def("__len__", [](const Buffer& b) { return b.bytes; })
+      .def_property_readonly("device",
+                             [](const Buffer& b) { return b.device; });
+  py::class_<DevicePointer>(m, "DevicePointer", py::dynamic_attr())
+      .def(py::init<uintptr_t>(), py::arg("ptr"))
+      .def(py::init<uintptr_t, int, uintptr_t>(), py::arg("ptr"),
+           py::arg("device"), py::arg("ready_event") = 0)
+      .def_readonly("ptr", &DevicePointer::ptr)
+      .def_readonly("device", &DevicePointer::device)
+      .def_readonly("ready_event", &DevicePointer::ready_event);
+  py::implicitly_convertible<py::int_, DevicePointer>();
+  m.def(
+      "dlpack",
+      [](std::shared_ptr<Buffer> b, const std::vector<int64_t>& shape,
+         int dtype) {
+        PyObject* capsule = ToDlpack(std::move(b), shape, TypeOf(dtype));
+        if (capsule == nullptr) throw py::error_already_set();
+        return py::reinterpret_steal<py::object>(capsule);
+      },
+      py::arg("buffer"), py::arg("shape"), py::arg("dtype"),
+      "A DLPack capsule over a CUDA output buffer "
+      "(torch.utils.dlpack.from_dlpack).");
+  m.attr("DEVICE_BUFFERS") = DeviceBuffersBuilt();
 
   py::list dtypes;
   for (int i = 0; i < kNumDataTypes; ++i) {
@@ -605,14 +622,16 @@ PYBIND11_MODULE(_kolo, m) {
   m.def("cross_rank", &cross_rank);
   m.def("cross_size", &cross_size);
   m.def("nccl_version", &NcclVersion);
+  m.def("cuda_built", [] { return cuda_built(); });
 
   m.def(
       "allreduce_async",
-      [](uintptr_t in, uintptr_t out, std::vector<int64_t> shape, int dtype,
-         int op, double pre, double post, const std::string& name, int ps) {
+      [](const DevicePointer& in, const DevicePointer& out,
+         std::vector<int64_t> shape, int dtype, int op, double pre, double post,
+         const std::string& name, int ps) {
         Tensor input = MakeTensor(in, std::move(shape), dtype);
         Tensor output = input;
-        output.data = reinterpret_cast<void*>(out);
+        output.data = reinterpret_cast<void*>(out.ptr);
         return Value(
             allreduce_async(input, output, Reduce(op, pre, post), name, ps));
       },
@@ -620,7 +639,8 @@ PYBIND11_MODULE(_kolo, m) {
       py::arg("op"), py::arg("prescale"), py::arg("postscale"), py::arg("name"),
       py::arg("process_set"));
 
-  using InOut = std::tuple<uintptr_t, uintptr_t, std::vector<int64_t>, int>;
+  using InOut =
+      std::tuple<DevicePointer, DevicePointer, std::vector<int64_t>, int>;
   m.def(
       "grouped_allreduce_async",
       [](const std::vector<InOut>& members, int op, double pre, double post,
@@ -638,18 +658,20 @@ PYBIND11_MODULE(_kolo, m) {
 
   m.def(
       "allgather_async",
-      [](uintptr_t in, std::vector<int64_t> shape, int dtype,
+      [](const DevicePointer& in, std::vector<int64_t> shape, int dtype,
          const std::string& name, int ps) {
         Tensor input = MakeTensor(in, std::move(shape), dtype);
         auto slot = std::make_shared<Buffer>();
         return Remember(
-            allgather_async(input, AllocatorInto(slot, input.dtype), name, ps),
+            allgather_async(input,
+                            AllocatorInto(slot, input.dtype, input.device),
+                            name, ps),
             {slot});
       },
       py::arg("input"), py::arg("shape"), py::arg("dtype"), py::arg("name"),
       py::arg("process_set"));
 
-  using In = std::tuple<uintptr_t, std::vector<int64_t>, int>;
+  using In = std::tuple<DevicePointer, std::vector<int64_t>, int>;
   m.def(
       "grouped_allgather_async",
       [](const std::vector<In>& members, const std::string& name, int ps) {
@@ -659,7 +681,8 @@ PYBIND11_MODULE(_kolo, m) {
         for (const auto& [in, shape, dtype] : members) {
           inputs.push_back(MakeTensor(in, shape, dtype));
           slots.push_back(std::make_shared<Buffer>());
-          outputs.push_back(AllocatorInto(slots.back(), inputs.back().dtype));
+          outputs.push_back(AllocatorInto(slots.back(), inputs.back().dtype,
+                                          inputs.back().device));
         }
         return Remember(grouped_allgather_async(inputs, outputs, name, ps),
                         std::move(slots));
@@ -668,8 +691,8 @@ PYBIND11_MODULE(_kolo, m) {
 
   m.def(
       "broadcast_async",
-      [](uintptr_t ptr, std::vector<int64_t> shape, int dtype, int root,
-         const std::string& name, int ps) {
+      [](const DevicePointer& ptr, std::vector<int64_t> shape, int dtype,
+         int root, const std::string& name, int ps) {
         return Value(broadcast_async(MakeTensor(ptr, std::move(shape), dtype),
                                      root, name, ps));
       },
@@ -678,22 +701,24 @@ PYBIND11_MODULE(_kolo, m) {
 
   m.def(
       "alltoall_async",
-      [](uintptr_t in, std::vector<int64_t> shape, int dtype,
+      [](const DevicePointer& in, std::vector<int64_t> shape, int dtype,
          const std::vector<int64_t>& splits, const std::string& name, int ps) {
         Tensor input = MakeTensor(in, std::move(shape), dtype);
         auto slot = std::make_shared<Buffer>();
-        return Remember(alltoall_async(input, AllocatorInto(slot, input.dtype),
-                                       splits, name, ps),
-                        {slot});
+        return Remember(
+            alltoall_async(input,
+                           AllocatorInto(slot, input.dtype, input.device),
+                           splits, name, ps),
+            {slot});
       },
       py::arg("input"), py::arg("shape"), py::arg("dtype"), py::arg("splits"),
       py::arg("name"), py::arg("process_set"));
 
   m.def(
       "reducescatter_async",
-      [](uintptr_t in, std::vector<int64_t> shape, int dtype, uintptr_t out,
-         std::vector<int64_t> out_shape, int op, double pre, double post,
-         const std::string& name, int ps) {
+      [](const DevicePointer& in, std::vector<int64_t> shape, int dtype,
+         const DevicePointer& out, std::vector<int64_t> out_shape, int op,
+         double pre, double post, const std::string& name, int ps) {
         return Value(
             reducescatter_async(MakeTensor(in, std::move(shape), dtype),
                                 MakeTensor(out, std::move(out_shape), dtype),
@@ -703,8 +728,8 @@ PYBIND11_MODULE(_kolo, m) {
       py::arg("output_shape"), py::arg("op"), py::arg("prescale"),
       py::arg("postscale"), py::arg("name"), py::arg("process_set"));
 
-  using RsMember = std::tuple<uintptr_t, std::vector<int64_t>, int, uintptr_t,
-                              std::vector<int64_t>>;
+  using RsMember = std::tuple<DevicePointer, std::vector<int64_t>, int,
+                              DevicePointer, std::vector<int64_t>>;
   m.def(
       "grouped_reducescatter_async",
       [](const std::vector<RsMember>& members, int op, double pre, double post,

@@ -12,7 +12,8 @@ if(KOLO_HAVE_PYTHON)
   foreach(np 2 3)
     add_test(NAME python_torch_np${np}_test
              COMMAND ${_py_run} ${np} test_collectives.py test_errors.py
-                     test_lifecycle.py test_training.py test_elastic.py)
+                     test_lifecycle.py test_training.py test_elastic.py
+                     test_cuda.py)
     set_tests_properties(python_torch_np${np}_test PROPERTIES RUN_SERIAL TRUE)
   endforeach()
   # kolo.torch.elastic through real faults (kill, SIGTERM leave, stop and

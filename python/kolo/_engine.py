@@ -11,8 +11,11 @@ as Horovod does (double for integers and float64, float for float32,
 float then rounded for float16) -- kolo's kernels apply the factors that way.
 
 Handle map: handle -> (objects kept alive, finisher, needs the native
-result?), or, for an in-place allreduce (the hot path of a training step),
-the tensor itself, which synchronize() returns. An entry exists from
+result?), or, for an in-place allreduce of a host tensor (the hot path of a
+training step), the tensor itself, which synchronize() returns. A device
+tensor is described by a pointer object (kolo._kolo.DevicePointer) that
+holds its ready event: the entry keeps those objects too, so that the event
+outlives the op. An entry exists from
 submission until synchronize(); it keeps the inputs and outputs alive while
 kolo's thread uses their memory. The native module shares the map
 (set_handle_map): kolo.torch's allreduce_async_ adds its entries there, and
@@ -66,8 +69,9 @@ BOOL = _kolo.DTYPES.index('bool')
 class Adapter:
     """How one array library describes its arrays to the engine."""
 
-    # (ptr, shape list, dtype code) of a contiguous host array, or
-    # ValueError with Horovod's messages.
+    # (ptr, shape list, dtype code) of a contiguous array, or ValueError with
+    # Horovod's messages. ptr: an int (host memory) or a
+    # kolo._kolo.DevicePointer (device memory, with its ready event).
     def describe(self, tensor):
         raise NotImplementedError
 
@@ -170,6 +174,10 @@ def allreduce_async(a, tensor, output, op, prescale, postscale, name,
     # The training step's hot path (one call per gradient): kept flat.
     ptr, shape, dtype = a.describe(tensor)
     out_ptr = ptr if output is tensor else a.describe(output)[0]
+    if type(ptr) is not int:  # a device tensor: the general binding
+        return _device_allreduce_async(a, tensor, output, ptr, out_ptr, shape,
+                                       dtype, op, prescale, postscale, name,
+                                       process_set, kind)
     if process_set is _ps.global_process_set:
         ps_id, n = 0, _kolo.size()
         if n < 0:
@@ -193,6 +201,16 @@ def allreduce_async(a, tensor, output, op, prescale, postscale, name,
     return h
 
 
+def _device_allreduce_async(a, tensor, output, ptr, out_ptr, shape, dtype,
+                            op, prescale, postscale, name, process_set, kind):
+    _require_init()
+    ps_id, n, _ = set_info(process_set)
+    kop, pre, post = reduce_args(op, prescale, postscale, n, dtype)
+    h = call(_kolo.allreduce_async, ptr, out_ptr, shape, dtype, kop, pre, post,
+             '' if name is None else f'{kind}.{name}', ps_id)
+    return register(h, (tensor, output, ptr, out_ptr), lambda r: output, False)
+
+
 def grouped_allreduce_async(a, tensors, outputs, op, prescale, postscale,
                             name, process_set):
     members = []
@@ -209,7 +227,7 @@ def grouped_allreduce_async(a, tensors, outputs, op, prescale, postscale,
     h = call(_kolo.grouped_allreduce_async, members, kop, pre, post,
              name_of('grouped_allreduce', name), ps_id)
     outs = tuple(outputs)
-    return register(h, (tuple(tensors), outs), lambda r: outs, False)
+    return register(h, (tuple(tensors), outs, members), lambda r: outs, False)
 
 
 def _gathered(a, like):
@@ -225,7 +243,7 @@ def allgather_async(a, tensor, name, process_set):
     ps_id, _, _ = set_info(process_set)
     h = call(_kolo.allgather_async, ptr, shape, dtype,
              name_of('allgather', name), ps_id)
-    return register(h, tensor, _gathered(a, tensor))
+    return register(h, (tensor, ptr), _gathered(a, tensor))
 
 
 def grouped_allgather_async(a, tensors, name, process_set):
@@ -241,7 +259,7 @@ def grouped_allgather_async(a, tensors, name, process_set):
     def finish(r):
         return tuple(a.from_buffer(m[2], m[0], t)
                      for m, t in zip(r[3], tensors))
-    return register(h, tensors, finish)
+    return register(h, (tensors, members), finish)
 
 
 def broadcast_async(a, tensor, output, root_rank, name, process_set):
@@ -255,7 +273,7 @@ def broadcast_async(a, tensor, output, root_rank, name, process_set):
         raise ValueError(f'broadcast: root_rank must be an int, got {root_rank!r}')
     h = call(_kolo.broadcast_async, ptr, shape, dtype, root_rank,
              name_of('broadcast', name), ps_id)
-    return register(h, (tensor, output), lambda r: output, False)
+    return register(h, (tensor, output, ptr), lambda r: output, False)
 
 
 def alltoall_async(a, tensor, splits, name, process_set):
@@ -298,7 +316,7 @@ def alltoall_async(a, tensor, splits, name, process_set):
     def finish(r):
         out_shape, recv, buf, _ = r
         return a.from_buffer(buf, out_shape, tensor), a.int32_vector(recv)
-    return register(h, tensor, finish)
+    return register(h, (tensor, ptr), finish)
 
 
 def _scatter_shape(shape, n, index):
@@ -326,10 +344,14 @@ def reducescatter_async(a, tensor, op, prescale, postscale, name,
     out_shape = _scatter_shape(shape, n, max(index, 0))
     kop, pre, post = reduce_args(op, prescale, postscale, n, dtype)
     output = a.empty_like(tensor, out_shape)
-    h = call(_kolo.reducescatter_async, ptr, shape, dtype,
-             a.describe(output)[0], out_shape, kop, pre, post,
-             name_of('reducescatter', name), ps_id)
-    return register(h, (tensor, output), lambda r: output)
+    out_ptr = a.describe(output)[0]
+    if type(ptr) is not int:
+        # A device input's ready event must follow the output's allocation
+        # (its memory may have been in use on the stream until then).
+        ptr = a.describe(tensor)[0]
+    h = call(_kolo.reducescatter_async, ptr, shape, dtype, out_ptr, out_shape,
+             kop, pre, post, name_of('reducescatter', name), ps_id)
+    return register(h, (tensor, output, ptr, out_ptr), lambda r: output)
 
 
 def grouped_reducescatter_async(a, tensors, op, prescale, postscale, name,
@@ -345,12 +367,15 @@ def grouped_reducescatter_async(a, tensors, op, prescale, postscale, name,
         out_shape = _scatter_shape(shape, n, max(index, 0))
         out = a.empty_like(t, out_shape)
         outputs.append(out)
-        members.append((ptr, shape, dtype, a.describe(out)[0], out_shape))
+        out_ptr = a.describe(out)[0]
+        if type(ptr) is not int:  # ready after the output's allocation
+            ptr = a.describe(t)[0]
+        members.append((ptr, shape, dtype, out_ptr, out_shape))
     kop, pre, post = reduce_args(op, prescale, postscale, n, described[0][2])
     h = call(_kolo.grouped_reducescatter_async, members, kop, pre, post,
              name_of('grouped_reducescatter', name), ps_id)
     outs = tuple(outputs)
-    return register(h, (tuple(tensors), outs), lambda r: outs)
+    return register(h, (tuple(tensors), outs, members), lambda r: outs)
 
 
 # ---- Completion -------------------------------------------------------------

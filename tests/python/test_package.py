@@ -3,6 +3,7 @@ flags, constants, checks that come before init, ProcessSet, Compression,
 the message when torch is missing.
 """
 
+import ctypes
 import os
 import subprocess
 import sys
@@ -40,9 +41,17 @@ def test_constants_and_build_flags_before_init():
     assert hvd.mpi_built() is False and hvd.mpi_enabled() is False
     nccl = hvd.nccl_built()
     assert isinstance(nccl, int) and not isinstance(nccl, bool)
-    assert nccl == 0  # kolo.torch reduces host tensors only
-    for flag in (hvd.ddl_built, hvd.ccl_built, hvd.cuda_built,
-                 hvd.rocm_built):
+    assert isinstance(hvd.cuda_built(), bool)
+    if hvd.cuda_built():
+        # The version of the NCCL library loaded with kolo (kolo builds CUDA
+        # with NCCL only), as NCCL itself reports it.
+        lib = ctypes.CDLL('libnccl.so.2')
+        version = ctypes.c_int()
+        assert lib.ncclGetVersion(ctypes.byref(version)) == 0
+        assert nccl == version.value and nccl >= 20000
+    else:
+        assert nccl == 0
+    for flag in (hvd.ddl_built, hvd.ccl_built, hvd.rocm_built):
         assert flag() is False
     with pytest.raises(ValueError, match='MPI is not enabled'):
         hvd.mpi_threads_supported()

@@ -179,8 +179,8 @@ def gloo_built():
 
 
 def nccl_built():
-    """The NCCL version that reduces CUDA tensors, or 0 (kolo.torch takes
-    CPU tensors only)."""
+    """The NCCL version that reduces CUDA tensors (NCCL_VERSION_CODE form,
+    22809 for 2.28.9), or 0 when kolo was built without NCCL."""
     return _kolo.nccl_version()
 
 
@@ -193,7 +193,9 @@ def ccl_built():
 
 
 def cuda_built():
-    return False
+    """Whether kolo was built with CUDA (CUDA tensors accepted by every op;
+    kolo.cuda_status() says whether this process can use a device)."""
+    return _kolo.cuda_built()
 
 
 def rocm_built():

@@ -10,13 +10,24 @@ exceptions (the reference: shared/reference/horovod-torch.md):
 - in-place forms run on the tensor's own memory and return the same object;
 - Average is a Sum with postscale / set size, bit-exact with Horovod.
 Dtypes: every dtype of Horovod plus uint8/int8/int16/bfloat16/bool for
-every op (Average of bool is refused). CUDA tensors are refused (kolo's API
-takes host memory).
+every op (Average of bool is refused).
+
+CUDA tensors: every op takes them (kolo runs them on NCCL when it was built
+with it, else through pinned host memory on its own data plane). Each
+submission records a CUDA event on the tensor's current stream, after the
+work that wrote it (and after any output was allocated), and kolo's stream
+waits for it before reading, as Horovod's ready events; the event lives in
+the handle's entry until synchronize(). synchronize() returns once kolo's
+stream has written the output, so the caller's stream may use it at once.
+Outputs kolo sizes itself (allgather, alltoall) are device memory handed
+over through DLPack, without a copy. All tensors of one op must be on one
+device kind; kolo uses one CUDA device per rank.
 
 Thread-safety: as Horovod's (see kolo/_engine.py).
 """
 
 import torch
+import torch.utils.dlpack
 
 from kolo import _engine as _e
 from kolo import _kolo
@@ -52,22 +63,28 @@ class _TorchAdapter(_e.Adapter):
             raise ValueError('Tensor type %s is not supported.' % tensor.type())
         if not tensor.is_contiguous():
             raise ValueError('Tensor is required to be contiguous.')
-        if tensor.device.type != 'cpu':
+        kind = tensor.device.type
+        if kind == 'cuda':
+            return _cuda_pointer(tensor), list(tensor.shape), code
+        if kind != 'cpu':
             raise ValueError(
-                f'kolo.torch: the tensor is on {tensor.device}; kolo reduces '
-                'host (CPU) tensors only -- move it with .cpu() first')
+                f'kolo.torch: the tensor is on {tensor.device}; kolo takes '
+                'CPU and CUDA tensors')
         return tensor.data_ptr(), list(tensor.shape), code
 
     def empty_like(self, tensor, shape=None):
         return torch.empty(tensor.shape if shape is None else shape,
-                           dtype=tensor.dtype)
+                           dtype=tensor.dtype, device=tensor.device)
 
     def clone(self, tensor):
         return tensor.detach().clone()
 
     def from_buffer(self, buf, shape, like):
+        if buf is not None and buf.device != _kolo.CPU:
+            return torch.utils.dlpack.from_dlpack(
+                _kolo.dlpack(buf, list(shape), _CODES[like.dtype]))
         if buf is None or len(buf) == 0:
-            return torch.empty(shape, dtype=like.dtype)
+            return torch.empty(shape, dtype=like.dtype, device=like.device)
         return torch.frombuffer(buf, dtype=like.dtype).view(shape)
 
     def int32_vector(self, values):
@@ -79,6 +96,18 @@ class _TorchAdapter(_e.Adapter):
                              f'tensor, got {type(splits).__name__}')
         return (splits.dim() == 1, splits.dtype == torch.int32,
                 [int(v) for v in splits.tolist()] if splits.dim() == 1 else [])
+
+
+def _cuda_pointer(tensor):
+    """The tensor's address on its device, with a CUDA event recorded now
+    on its current stream (kept alive by the returned object, which the
+    engine keeps in the handle's entry)."""
+    event = torch.cuda.Event()
+    event.record(torch.cuda.current_stream(tensor.device))
+    p = _kolo.DevicePointer(tensor.data_ptr(), tensor.device.index,
+                            event.cuda_event)
+    p.event = event
+    return p
 
 
 _A = _TorchAdapter()
