@@ -7,11 +7,17 @@
 #   2. the CUDA tests: the fakes' unit tests, then multiprocess_cuda_test
 #      (every op over CUDA tensors with exact values: NCCL with 1 rank,
 #      staging with 1 and 2 ranks on the one GPU; the device-kind errors);
-#   3. kolo-bench --device cuda, allreduce float32 sum: NCCL (1 rank),
+#   3. kolo.torch with CUDA tensors: kolo's Python module built for the
+#      machine's own python3 and torch (from DIR/pykit, scripts/gpu-pykit.py,
+#      with --prebuilt; from the build otherwise), then
+#      tests/python/test_cuda.py under kolorun with 1 and 2 ranks;
+#   4. kolo-bench --device cuda, allreduce float32 sum: NCCL (1 rank),
 #      staging (1 rank and 2 ranks sharing the GPU), and host tensors over
 #      TCP (2 ranks) for reference; time and bus bandwidth per size.
 # Prints a report on stdout (markdown-friendly); exit code != 0 when a test
 # failed. Usage: scripts/gpu-check.sh [--prebuilt DIR] [--quick]
+# Environment: KOLO_GPU_PYTHON, the interpreter with a CUDA torch (default
+# python3).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -72,6 +78,55 @@ else
 fi
 echo "$out" | grep -E '^\[ *(OK|FAILED|SKIPPED) *\]|CUDA_FAIL|CUDA_SHUTDOWN|CUDA_INFO rank=0|Failure' | head -40
 echo "$out" | grep -E 'CUDA_ERR case=kinds' | head -3
+
+section "kolo.torch with CUDA tensors"
+py=${KOLO_GPU_PYTHON:-python3}
+"$py" -c 'import sys, torch; print("python", sys.version.split()[0], "torch",
+  torch.__version__, "cuda", torch.version.cuda, "available",
+  torch.cuda.is_available(), "nccl", torch.cuda.nccl.version())' 2>&1 | tail -2
+pydest=/tmp/kolo-gpu-python
+build_module() {  # kolo._kolo for $py into $pydest/kolo
+  rm -rf "$pydest"; mkdir -p "$pydest"; cp -r python/kolo "$pydest/kolo"
+  local inc pb suffix
+  inc=$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
+  suffix=$("$py" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
+  pb=$("$py" -c 'import pybind11; print(pybind11.get_include())' 2>/dev/null ||
+       echo /usr/include)
+  [ -f "$inc/Python.h" ] || { echo "no Python.h under $inc"; return 1; }
+  if [ -n "$prebuilt" ]; then
+    local kit; kit=$(cd "$prebuilt/pykit" && pwd)
+    local f pids=()
+    for f in _kolo elastic_binding device_buffer; do
+      c++ $(cat "$kit/compile.args") -I include -I . -I "$kit/include" \
+        -I "$inc" -I "$pb" -I/usr/local/cuda/include \
+        -c "python/$f.cc" -o "$pydest/$f.o" & pids+=($!)
+    done
+    for f in "${pids[@]}"; do wait "$f" || return 1; done
+    # shellcheck disable=SC2046
+    c++ -shared -o "$pydest/kolo/_kolo$suffix" "$pydest"/*.o \
+      $(sed "s#KIT#$kit#g" "$kit/link.args") || return 1
+  else
+    cmake -S . -B build-gpu-check -DKOLO_PYTHON_EXECUTABLE="$(command -v "$py")" \
+      >/dev/null && cmake --build build-gpu-check --target kolo_python &&
+      cp build-gpu-check/python/kolo/_kolo*.so "$pydest/kolo/" || return 1
+  fi
+}
+if ! "$py" -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
+  echo "skipped: $py has no CUDA torch"
+elif ! out=$(build_module 2>&1); then
+  echo "building kolo._kolo for $py: FAILED"; echo "$out" | tail -30; fail=1
+else
+  echo "kolo._kolo built for $py"
+  for np in 1 2; do
+    if out=$(cd "$root" && KOLO_PYTHON="$py" PYTHONPATH="$pydest" \
+             timeout 300 tests/python/run.sh "$np" test_cuda.py 2>&1); then
+      echo "test_cuda.py, $np rank(s): passed"
+    else
+      echo "test_cuda.py, $np rank(s): FAILED"; fail=1
+    fi
+    echo "$out" | grep -E 'passed|failed|FAILED|Error|error' | grep -v '^\[[0-9]\]<stderr>.*info' | head -30
+  done
+fi
 
 section "kolo-bench --device cuda (allreduce float32 sum, negotiated)"
 max=256M; iters=20

@@ -3,8 +3,9 @@
 # build-gpu, git-ignored): the CUDA tests, kolorun, kolo-coordinator and
 # kolo-bench, stripped, from BUILD_DIR (default build, configured with
 # CUDA), and the shared libraries they load that are not glibc/libstdc++ or
-# CUDA's (a GPU machine may lack Debian's gRPC/Abseil/protobuf). For a
-# `device` run that carries DIR (64 MiB limit: about 30 MiB).
+# CUDA's (a GPU machine may lack Debian's gRPC/Abseil/protobuf), and DIR/pykit
+# (scripts/gpu-pykit.py: what building kolo's Python module there takes).
+# For a `device` run that carries DIR (64 MiB limit: about 45 MiB).
 # Usage: scripts/gpu-pack.sh [BUILD_DIR] [DIR]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -21,4 +22,9 @@ for t in $targets; do strip -o "$out/bin/$t" "$build/bin/$t"; done
 for t in $targets; do ldd "$build/bin/$t"; done | awk '$3 ~ /^\// {print $3}' |
   sort -u | grep -vE '/(libc|libm|libdl|libpthread|librt|libstdc\+\+|libgcc_s)\.so|/usr/local/cuda|ld-linux' |
   while read -r lib; do cp -L "$lib" "$out/lib/"; done
+if cmake --build "$build" -j 2 --target kolo_python >/dev/null 2>&1; then
+  /usr/bin/python3 "$root/scripts/gpu-pykit.py" "$build" "$out/pykit"
+else
+  echo "gpu-pack: $build has no Python module (kolo_python): no pykit"
+fi
 du -sh "$out"
