@@ -113,6 +113,9 @@ TEST(CudaGpu, EpochEndsDuringAnNcclAllreduce) {
   ::chmod(script.c_str(), 0700);
   std::map<std::string, std::optional<std::string>> env;
   env["KOLO_CUDA_STAGING"] = "0";
+  // The gated allreduce's own deadline (the NCCL wait) well past the ~7 s
+  // the worker takes to grow the job and end the epoch.
+  env["KOLO_TIMEOUT_SECONDS"] = "90";
   JobRun run =
       RunJob({Bin("kolorun"), "--min-np", "1", "--max-np", "2",
               "--host-discovery-script", script, "--discovery-interval-seconds",
