@@ -537,11 +537,11 @@ class Gate {
   Gate(const Gate&) = delete;
   Gate& operator=(const Gate&) = delete;
   bool Close(cudaStream_t stream) {
-    auto* holder = new std::shared_ptr<GateState>(state_);
-    if (cudaLaunchHostFunc(stream, HoldGate, holder) != cudaSuccess) {
-      delete holder;
+    auto holder = std::make_unique<std::shared_ptr<GateState>>(state_);
+    if (cudaLaunchHostFunc(stream, HoldGate, holder.get()) != cudaSuccess) {
       return false;
     }
+    (void)holder.release();  // HoldGate's now
     return true;
   }
   void Open() {
