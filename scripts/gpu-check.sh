@@ -4,9 +4,12 @@
 #      targets below only — or, with --prebuilt DIR, take them from DIR/bin
 #      (DIR/lib: shared libraries the machine may lack), as
 #      scripts/gpu-pack.sh makes it on a machine that can build;
-#   2. the CUDA tests: the fakes' unit tests, then multiprocess_cuda_test
+#   2. the CUDA tests: the fakes' unit tests, worker_lib_cuda_abort_test
+#      (an epoch's abort while an NCCL allreduce is in flight, real NCCL with
+#      1 rank: CUDA_ABORT_OK lines), then multiprocess_cuda_test
 #      (every op over CUDA tensors with exact values: NCCL with 1 rank,
-#      staging with 1 and 2 ranks on the one GPU; the device-kind errors);
+#      staging with 1 and 2 ranks on the one GPU; the device-kind errors;
+#      an elastic epoch that ends during an NCCL allreduce: CUDA_ABORTED);
 #   3. kolo.torch with CUDA tensors: kolo's Python module built for the
 #      machine's own python3 and torch (from DIR/pykit, scripts/gpu-pykit.py,
 #      with --prebuilt; from the build otherwise), then
@@ -56,27 +59,28 @@ else
     -DKOLO_WITH_CUDA=ON -DKOLO_WERROR=ON >/dev/null || exit 3
   cmake --build build-gpu-check -j "$(nproc)" --target kolorun \
     kolo-coordinator kolo-bench kolo-cuda-worker multiprocess_cuda_test \
-    worker_lib_cuda_executor_test allreduce_cuda_staging_test \
-    allreduce_nccl_test 2>&1 | tail -3 || exit 3
+    worker_lib_cuda_executor_test worker_lib_cuda_abort_test \
+    allreduce_cuda_staging_test allreduce_nccl_test 2>&1 | tail -3 || exit 3
   bin=$root/build-gpu-check/bin
 fi
 export KOLO_BIN_DIR=$bin
 
 section "CUDA tests"
 for t in allreduce_cuda_staging_test allreduce_nccl_test \
-         worker_lib_cuda_executor_test; do
-  if out=$(timeout 120 "$bin/$t" 2>&1); then
+         worker_lib_cuda_executor_test worker_lib_cuda_abort_test; do
+  if out=$(timeout 180 "$bin/$t" 2>&1); then
     echo "$t: $(echo "$out" | grep -E '^\[  (PASSED|SKIPPED)' | tr '\n' ' ')"
   else
     echo "$t: FAILED"; echo "$out" | tail -30; fail=1
   fi
+  echo "$out" | grep -E '^CUDA_ABORT_' | head -8
 done
 if out=$(timeout 400 "$bin/multiprocess_cuda_test" 2>&1); then
   echo "multiprocess_cuda_test: passed"
 else
   echo "multiprocess_cuda_test: FAILED"; fail=1
 fi
-echo "$out" | grep -E '^\[ *(OK|FAILED|SKIPPED) *\]|CUDA_FAIL|CUDA_SHUTDOWN|CUDA_INFO rank=0|Failure' | head -40
+echo "$out" | grep -E '^\[ *(OK|FAILED|SKIPPED) *\]|CUDA_FAIL|CUDA_SHUTDOWN|CUDA_ABORTED|CUDA_INFO rank=0|Failure' | head -40
 echo "$out" | grep -E 'CUDA_ERR case=kinds' | head -3
 
 section "kolo.torch with CUDA tensors"

@@ -14,7 +14,7 @@ out=${2:-build-gpu}
 cd "$root"
 targets="kolorun kolo-coordinator kolo-bench kolo-cuda-worker
   multiprocess_cuda_test worker_lib_cuda_executor_test
-  allreduce_cuda_staging_test allreduce_nccl_test"
+  worker_lib_cuda_abort_test allreduce_cuda_staging_test allreduce_nccl_test"
 cmake --build "$build" -j 2 --target $targets >/dev/null
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib"

@@ -149,7 +149,7 @@ add_dependencies(multiprocess_hierarchical_test kolo-hier-worker
 # device-kind errors on every machine; every op over CUDA tensors where a
 # device is usable (skipped otherwise).
 add_executable(kolo-cuda-worker workers/cuda_worker.cc)
-target_link_libraries(kolo-cuda-worker PRIVATE kolo)
+target_link_libraries(kolo-cuda-worker PRIVATE kolo kolo_elastic)
 if(KOLO_HAVE_CUDA)
   target_link_libraries(kolo-cuda-worker PRIVATE CUDA::cudart)
   target_compile_definitions(kolo-cuda-worker PRIVATE KOLO_HAVE_CUDA=1)

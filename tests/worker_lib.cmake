@@ -21,3 +21,14 @@ kolo_add_test(worker_lib_plan_executor_test SOURCES worker_lib_plan_executor_tes
   LIBS kolo LABELS unit)
 kolo_add_test(worker_lib_cuda_executor_test SOURCES worker_lib_cuda_executor_test.cc
   LIBS kolo LABELS unit)
+# On a real GPU with real NCCL (one rank): an epoch's abort while an NCCL
+# allreduce is in flight (skipped without a usable device; run by
+# scripts/gpu-check.sh).
+kolo_add_test(worker_lib_cuda_abort_test SOURCES worker_lib_cuda_abort_test.cc
+  LIBS kolo LABELS unit)
+if(KOLO_HAVE_CUDA)
+  target_link_libraries(worker_lib_cuda_abort_test PRIVATE CUDA::cudart)
+  target_compile_definitions(worker_lib_cuda_abort_test PRIVATE KOLO_HAVE_CUDA=1)
+else()
+  target_compile_definitions(worker_lib_cuda_abort_test PRIVATE KOLO_HAVE_CUDA=0)
+endif()

@@ -3,14 +3,17 @@
 // path with 2 ranks over real TCP gives exactly the host path's results and
 // moves a fused group in one copy each way; the backend choice (NCCL for
 // what it computes as kolo does, staging otherwise or when forced); ready
-// and done events; an abort.
+// and done events; an abort, also while an NCCL collective is in flight.
+#include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <future>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/match.h"
 #include "allreduce/tcp/tcp_transport.h"
 #include "allreduce_tcp_test_mesh.h"
@@ -311,6 +314,82 @@ TEST(CudaExecutorBackend, NcclForWhatItComputesStagingForTheRest) {
   EXPECT_EQ(s[0].code(), absl::StatusCode::kAborted) << s[0];
   EXPECT_TRUE(absl::StrContains(s[0].message(), "epoch 3 ended")) << s[0];
   EXPECT_EQ(r.nccl->aborts.load(), 1);
+}
+
+// The epoch ends (OpRuntime's teardown calls Abort from another thread)
+// while an NCCL allreduce is in flight: the fake stream never reaches its
+// marker (`hold`), so RunNccl sits in the completion watcher's Await. Run
+// must return the abort's status (kAborted, its payload kept) within
+// seconds and abort the communicator; the next epoch's executor starts
+// clean. Every wait is bounded: the hold is released on every path (then
+// Await finishes on its own), before the runner thread is joined.
+TEST(CudaExecutorBackend, AbortWhileAnNcclAllreduceIsInFlightEndsTheRun) {
+  Rank r = MakeRank(false, /*with_nccl=*/true, 1);
+  DataPlane plane(std::make_unique<SoloTransport>(), AlgorithmOptions{});
+  FusionBuffer buffer;
+  std::vector<float> a = {1, 2, 3}, oa(3);
+  auto op =
+      Op("t0", proto::ALLREDUCE, DataType::kFloat32, {3}, a.data(), oa.data());
+  // The communicator first (its creation is not what is aborted here).
+  auto s = r.exec->Run(One(proto::ALLREDUCE, "t0"), {op.get()}, plane, 0, 1,
+                       buffer, nullptr);
+  ASSERT_TRUE(s[0].ok()) << s[0];
+  ASSERT_STREQ(r.exec->last_backend(), "nccl");
+  const int enqueued_before = r.nccl->collectives.load();
+
+  r.device->hold = true;
+  std::promise<std::vector<absl::Status>> result;
+  std::future<std::vector<absl::Status>> got = result.get_future();
+  std::thread runner([&] {
+    result.set_value(r.exec->Run(One(proto::ALLREDUCE, "t0"), {op.get()}, plane,
+                                 0, 1, buffer, nullptr));
+  });
+  struct Release {  // on every path, before the join
+    FakeDeviceOps* device;
+    std::thread* runner;
+    ~Release() {
+      device->hold = false;
+      runner->join();
+    }
+  } release{r.device, &runner};
+
+  // In flight: enqueued, and the watcher polls a stream that is not there.
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  const int polls_before = r.device->reached_polls.load();
+  while ((r.nccl->collectives.load() == enqueued_before ||
+          r.device->reached_polls.load() < polls_before + 3) &&
+         absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  ASSERT_GT(r.nccl->collectives.load(), enqueued_before);
+  ASSERT_GE(r.device->reached_polls.load(), polls_before + 3);
+  ASSERT_EQ(got.wait_for(std::chrono::milliseconds(50)),
+            std::future_status::timeout)
+      << "Run returned while its collective was in flight";
+
+  absl::Status why = absl::AbortedError("epoch 3 ended: worker w1 was lost");
+  why.SetPayload("type.kolo.dev/test", absl::Cord("lost w1"));
+  r.exec->Abort(why);
+  ASSERT_EQ(got.wait_for(std::chrono::seconds(10)), std::future_status::ready)
+      << "Run did not return within 10 s of the abort";
+  s = got.get();
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].code(), absl::StatusCode::kAborted) << s[0];
+  EXPECT_TRUE(absl::StrContains(s[0].message(), "epoch 3 ended")) << s[0];
+  EXPECT_TRUE(s[0].GetPayload("type.kolo.dev/test").has_value()) << s[0];
+  EXPECT_EQ(r.nccl->aborts.load(), 1);
+
+  // The next epoch: a fresh executor and communicator, exact results.
+  Rank next = MakeRank(false, /*with_nccl=*/true, 1);
+  std::vector<float> b = {4, -5, 6.5f}, ob(3);
+  auto op2 =
+      Op("t1", proto::ALLREDUCE, DataType::kFloat32, {3}, b.data(), ob.data());
+  s = next.exec->Run(One(proto::ALLREDUCE, "t1"), {op2.get()}, plane, 0, 1,
+                     buffer, nullptr);
+  ASSERT_TRUE(s[0].ok()) << s[0];
+  EXPECT_STREQ(next.exec->last_backend(), "nccl");
+  EXPECT_EQ(ob, b);
+  EXPECT_EQ(next.nccl->inits.load(), 1);
 }
 
 TEST(CudaExecutorBackend, ForcedStagingNeverCreatesACommunicator) {

@@ -4,9 +4,11 @@
 // a one-rank NCCL (a collective copies input to output) and records the
 // calls, with knobs to make creation slow or fail.
 //
-// Thread-safety: FakeDeviceOps is used by one thread (as DeviceOps);
-// FakeNccl's counters are atomics and its log is locked (the completion
-// thread polls it).
+// Thread-safety: FakeDeviceOps is used by one thread (as DeviceOps), except
+// Reached() (the completion thread polls it), Abort() (any thread) and
+// `hold` (the test's thread: while true the stream never reaches its marker,
+// so a collective stays in flight); FakeNccl's counters are atomics and its
+// log is locked (the completion thread polls it).
 #ifndef KOLO_TESTS_TESTING_FAKE_DEVICE_H_
 #define KOLO_TESTS_TESTING_FAKE_DEVICE_H_
 
@@ -14,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -54,11 +57,18 @@ class FakeDeviceOps : public cuda::DeviceOps {
   }
   absl::Status Synchronize(absl::Time) override {
     ++syncs;
-    return aborted_.ok() ? absl::OkStatus() : aborted_;
+    MutexLock lock(&mu_);
+    return aborted_;
   }
   absl::Status Mark() override { return absl::OkStatus(); }
-  absl::StatusOr<bool> Reached() override { return true; }
-  void Abort(absl::Status why) override { aborted_ = why; }
+  absl::StatusOr<bool> Reached() override {
+    ++reached_polls;
+    return !hold.load();
+  }
+  void Abort(absl::Status why) override {
+    MutexLock lock(&mu_);
+    aborted_ = std::move(why);
+  }
   absl::StatusOr<void*> AllocDevice(size_t bytes) override {
     ++live_;
     return std::calloc(bytes == 0 ? 1 : bytes, 1);
@@ -86,11 +96,16 @@ class FakeDeviceOps : public cuda::DeviceOps {
   std::vector<struct Copy> copies;
   std::vector<void*> waited, recorded;
   int syncs = 0;
+  // While true, Reached() answers "not yet": the work enqueued stays in
+  // flight (a stream that waits for a caller's event that never comes).
+  std::atomic<bool> hold{false};
+  std::atomic<int> reached_polls{0};
 
  private:
   const int device_;
   int live_ = 0;
-  absl::Status aborted_;
+  Mutex mu_;
+  absl::Status aborted_ ABSL_GUARDED_BY(mu_);
 };
 
 class FakeNccl : public nccl::NcclApi {

@@ -1,6 +1,6 @@
 // kolo-cuda-worker: CUDA tensors through the public API, under kolorun, for
 // tests/multiprocess_cuda_test.cc and scripts/gpu-check.sh.
-// Usage: kolo-cuda-worker kinds|gpu
+// Usage: kolo-cuda-worker kinds|gpu|abort DIR
 //
 // kinds (any machine): the device-kind checks across ranks. 1) The last
 //   rank submits an allreduce on CUDA device 0, the others on the host:
@@ -20,18 +20,43 @@
 //   right before shutdown(): shutdown must end in bounded time (the op
 //   completes or fails with kAborted, never hangs).
 //   Rank r uses device local_rank % device count (two ranks may share one).
+// abort DIR (a CUDA device needed; "CUDA_SKIP" otherwise; an elastic job
+//   under kolorun --min-np 1 --max-np 2 whose discovery script offers a
+//   second slot once DIR/grow exists): an epoch ends while an NCCL
+//   allreduce is in flight (issue 23 point 5). Worker w0, alone in epoch 1
+//   (NCCL, 1 rank): an exact allreduce, then an allreduce whose ready_event
+//   is recorded on its stream behind a host function (the gate) that blocks
+//   until the worker opens it, so kolo's stream cannot reach the NCCL
+//   kernel. It creates DIR/grow; the newcomer w1 (which sets
+//   KOLO_CUDA_STAGING=1 before init: NCCL < 2.30 refuses two ranks on one
+//   GPU) creates DIR/newcomer and waits to be admitted; 5 s later w0's
+//   membership check ends the epoch (hosts-updated). The gated allreduce
+//   must fail with the membership error within 20 s (CUDA_ABORTED line),
+//   the gate opens, and in epoch 2 (2 ranks, staged) both ranks' CUDA
+//   allreduces are exact (CUDA_OK case=abort/next/...). The gate opens on
+//   every path, itself after 90 s at most.
 //
 // Prints per rank: CUDA_INFO ..., CUDA_OK case=C rank=R, CUDA_FAIL case=C
 // rank=R <why>, CUDA_ERR case=C rank=R code=K next=0|1 msg=..., CUDA_DONE
 // rank=R fails=F. Exit code 4 when anything failed. Every wait is bounded.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "kolo/elastic.h"
 #include "kolo/kolo.h"
 
 #if KOLO_HAVE_CUDA
@@ -489,7 +514,203 @@ int Gpu() {
   return 0;
 }
 
+// The gate of the abort mode: a host function on the caller's stream that
+// blocks until Open() (or its own 90 s limit); work enqueued after it waits.
+struct GateState {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool open = false;
+};
+
+void CUDART_CB HoldGate(void* arg) {
+  std::unique_ptr<std::shared_ptr<GateState>> holder(
+      static_cast<std::shared_ptr<GateState>*>(arg));
+  GateState& g = **holder;
+  std::unique_lock<std::mutex> lock(g.mu);
+  g.cv.wait_for(lock, std::chrono::seconds(90), [&] { return g.open; });
+}
+
+class Gate {
+ public:
+  Gate() = default;
+  ~Gate() { Open(); }
+  Gate(const Gate&) = delete;
+  Gate& operator=(const Gate&) = delete;
+  bool Close(cudaStream_t stream) {
+    auto holder = std::make_unique<std::shared_ptr<GateState>>(state_);
+    if (cudaLaunchHostFunc(stream, HoldGate, holder.get()) != cudaSuccess) {
+      return false;
+    }
+    (void)holder.release();  // HoldGate's now
+    return true;
+  }
+  void Open() {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    state_->open = true;
+    state_->cv.notify_all();
+  }
+
+ private:
+  std::shared_ptr<GateState> state_ = std::make_shared<GateState>();
+};
+
+bool Exists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+// Polls `event` until it completed, at most `within`.
+bool EventDone(cudaEvent_t event, absl::Duration within) {
+  const absl::Time deadline = absl::Now() + within;
+  while (true) {
+    cudaError_t e = cudaEventQuery(event);
+    if (e == cudaSuccess) return true;
+    if (e != cudaErrorNotReady || absl::Now() >= deadline) return false;
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+}
+
+// Epoch 1 on w0 alone: the gated NCCL allreduce, aborted by the epoch's end.
+// Returns the membership error that ended the epoch (run() regroups), or
+// OK after a failure (printed).
+absl::Status GatedAllreduceAborted(const std::string& dir) {
+  // The communicator first, and an exact result on NCCL.
+  std::vector<Pending> ps;
+  ps.push_back(
+      SubmitAllreduce<float>("abort/warm", kolo::ReduceOp::kSum, 4099));
+  Finish(ps);
+  if (fails > 0) return absl::OkStatus();
+
+  const size_t count = size_t{1} << 20;
+  DevBuf in(count * 4), out(count * 4);
+  cudaStream_t stream = nullptr;
+  cudaEvent_t ready = nullptr, done = nullptr;
+  if (in.get() == nullptr || out.get() == nullptr ||
+      cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) !=
+          cudaSuccess ||
+      cudaEventCreateWithFlags(&ready, cudaEventDisableTiming) != cudaSuccess ||
+      cudaEventCreateWithFlags(&done, cudaEventDisableTiming) != cudaSuccess ||
+      cudaMemset(in.get(), 0, count * 4) != cudaSuccess ||
+      cudaDeviceSynchronize() != cudaSuccess) {
+    Fail("abort/setup", "cannot set up the device buffers, stream, events");
+    return absl::OkStatus();
+  }
+  absl::Status got = absl::UnknownError("not submitted");
+  absl::Status check = absl::UnknownError("not run");
+  double seconds = -1;
+  {
+    Gate gate;  // opens on every path out of this block
+    if (!gate.Close(stream) || cudaEventRecord(ready, stream) != cudaSuccess) {
+      Fail("abort/setup", "cudaLaunchHostFunc / cudaEventRecord failed");
+      return absl::OkStatus();
+    }
+    kolo::Tensor t{
+        kolo::DataType::kFloat32, {static_cast<int64_t>(count)}, in.get(), 0};
+    kolo::Tensor o{
+        kolo::DataType::kFloat32, {static_cast<int64_t>(count)}, out.get(), 0};
+    t.ready_event = ready;
+    t.done_event = done;
+    auto h = kolo::allreduce_async(t, o, {}, "abort/gated");
+    if (!h.ok()) {
+      Fail("abort/gated",
+           "submission failed: " + std::string(h.status().message()));
+      return absl::OkStatus();
+    }
+    absl::SleepFor(absl::Seconds(1));
+    absl::StatusOr<bool> finished = kolo::poll(*h);
+    if (!finished.ok() || *finished) {
+      Fail("abort/gated", "finished while its ready event was gated");
+    }
+    // Grow: the discovery script offers the second slot; the newcomer says
+    // it started, then waits to be admitted at this worker's next check.
+    std::ofstream(dir + "/grow") << "1\n";
+    const absl::Time until = absl::Now() + absl::Seconds(60);
+    while (!Exists(dir + "/newcomer") && absl::Now() < until) {
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    if (!Exists(dir + "/newcomer")) Fail("abort/grow", "no newcomer in 60 s");
+    absl::SleepFor(absl::Seconds(5));  // its init reaches the coordinator
+    const absl::Time start = absl::Now();
+    check = kolo::elastic::check_host_updates();
+    got = kolo::synchronize(*h, absl::Seconds(20));
+    seconds = absl::ToDoubleSeconds(absl::Now() - start);
+    if (absl::IsDeadlineExceeded(got)) {
+      // Still in flight 20 s on: open the gate, then collect it.
+      gate.Open();
+      got = kolo::synchronize(*h, absl::Seconds(60));
+      Fail("abort/gated", "not ended by the epoch's end within 20 s");
+    }
+  }
+  std::string msg(got.message());
+  for (char& ch : msg) {
+    if (ch == '\n') ch = ' ';
+  }
+  std::printf(
+      "CUDA_ABORTED rank=%d code=%d membership=%d hosts_updated=%d "
+      "check_hosts_updated=%d seconds=%.3f msg=%s\n",
+      kolo::rank(), static_cast<int>(got.code()),
+      kolo::elastic::IsMembershipError(got) ? 1 : 0,
+      kolo::elastic::IsHostsUpdated(got) ? 1 : 0,
+      kolo::elastic::IsHostsUpdated(check) ? 1 : 0, seconds, msg.c_str());
+  // The gate is open: kolo's stream drains (the aborted collective's work,
+  // then the done event) before the buffers go.
+  if (!EventDone(ready, absl::Seconds(30)) ||
+      !EventDone(done, absl::Seconds(30))) {
+    Fail("abort/drain", "the streams did not drain after the gate opened");
+    std::fflush(stdout);
+    std::_Exit(4);  // the buffers may still be in use: never free them
+  }
+  cudaEventDestroy(ready);
+  cudaEventDestroy(done);
+  cudaStreamDestroy(stream);
+  if (!got.ok() && got.code() == absl::StatusCode::kAborted &&
+      kolo::elastic::IsMembershipError(got)) {
+    Ok("abort/gated");
+    return got;
+  }
+  Fail("abort/gated", "not the membership error: " + got.ToString());
+  return kolo::elastic::IsMembershipError(check) ? check : absl::OkStatus();
+}
+
+int AbortMode(const std::string& dir) {
+  if (kolo::cuda_device_count() == 0) {
+    std::printf("CUDA_SKIP rank=%d %s\n", kolo::rank(),
+                kolo::cuda_status().c_str());
+    return 0;
+  }
+  cudaSetDevice(0);
+  const bool original = kolo::worker_id() == "w0";
+  bool gated = false;
+  kolo::elastic::State state;
+  std::string blob = "abort";
+  (void)state.AddBlob("blob", &blob);
+  absl::Status s = kolo::elastic::run(state, [&]() -> absl::Status {
+    if (original && !gated) {
+      gated = true;
+      return GatedAllreduceAborted(dir);
+    }
+    // Epoch 2: both ranks, exact (staged: the newcomer forced staging).
+    std::printf("CUDA_INFO rank=%d size=%d epoch2\n", kolo::rank(),
+                kolo::size());
+    std::vector<Pending> ps;
+    ps.push_back(
+        SubmitAllreduce<float>("abort/next/f32", kolo::ReduceOp::kSum, 4099));
+    ps.push_back(
+        SubmitAllreduce<int32_t>("abort/next/i32", kolo::ReduceOp::kMax, 1000));
+    Finish(ps);
+    return absl::OkStatus();
+  });
+  if (!s.ok()) Fail("abort/run", std::string(s.message()));
+  return 0;
+}
+
 #else
+
+int AbortMode(const std::string&) {
+  std::printf("CUDA_SKIP rank=%d %s\n", kolo::rank(),
+              kolo::cuda_status().c_str());
+  return 0;
+}
 
 int Gpu() {
   std::printf("CUDA_SKIP rank=%d %s\n", kolo::rank(),
@@ -503,6 +724,15 @@ int Gpu() {
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "kinds";
+  const std::string dir = argc > 2 ? argv[2] : "";
+  if (mode == "abort") {
+    const char* id = std::getenv("KOLO_WORKER_ID");
+    if (id != nullptr && std::string(id) != "w0") {
+      // The newcomer: staging (2 ranks on the one GPU), and says it started.
+      setenv("KOLO_CUDA_STAGING", "1", 1);
+      std::ofstream(dir + "/newcomer") << "1\n";
+    }
+  }
   if (absl::Status s = kolo::init(); !s.ok()) {
     std::printf("CUDA_FAIL case=init rank=-1 %s\n",
                 std::string(s.message()).c_str());
@@ -515,7 +745,7 @@ int main(int argc, char** argv) {
       kolo::nccl_built(), kolo::cuda_device_count(),
       kolo::cuda_status().c_str());
   const int me = kolo::rank();
-  int rc = mode == "gpu" ? Gpu() : Kinds();
+  int rc = mode == "gpu" ? Gpu() : mode == "abort" ? AbortMode(dir) : Kinds();
   if (kolo::is_initialized()) (void)kolo::shutdown();
   std::printf("CUDA_DONE rank=%d fails=%d\n", me, fails);
   std::fflush(stdout);
