@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -322,9 +323,32 @@ void CoordinatorCore::FormEpoch(uint64_t number,
 
 void CoordinatorCore::HandleExchange(SessionId id, Session& s,
                                      const proto::Exchange& ex, Actions& out) {
+  proto::CoordinatorMessage msg;
+  msg.mutable_fence()->set_incarnation(options_.incarnation);
+  msg.mutable_fence()->set_epoch(ep_.number);
+  msg.mutable_exchange_result()->set_key(ex.key());
+  // The ranks taking part, ascending: the epoch's, or the set's.
+  std::vector<int> ranks;
+  if (ex.process_set() == 0 || ep_.negotiator == nullptr) {
+    for (size_t r = 0; r < ep_.members.size(); ++r) {
+      ranks.push_back(static_cast<int>(r));
+    }
+  } else if (const std::vector<int>* set =
+                 ep_.negotiator->Members(ex.process_set());
+             set != nullptr) {
+    ranks = *set;
+  }
+  auto at = std::find(ranks.begin(), ranks.end(), s.rank);
+  if (at == ranks.end()) {
+    // No such set here, or the sender is not in it: no values (the
+    // worker's caller reports the mismatch; the job goes on).
+    Send(id, msg, out);
+    return;
+  }
+  const size_t index = static_cast<size_t>(at - ranks.begin());
   auto& values = ep_.exchanges[ex.key()];
-  if (values.empty()) values.resize(ep_.members.size());
-  if (values[s.rank].has_value()) {
+  if (values.empty()) values.resize(ranks.size());
+  if (values.size() != ranks.size() || values[index].has_value()) {
     Refuse(id, proto::Refusal::PROTOCOL_ERROR,
            absl::StrCat(Describe(s), " sent Exchange '", ex.key(),
                         "' twice before every member sent it; wait for the "
@@ -332,18 +356,15 @@ void CoordinatorCore::HandleExchange(SessionId id, Session& s,
            out);
     return;
   }
-  values[s.rank] = ex.value();
+  values[index] = ex.value();
   if (!std::all_of(values.begin(), values.end(),
                    [](const auto& v) { return v.has_value(); })) {
     return;
   }
-  proto::CoordinatorMessage msg;
-  msg.mutable_fence()->set_incarnation(options_.incarnation);
-  msg.mutable_fence()->set_epoch(ep_.number);
-  msg.mutable_exchange_result()->set_key(ex.key());
   for (auto& v : values) msg.mutable_exchange_result()->add_values(*v);
   ep_.exchanges.erase(ex.key());
-  for (const Member& m : ep_.members) {
+  for (int r : ranks) {
+    const Member& m = ep_.members[static_cast<size_t>(r)];
     if (m.open && m.state == proto::MEMBER_STATE_MEMBER)
       Send(m.session, msg, out);
   }

@@ -257,7 +257,8 @@ class CoordinatorCore {
     // Negotiation state (null while forming and once the epoch ended).
     std::unique_ptr<Negotiator> negotiator;
     std::vector<FaultReport> faults;
-    // Pending exchanges: key -> value per rank.
+    // Pending exchanges: key -> value per rank (of the exchange's process
+    // set; every member for set 0).
     absl::flat_hash_map<std::string, std::vector<std::optional<std::string>>>
         exchanges;
   };

@@ -132,6 +132,8 @@ class Negotiator {
   // Names announced by some ranks and not all, oldest first (for Status()).
   std::vector<proto::PendingTensor> Pending(absl::Time now) const;
   uint64_t plans_sent() const { return last_seq_; }
+  // The members of process set `set`, ascending (null: no such set).
+  const std::vector<int>* Members(int32_t set) const;
 
  private:
   struct Partial {
@@ -177,8 +179,6 @@ class Negotiator {
   void AnnounceBit(int rank, uint32_t bit, absl::Time now);
   // A JOIN from `rank`.
   void Join(int rank, const proto::Request& request, absl::Time now);
-  // The members of process set `set` (null: no such set).
-  const std::vector<int>* Members(int32_t set) const;
   // Whether every member of `set` that has not joined announced (by
   // `announced(rank)`), and at least one did.
   template <typename Announced>

@@ -4,6 +4,7 @@
 // once), the completion thread (done, error, deadline, abort), and which
 // NCCL calls each collective makes.
 #include <atomic>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <string>
@@ -18,49 +19,13 @@
 #include "common/mutex.h"
 #include "gtest/gtest.h"
 #include "testing/fake_device.h"
+#include "testing/fake_exchange.h"
 
 namespace kolo::nccl {
 namespace {
 
+using testing::FakeExchange;
 using testing::FakeNccl;
-
-// An exchange among `n` threads (the coordinator's control_allgather).
-class FakeExchange {
- public:
-  explicit FakeExchange(int n) : n_(n) {}
-  Exchange For(int rank) {
-    return [this, rank](const std::string& key, const std::string& value,
-                        absl::Duration timeout)
-               -> absl::StatusOr<std::vector<std::string>> {
-      MutexLock lock(&mu_);
-      keys_.push_back(key);
-      auto& v = values_[key];
-      v.resize(n_);
-      v[rank] = value;
-      ++arrived_[key];
-      cv_.SignalAll();
-      const absl::Time deadline = absl::Now() + timeout;
-      while (arrived_[key] < n_) {
-        if (cv_.WaitWithDeadline(&mu_, deadline) && arrived_[key] < n_) {
-          return absl::DeadlineExceededError("exchange timed out");
-        }
-      }
-      return v;
-    };
-  }
-  std::vector<std::string> keys() {
-    MutexLock lock(&mu_);
-    return keys_;
-  }
-
- private:
-  const int n_;
-  Mutex mu_;
-  CondVar cv_;
-  std::map<std::string, std::vector<std::string>> values_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, int> arrived_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::string> keys_ ABSL_GUARDED_BY(mu_);
-};
 
 CommOptions Opts(int rank, int size) {
   CommOptions o;
@@ -127,6 +92,127 @@ TEST(Communicator, OneRankRefusingSendsEveryRankToStaging) {
     EXPECT_TRUE(absl::StrContains(c->status().message(), "host memory"));
   }
   EXPECT_EQ(api0.inits.load() + api1.inits.load(), 0);
+}
+
+// Creates the communicators of `options.size()` members (one thread each,
+// FakeNccl `apis[r]`, CompletionWatcher `watchers[r]`) through one exchange.
+std::vector<absl::StatusOr<std::unique_ptr<Communicator>>> CreateAll(
+    const std::vector<CommOptions>& options,
+    std::vector<std::unique_ptr<FakeNccl>>& apis, CompletionWatcher* watchers,
+    FakeExchange& exchange) {
+  const size_t n = options.size();
+  std::vector<absl::StatusOr<std::unique_ptr<Communicator>>> comms(n);
+  std::vector<std::thread> threads;
+  for (size_t r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      comms[r] =
+          Communicator::Create(apis[r].get(), &watchers[r],
+                               exchange.For(static_cast<int>(r)), options[r]);
+    });
+  }
+  for (auto& t : threads) t.join();
+  return comms;
+}
+
+std::vector<std::unique_ptr<FakeNccl>> Apis(std::vector<int> versions) {
+  std::vector<std::unique_ptr<FakeNccl>> apis;
+  for (int v : versions) {
+    apis.push_back(std::make_unique<FakeNccl>());
+    apis.back()->version = v;
+  }
+  return apis;
+}
+
+TEST(Communicator, RanksSharingAGpuGoToStagingBeforeNccl230) {
+  // Ranks 0 and 2 on one GPU of host "a"; rank 1 on another. NCCL 2.28
+  // would fail ncclCommInitRank ("Duplicate GPU detected"): every member
+  // refuses instead, with the same status, and inits nothing.
+  std::vector<CommOptions> o = {Opts(0, 3), Opts(1, 3), Opts(2, 3)};
+  o[0].device_identity = DeviceIdentity("a", "0000:3B:00.0");
+  o[1].device_identity = DeviceIdentity("a", "0000:86:00.0");
+  o[2].device_identity = DeviceIdentity("a", "0000:3b:00.0");
+  auto apis = Apis({22809, 22809, 22809});
+  FakeExchange exchange(3);
+  CompletionWatcher w[3];
+  auto comms = CreateAll(o, apis, w, exchange);
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_FALSE(comms[r].ok()) << r;
+    EXPECT_EQ(comms[r].status(), comms[0].status()) << "the same on every rank";
+    EXPECT_EQ(apis[r]->inits.load(), 0) << r;
+  }
+  const absl::Status& s = comms[0].status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_TRUE(
+      absl::StrContains(s.message(), "ranks 0, 2 share CUDA device a/0000:3b"))
+      << s;
+  EXPECT_FALSE(absl::StrContains(s.message(), "ranks 0, 1")) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "NCCL 2.28.9")) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "host memory (staging)")) << s;
+  // Each member told the others its device.
+  const std::vector<std::string> values = exchange.values(ExchangeKey(7, 0));
+  ASSERT_EQ(values.size(), 3u);
+  EXPECT_TRUE(absl::StrContains(values[1], "a/0000:86:00.0")) << values[1];
+}
+
+TEST(Communicator, TheOldestNcclOfTheMembersDecides) {
+  // One member's NCCL is 2.30, the other's 2.28: they cannot share.
+  std::vector<CommOptions> o = {Opts(0, 2), Opts(1, 2)};
+  for (auto& x : o) x.device_identity = DeviceIdentity("a", "0000:3b:00.0");
+  auto apis = Apis({kMultiRankGpuVersion, 22809});
+  FakeExchange exchange(2);
+  CompletionWatcher w[3];
+  auto comms = CreateAll(o, apis, w, exchange);
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_FALSE(comms[r].ok()) << r;
+    EXPECT_EQ(comms[r].status().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_EQ(comms[r].status(), comms[0].status());
+  }
+}
+
+TEST(Communicator, DifferentDevicesOrHostsUseNccl) {
+  // Same host, other GPUs; and the same bus id on another host.
+  std::vector<CommOptions> o = {Opts(0, 3), Opts(1, 3), Opts(2, 3)};
+  o[0].device_identity = DeviceIdentity("a", "0000:3b:00.0");
+  o[1].device_identity = DeviceIdentity("a", "0000:86:00.0");
+  o[2].device_identity = DeviceIdentity("b", "0000:3b:00.0");
+  auto apis = Apis({22809, 22809, 22809});
+  FakeExchange exchange(3);
+  CompletionWatcher w[3];
+  auto comms = CreateAll(o, apis, w, exchange);
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_TRUE(comms[r].ok()) << r << ": " << comms[r].status();
+    EXPECT_EQ(apis[r]->inits.load(), 1);
+    EXPECT_EQ(apis[r]->last_id.size(), 128u) << "the id survives the value";
+    EXPECT_EQ(apis[r]->last_id[0], 'x');
+  }
+}
+
+TEST(Communicator, FromNccl230RanksShareAGpuWithMultiRankGpuEnable) {
+  unsetenv("NCCL_MULTI_RANK_GPU_ENABLE");
+  std::vector<CommOptions> o = {Opts(0, 2), Opts(1, 2)};
+  for (auto& x : o) x.device_identity = DeviceIdentity("a", "0000:3b:00.0");
+  {
+    auto apis = Apis({kMultiRankGpuVersion, kMultiRankGpuVersion});
+    FakeExchange exchange(2);
+    CompletionWatcher w[3];
+    auto comms = CreateAll(o, apis, w, exchange);
+    for (int r = 0; r < 2; ++r) {
+      ASSERT_TRUE(comms[r].ok()) << r << ": " << comms[r].status();
+    }
+    const char* v = getenv("NCCL_MULTI_RANK_GPU_ENABLE");
+    ASSERT_NE(v, nullptr);
+    EXPECT_STREQ(v, "1");
+  }
+  // The user's own value stays.
+  setenv("NCCL_MULTI_RANK_GPU_ENABLE", "0", 1);
+  {
+    auto apis = Apis({kMultiRankGpuVersion, kMultiRankGpuVersion});
+    FakeExchange exchange(2);
+    CompletionWatcher w[3];
+    auto comms = CreateAll(o, apis, w, exchange);
+    EXPECT_STREQ(getenv("NCCL_MULTI_RANK_GPU_ENABLE"), "0");
+  }
+  unsetenv("NCCL_MULTI_RANK_GPU_ENABLE");
 }
 
 TEST(Communicator, CreationThatNeverFinishesHitsTheDeadlineAndAborts) {

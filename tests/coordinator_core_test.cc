@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -404,6 +405,52 @@ TEST_F(CoreTest, ExchangeGathersInRankOrder) {
   proto::Refusal r = ExpectRefusal(dup, 1, proto::Refusal::PROTOCOL_ERROR);
   EXPECT_THAT(r.message(), HasSubstr("'other'"));
   EXPECT_TRUE(core_->ended_in_failure());
+}
+
+TEST_F(CoreTest, ExchangeOfAProcessSetGathersAmongItsMembers) {
+  Form({"a", "b", "c"});
+  // Set 1 = ranks {0, 2}, registered by a negotiated op over every rank.
+  for (SessionId id : {1, 2, 3}) {
+    proto::WorkerMessage m = Fenced(1);
+    proto::Request* r = m.mutable_announce()->add_requests();
+    r->set_name("process_set.add.0");
+    r->set_op(proto::PROCESS_SET_ADD);
+    r->set_device(-1);
+    r->set_prescale(1);
+    r->set_postscale(1);
+    r->add_splits(0);
+    r->add_splits(2);
+    core_->OnMessage(id, m);
+  }
+  auto send = [&](SessionId id, const std::string& key, int32_t set,
+                  const std::string& value) {
+    proto::WorkerMessage m = Fenced(1);
+    m.mutable_exchange()->set_key(key);
+    m.mutable_exchange()->set_value(value);
+    m.mutable_exchange()->set_process_set(set);
+    return core_->OnMessage(id, m);
+  };
+  EXPECT_TRUE(send(3, "k", 1, "from rank 2").empty());
+  Actions done = send(1, "k", 1, "from rank 0");
+  for (SessionId id : {1, 3}) {
+    std::vector<proto::CoordinatorMessage> got = To(done, id);
+    ASSERT_EQ(got.size(), 1u) << id;
+    ASSERT_TRUE(got[0].has_exchange_result());
+    // In the set's rank order, to its members alone.
+    EXPECT_THAT(got[0].exchange_result().values(),
+                ::testing::ElementsAre("from rank 0", "from rank 2"));
+  }
+  EXPECT_TRUE(To(done, 2).empty());
+  // Rank 1 is not in set 1, and set 9 does not exist: no values, at once,
+  // and the job goes on.
+  for (auto [id, set] : {std::pair<SessionId, int32_t>{2, 1}, {1, 9}}) {
+    Actions none = send(id, "k2", set, "x");
+    std::vector<proto::CoordinatorMessage> got = To(none, id);
+    ASSERT_EQ(got.size(), 1u);
+    ASSERT_TRUE(got[0].has_exchange_result());
+    EXPECT_EQ(got[0].exchange_result().values_size(), 0);
+  }
+  EXPECT_FALSE(core_->ended());
 }
 
 TEST_F(CoreTest, AllLeaveEndsWell) {

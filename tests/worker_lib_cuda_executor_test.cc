@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/cord.h"
@@ -20,6 +21,7 @@
 #include "gtest/gtest.h"
 #include "proto/kolo.pb.h"
 #include "testing/fake_device.h"
+#include "testing/fake_exchange.h"
 #include "worker_lib/cuda_executor.h"
 #include "worker_lib/data_plane.h"
 #include "worker_lib/fused_executor.h"
@@ -29,6 +31,7 @@ namespace kolo::worker {
 namespace {
 
 using testing::FakeDeviceOps;
+using testing::FakeExchange;
 using testing::FakeNccl;
 
 // One rank's executor with its fake device (kept by the test to inspect).
@@ -58,7 +61,7 @@ Rank MakeRank(bool force_staging, bool with_nccl, int size) {
     o.nccl = std::move(api);
   }
   o.exchange = [size](
-                   const std::string&, const std::string& value,
+                   const std::string&, int32_t, const std::string& value,
                    absl::Duration) -> absl::StatusOr<std::vector<std::string>> {
     // Every rank says what this one says (the tests' ranks are alike).
     return std::vector<std::string>(static_cast<size_t>(size), value);
@@ -300,20 +303,26 @@ TEST(CudaExecutorBackend, NcclForWhatItComputesStagingForTheRest) {
   EXPECT_STREQ(r.exec->last_backend(), "staging");
   EXPECT_EQ(y[0], -3);
 
-  // A process set other than 0: staged.
+  // Process set 0's communicator is made once.
+  s = r.exec->Run(Allreduces(2), Raw(ops), plane, 0, 1, buffer, nullptr);
+  for (const auto& st : s) ASSERT_TRUE(st.ok()) << st;
+  EXPECT_EQ(r.nccl->inits.load(), 1) << "the communicator is made once";
+
+  // Another process set: its own communicator, on NCCL too.
   proto::Response set1 = One(proto::ALLREDUCE, "t0");
   set1.set_process_set(1);
   s = r.exec->Run(set1, {ops[0].get()}, plane, 0, 1, buffer, nullptr);
   ASSERT_TRUE(s[0].ok()) << s[0];
-  EXPECT_STREQ(r.exec->last_backend(), "staging");
-  EXPECT_EQ(r.nccl->inits.load(), 1) << "the communicator is made once";
+  EXPECT_STREQ(r.exec->last_backend(), "nccl");
+  EXPECT_EQ(r.nccl->inits.load(), 2);
 
-  // Abort (the epoch ended): the next run fails at once with its status.
+  // Abort (the epoch ended): the next run fails at once with its status;
+  // both communicators are aborted.
   r.exec->Abort(absl::AbortedError("epoch 3 ended"));
   s = r.exec->Run(Allreduces(2), Raw(ops), plane, 0, 1, buffer, nullptr);
   EXPECT_EQ(s[0].code(), absl::StatusCode::kAborted) << s[0];
   EXPECT_TRUE(absl::StrContains(s[0].message(), "epoch 3 ended")) << s[0];
-  EXPECT_EQ(r.nccl->aborts.load(), 1);
+  EXPECT_EQ(r.nccl->aborts.load(), 2);
 }
 
 // The epoch ends (OpRuntime's teardown calls Abort from another thread)
@@ -450,6 +459,156 @@ TEST(CudaExecutorBackend, NcclAllgatherAlltoallReducescatterBroadcast) {
             (std::vector<std::string>{
                 "group{", "bcast(32,root0)", "}", "group{", "send(32,peer0)",
                 "recv(32,peer0)", "}", "reducescatter(4)"}));
+}
+
+// One rank of a multi-rank job on a fake device (PCI bus id `pci_bus_id`
+// on host `host`) and a fake NCCL, exchanging through `exchange` with the
+// other ranks (each rank on its own thread).
+Rank MakeMember(nccl::Exchange exchange, const std::string& host,
+                const std::string& pci_bus_id) {
+  Rank r;
+  CudaOptions o;
+  o.epoch = 3;
+  o.timeout = absl::Seconds(20);
+  o.host_name = host;
+  auto holder = std::make_shared<std::unique_ptr<FakeDeviceOps>>(
+      std::make_unique<FakeDeviceOps>(0));
+  r.device = holder->get();
+  r.device->pci_bus_id = pci_bus_id;
+  o.open = [holder](int) -> absl::StatusOr<std::unique_ptr<cuda::DeviceOps>> {
+    if (*holder == nullptr) return absl::InternalError("opened twice");
+    return std::unique_ptr<cuda::DeviceOps>(std::move(*holder));
+  };
+  auto api = std::make_unique<FakeNccl>();
+  r.nccl = api.get();
+  o.nccl = std::move(api);
+  o.exchange = std::move(exchange);
+  r.exec = std::make_unique<CudaExecutor>(std::move(o));
+  return r;
+}
+
+TEST(CudaExecutorBackend, EveryProcessSetGetsItsOwnCommunicator) {
+  // Three ranks on three GPUs. Process set 0 is all of them; process set 1
+  // is global ranks {0, 2}, which are ranks 0 and 1 of 2 in it.
+  constexpr int kRanks = 3;
+  FakeExchange set0(kRanks), set1(2);
+  std::vector<Rank> ranks;
+  // As the coordinator's: each set's exchange among the set's members.
+  for (int g = 0; g < kRanks; ++g) {
+    nccl::Exchange in0 = set0.For(g), in1 = set1.For(g / 2);
+    nccl::Exchange exchange = [in0, in1](const std::string& key, int32_t set,
+                                         const std::string& value,
+                                         absl::Duration timeout) {
+      return set == 1 ? in1(key, set, value, timeout)
+                      : in0(key, set, value, timeout);
+    };
+    ranks.push_back(
+        MakeMember(exchange, "host", "0000:0" + std::to_string(g) + ":00.0"));
+  }
+  std::vector<std::thread> threads;
+  std::vector<std::vector<std::string>> backends(kRanks);
+  std::vector<float> in[kRanks], out[kRanks];
+  for (int g = 0; g < kRanks; ++g) {
+    threads.emplace_back([&, g] {
+      DataPlane plane(std::make_unique<SoloTransport>(), AlgorithmOptions{});
+      FusionBuffer buffer;
+      in[g] = {1.f + g, 2.f};
+      out[g] = {0, 0};
+      auto op = Op("t", proto::ALLREDUCE, DataType::kFloat32, {2}, in[g].data(),
+                   out[g].data());
+      auto s = ranks[g].exec->Run(One(proto::ALLREDUCE, "t"), {op.get()}, plane,
+                                  g, kRanks, buffer, nullptr);
+      EXPECT_TRUE(s[0].ok()) << g << ": " << s[0];
+      backends[g].push_back(ranks[g].exec->last_backend());
+      if (g == 1) return;
+      proto::Response r1 = One(proto::ALLREDUCE, "t");
+      r1.set_process_set(1);
+      s = ranks[g].exec->Run(r1, {op.get()}, plane, g / 2, 2, buffer, nullptr);
+      EXPECT_TRUE(s[0].ok()) << g << ": " << s[0];
+      backends[g].push_back(ranks[g].exec->last_backend());
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(backends[0], (std::vector<std::string>{"nccl", "nccl"}));
+  EXPECT_EQ(backends[1], (std::vector<std::string>{"nccl"}));
+  EXPECT_EQ(backends[2], (std::vector<std::string>{"nccl", "nccl"}));
+  // Each set's communicator was made with the rank and size in that set,
+  // under that set's key.
+  EXPECT_EQ(ranks[0].nccl->init_args(),
+            (std::vector<std::pair<int, int>>{{0, 3}, {0, 2}}));
+  EXPECT_EQ(ranks[1].nccl->init_args(),
+            (std::vector<std::pair<int, int>>{{1, 3}}));
+  EXPECT_EQ(ranks[2].nccl->init_args(),
+            (std::vector<std::pair<int, int>>{{2, 3}, {1, 2}}));
+  EXPECT_EQ(set0.keys(), std::vector<std::string>(3, nccl::ExchangeKey(3, 0)));
+  EXPECT_EQ(set1.keys(), std::vector<std::string>(2, nccl::ExchangeKey(3, 1)));
+  EXPECT_EQ(set0.sets(), std::vector<int32_t>(3, 0));
+  for (int g : {0, 2}) {
+    auto c0 = ranks[g].exec->communicator(0);
+    auto c1 = ranks[g].exec->communicator(1);
+    ASSERT_NE(c0, nullptr);
+    ASSERT_NE(c1, nullptr);
+    EXPECT_NE(c0, c1);
+    EXPECT_EQ(c1->options().process_set, 1);
+    EXPECT_EQ(c1->options().rank, g / 2);
+    EXPECT_EQ(c1->options().size, 2);
+    EXPECT_EQ(c0->options().size, 3);
+    // Abort ends both.
+    ranks[g].exec->Abort(absl::AbortedError("epoch 3 ended"));
+    EXPECT_TRUE(c0->aborted());
+    EXPECT_TRUE(c1->aborted());
+    EXPECT_EQ(ranks[g].nccl->aborts.load(), 2);
+  }
+  EXPECT_EQ(ranks[1].exec->communicator(1), nullptr);
+}
+
+// Two ranks over TCP whose fake devices are `bus0` and `bus1` on one host.
+struct TwoMembers {
+  TwoMembers(const std::string& bus0, const std::string& bus1) {
+    ranks.push_back(MakeMember(exchange.For(0), "host", bus0));
+    ranks.push_back(MakeMember(exchange.For(1), "host", bus1));
+  }
+  // An allreduce of {1 + rank, 2} on each; each rank's backend. Checks the
+  // sum where it is computed (staging: the fake NCCL is one rank's).
+  std::vector<std::string> Sum() {
+    std::vector<std::string> backends(2);
+    TwoRanks([&](int rank, DataPlane& plane) {
+      FusionBuffer buffer;
+      std::vector<float> in = {1.f + rank, 2.f}, out(2);
+      auto op = Op("t", proto::ALLREDUCE, DataType::kFloat32, {2}, in.data(),
+                   out.data());
+      auto s = ranks[rank].exec->Run(One(proto::ALLREDUCE, "t"), {op.get()},
+                                     plane, rank, 2, buffer, nullptr);
+      EXPECT_TRUE(s[0].ok()) << rank << ": " << s[0];
+      backends[rank] = ranks[rank].exec->last_backend();
+      if (backends[rank] == "staging") {
+        EXPECT_EQ(out, (std::vector<float>{3.f, 4.f})) << rank;
+      }
+    });
+    return backends;
+  }
+  FakeExchange exchange{2};
+  std::vector<Rank> ranks;
+};
+
+TEST(CudaExecutorBackend, TwoRanksOnOneGpuGoThroughHostMemory) {
+  // NCCL 2.28 (the fake's version) refuses two ranks on one GPU: both
+  // ranks stage, without KOLO_CUDA_STAGING, and no rank inits NCCL.
+  TwoMembers job("0000:3b:00.0", "0000:3B:00.0");
+  EXPECT_EQ(job.Sum(), (std::vector<std::string>{"staging", "staging"}));
+  for (Rank& r : job.ranks) {
+    EXPECT_EQ(r.nccl->inits.load(), 0);
+    EXPECT_EQ(r.exec->communicator(0), nullptr);
+  }
+  // The decision holds for the epoch: no second exchange.
+  EXPECT_EQ(job.Sum(), (std::vector<std::string>{"staging", "staging"}));
+  EXPECT_EQ(job.exchange.keys().size(), 2u);
+}
+
+TEST(CudaExecutorBackend, TwoRanksOnTwoGpusRunOnNccl) {
+  TwoMembers job("0000:3b:00.0", "0000:86:00.0");
+  EXPECT_EQ(job.Sum(), (std::vector<std::string>{"nccl", "nccl"}));
+  for (Rank& r : job.ranks) EXPECT_EQ(r.nccl->inits.load(), 1);
 }
 
 }  // namespace

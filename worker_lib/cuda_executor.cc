@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "allreduce/nccl/nccl_ops.h"
+#include "common/net.h"
 #include "fusion/fusion_planner.h"
 #include "proto/op_names.h"
 #include "worker_lib/op_runtime_internal.h"
@@ -50,33 +51,48 @@ bool HasCudaTensor(absl::Span<PendingOp* const> ops) {
 
 CudaExecutor::CudaExecutor(CudaOptions options) : options_(std::move(options)) {
   if (!options_.open) options_.open = cuda::OpenDevice;
+  if (options_.host_name.empty()) options_.host_name = net::KernelHostName();
 }
 
 CudaExecutor::~CudaExecutor() {
+  std::map<int32_t, NcclSet> sets;
   {
     MutexLock lock(&mu_);
-    if (comm_ != nullptr) comm_->Abort(absl::AbortedError("epoch ended"));
-    comm_.reset();
+    sets.swap(nccl_sets_);
   }
+  for (auto& [set, state] : sets) {
+    if (state.comm != nullptr) {
+      state.comm->Abort(absl::AbortedError("epoch ended"));
+    }
+    state.comm.reset();  // before the watchers (no Run is in progress)
+  }
+  sets.clear();  // joins the watchers' threads
   MutexLock lock(&mu_);
-  watcher_.reset();  // joins its thread
   if (nccl_fusion_ != nullptr) nccl_fusion_device_->FreeDevice(nccl_fusion_);
   devices_.clear();  // stagers before their DeviceOps (member order)
 }
 
 void CudaExecutor::Abort(absl::Status why) {
-  std::shared_ptr<nccl::Communicator> comm;
-  std::shared_ptr<nccl::CompletionWatcher> watcher;
+  std::vector<std::shared_ptr<nccl::Communicator>> comms;
+  std::vector<std::shared_ptr<nccl::CompletionWatcher>> watchers;
   {
     MutexLock lock(&mu_);
     if (!aborted_.ok()) return;
     aborted_ = why;
     for (auto& [ordinal, device] : devices_) device->ops->Abort(why);
-    comm = comm_;
-    watcher = watcher_;
+    for (const auto& [set, state] : nccl_sets_) {
+      if (state.watcher != nullptr) watchers.push_back(state.watcher);
+      if (state.comm != nullptr) comms.push_back(state.comm);
+    }
   }
-  if (watcher != nullptr) watcher->Abort(why);
-  if (comm != nullptr) comm->Abort(why);
+  for (const auto& watcher : watchers) watcher->Abort(why);
+  for (const auto& comm : comms) comm->Abort(why);
+}
+
+std::shared_ptr<nccl::Communicator> CudaExecutor::communicator(int32_t set) {
+  MutexLock lock(&mu_);
+  auto it = nccl_sets_.find(set);
+  return it == nccl_sets_.end() ? nullptr : it->second.comm;
 }
 
 absl::StatusOr<CudaExecutor::Device*> CudaExecutor::DeviceFor(int ordinal) {
@@ -156,74 +172,89 @@ std::vector<absl::Status> CudaExecutor::Run(const proto::Response& response,
     return All(ops.size(), About(device.status(), response, ops));
   }
   if (std::string why = NcclIneligible(response, ops); why.empty()) {
-    if (!nccl_tried_) {
-      nccl_tried_ = true;
-      nccl::CommOptions o;
-      o.epoch = options_.epoch;
-      o.process_set = response.process_set();
-      o.rank = rank;
-      o.size = size;
-      o.device = ordinal;
-      o.timeout = options_.timeout;
-      if (options_.force_staging) {
-        o.local_problem = "KOLO_CUDA_STAGING=1";
-      } else if (options_.nccl == nullptr) {
-        o.local_problem = "kolo was built without NCCL";
-      }
-      std::shared_ptr<nccl::CompletionWatcher> watcher =
-          std::make_shared<nccl::CompletionWatcher>();
-      {
-        MutexLock lock(&mu_);
-        watcher_ = watcher;
-        if (!aborted_.ok()) watcher->Abort(aborted_);
-      }
-      absl::StatusOr<std::unique_ptr<nccl::Communicator>> comm =
-          nccl::Communicator::Create(options_.nccl.get(), watcher.get(),
-                                     options_.exchange, o);
-      if (comm.ok()) {
-        Log()->info("CUDA tensors of process set 0 run on NCCL {} (device {})",
-                    options_.nccl->Version(), ordinal);
-        MutexLock lock(&mu_);
-        comm_ = *std::move(comm);
-        if (!aborted_.ok()) comm_->Abort(aborted_);
-      } else if (absl::IsFailedPrecondition(comm.status())) {
-        nccl_refused_ = comm.status();
-        Log()->info("{}", std::string(nccl_refused_.message()));
-      } else {
-        // The exchange or NCCL failed: this op fails; NCCL stays off for the
-        // epoch (a rank that failed here cannot tell whether the others
-        // succeeded; a new epoch starts clean).
-        nccl_refused_ = comm.status();
-        return All(ops.size(), About(comm.status(), response, ops));
-      }
-    }
+    const int32_t set = response.process_set();
+    EnsureCommunicator(set, **device, rank, size);
     std::shared_ptr<nccl::Communicator> comm;
+    absl::Status refused;
     {
       MutexLock lock(&mu_);
-      comm = comm_;
+      const NcclSet& state = nccl_sets_[set];
+      comm = state.comm;
+      refused = state.refused;
     }
     if (comm != nullptr) {
       last_backend_ = "nccl";
       return RunNccl(response, ops, **device, rank, size);
     }
-    if (!absl::IsFailedPrecondition(nccl_refused_)) {
-      // NCCL broke earlier in this epoch on some rank: no path is agreed.
-      return All(ops.size(), About(nccl_refused_, response, ops));
+    if (!absl::IsFailedPrecondition(refused)) {
+      // The exchange or NCCL failed on this rank, now or earlier in this
+      // epoch: it cannot tell whether the others succeeded, so no path is
+      // agreed and the set's CUDA ops fail until a new epoch starts clean.
+      return All(ops.size(), About(refused, response, ops));
     }
   }
   last_backend_ = "staging";
   return RunStaged(response, ops, plane, rank, size, buffer, timeline);
 }
 
-std::string CudaExecutor::NcclIneligible(
-    const proto::Response& response, absl::Span<PendingOp* const> ops) const {
-  if (response.process_set() != 0) {
-    return "process sets other than 0 run CUDA tensors through host memory";
+void CudaExecutor::EnsureCommunicator(int32_t set, Device& device, int rank,
+                                      int size) {
+  {
+    MutexLock lock(&mu_);
+    if (nccl_sets_[set].tried) return;
   }
+  nccl::CommOptions o;
+  o.epoch = options_.epoch;
+  o.process_set = set;
+  o.rank = rank;
+  o.size = size;
+  o.device = device.ops->device();
+  o.timeout = options_.timeout;
+  if (options_.force_staging) {
+    o.local_problem = "KOLO_CUDA_STAGING=1";
+  } else if (options_.nccl == nullptr) {
+    o.local_problem = "kolo was built without NCCL";
+  }
+  if (absl::StatusOr<std::string> bus = device.ops->PciBusId(); bus.ok()) {
+    o.device_identity = nccl::DeviceIdentity(options_.host_name, *bus);
+  } else {
+    Log()->warn(
+        "{}; process set {} cannot tell whether other ranks share CUDA "
+        "device {}",
+        std::string(bus.status().message()), set, o.device);
+  }
+  auto watcher = std::make_shared<nccl::CompletionWatcher>();
+  {
+    MutexLock lock(&mu_);
+    NcclSet& state = nccl_sets_[set];
+    state.tried = true;
+    state.watcher = watcher;
+    if (!aborted_.ok()) watcher->Abort(aborted_);
+  }
+  absl::StatusOr<std::unique_ptr<nccl::Communicator>> comm =
+      nccl::Communicator::Create(options_.nccl.get(), watcher.get(),
+                                 options_.exchange, o);
+  if (comm.ok()) {
+    Log()->info(
+        "CUDA tensors of process set {} run on NCCL {} (rank {} of {}, "
+        "device {})",
+        set, options_.nccl->Version(), rank, size, o.device);
+  } else if (absl::IsFailedPrecondition(comm.status())) {
+    Log()->info("{}", std::string(comm.status().message()));
+  }
+  MutexLock lock(&mu_);
+  NcclSet& state = nccl_sets_[set];
+  if (comm.ok()) {
+    state.comm = *std::move(comm);
+    if (!aborted_.ok()) state.comm->Abort(aborted_);
+  } else {
+    state.refused = comm.status();
+  }
+}
+
+std::string CudaExecutor::NcclIneligible(const proto::Response& response,
+                                         absl::Span<PendingOp* const> ops) {
   if (response.joined_size() > 0) return "a rank has joined";
-  if (!nccl_refused_.ok() && absl::IsFailedPrecondition(nccl_refused_)) {
-    return std::string(nccl_refused_.message());
-  }
   for (const PendingOp* op : ops) {
     if (op == nullptr) return "a tensor of the response is not pending here";
     if (op->op == proto::ALLREDUCE || op->op == proto::REDUCESCATTER) {

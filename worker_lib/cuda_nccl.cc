@@ -64,8 +64,9 @@ std::vector<absl::Status> CudaExecutor::RunNccl(
   std::shared_ptr<nccl::CompletionWatcher> watcher;
   {
     MutexLock lock(&mu_);
-    comm_ref = comm_;
-    watcher = watcher_;
+    const NcclSet& state = nccl_sets_[response.process_set()];
+    comm_ref = state.comm;
+    watcher = state.watcher;
   }
   nccl::Communicator& comm = *comm_ref;
   cuda::DeviceOps& dev = *device.ops;
@@ -102,8 +103,12 @@ std::vector<absl::Status> CudaExecutor::RunNccl(
       offsets.push_back(at);
       end = at + static_cast<size_t>(op->input.num_bytes());
     }
-    if (end > nccl_fusion_bytes_ || nccl_fusion_ == nullptr) {
-      if (nccl_fusion_ != nullptr) dev.FreeDevice(nccl_fusion_);
+    if (end > nccl_fusion_bytes_ || nccl_fusion_ == nullptr ||
+        nccl_fusion_device_ != &dev) {
+      // Grown, or moved to this set's device (the buffer is shared by the
+      // sets' communicators; a rank uses one device, so it moves rarely).
+      if (nccl_fusion_ != nullptr)
+        nccl_fusion_device_->FreeDevice(nccl_fusion_);
       nccl_fusion_ = nullptr;
       const size_t want = std::max(end, 2 * nccl_fusion_bytes_);
       absl::StatusOr<void*> p = dev.AllocDevice(want);

@@ -35,11 +35,11 @@ CudaOptions CudaOptionsFor(const RuntimeOptions& o,
   std::weak_ptr<SessionClient> weak = session;
   c.exchange =
       [weak](
-          const std::string& key, const std::string& value,
+          const std::string& key, int32_t process_set, const std::string& value,
           absl::Duration timeout) -> absl::StatusOr<std::vector<std::string>> {
     std::shared_ptr<SessionClient> s = weak.lock();
     if (s == nullptr) return absl::AbortedError("the session ended");
-    return s->Exchange(key, value, timeout);
+    return s->Exchange(key, value, timeout, process_set);
   };
   c.nccl = nccl::RealNcclApi();
   return c;

@@ -41,7 +41,8 @@ absl::Status SessionClient::Reactor::WaitForMembership(absl::Time start,
 }
 
 absl::StatusOr<std::vector<std::string>> SessionClient::Reactor::Exchange(
-    absl::string_view key, absl::string_view value, absl::Duration timeout) {
+    absl::string_view key, absl::string_view value, absl::Duration timeout,
+    int32_t process_set) {
   if (key.size() > kMaxExchangeKeyBytes ||
       value.size() > kMaxExchangeValueBytes) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -74,6 +75,7 @@ absl::StatusOr<std::vector<std::string>> SessionClient::Reactor::Exchange(
     proto::WorkerMessage msg;
     msg.mutable_exchange()->set_key(k);
     msg.mutable_exchange()->set_value(std::string(value));
+    msg.mutable_exchange()->set_process_set(process_set);
     Enqueue(std::move(msg));
   }
   MaybeStartWrite(/*from_reaction=*/false);
@@ -209,12 +211,13 @@ SessionClient::~SessionClient() {
 }
 
 absl::StatusOr<std::vector<std::string>> SessionClient::Exchange(
-    absl::string_view key, absl::string_view value, absl::Duration timeout) {
+    absl::string_view key, absl::string_view value, absl::Duration timeout,
+    int32_t process_set) {
   if (shut_down_) {
     return absl::FailedPreconditionError(
         absl::StrCat("control_allgather('", key, "') after shutdown()"));
   }
-  return reactor_->Exchange(key, value, timeout);
+  return reactor_->Exchange(key, value, timeout, process_set);
 }
 
 absl::Status SessionClient::Announce(proto::Announce announce) {

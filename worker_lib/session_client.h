@@ -132,13 +132,16 @@ class SessionClient {
   absl::StatusOr<EpochView> WaitForEpochAfter(uint64_t epoch,
                                               absl::Time deadline);
 
-  // Sends `value` under `key`; returns every member's value in rank order.
+  // Sends `value` under `key`; returns every member's value in rank order —
+  // of process set `process_set`'s members only (in the set's rank order)
+  // when it is not 0 (this worker must be one; else no values come back).
   // kDeadlineExceeded after `timeout`, kAborted if the job ends, kUnavailable
   // if the coordinator is lost, kFailedPrecondition if this key is already
   // pending on this worker or after Shutdown.
   absl::StatusOr<std::vector<std::string>> Exchange(absl::string_view key,
                                                     absl::string_view value,
-                                                    absl::Duration timeout);
+                                                    absl::Duration timeout,
+                                                    int32_t process_set = 0);
 
   // Negotiation (proto/kolo.proto): queues an Announce / Done for the
   // coordinator. Returns the terminal error once the session ended.

@@ -62,7 +62,8 @@ class SessionClient::Reactor final
       ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<std::vector<std::string>> Exchange(absl::string_view key,
                                                     absl::string_view value,
-                                                    absl::Duration timeout)
+                                                    absl::Duration timeout,
+                                                    int32_t process_set)
       ABSL_LOCKS_EXCLUDED(mu_);
   // Queues `msg` (Announce, Done) if the session is a running member;
   // returns the terminal error (or kFailedPrecondition) otherwise.

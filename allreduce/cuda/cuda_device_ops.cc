@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <memory>
+#include <string>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -74,6 +75,15 @@ class CudaDeviceOps final : public DeviceOps {
 
   int device() const override { return device_; }
   void* stream() override { return stream_; }
+  absl::StatusOr<std::string> PciBusId() override {
+    char id[64] = {};
+    if (cudaError_t e = cudaDeviceGetPCIBusId(id, sizeof(id) - 1, device_);
+        e != cudaSuccess) {
+      (void)cudaGetLastError();
+      return CudaError(e, "cudaDeviceGetPCIBusId", device_);
+    }
+    return std::string(id);
+  }
 
   absl::Status Copy(void* dst, const void* src, size_t bytes,
                     CopyKind kind) override {

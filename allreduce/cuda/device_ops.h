@@ -19,6 +19,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -37,6 +38,10 @@ class DeviceOps {
   virtual int device() const = 0;
   // cudaStream_t of kolo's stream (null for the fake).
   virtual void* stream() = 0;
+  // The device's PCI bus id (cudaDeviceGetPCIBusId, "0000:3b:00.0"): which
+  // physical GPU this is, whatever CUDA_VISIBLE_DEVICES renumbered — what
+  // tells that two processes of one host share a GPU (nccl/communicator.h).
+  virtual absl::StatusOr<std::string> PciBusId() = 0;
 
   // Enqueues a copy of `bytes` bytes; bytes == 0 enqueues nothing.
   virtual absl::Status Copy(void* dst, const void* src, size_t bytes,

@@ -1,9 +1,14 @@
 #include "allreduce/nccl/communicator.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <limits>
+#include <map>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
@@ -12,11 +17,89 @@ namespace kolo::nccl {
 namespace {
 constexpr absl::string_view kOk = "ok:";
 constexpr absl::string_view kNo = "no:";
+
+// A member's exchange value: kOk or kNo, then the device identity and the
+// NCCL version on a line each, then rank 0's unique id (128 bytes, any
+// byte) or why this member cannot use NCCL.
+struct Value {
+  bool ok = false;
+  std::string identity;
+  int version = 0;
+  std::string rest;  // the unique id (rank 0) or the problem
+};
+
+std::string Encode(const Value& v) {
+  std::string identity = v.identity;
+  std::replace(identity.begin(), identity.end(), '\n', ' ');
+  return absl::StrCat(v.ok ? kOk : kNo, identity, "\n", v.version, "\n",
+                      v.rest);
+}
+
+// False when `text` is not a value of this protocol.
+bool Decode(const std::string& text, Value* v) {
+  if (absl::StartsWith(text, kOk)) {
+    v->ok = true;
+  } else if (!absl::StartsWith(text, kNo)) {
+    return false;
+  }
+  const size_t a = text.find('\n', kOk.size());
+  const size_t b = a == std::string::npos ? a : text.find('\n', a + 1);
+  if (b == std::string::npos) return false;
+  v->identity = text.substr(kOk.size(), a - kOk.size());
+  if (!absl::SimpleAtoi(text.substr(a + 1, b - a - 1), &v->version)) {
+    return false;
+  }
+  v->rest = text.substr(b + 1);
+  return true;
+}
+
+// 22809 -> "2.28.9".
+std::string VersionText(int code) {
+  return absl::StrCat(code / 10000, ".", code % 10000 / 100, ".", code % 100);
+}
+
+// Why the members cannot share their GPUs on NCCL ("" when they share none,
+// or their NCCL can); the same text on every member (it depends only on
+// the exchanged values). Sets NCCL_MULTI_RANK_GPU_ENABLE when they share
+// one and can.
+std::string SharedDevices(const std::vector<Value>& values) {
+  std::map<std::string, std::vector<int>> ranks_of;
+  int oldest = std::numeric_limits<int>::max();
+  for (size_t r = 0; r < values.size(); ++r) {
+    if (!values[r].identity.empty()) {
+      ranks_of[values[r].identity].push_back(static_cast<int>(r));
+    }
+    oldest = std::min(oldest, values[r].version);
+  }
+  std::vector<std::string> shared;
+  for (const auto& [identity, ranks] : ranks_of) {
+    if (ranks.size() > 1) {
+      shared.push_back(absl::StrCat("ranks ", absl::StrJoin(ranks, ", "),
+                                    " share CUDA device ", identity));
+    }
+  }
+  if (shared.empty()) return "";
+  if (oldest < kMultiRankGpuVersion) {
+    return absl::StrCat(absl::StrJoin(shared, "; "), ", and NCCL ",
+                        VersionText(oldest),
+                        " (before 2.30) refuses two ranks of a communicator "
+                        "on one GPU");
+  }
+  // Process-wide, and never over the user's own value.
+  setenv("NCCL_MULTI_RANK_GPU_ENABLE", "1", /*overwrite=*/0);
+  return "";
+}
+
 }  // namespace
 
 std::string ExchangeKey(uint64_t epoch, int32_t process_set) {
   return absl::StrCat("kolo/nccl-unique-id/epoch-", epoch, "/set-",
                       process_set);
+}
+
+std::string DeviceIdentity(absl::string_view host,
+                           absl::string_view pci_bus_id) {
+  return absl::StrCat(host, "/", absl::AsciiStrToLower(pci_bus_id));
 }
 
 absl::Status Communicator::Error(absl::string_view what,
@@ -31,19 +114,23 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
     NcclApi* api, CompletionWatcher* watcher, const Exchange& exchange,
     const CommOptions& options) {
   std::unique_ptr<Communicator> c(new Communicator(api, options));
-  std::string mine;
+  Value mine;
+  mine.identity = options.device_identity;
   if (!options.local_problem.empty()) {
-    mine = absl::StrCat(kNo, options.local_problem);
+    mine.rest = options.local_problem;
   } else if (options.rank == 0) {
-    std::string id;
-    Result r = api->GetUniqueId(&id);
-    mine = r.ok() ? absl::StrCat(kOk, id)
-                  : absl::StrCat(kNo, "ncclGetUniqueId failed: ", r.message);
+    mine.version = api->Version();
+    Result r = api->GetUniqueId(&mine.rest);
+    mine.ok = r.ok();
+    if (!r.ok())
+      mine.rest = absl::StrCat("ncclGetUniqueId failed: ", r.message);
   } else {
-    mine = std::string(kOk);
+    mine.version = api->Version();
+    mine.ok = true;
   }
-  absl::StatusOr<std::vector<std::string>> all = exchange(
-      ExchangeKey(options.epoch, options.process_set), mine, options.timeout);
+  absl::StatusOr<std::vector<std::string>> all =
+      exchange(ExchangeKey(options.epoch, options.process_set),
+               options.process_set, Encode(mine), options.timeout);
   if (!all.ok()) {
     return absl::Status(
         all.status().code(),
@@ -58,22 +145,29 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
                      ": the unique-id exchange returned ", all->size(),
                      " values for ", options.size, " ranks"));
   }
+  std::vector<Value> values(all->size());
   std::vector<std::string> refusals;
   for (int r = 0; r < options.size; ++r) {
-    const std::string& v = (*all)[r];
-    if (!absl::StartsWith(v, kOk)) {
+    Value& v = values[r];
+    if (!Decode((*all)[r], &v)) {
       refusals.push_back(absl::StrCat(
-          "rank ", r, ": ",
-          absl::StartsWith(v, kNo) ? v.substr(kNo.size()) : "no answer"));
+          "rank ", r, ": no answer of this kolo version's protocol"));
+    } else if (!v.ok) {
+      refusals.push_back(absl::StrCat("rank ", r, ": ", v.rest));
+    }
+  }
+  if (refusals.empty()) {
+    if (std::string why = SharedDevices(values); !why.empty()) {
+      refusals.push_back(std::move(why));
     }
   }
   if (!refusals.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "NCCL is not used for process set ", options.process_set, " in epoch ",
         options.epoch, " (", absl::StrJoin(refusals, "; "),
-        "); its CUDA tensors go through host memory"));
+        "); its CUDA tensors go through host memory (staging)"));
   }
-  const std::string id = (*all)[0].substr(kOk.size());
+  const std::string& id = values[0].rest;
   {
     MutexLock lock(&c->mu_);
     Result r = api->CommInitRank(&c->comm_, options.size, id, options.rank,

@@ -12,6 +12,16 @@
 //      (naming those ranks and why) and runs CUDA tensors through host
 //      memory instead — the same decision on every rank, so no rank waits in
 //      NCCL for another that went to TCP.
+//      Every value also carries the member's device identity (host and PCI
+//      bus id) and NCCL version. Members that share one GPU (ranks of one
+//      host on one device): NCCL before 2.30 refuses them ("Duplicate GPU
+//      detected"), so with the lowest member version below 2.30 every member
+//      gets the same kFailedPrecondition naming the ranks and the device
+//      (staging, as above); from 2.30 on, NCCL_MULTI_RANK_GPU_ENABLE=1 is set
+//      in this process's environment (without overwriting a value the user
+//      set) before ncclCommInitRank, which lets NCCL accept them. NCCL reads
+//      that variable once per process: set it in the job's environment when
+//      an earlier communicator of the process may have read it already.
 //   2. ncclCommInitRankConfig with config.blocking = 0 (a non-blocking
 //      communicator: NCCL's guide says a blocking one may hang in abort);
 //      its completion is polled (ncclCommGetAsyncError) by the
@@ -50,6 +60,10 @@ struct CommOptions {
   int rank = 0;  // in the set
   int size = 1;
   int device = 0;  // CUDA ordinal this rank's communicator uses
+  // Which physical GPU `device` is: "<host>/<PCI bus id>" (DeviceIdentity).
+  // Members with equal identities share a GPU; "" (unknown) shares with
+  // no one.
+  std::string device_identity;
   // "" when this rank can use NCCL; else why not (KOLO_CUDA_STAGING=1, no
   // device, ...), told to the other members.
   std::string local_problem;
@@ -57,17 +71,30 @@ struct CommOptions {
   absl::Duration timeout = absl::Seconds(30);
 };
 
-// The coordinator's exchange: every member's value, in rank order.
+// The coordinator's exchange among the members of `process_set` (0: every
+// rank of the epoch): every member's value, in the set's rank order.
 using Exchange = std::function<absl::StatusOr<std::vector<std::string>>(
-    const std::string& key, const std::string& value, absl::Duration timeout)>;
+    const std::string& key, int32_t process_set, const std::string& value,
+    absl::Duration timeout)>;
 
 // The exchange key of a set's communicator in an epoch.
 std::string ExchangeKey(uint64_t epoch, int32_t process_set);
 
+// CommOptions::device_identity of PCI bus id `pci_bus_id` on host `host`
+// (the kernel's host name: network namespaces of one machine share its
+// GPUs).
+std::string DeviceIdentity(absl::string_view host,
+                           absl::string_view pci_bus_id);
+
+// The first NCCL version (NCCL_VERSION_CODE) that accepts two ranks of a
+// communicator on one GPU (with NCCL_MULTI_RANK_GPU_ENABLE=1).
+inline constexpr int kMultiRankGpuVersion = 23000;
+
 class Communicator {
  public:
-  // Steps 1 and 2 above. kFailedPrecondition: some member cannot use NCCL
-  // (use host memory instead; same on every member); other errors: the
+  // Steps 1 and 2 above. kFailedPrecondition: some member cannot use NCCL,
+  // or members share a GPU that their NCCL cannot share (use host memory
+  // instead; same on every member); other errors: the
   // exchange or NCCL failed (the op fails; the message names this rank).
   // `api` and `watcher` are borrowed and must outlive the Communicator.
   static absl::StatusOr<std::unique_ptr<Communicator>> Create(

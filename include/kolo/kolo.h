@@ -93,9 +93,11 @@ absl::StatusOr<std::vector<std::string>> control_allgather(
 // its own ordinal): a disagreement fails the op on every rank. A CUDA tensor
 // on a kolo built without CUDA (cuda_built() false), or with no usable
 // device, fails on every rank with kInvalidArgument saying why.
-// CUDA tensors run on NCCL when kolo was built with it (nccl_built()) and on
-// process set 0, otherwise through pinned host memory on kolo's own data
-// plane (KOLO_CUDA_STAGING=1 forces that); README "CUDA tensors".
+// CUDA tensors run on NCCL when kolo was built with it (nccl_built()), on
+// every process set (one communicator per set and epoch), otherwise through
+// pinned host memory on kolo's own data plane (KOLO_CUDA_STAGING=1 forces
+// that; so do ranks sharing a GPU under NCCL < 2.30); README "CUDA
+// tensors".
 inline constexpr int kCpu = -1;
 
 // A buffer described by dtype and shape (row major, contiguous).

@@ -40,6 +40,10 @@ class FakeDeviceOps : public cuda::DeviceOps {
 
   int device() const override { return device_; }
   void* stream() override { return nullptr; }
+  absl::StatusOr<std::string> PciBusId() override {
+    if (pci_bus_id.empty()) return absl::InternalError("no bus id (fake)");
+    return pci_bus_id;
+  }
   absl::Status Copy(void* dst, const void* src, size_t bytes,
                     cuda::CopyKind kind) override {
     if (bytes == 0) return absl::OkStatus();
@@ -100,6 +104,8 @@ class FakeDeviceOps : public cuda::DeviceOps {
   // flight (a stream that waits for a caller's event that never comes).
   std::atomic<bool> hold{false};
   std::atomic<int> reached_polls{0};
+  // What PciBusId answers ("": an error).
+  std::string pci_bus_id = "0000:00:04.0";
 
  private:
   const int device_;
@@ -117,17 +123,22 @@ class FakeNccl : public nccl::NcclApi {
   std::atomic<int> inits{0}, aborts{0}, unique_ids{0}, collectives{0};
   std::string last_id;  // the id CommInitRank got (one thread)
 
-  int Version() override { return 22809; }
+  std::atomic<int> version{22809};  // what Version answers
+  int Version() override { return version.load(); }
   nccl::Result GetUniqueId(std::string* id) override {
     ++unique_ids;
     id->assign(128, 'u');
     (*id)[0] = 'x';
     return {};
   }
-  nccl::Result CommInitRank(nccl::Comm* comm, int, const std::string& id,
+  nccl::Result CommInitRank(nccl::Comm* comm, int nranks, const std::string& id,
                             int rank, int) override {
     ++inits;
     last_id = id;
+    {
+      MutexLock lock(&mu_);
+      init_args_.push_back({rank, nranks});
+    }
     *comm = &comms_[rank % 4];
     return {nccl::Result::kInProgress, ""};
   }
@@ -203,6 +214,11 @@ class FakeNccl : public nccl::NcclApi {
     MutexLock lock(&mu_);
     return calls_;
   }
+  // (rank, size) of each CommInitRank, in call order.
+  std::vector<std::pair<int, int>> init_args() {
+    MutexLock lock(&mu_);
+    return init_args_;
+  }
 
  private:
   static size_t Bytes(nccl::Wire w) {
@@ -231,6 +247,7 @@ class FakeNccl : public nccl::NcclApi {
   const void* pending_ = nullptr;
   Mutex mu_;
   std::vector<std::string> calls_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::pair<int, int>> init_args_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace kolo::testing

@@ -16,9 +16,10 @@
 //   by bits; several in flight so that they fuse), grouped allreduce,
 //   allgather with a different row count per rank, broadcast from every
 //   root, alltoall with per-rank splits, reducescatter with uneven counts,
-//   a ready_event and a done_event — then an allreduce of 64 MiB submitted
-//   right before shutdown(): shutdown must end in bounded time (the op
-//   completes or fails with kAborted, never hangs).
+//   a ready_event and a done_event, with 2 ranks or more an allreduce on
+//   each rank's own one-rank process set — then an allreduce of 64 MiB
+//   submitted right before shutdown(): shutdown must end in bounded time
+//   (the op completes or fails with kAborted, never hangs).
 //   Rank r uses device local_rank % device count (two ranks may share one).
 // abort DIR (a CUDA device needed; "CUDA_SKIP" otherwise; an elastic job
 //   under kolorun --min-np 1 --max-np 2 whose discovery script offers a
@@ -486,6 +487,40 @@ int Gpu() {
       Ok("grouped");
     } else {
       Fail("grouped", s.ok() ? "wrong values" : std::string(s.message()));
+    }
+  }
+  // 6b. Process sets (2 ranks or more): {r} for every rank r, and each
+  // rank's allreduce on its own one-rank set — a communicator of its own,
+  // besides set 0's (which ranks sharing a GPU may have refused).
+  if (n >= 2) {
+    std::vector<kolo::ProcessSet> sets;
+    absl::Status s;
+    for (int r = 0; r < n && s.ok(); ++r) {
+      auto set = kolo::add_process_set(std::vector<int>{r});
+      if (set.ok()) sets.push_back(*set);
+      s = set.status();
+    }
+    const size_t count = 1000;
+    std::vector<float> host(count);
+    for (size_t i = 0; i < count; ++i) host[i] = Value<float>(me, i);
+    DevBuf in(count * 4), out(count * 4);
+    Write(in.get(), host);
+    kolo::Tensor ti{
+        kolo::DataType::kFloat32, {static_cast<int64_t>(count)}, in.get(), dev};
+    kolo::Tensor to{kolo::DataType::kFloat32,
+                    {static_cast<int64_t>(count)},
+                    out.get(),
+                    dev};
+    if (s.ok()) {
+      auto h = kolo::allreduce_async(ti, to, {}, "set/own", sets[me]);
+      s = h.ok() ? kolo::synchronize(*h, kWait) : h.status();
+    }
+    if (!s.ok()) {
+      Fail("set/own", std::string(s.message()));
+    } else if (Read<float>(out.get(), count) != host) {
+      Fail("set/own", "wrong values");
+    } else {
+      Ok("set/own");
     }
   }
   // 7. A large allreduce in flight when shutdown() comes: bounded.
