@@ -106,9 +106,15 @@ build_module() {  # kolo._kolo for $py into $pydest/kolo
         -c "python/$f.cc" -o "$pydest/$f.o" & pids+=($!)
     done
     for f in "${pids[@]}"; do wait "$f" || return 1; done
-    # shellcheck disable=SC2046
-    c++ -shared -o "$pydest/kolo/_kolo$suffix" "$pydest"/*.o \
-      $(sed "s#KIT#$kit#g" "$kit/link.args") || return 1
+    # NCCL as libnccl.so, else by its soname (no development link there).
+    local link nccl
+    link=$(sed "s#KIT#$kit#g" "$kit/link.args")
+    for nccl in -lnccl -l:libnccl.so.2; do
+      # shellcheck disable=SC2086
+      c++ -shared -o "$pydest/kolo/_kolo$suffix" "$pydest"/*.o \
+        ${link//-lnccl/$nccl} && return 0
+    done
+    return 1
   else
     cmake -S . -B build-gpu-check -DKOLO_PYTHON_EXECUTABLE="$(command -v "$py")" \
       >/dev/null && cmake --build build-gpu-check --target kolo_python &&

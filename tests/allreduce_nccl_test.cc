@@ -244,6 +244,8 @@ TEST(Communicator, AsyncErrorNamesTheRankAndAbortIsFinal) {
   EXPECT_TRUE(absl::StrContains(s.message(), "unhandled system error")) << s;
   comm.Abort(absl::AbortedError("epoch 7 ended"));
   comm.Abort(absl::AbortedError("again"));
+  EXPECT_TRUE(comm.aborted());  // at once; ncclCommAbort on the reaper
+  EXPECT_TRUE(comm.Reaped(absl::Now() + absl::Seconds(10)));
   EXPECT_EQ(api.aborts.load(), 1);
   EXPECT_TRUE(comm.aborted());
   int x = 0;

@@ -228,7 +228,7 @@ std::unique_ptr<CudaExecutor> Epoch(uint64_t epoch) {
   o.epoch = epoch;
   o.timeout = absl::Seconds(20);
   o.nccl = nccl::RealNcclApi();
-  o.exchange = [](const std::string&, const std::string& value,
+  o.exchange = [](const std::string&, int32_t, const std::string& value,
                   absl::Duration) -> absl::StatusOr<std::vector<std::string>> {
     return std::vector<std::string>{value};
   };

@@ -322,6 +322,11 @@ TEST(CudaExecutorBackend, NcclForWhatItComputesStagingForTheRest) {
   s = r.exec->Run(Allreduces(2), Raw(ops), plane, 0, 1, buffer, nullptr);
   EXPECT_EQ(s[0].code(), absl::StatusCode::kAborted) << s[0];
   EXPECT_TRUE(absl::StrContains(s[0].message(), "epoch 3 ended")) << s[0];
+  for (int32_t set : {0, 1}) {
+    ASSERT_NE(r.exec->communicator(set), nullptr) << set;
+    EXPECT_TRUE(
+        r.exec->communicator(set)->Reaped(absl::Now() + absl::Seconds(10)));
+  }
   EXPECT_EQ(r.nccl->aborts.load(), 2);
 }
 
@@ -386,6 +391,8 @@ TEST(CudaExecutorBackend, AbortWhileAnNcclAllreduceIsInFlightEndsTheRun) {
   EXPECT_EQ(s[0].code(), absl::StatusCode::kAborted) << s[0];
   EXPECT_TRUE(absl::StrContains(s[0].message(), "epoch 3 ended")) << s[0];
   EXPECT_TRUE(s[0].GetPayload("type.kolo.dev/test").has_value()) << s[0];
+  ASSERT_NE(r.exec->communicator(0), nullptr);
+  EXPECT_TRUE(r.exec->communicator(0)->Reaped(absl::Now() + absl::Seconds(10)));
   EXPECT_EQ(r.nccl->aborts.load(), 1);
 
   // The next epoch: a fresh executor and communicator, exact results.
@@ -557,6 +564,8 @@ TEST(CudaExecutorBackend, EveryProcessSetGetsItsOwnCommunicator) {
     ranks[g].exec->Abort(absl::AbortedError("epoch 3 ended"));
     EXPECT_TRUE(c0->aborted());
     EXPECT_TRUE(c1->aborted());
+    EXPECT_TRUE(c0->Reaped(absl::Now() + absl::Seconds(10)));
+    EXPECT_TRUE(c1->Reaped(absl::Now() + absl::Seconds(10)));
     EXPECT_EQ(ranks[g].nccl->aborts.load(), 2);
   }
   EXPECT_EQ(ranks[1].exec->communicator(1), nullptr);

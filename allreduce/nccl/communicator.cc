@@ -201,6 +201,12 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
 
 Communicator::~Communicator() {
   Abort(absl::AbortedError("the NCCL communicator was destroyed"));
+  std::thread reaper;
+  {
+    MutexLock lock(&mu_);
+    reaper = std::move(reaper_);
+  }
+  if (reaper.joinable()) reaper.join();
 }
 
 absl::Status Communicator::Call(
@@ -243,10 +249,26 @@ void Communicator::Abort(absl::Status why) {
   if (!aborted_.ok()) return;
   aborted_ = why.ok() ? absl::AbortedError("NCCL communicator aborted")
                       : std::move(why);
-  if (comm_ != nullptr) {
-    api_->CommAbort(comm_);
-    comm_ = nullptr;
+  if (comm_ == nullptr) return;
+  // No other call uses the handle from here on: Call and AsyncError check
+  // aborted_ under mu_ first.
+  Comm doomed = comm_;
+  comm_ = nullptr;
+  reaping_ = true;
+  reaper_ = std::thread([this, doomed] {
+    api_->CommAbort(doomed);
+    MutexLock done(&mu_);
+    reaping_ = false;
+    reaped_.SignalAll();
+  });
+}
+
+bool Communicator::Reaped(absl::Time deadline) {
+  MutexLock lock(&mu_);
+  while (reaping_ && absl::Now() < deadline) {
+    reaped_.WaitWithDeadline(&mu_, deadline);
   }
+  return !reaping_;
 }
 
 bool Communicator::aborted() {

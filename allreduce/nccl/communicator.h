@@ -27,10 +27,15 @@
 //      its completion is polled (ncclCommGetAsyncError) by the
 //      CompletionWatcher, with the data-plane deadline.
 //   3. Collectives are enqueued through Call() on kolo's stream.
-//   4. Abort(), when the epoch ends (any thread): ncclCommAbort, once; every
-//      later Call() fails with the abort's status. The destructor aborts a
-//      communicator that is still live (an epoch's communicators are never
-//      reused by the next epoch).
+//   4. Abort(), when the epoch ends (any thread): every later Call() and
+//      AsyncError() fails with the abort's status at once, and
+//      ncclCommAbort runs once, on a thread of its own (the reaper): NCCL's
+//      clean-up may wait for the device (it frees device memory, and kolo's
+//      stream may sit behind a caller's ready event), and no caller of Abort
+//      -- the epoch's teardown failing its ops -- may wait for that. The
+//      destructor aborts a communicator that is still live (an epoch's
+//      communicators are never reused by the next epoch) and joins the
+//      reaper: it returns once NCCL has released the communicator.
 //
 // Thread-safety: every method may be called from any thread; calls into
 // NCCL on the communicator are serialised by an internal mutex (so Abort
@@ -42,6 +47,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -115,8 +121,13 @@ class Communicator {
   // kInternal naming this rank on an error, the abort's status once
   // aborted.
   absl::Status AsyncError() ABSL_LOCKS_EXCLUDED(mu_);
-  // ncclCommAbort (once). Idempotent.
+  // Marks the communicator aborted and starts ncclCommAbort on the reaper
+  // (once); returns without waiting for NCCL. Idempotent.
   void Abort(absl::Status why) ABSL_LOCKS_EXCLUDED(mu_);
+  // Whether ncclCommAbort has returned (true for a communicator never
+  // initialised or not aborted yet: nothing to wait for), waiting up to
+  // `deadline`. For tests and the teardown's log.
+  bool Reaped(absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
   bool aborted() ABSL_LOCKS_EXCLUDED(mu_);
 
   const CommOptions& options() const { return options_; }
@@ -131,6 +142,9 @@ class Communicator {
   Mutex mu_;
   Comm comm_ ABSL_GUARDED_BY(mu_) = nullptr;
   absl::Status aborted_ ABSL_GUARDED_BY(mu_);  // OK: live
+  std::thread reaper_ ABSL_GUARDED_BY(mu_);    // runs ncclCommAbort
+  bool reaping_ ABSL_GUARDED_BY(mu_) = false;  // reaper_ still in NCCL
+  CondVar reaped_;                             // signalled when it returns
 };
 
 }  // namespace kolo::nccl
