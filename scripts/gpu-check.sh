@@ -13,23 +13,25 @@
 #   3. kolo.torch with CUDA tensors: kolo's Python module built for the
 #      machine's own python3 and torch (from DIR/pykit, scripts/gpu-pykit.py,
 #      with --prebuilt; from the build otherwise), then
-#      tests/python/test_cuda.py under kolorun with 1 and 2 ranks;
+#      tests/python/test_cuda.py under kolorun with 1, 2 and 3 ranks;
 #   4. kolo-bench --device cuda, allreduce float32 sum: NCCL (1 rank),
 #      staging (1 rank and 2 ranks sharing the GPU), and host tensors over
 #      TCP (2 ranks) for reference; time and bus bandwidth per size.
 # Prints a report on stdout (markdown-friendly); exit code != 0 when a test
-# failed. Usage: scripts/gpu-check.sh [--prebuilt DIR] [--quick]
-# Environment: KOLO_GPU_PYTHON, the interpreter with a CUDA torch (default
+# failed. Usage: scripts/gpu-check.sh [--prebuilt DIR] [--quick] [--python-only]
+# Environment: GPU_CHECK_PYTHON, the interpreter with a CUDA torch (default
 # python3).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 prebuilt=""
 quick=0
+python_only=0  # --python-only: section 3 alone (a rerun of kolo.torch's)
 while [ $# -gt 0 ]; do
   case "$1" in
     --prebuilt) prebuilt=$2; shift 2 ;;
     --quick) quick=1; shift ;;
+    --python-only) python_only=1; shift ;;
     *) echo "gpu-check: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -65,6 +67,7 @@ else
 fi
 export KOLO_BIN_DIR=$bin
 
+if [ "$python_only" = 0 ]; then
 section "CUDA tests"
 for t in allreduce_cuda_staging_test allreduce_nccl_test \
          worker_lib_cuda_executor_test worker_lib_cuda_abort_test; do
@@ -82,9 +85,10 @@ else
 fi
 echo "$out" | grep -E '^\[ *(OK|FAILED|SKIPPED) *\]|CUDA_FAIL|CUDA_SHUTDOWN|CUDA_ABORTED|CUDA_INFO rank=0|Failure' | head -40
 echo "$out" | grep -E 'CUDA_ERR case=kinds' | head -3
+fi
 
 section "kolo.torch with CUDA tensors"
-py=${KOLO_GPU_PYTHON:-python3}
+py=${GPU_CHECK_PYTHON:-python3}
 "$py" -c 'import sys, torch; print("python", sys.version.split()[0], "torch",
   torch.__version__, "cuda", torch.version.cuda, "available",
   torch.cuda.is_available(), "nccl", torch.cuda.nccl.version())' 2>&1 | tail -2
@@ -127,9 +131,11 @@ elif ! out=$(build_module 2>&1); then
   echo "building kolo._kolo for $py: FAILED"; echo "$out" | tail -30; fail=1
 else
   echo "kolo._kolo built for $py"
-  for np in 1 2; do
-    if out=$(cd "$root" && KOLO_PYTHON="$py" PYTHONPATH="$pydest" \
-             timeout 300 tests/python/run.sh "$np" test_cuda.py 2>&1); then
+  for np in 1 2 3; do
+    # Under kolorun with 1 rank too (test_cuda.py's collectives need a job).
+    if out=$(cd "$root/tests/python" && PYTHONPATH="$pydest" timeout 300 \
+             "$bin/kolorun" -np "$np" --start-timeout 120 "$py" -m pytest -q \
+             -x -p no:cacheprovider test_cuda.py 2>&1); then
       echo "test_cuda.py, $np rank(s): passed"
     else
       echo "test_cuda.py, $np rank(s): FAILED"; fail=1
@@ -138,6 +144,8 @@ else
   done
 fi
 
+[ "$python_only" = 1 ] && { section "Result"; [ "$fail" = 0 ] &&
+  echo "gpu-check: all passed" || echo "gpu-check: FAILURES above"; exit "$fail"; }
 section "kolo-bench --device cuda (allreduce float32 sum, negotiated)"
 max=256M; iters=20
 [ "$quick" = 1 ] && max=16M && iters=10

@@ -214,13 +214,24 @@ def test_many_in_flight_then_synchronize_and_a_process_set():
         assert hvd.synchronize(h) is t
         want = float(sum(r + i for r in range(n)))
         assert torch.equal(t.cpu(), torch.full((100 + i,), want))
-    ps = hvd.add_process_set(list(range(n)))
+    if n < 2:
+        return  # a set of every rank is the global set
+    # One set per rank (every rank adds them all): each rank reduces on its
+    # own one-rank set, that set's communicator; then a set of two ranks.
+    solo = [hvd.add_process_set([r]) for r in range(n)]
+    pair = hvd.add_process_set([0, 1]) if n > 2 else None
     try:
-        out = hvd.allreduce(torch.ones(5, device=dev()), op=hvd.Sum,
-                            name='cu.ps', process_set=ps)
-        same(out, torch.full((5,), float(n)))
+        mine = torch.full((5,), float(hvd.rank() + 1), device=dev())
+        out = hvd.allreduce(mine, op=hvd.Sum, name='cu.solo',
+                            process_set=solo[hvd.rank()])
+        same(out, torch.full((5,), float(hvd.rank() + 1)))
+        if pair is not None and hvd.rank() < 2:
+            out = hvd.allreduce(mine, op=hvd.Sum, name='cu.pair',
+                                process_set=pair)
+            same(out, torch.full((5,), 3.0))
     finally:
-        hvd.remove_process_set(ps)
+        for ps in solo + ([pair] if pair is not None else []):
+            hvd.remove_process_set(ps)
 
 
 @needs_job
