@@ -133,14 +133,18 @@ else
   echo "kolo._kolo built for $py"
   for np in 1 2 3; do
     # Under kolorun with 1 rank too (test_cuda.py's collectives need a job).
-    if out=$(cd "$root/tests/python" && PYTHONPATH="$pydest" timeout 300 \
+    # -s and info logs: kolo's line naming each process set's backend.
+    if out=$(cd "$root/tests/python" && PYTHONPATH="$pydest" \
+             KOLO_LOG_LEVEL=${KOLO_LOG_LEVEL:-info} timeout 300 \
              "$bin/kolorun" -np "$np" --start-timeout 120 "$py" -m pytest -q \
-             -x -p no:cacheprovider test_cuda.py 2>&1); then
+             -s -x -p no:cacheprovider test_cuda.py 2>&1); then
       echo "test_cuda.py, $np rank(s): passed"
     else
       echo "test_cuda.py, $np rank(s): FAILED"; fail=1
     fi
     echo "$out" | grep -E 'passed|failed|FAILED|Error|error' | grep -v '^\[[0-9]\]<stderr>.*info' | head -30
+    # Which backend each process set's CUDA tensors took (kolo's log).
+    echo "$out" | grep -oE 'rank [0-9]+\] .*(run on NCCL [0-9]+|NCCL is not used for process set [0-9]+ in epoch [0-9]+ \([^;)]*)' | sort -u | head -12
   done
 fi
 
