@@ -46,6 +46,7 @@
 #include "common/mutex.h"
 #include "gtest/gtest.h"
 #include "proto/kolo.pb.h"
+#include "tests/testing/solo_transport.h"
 #include "worker_lib/cuda_executor.h"
 #include "worker_lib/data_plane.h"
 #include "worker_lib/fused_executor.h"
@@ -205,21 +206,7 @@ bool EventDone(cudaEvent_t event, absl::Duration within,
   }
 }
 
-// One rank: no data plane peers (the NCCL path never uses the plane).
-class SoloTransport : public Transport {
- public:
-  int rank() const override { return 0; }
-  int size() const override { return 1; }
-  void BeginOperation(uint64_t) override {}
-  absl::StatusOr<OpId> StartSend(int, const void*, size_t) override {
-    return absl::InternalError("no peers");
-  }
-  absl::StatusOr<OpId> StartRecv(int, void*, size_t) override {
-    return absl::InternalError("no peers");
-  }
-  absl::Status Wait(OpId) override { return absl::InternalError("no op"); }
-  void Abort(absl::Status) override {}
-};
+using ::kolo::testing::SoloTransport;
 
 // One epoch's executor on the real device and NCCL; the exchange of a
 // one-rank job returns this rank's own value.

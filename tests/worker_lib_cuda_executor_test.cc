@@ -22,6 +22,7 @@
 #include "proto/kolo.pb.h"
 #include "testing/fake_device.h"
 #include "testing/fake_exchange.h"
+#include "tests/testing/solo_transport.h"
 #include "worker_lib/cuda_executor.h"
 #include "worker_lib/data_plane.h"
 #include "worker_lib/fused_executor.h"
@@ -258,21 +259,7 @@ TEST(CudaExecutorStaging, AlltoallAndUnevenReducescatterMatchTheHostPath) {
   });
 }
 
-// One rank with a fake NCCL: what NCCL computes as kolo does runs there.
-class SoloTransport : public Transport {
- public:
-  int rank() const override { return 0; }
-  int size() const override { return 1; }
-  void BeginOperation(uint64_t) override {}
-  absl::StatusOr<OpId> StartSend(int, const void*, size_t) override {
-    return absl::InternalError("no peers");
-  }
-  absl::StatusOr<OpId> StartRecv(int, void*, size_t) override {
-    return absl::InternalError("no peers");
-  }
-  absl::Status Wait(OpId) override { return absl::InternalError("no op"); }
-  void Abort(absl::Status) override {}
-};
+using ::kolo::testing::SoloTransport;
 
 TEST(CudaExecutorBackend, NcclForWhatItComputesStagingForTheRest) {
   Rank r = MakeRank(false, /*with_nccl=*/true, 1);

@@ -14,6 +14,7 @@
 #include "allreduce/transport.h"
 #include "gtest/gtest.h"
 #include "proto/kolo.pb.h"
+#include "tests/testing/solo_transport.h"
 #include "worker_lib/data_plane.h"
 #include "worker_lib/fused_executor.h"
 #include "worker_lib/op_request.h"
@@ -22,21 +23,7 @@
 namespace kolo::worker {
 namespace {
 
-// One rank: its collectives never send or receive.
-class SoloTransport : public Transport {
- public:
-  int rank() const override { return 0; }
-  int size() const override { return 1; }
-  void BeginOperation(uint64_t) override {}
-  absl::StatusOr<OpId> StartSend(int, const void*, size_t) override {
-    return absl::InternalError("no peers");
-  }
-  absl::StatusOr<OpId> StartRecv(int, void*, size_t) override {
-    return absl::InternalError("no peers");
-  }
-  absl::Status Wait(OpId) override { return absl::InternalError("no op"); }
-  void Abort(absl::Status) override {}
-};
+using ::kolo::testing::SoloTransport;
 
 struct Fixture {
   Fixture(proto::OpType type, std::vector<int64_t> shape) {
