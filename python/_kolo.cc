@@ -150,10 +150,15 @@ py::tuple ResultTuple(const OpResult& r, std::shared_ptr<Buffer> buffer,
 // raises Error.
 py::tuple Synchronize(Handle handle) {
   // Most handles of a training step are done by the time they are
-  // synchronized: then the GIL is not released at all.
-  if (!Value(poll(handle))) AwaitFinished(handle);
+  // synchronized: then the GIL is not released at all, and one call
+  // releases the handle.
   OpResult result;
-  absl::Status s = synchronize(handle, absl::ZeroDuration(), &result);
+  absl::StatusOr<bool> done = try_synchronize(handle, &result);
+  absl::Status s = done.status();
+  if (done.ok() && !*done) {
+    AwaitFinished(handle);
+    s = synchronize(handle, absl::ZeroDuration(), &result);
+  }
   std::vector<std::shared_ptr<Buffer>> buffers = Forget(handle);
   Check(s);
   py::list members;
@@ -170,9 +175,9 @@ py::tuple Synchronize(Handle handle) {
 // Synchronize for ops whose caller needs no result (allreduce, broadcast,
 // reducescatter: the output is the caller's tensor): no result objects.
 void Wait(Handle handle) {
-  if (!Value(poll(handle))) AwaitFinished(handle);
-  absl::Status s = synchronize(handle, absl::ZeroDuration(), nullptr);
-  Check(s);
+  if (Value(try_synchronize(handle))) return;
+  AwaitFinished(handle);
+  Check(synchronize(handle, absl::ZeroDuration(), nullptr));
 }
 
 // allreduce_async on the hot path of a training step (one call per

@@ -8,6 +8,8 @@
 #   3. the wall time of `kolorun -np 4 /usr/bin/python3 -c 'import kolo.torch
 #      as hvd; hvd.init()'` (median of 3).
 # Usage: scripts/python-bench.sh [BUILD_DIR (build)] [NP (2)] [ROUNDS (2)]
+# PRESETS="small161" runs the step of that preset alone (default: both);
+# STARTUP=0 skips the import and start-up timings.
 # Needs a build with the Python package (KOLO_WITH_PYTHON) and python3-torch.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -18,20 +20,21 @@ py=${KOLO_PYTHON:-/usr/bin/python3}
 export PYTHONPATH=$build/python${PYTHONPATH:+:$PYTHONPATH}
 export OMP_NUM_THREADS=1
 kolorun=$build/bin/kolorun
-echo "== machine: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); $(date -u +%FT%TZ)"
+echo "== machine: $(nproc --all) cores, load $(cut -d' ' -f1-3 /proc/loadavg); $(date -u +%FT%TZ)"
 for round in $(seq 1 "$rounds"); do
-  for preset in resnet50 small161; do
-    steps=20
-    [ "$preset" = small161 ] && steps=100
+  for preset in ${PRESETS:-resnet50 small161}; do
+    steps=20 warmup=3
+    [ "$preset" = small161 ] && steps=500 warmup=20
     echo "== round $round, $preset, np=$np"
     "$kolorun" -np "$np" "$build/bin/kolo-bench" --mode step --preset "$preset" \
-      --steps "$steps" --warmup 3 2>&1 |
+      --steps "$steps" --warmup "$warmup" 2>&1 |
       grep -E "^\[0\]<stdout>: +(resnet50|small161) " |
       sed "s/^\[0\]<stdout>:/kolo-bench step (C++):/" || true
     "$kolorun" -np "$np" "$py" "$root/bench/python_step.py" --preset "$preset" \
-      --steps "$steps" --warmup 3 2>&1 | grep "kolo.torch step" || true
+      --steps "$steps" --warmup "$warmup" 2>&1 | grep "kolo.torch step" || true
   done
 done
+[ "${STARTUP:-1}" = 0 ] && exit 0
 echo "== import kolo.torch (one process; torch included), 5 runs"
 for i in 1 2 3 4 5; do
   "$py" -c 'import time; t=time.perf_counter(); import kolo.torch; print(f"{time.perf_counter()-t:.3f}")'

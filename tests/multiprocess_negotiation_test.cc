@@ -149,6 +149,24 @@ TEST(Negotiation, DuplicateNameFailsAtOnceOnItsRankOnly) {
       << run.output;
 }
 
+TEST(Negotiation, TrySynchronizeNeverWaitsAndReleasesFinishedOps) {
+  for (int n : {1, 3}) {
+    JobRun run = Launch(n, {}, {"try"});
+    ExpectOk(run, n, "try");
+    std::vector<Fields> tries = ParseTagged(run.output, "NEG_TRY");
+    int early = 0, bad = 0;
+    for (const Fields& f : tries) {
+      if (f.count("early_running") != 0) early += IntField(f, "early_running");
+      if (f.count("code") != 0) {
+        ++bad;
+        EXPECT_EQ(IntField(f, "code"), 9) << run.output;  // kFailedPrecondition
+      }
+    }
+    EXPECT_EQ(early, n > 1 ? 1 : 0) << run.output;
+    EXPECT_EQ(bad, n > 1 ? n : 0) << run.output;
+  }
+}
+
 TEST(Negotiation, StallIsWarnedAboutThenResolves) {
   const int n = 3;
   JobRun run = Launch(n, {"--stall-check-time-seconds", "1"}, {"stall", "4"});

@@ -280,6 +280,12 @@ absl::StatusOr<bool> poll(Handle handle) {
   return (*ops)->Poll(handle);
 }
 
+absl::StatusOr<bool> try_synchronize(Handle handle, OpResult* result) {
+  auto ops = internal::OpsForHandle("try_synchronize", handle);
+  if (!ops.ok()) return ops.status();
+  return (*ops)->TrySynchronize(handle, result);
+}
+
 absl::Status synchronize(Handle handle, absl::Duration timeout,
                          OpResult* result) {
   auto ops = internal::OpsForHandle("synchronize", handle);

@@ -605,12 +605,37 @@ absl::StatusOr<bool> OpRuntime::Poll(Handle handle) {
   return *finished;
 }
 
+absl::StatusOr<bool> OpRuntime::TrySynchronize(Handle handle,
+                                               OpResult* result) {
+  // Synchronize's finished case (a scratch list of its own likewise).
+  thread_local std::vector<std::shared_ptr<PendingOp>> taken;
+  absl::Status status;
+  bool finished = false;
+  {
+    MutexLock lock(&mu_);
+    std::optional<bool> known = Finished(handle);
+    if (!known.has_value()) return Unknown(handle);
+    finished = *known;
+    if (finished) status = Take(handle, result, &taken);
+  }
+  if (!finished) {
+    FlushOutbox();  // the caller waits: nothing more comes soon
+    return false;
+  }
+  Recycle(taken);
+  taken.clear();
+  if (!status.ok()) return status;
+  return true;
+}
+
 absl::Status OpRuntime::Synchronize(Handle handle, absl::Duration timeout,
                                     OpResult* result) {
   // Recycled after the unlock, as in SynchronizeAll: a caller that
   // synchronizes handle by handle (Horovod's optimizer through kolo.torch)
-  // then submits the next step without allocating ops.
-  std::vector<std::shared_ptr<PendingOp>> taken;
+  // then submits the next step without allocating ops. One scratch list
+  // per thread: no allocation per call either (the ops it held are freed
+  // or pooled by the end of the call).
+  thread_local std::vector<std::shared_ptr<PendingOp>> taken;
   absl::Status status;
   bool finished = false;
   {
@@ -631,6 +656,7 @@ absl::Status OpRuntime::Synchronize(Handle handle, absl::Duration timeout,
     status = SynchronizeLocked(handle, deadline, timeout, result, &taken);
   }
   Recycle(taken);
+  taken.clear();
   return status;
 }
 

@@ -192,6 +192,10 @@ class OpRuntime {
   Handle next_handle() ABSL_LOCKS_EXCLUDED(mu_);
 
   absl::StatusOr<bool> Poll(Handle handle) ABSL_LOCKS_EXCLUDED(mu_);
+  // kolo::try_synchronize: Synchronize of a finished op (true, or its
+  // error); false (the outbox sent, as Poll) while it runs.
+  absl::StatusOr<bool> TrySynchronize(Handle handle, OpResult* result)
+      ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Synchronize(Handle handle, absl::Duration timeout,
                            OpResult* result) ABSL_LOCKS_EXCLUDED(mu_);
   std::vector<absl::Status> SynchronizeAll(absl::Span<const Handle> handles,

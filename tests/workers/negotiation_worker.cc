@@ -8,6 +8,10 @@
 //     "NEG_MSG K: <message>" per case; after each, a good allreduce must work.
 //   duplicate: a name submitted twice on rank 0 fails at once there only;
 //     the first op still completes everywhere.
+//   try: kolo::try_synchronize: false on rank 0 before the others
+//     submitted (they wait for it), true once done with the exact sum, then
+//     kNotFound for the released handle; a dtype mismatch comes back
+//     through it on every rank (NEG_TRY bad code=C), and the next op works.
 //   stall SECONDS: the last rank submits 'late' SECONDS after the others;
 //     every rank then gets the right result.
 //   stall-shutdown: the last rank submits 'only-last', the others 'not-last';
@@ -375,6 +379,96 @@ int Duplicate() {
   return 0;
 }
 
+// Waits for `h` with try_synchronize only (bounded): its final status, and
+// the number of calls that found it running in `*running`.
+absl::Status TryUntilDone(Handle h, kolo::OpResult* result, int* running) {
+  const absl::Time deadline = absl::Now() + kWait;
+  while (true) {
+    absl::StatusOr<bool> done = kolo::try_synchronize(h, result);
+    if (!done.ok()) return done.status();
+    if (*done) return absl::OkStatus();
+    ++*running;
+    if (absl::Now() > deadline) {
+      return absl::DeadlineExceededError("try_synchronize never said done");
+    }
+    absl::SleepFor(absl::Microseconds(200));
+  }
+}
+
+int Try() {
+  const int rank = kolo::rank(), n = kolo::size();
+  std::vector<int64_t> v(5, rank + 1), out(5, -1);
+  Tensor in{DataType::kInt64, {5}, v.data(), kolo::kCpu};
+  Tensor o{DataType::kInt64, {5}, out.data(), kolo::kCpu};
+  // Rank 0 tries 'try' before the others submit it (they wait for it at a
+  // control allgather): still running, the handle stays valid.
+  absl::StatusOr<Handle> h;
+  int early_running = 0;
+  if (rank == 0) {
+    h = kolo::allreduce_async(in, o, {}, "try");
+    if (!h.ok()) return Fail("try submit", h.status());
+    if (n > 1) {
+      absl::StatusOr<bool> early = kolo::try_synchronize(*h);
+      if (!early.ok()) return Fail("early try", early.status());
+      if (*early) {
+        return Fail("early try", absl::InternalError("finished too soon"));
+      }
+      early_running = 1;
+    }
+  }
+  if (auto tried = kolo::control_allgather("try-tried", "", kWait);
+      !tried.ok()) {
+    return Fail("try-tried", tried.status());
+  }
+  if (rank != 0) {
+    h = kolo::allreduce_async(in, o, {}, "try");
+    if (!h.ok()) return Fail("try submit", h.status());
+  }
+  kolo::OpResult result;
+  int running = 0;
+  if (absl::Status s = TryUntilDone(*h, &result, &running); !s.ok()) {
+    return Fail("try", s);
+  }
+  if (out != std::vector<int64_t>(5, n * (n + 1) / 2) ||
+      result.shape != std::vector<int64_t>{5}) {
+    return Fail("try result", absl::InternalError("wrong sum or shape"));
+  }
+  // Released: unknown now.
+  if (absl::StatusCode c = kolo::try_synchronize(*h).status().code();
+      c != absl::StatusCode::kNotFound) {
+    return Fail("try of a released handle",
+                absl::InternalError(absl::StrCat("code ", c)));
+  }
+  // A failed op: try_synchronize gives its error (the last rank sends
+  // int32 where the others send float32), and the next op works.
+  if (n > 1) {
+    std::vector<float> f(4, 1.0f), fo(4);
+    std::vector<int32_t> i32(4, 1), io(4);
+    const bool odd = rank == n - 1;
+    absl::StatusOr<Handle> bad =
+        odd ? kolo::allreduce_async(
+                  Tensor{DataType::kInt32, {4}, i32.data(), kolo::kCpu},
+                  Tensor{DataType::kInt32, {4}, io.data(), kolo::kCpu}, {},
+                  "try-bad")
+            : kolo::allreduce_async(
+                  Tensor{DataType::kFloat32, {4}, f.data(), kolo::kCpu},
+                  Tensor{DataType::kFloat32, {4}, fo.data(), kolo::kCpu}, {},
+                  "try-bad");
+    if (!bad.ok()) return Fail("try-bad submit", bad.status());
+    absl::Status s = TryUntilDone(*bad, nullptr, &running);
+    std::printf("NEG_TRY bad code=%d\n", static_cast<int>(s.code()));
+    if (kolo::try_synchronize(*bad).status().code() !=
+        absl::StatusCode::kNotFound) {
+      return Fail("try of a failed, released handle",
+                  absl::InternalError("not NotFound"));
+    }
+    if (!GoodAfter("try-bad")) return 4;
+  }
+  std::printf("NEG_TRY early_running=%d\n", early_running);
+  std::printf("NEG_OK mode=try rank=%d size=%d\n", rank, n);
+  return 0;
+}
+
 int Stall(int seconds) {
   const int rank = kolo::rank(), n = kolo::size();
   if (rank == n - 1) absl::SleepFor(absl::Seconds(seconds));
@@ -459,6 +553,8 @@ int main(int argc, char** argv) {
     rc = Mismatch();
   } else if (mode == "duplicate") {
     rc = Duplicate();
+  } else if (mode == "try") {
+    rc = Try();
   } else if (mode == "stall") {
     rc = Stall(arg);
   } else if (mode == "stall-shutdown") {
