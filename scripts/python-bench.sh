@@ -3,10 +3,12 @@
 #   1. the training step (resnet50 and small161 presets): kolo-bench --mode
 #      step (C++, out-of-place allreduce_async + synchronize_all) and
 #      bench/python_step.py (kolo.torch, allreduce_async_ + synchronize, as
-#      Horovod's optimizer), alternating ROUNDS times on the same machine;
+#      Horovod's optimizer), steps back to back in both (no barrier between
+#      steps), alternating ROUNDS times on the same machine;
 #   2. `import kolo.torch` time in one process (median of 5);
 #   3. the wall time of `kolorun -np 4 /usr/bin/python3 -c 'import kolo.torch
-#      as hvd; hvd.init()'` (median of 3).
+#      as hvd; hvd.init()'` (median of 3), and of the same 4 processes that
+#      only import torch (the floor that kolo's start-up adds to).
 # Usage: scripts/python-bench.sh [BUILD_DIR (build)] [NP (2)] [ROUNDS (2)]
 # PRESETS="small161" runs the step of that preset alone (default: both);
 # STARTUP=0 skips the import and start-up timings.
@@ -40,12 +42,19 @@ for i in 1 2 3 4 5; do
   "$py" -c 'import time; t=time.perf_counter(); import kolo.torch; print(f"{time.perf_counter()-t:.3f}")'
 done | sort -n | awk '{v[NR]=$1} END {printf "import kolo.torch: median %.3f s (min %.3f, max %.3f)\n", v[3], v[1], v[5]}'
 "$py" -c 'import torch, time; t=time.perf_counter(); import kolo.torch; print(f"import kolo.torch after torch: {time.perf_counter()-t:.3f} s")'
-echo "== kolorun -np 4 $py -c 'import kolo.torch as hvd; hvd.init()', 3 runs"
-for i in 1 2 3; do
-  s=$(date +%s.%N)
-  rc=0
-  "$kolorun" -np 4 "$py" -c 'import kolo.torch as hvd; hvd.init()' >/dev/null || rc=$?
-  e=$(date +%s.%N)
-  if [ "$rc" != 0 ]; then echo "kolorun -np 4 failed (exit $rc)" >&2; fi
-  echo "$e - $s" | bc
-done | sort -n | awk '{v[NR]=$1} END {printf "kolorun -np 4 start-up: median %.2f s (min %.2f, max %.2f)\n", v[2], v[1], v[3]}'
+# The start-up, beside its floor on this machine: the same 4 processes
+# importing torch alone (most of the time: 4 imports on the cores at once).
+startup() {  # LABEL CODE: the median of 3 launches
+  local label=$1 code=$2
+  echo "== kolorun -np 4 $py -c '$code', 3 runs"
+  for i in 1 2 3; do
+    s=$(date +%s.%N)
+    rc=0
+    "$kolorun" -np 4 "$py" -c "$code" >/dev/null || rc=$?
+    e=$(date +%s.%N)
+    if [ "$rc" != 0 ]; then echo "kolorun -np 4 failed (exit $rc)" >&2; fi
+    echo "$e - $s" | bc
+  done | sort -n | awk -v l="$label" '{v[NR]=$1} END {printf "%s: median %.2f s (min %.2f, max %.2f)\n", l, v[2], v[1], v[3]}'
+}
+startup "kolorun -np 4 start-up" 'import kolo.torch as hvd; hvd.init()'
+startup "the floor, kolorun -np 4 import torch alone" 'import torch'
