@@ -271,13 +271,13 @@ absl::StatusOr<bool> poll(Handle handle);
 absl::Status synchronize(Handle handle,
                          absl::Duration timeout = absl::InfiniteDuration(),
                          OpResult* result = nullptr);
-// synchronize() on many handles with one deadline: one status per handle,
-// in order (kDeadlineExceeded for those that did not finish in time).
 // synchronize() that never waits (MPI_Test): the op finished → true, or
 // its error, with `result` filled and the handle released as synchronize()
 // does; still running → false, and the handle stays valid; unknown handle
 // → kNotFound. One call where poll() then synchronize() take two.
 absl::StatusOr<bool> try_synchronize(Handle handle, OpResult* result = nullptr);
+// synchronize() on many handles with one deadline: one status per handle,
+// in order (kDeadlineExceeded for those that did not finish in time).
 std::vector<absl::Status> synchronize_all(
     absl::Span<const Handle> handles,
     absl::Duration timeout = absl::InfiniteDuration());
