@@ -112,12 +112,12 @@ void PrintBanner(const BenchOptions& o, int n) {
     const Preset preset = *o.preset;
     std::printf(
         "# kolo-bench: step, %s (%zu float32 tensors, %.2f MiB), %d ranks, "
-        "average allreduce, out of place, reverse order, %d warm-up + %d "
+        "average allreduce, %s, reverse order, %d warm-up + %d "
         "timed steps per setting; env: fusion threshold %s, cache capacity "
         "%s, cycle time %s ms, algorithm %s, spin %s us\n",
         std::string(PresetName(preset)).c_str(), PresetCounts(preset).size(),
-        static_cast<double>(PresetBytes(preset)) / (1 << 20), n, o.warmup,
-        o.steps,
+        static_cast<double>(PresetBytes(preset)) / (1 << 20), n,
+        o.inplace ? "in place" : "out of place", o.warmup, o.steps,
         EnvOr("KOLO_FUSION_THRESHOLD",
               EnvOr("HOROVOD_FUSION_THRESHOLD", "default").c_str())
             .c_str(),

@@ -74,7 +74,7 @@ absl::StatusOr<int64_t> ParseCount(absl::string_view text) {
 
 constexpr absl::string_view kStepFlags =
     "--preset, --steps, --warmup, --fusion-threshold, --cache-capacity, "
-    "--json and --corrupt-rank";
+    "--inplace, --json and --corrupt-rank";
 
 // The checks of --mode step once every flag is read. `sweep_flag` is the
 // first flag given that only the size sweep takes ("" if none).
@@ -87,7 +87,7 @@ absl::Status CheckStepMode(const BenchOptions& o, bool op_given,
   }
   const absl::string_view what =
       " does not apply to --mode step, which times float32 average "
-      "allreduces of the preset's tensors, out of place; its flags are ";
+      "allreduces of the preset's tensors; its flags are ";
   if (op_given && o.op != Collective::kAllreduce) {
     return absl::InvalidArgumentError(
         absl::StrCat("--op ", CollectiveName(o.op), what, kStepFlags));
@@ -275,8 +275,7 @@ absl::StatusOr<BenchOptions> ParseBenchOptions(
     const std::string& v = option->results()[used[option]++];
     if (flag == "--min-bytes" || flag == "--max-bytes" || flag == "--factor" ||
         flag == "--iters" || flag == "--seconds" || flag == "--root" ||
-        flag == "--inplace" || flag == "--device" || flag == "--plot" ||
-        flag == "--plot-peers") {
+        flag == "--device" || flag == "--plot" || flag == "--plot-peers") {
       if (sweep_flag.empty()) sweep_flag = flag;
     } else if (flag == "--preset" || flag == "--steps" ||
                flag == "--fusion-threshold" || flag == "--cache-capacity") {
@@ -496,6 +495,9 @@ std::string Usage() {
       "                    (the job's KOLO_FUSION_THRESHOLD: env)\n"
       "  --cache-capacity LIST    comma-separated entry counts, e.g. 0,1024\n"
       "                    (the job's KOLO_CACHE_CAPACITY: env)\n"
+      "  --inplace         each tensor is its own output (as Horovod's\n"
+      "                    optimizer reduces gradients; out of place by "
+      "default)\n"
       "  --json FILE, --corrupt-rank R  as above\n"
       "Each threshold x capacity runs in turn in the same job (set on every\n"
       "rank before its warm-up). step/p90/enqueue: each rank's median (90th\n"

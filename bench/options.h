@@ -23,12 +23,13 @@
 //
 // --mode step times a training step instead of a size sweep: the preset's
 // tensors (bench/presets.h) submitted as float32 average allreduces, out of
-// place, in reverse order, then synchronized together; once per combination
+// place (--inplace: in place, as Horovod's optimizer reduces gradients), in
+// reverse order, then synchronized together; once per combination
 // of --fusion-threshold x --cache-capacity (comma-separated lists; none =
 // the job's KOLO_FUSION_THRESHOLD / KOLO_CACHE_CAPACITY, shown as "env").
 // The sweep's flags (--op other than allreduce, --dtype other than float32,
-// --reduce other than average, sizes, --iters, --seconds, --root,
-// --inplace) are refused in step mode, and the step flags outside it.
+// --reduce other than average, sizes, --iters, --seconds, --root) are
+// refused in step mode, and the step flags outside it.
 //
 // Thread-safety: pure functions.
 #ifndef KOLO_BENCH_OPTIONS_H_

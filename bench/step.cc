@@ -54,7 +54,7 @@ absl::Status RunSetting(const BenchOptions& o, const StepSetting& s,
   step_ms.reserve(o.steps);
   enqueue_ms.reserve(o.steps);
   for (int i = 0; i < o.steps; ++i) {
-    if (i + 1 == o.steps) c.PoisonOutputs();  // the check sees the last step
+    if (i + 1 == o.steps) c.PrepareCheckedStep();  // the check sees the last
     absl::StatusOr<StepCase::Timing> t = c.RunOnce();
     if (!t.ok()) return t.status();
     step_ms.push_back(t->step_ms);
@@ -90,8 +90,12 @@ absl::Status RunSetting(const BenchOptions& o, const StepSetting& s,
 
 }  // namespace
 
-StepCase::StepCase(Preset preset, int rank, int n)
-    : preset_(preset), rank_(rank), n_(n), expected_(ExactFloat32Average(n)) {
+StepCase::StepCase(Preset preset, int rank, int n, bool inplace)
+    : preset_(preset),
+      rank_(rank),
+      n_(n),
+      expected_(ExactFloat32Average(n)),
+      inplace_(inplace) {
   const absl::Span<const int64_t> counts = PresetCounts(preset);
   const Periodic input = InputStream(DataType::kFloat32, ReduceOp::kSum, rank);
   for (size_t i = 0; i < counts.size(); ++i) {
@@ -99,6 +103,7 @@ StepCase::StepCase(Preset preset, int rank, int n)
     in_.emplace_back(counts[i]);
     out_.emplace_back(counts[i]);
     input.Fill(static_cast<int64_t>(i), counts[i], in_.back().data());
+    if (inplace_) out_.back() = in_.back();
   }
   handles_.reserve(counts.size());
 }
@@ -117,7 +122,8 @@ absl::StatusOr<StepCase::Timing> StepCase::RunOnce() {
   const Clock::time_point start = Clock::now();
   for (int i = tensors() - 1; i >= 0; --i) {
     absl::StatusOr<Handle> handle =
-        allreduce_async(vector(in_[i]), vector(out_[i]), average, names_[i]);
+        allreduce_async(vector(in_[i]), vector(inplace_ ? in_[i] : out_[i]),
+                        average, names_[i]);
     if (!handle.ok()) return Prefixed(handle.status(), names_[i]);
     handles_.push_back(*handle);
   }
@@ -130,26 +136,32 @@ absl::StatusOr<StepCase::Timing> StepCase::RunOnce() {
   return Timing{Millis(enqueued - start), Millis(finished - start)};
 }
 
-void StepCase::PoisonOutputs() {
-  for (std::vector<float>& out : out_) {
-    Poison(out.data(), out.size() * sizeof(float));
+void StepCase::PrepareCheckedStep() {
+  for (size_t i = 0; i < out_.size(); ++i) {
+    if (inplace_) {
+      in_[i] = out_[i];
+    } else {
+      Poison(out_[i].data(), out_[i].size() * sizeof(float));
+    }
   }
 }
 
 void StepCase::Corrupt() {
-  if (out_.empty() || out_[0].empty()) return;
+  std::vector<std::vector<float>>& results = inplace_ ? in_ : out_;
+  if (results.empty() || results[0].empty()) return;
   // Two exponent bits: the damaged value is far from any expected one, so
   // the message shows the difference.
   uint32_t bits = 0;
-  std::memcpy(&bits, out_[0].data(), sizeof(bits));
+  std::memcpy(&bits, results[0].data(), sizeof(bits));
   bits ^= 0x21000000u;
-  std::memcpy(out_[0].data(), &bits, sizeof(bits));
+  std::memcpy(results[0].data(), &bits, sizeof(bits));
 }
 
 absl::Status StepCase::Check() const {
   for (int i = 0; i < tensors(); ++i) {
+    const std::vector<float>& got = results()[static_cast<size_t>(i)];
     absl::Status st = expected_.Check(
-        i, static_cast<int64_t>(out_[i].size()), out_[i].data(),
+        i, static_cast<int64_t>(got.size()), got.data(),
         absl::StrCat(names_[i], " on rank ", rank_, " of ", n_));
     if (!st.ok()) return st;
   }
@@ -157,7 +169,7 @@ absl::Status StepCase::Check() const {
 }
 
 absl::Status RunStepMode(const BenchOptions& o, std::vector<StepRow>& rows) {
-  StepCase c(*o.preset, kolo::rank(), kolo::size());
+  StepCase c(*o.preset, kolo::rank(), kolo::size(), o.inplace);
   for (const StepSetting& s : StepSettings(o)) {
     StepRow row;
     if (absl::Status st = RunSetting(o, s, c, row); !st.ok()) {

@@ -39,8 +39,9 @@ namespace kolo::bench {
 
 class StepCase {
  public:
-  // REQUIRES: 0 <= rank < n.
-  StepCase(Preset preset, int rank, int n);
+  // REQUIRES: 0 <= rank < n. `inplace`: each tensor is its own output (as
+  // Horovod's optimizer reduces gradients); else it has an output of its own.
+  StepCase(Preset preset, int rank, int n, bool inplace);
 
   int tensors() const { return static_cast<int>(in_.size()); }
   int64_t bytes() const { return PresetBytes(preset_); }
@@ -53,8 +54,10 @@ class StepCase {
   // tensor's name.
   absl::StatusOr<Timing> RunOnce();
 
-  // Overwrites every output so that the check sees the next step's results.
-  void PoisonOutputs();
+  // Makes the check see the next step's results: overwrites every output
+  // (out of place), or gives every tensor its original input again (in
+  // place: the steps before reduced it already).
+  void PrepareCheckedStep();
   // Damages the first element of tensor 0's output (--corrupt-rank).
   void Corrupt();
   // OK if every output element is exactly the expected average; kDataLoss
@@ -66,7 +69,13 @@ class StepCase {
   const int rank_, n_;
   const Periodic expected_;
   std::vector<std::string> names_;
+  const bool inplace_;
+  // Inputs and outputs; in place, out_ keeps the original inputs.
   std::vector<std::vector<float>> in_, out_;
+  // What the check reads: out_, or in_ in place.
+  const std::vector<std::vector<float>>& results() const {
+    return inplace_ ? in_ : out_;
+  }
   std::vector<Handle> handles_;  // this step's, in submission order
 };
 

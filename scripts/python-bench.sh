@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # kolo.torch against kolo-bench, side by side in one run (issue 20 point 4):
 #   1. the training step (resnet50 and small161 presets): kolo-bench --mode
-#      step (C++, out-of-place allreduce_async + synchronize_all) and
+#      step --inplace (C++, in-place allreduce_async + synchronize_all) and
 #      bench/python_step.py (kolo.torch, allreduce_async_ + synchronize, as
 #      Horovod's optimizer), steps back to back in both (no barrier between
 #      steps), alternating ROUNDS times on the same machine;
@@ -28,7 +28,7 @@ for round in $(seq 1 "$rounds"); do
     steps=20 warmup=3
     [ "$preset" = small161 ] && steps=500 warmup=20
     echo "== round $round, $preset, np=$np"
-    "$kolorun" -np "$np" "$build/bin/kolo-bench" --mode step --preset "$preset" \
+    "$kolorun" -np "$np" "$build/bin/kolo-bench" --mode step --inplace --preset "$preset" \
       --steps "$steps" --warmup "$warmup" 2>&1 |
       grep -E "^\[0\]<stdout>: +(resnet50|small161) " |
       sed "s/^\[0\]<stdout>:/kolo-bench step (C++):/" || true

@@ -149,6 +149,7 @@ TEST(BenchOptions, StepMode) {
   EXPECT_EQ(o->reduce, ReduceOp::kAverage);
   EXPECT_TRUE(o->fusion_thresholds.empty());
   EXPECT_TRUE(o->cache_capacities.empty());
+  EXPECT_FALSE(o->inplace);  // out of place unless --inplace
   // No list: one setting that leaves the job's values.
   std::vector<StepSetting> settings = StepSettings(*o);
   ASSERT_EQ(settings.size(), 1u);
@@ -176,8 +177,10 @@ TEST(BenchOptions, StepMode) {
              "--dtype",
              "float32",
              "--reduce",
-             "average"});
+             "average",
+             "--inplace"});
   ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_TRUE(o->inplace);
   EXPECT_EQ(*o->preset, Preset::kSmall161);
   EXPECT_EQ(o->steps, 7);
   EXPECT_EQ(o->warmup, 0);
@@ -239,7 +242,6 @@ TEST(BenchOptions, StepModeRefusals) {
            {with({"--max-bytes", "1M"}),
             "--max-bytes does not apply to --mode step"},
            {with({"--iters", "5"}), "--iters does not apply to --mode step"},
-           {with({"--inplace"}), "--inplace does not apply to --mode step"},
            {with({"--root", "1"}), "--root does not apply to --mode step"},
            {with({"--steps", "0"}), "--steps: '0' is not a whole number >= 1"},
            {with({"--fusion-threshold", "0,,64M"}),

@@ -223,6 +223,25 @@ TEST(Bench, StepModeCorruptedResultFailsTheRun) {
   EXPECT_EQ(Count(run.json, "\"check\": \"fail\""), 1) << run.json;
 }
 
+// --mode step --inplace: each tensor is its own output; the steps before
+// the last reduce the inputs again, and the last one (from the original
+// inputs) is checked exactly; a corrupted result still fails.
+TEST(Bench, StepModeInPlaceChecksTheLastStep) {
+  BenchRun run = Bench(3, {"--mode", "step", "--preset", "small161", "--steps",
+                           "4", "--warmup", "2", "--inplace"});
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("3 ranks, average allreduce, in place"),
+            std::string::npos)
+      << run.output;
+  EXPECT_EQ(Count(run.json, "\"check\": \"ok\""), 1) << run.json;
+  BenchRun bad = Bench(2, {"--mode", "step", "--preset", "small161", "--steps",
+                           "2", "--inplace", "--corrupt-rank", "0"});
+  EXPECT_NE(bad.exit_code, 0) << bad.output;
+  EXPECT_NE(bad.output.find("CHECK FAILED: small161/param.0 on rank 0 of 2"),
+            std::string::npos)
+      << bad.output;
+}
+
 TEST(Bench, BadFlagIsRefusedBeforeAnyWork) {
   Subprocess p({Bin("kolo-bench"), "--op", "allsum"});
   ASSERT_TRUE(p.Start().ok());
