@@ -607,7 +607,12 @@ absl::StatusOr<bool> OpRuntime::Poll(Handle handle) {
 
 absl::StatusOr<bool> OpRuntime::TrySynchronize(Handle handle,
                                                OpResult* result) {
-  // Synchronize's finished case (a scratch list of its own likewise).
+  // A finished op is taken at once and sends nothing (as in Poll): after
+  // the first handle of a step, the others of its plan are finished, and
+  // the plan's Done rides with the next step's announcements, as with
+  // SynchronizeAll. Recycled after the unlock, as there; one scratch list
+  // per thread, so that a caller that synchronizes handle by handle
+  // (Horovod's optimizer through kolo.torch) allocates nothing per call.
   thread_local std::vector<std::shared_ptr<PendingOp>> taken;
   absl::Status status;
   bool finished = false;
@@ -630,27 +635,14 @@ absl::StatusOr<bool> OpRuntime::TrySynchronize(Handle handle,
 
 absl::Status OpRuntime::Synchronize(Handle handle, absl::Duration timeout,
                                     OpResult* result) {
-  // Recycled after the unlock, as in SynchronizeAll: a caller that
-  // synchronizes handle by handle (Horovod's optimizer through kolo.torch)
-  // then submits the next step without allocating ops. One scratch list
-  // per thread: no allocation per call either (the ops it held are freed
-  // or pooled by the end of the call).
+  // Finished (or failed, or unknown): as TrySynchronize says. Else the
+  // outbox went (the caller waits) and this waits for it.
+  absl::StatusOr<bool> done = TrySynchronize(handle, result);
+  if (!done.ok()) return done.status();
+  if (*done) return absl::OkStatus();
   thread_local std::vector<std::shared_ptr<PendingOp>> taken;
   absl::Status status;
-  bool finished = false;
   {
-    // A finished op is taken at once and sends nothing (as in Poll): after
-    // the first handle of a step, the others of its plan are finished, and
-    // the plan's Done rides with the next step's announcements, as with
-    // SynchronizeAll.
-    MutexLock lock(&mu_);
-    if (Finished(handle).value_or(false)) {
-      finished = true;
-      status = Take(handle, result, &taken);
-    }
-  }
-  if (!finished) {
-    FlushOutbox();  // the caller waits: nothing more comes soon
     const absl::Time deadline = absl::Now() + timeout;
     MutexLock lock(&mu_);
     status = SynchronizeLocked(handle, deadline, timeout, result, &taken);
