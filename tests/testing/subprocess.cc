@@ -160,7 +160,9 @@ bool ProcessAlive(pid_t pid) {
   if (::kill(pid, 0) != 0) return false;
   std::ifstream stat(absl::StrCat("/proc/", pid, "/stat"));
   std::string line;
-  std::getline(stat, line);
+  // Unreadable: reaped between the two looks (a zombie's new parent reaps
+  // it at any time), so gone.
+  if (!std::getline(stat, line)) return false;
   size_t close = line.rfind(')');
   if (close != std::string::npos && close + 2 < line.size()) {
     char state = line[close + 2];
