@@ -422,6 +422,14 @@ void CoordinatorCore::HandleLeave(SessionId id, Session& s, Actions& out) {
       all_out = false;
     }
   }
+  if (!all_out && phase_ == Phase::kRunning) {
+    // The others stay: whatever needs this rank fails on every rank, now
+    // and when announced later (negotiator.h, "Members that left").
+    NegotiatorOutput result;
+    ep_.negotiator->Leave(s.rank, Describe(s), s.last_heard, result);
+    Apply(result, out);
+    return;
+  }
   if (all_out && phase_ != Phase::kForming && phase_ != Phase::kEnded) {
     if (!options_.elastic && !Newcomers(-1).empty()) {
       // Workers that left already said Hello again (re-init, core.h).
@@ -549,6 +557,29 @@ void CoordinatorCore::HandlePeerFault(Session& s, const proto::PeerFault& fault,
 
 void CoordinatorCore::JudgeFaults(absl::Time now, Actions& out) {
   if (ep_.faults.empty() || phase_ != Phase::kRunning) return;
+  // A reported peer that left (kolo::shutdown) with a collective in flight:
+  // that is the cause, at once.
+  for (const FaultReport& f : ep_.faults) {
+    for (int p : f.peers) {
+      const Member& m = ep_.members[p];
+      if (m.state != proto::MEMBER_STATE_LEFT) continue;
+      const std::string what = absl::StrCat(
+          "worker ", m.worker_id, " (rank ", p, ", host ", m.host_name,
+          ") shut down (kolo::shutdown(), or the process ended) during a "
+          "collective with worker ",
+          ep_.members[f.reporter].worker_id, " (rank ", f.reporter,
+          "): one or more ranks finished execution; every rank must submit "
+          "the same collectives (rank ",
+          f.reporter, "'s data plane reported: ", f.error, ")");
+      ep_.faults.clear();
+      if (options_.elastic) {
+        ReformEpoch(what, out);  // the others go on without it
+      } else {
+        EndJob(true, what, out, m.worker_id);
+      }
+      return;
+    }
+  }
   // The most silent reported peer, if silent long enough.
   int suspect = -1;
   absl::Duration quiet = absl::ZeroDuration();

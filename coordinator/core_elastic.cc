@@ -62,6 +62,7 @@ void CoordinatorCore::LoseMember(int rank, const std::string& cause,
   lost.set_cause(cause);
   lost.set_detected_unix_ms(absl::ToUnixMillis(now));
   lost.set_detection(DetectionOf(cause));
+  lost.set_incarnation(m.incarnation);
   lost_all_.push_back(lost);
   const std::string who = absl::StrCat("worker ", m.worker_id, " (rank ", rank,
                                        ", host ", m.host_name, ")");

@@ -45,6 +45,8 @@ Negotiator::Negotiator(NegotiatorOptions options)
   done_.assign(options_.size, 0);
   settings_.resize(options_.size);
   joined_.assign(options_.size, 0);
+  left_.assign(options_.size, 0);
+  left_who_.resize(options_.size);
   for (int r = 0; r < options_.size; ++r) all_ranks_.push_back(r);
 }
 
@@ -199,6 +201,10 @@ void Negotiator::AnnounceBit(int rank, uint32_t bit, absl::Time now) {
             rank, bit);
     return;
   }
+  if (left_count_ > 0) {  // set 0 lost a member: the name path fails it
+    AnnounceOne(rank, *request, bit, now);
+    return;
+  }
   const bool idle =
       bit >= bits_.size() || (!bits_[bit].active && !bits_[bit].held);
   // A tombstone (evicted after this rank announced it), or a name some rank
@@ -321,6 +327,12 @@ void Negotiator::Hold(Held held, absl::Time now) {
 }
 
 void Negotiator::Join(int rank, const proto::Request& request, absl::Time now) {
+  if (left_count_ > 0) {  // every rank can never join now
+    if (!held_names_.contains(request.name())) {
+      HoldLeftError(request.name(), 0, proto::JOIN, {request}, now);
+    }
+    return;
+  }
   if (joined_[rank] != 0) {
     Warn(rank, request.name());
     return;
@@ -407,6 +419,14 @@ void Negotiator::AnnounceOne(int rank, const proto::Request& request,
             rank, name, request.process_set(),
             members == nullptr ? "which does not exist"
                                : "which it is not a member of");
+    return;
+  }
+  if (NeedsLeft(request.process_set())) {
+    // It can never complete: it fails at once, on every rank (the error
+    // already held for this name covers this rank too).
+    if (!held_names_.contains(name)) {
+      HoldLeftError(name, request.process_set(), request.op(), {request}, now);
+    }
     return;
   }
   const std::optional<uint32_t> live = cache_.BitOf(name);
@@ -505,7 +525,11 @@ void Negotiator::Done(int rank, uint64_t seq, absl::Time /*now*/,
     return;
   }
   done_[rank] = seq;
-  cache_.Retire(*std::min_element(done_.begin(), done_.end()));
+  uint64_t all_done = last_seq_;  // over the members that did not leave
+  for (int r = 0; r < options_.size; ++r) {
+    if (left_[r] == 0) all_done = std::min(all_done, done_[r]);
+  }
+  cache_.Retire(all_done);
   MaybeDispatch(out);
 }
 

@@ -49,6 +49,12 @@
 // - Groups (Request.group): the members of a group wait for each other and
 //   go out in one plan. Under Settings.disable_group_fusion (any rank) they
 //   fuse only with each other.
+// - Members that left (Leave): a rank that shut down while the others stay
+//   can take part in nothing more. Every op that needs it (on a process set
+//   it belongs to) fails on every rank with an error naming it: the ops
+//   partially announced or complete and held when it left, and any
+//   announced later (at once). Ops on sets without it go on; its Done no
+//   longer gates dispatch. (negotiator_leave.cc)
 // - Stall inspector: a name announced by some ranks but not all for longer
 //   than stall_check gives a warning naming the missing ranks and some
 //   tensors, repeated every stall_check while it lasts; past stall_shutdown
@@ -122,6 +128,12 @@ class Negotiator {
                 NegotiatorOutput& out);
   // `rank` finished every plan up to `seq`.
   void Done(int rank, uint64_t seq, absl::Time now, NegotiatorOutput& out);
+  // `rank` left the epoch (kolo::shutdown(), or a Leave before its process
+  // ended) while other members stay; `who` names it ("worker w1 (rank 1,
+  // host h)"). See "Members that left" above. Idempotent.
+  // REQUIRES: 0 <= rank < size.
+  void Leave(int rank, const std::string& who, absl::Time now,
+             NegotiatorOutput& out);
   // Flushes held responses whose cycle time is up; runs the stall inspector.
   void Tick(absl::Time now, NegotiatorOutput& out);
 
@@ -200,6 +212,16 @@ class Negotiator {
   // group's members in one Announce, so once a member completed, whatever
   // of the group is still partial will never complete.
   void FailGroupLeftovers(absl::Time now);
+  // Members that left (negotiator_leave.cc). Whether a member of `set`
+  // left; the error text naming those that did; an error record in held_
+  // for `name` announced by `requests`; a held record turned into that
+  // error in place.
+  bool NeedsLeft(int32_t set) const;
+  std::string LeftError(proto::OpType op, const std::string& name,
+                        int32_t set) const;
+  void HoldLeftError(const std::string& name, int32_t set, proto::OpType op,
+                     std::vector<proto::Request> requests, absl::Time now);
+  void FailHeldForLeft(Held& held);
   // The next record of held_ (reused: cleared by ClearHeld, which keeps the
   // storage of its Response's lists and of its vectors).
   Held& NewHeld();
@@ -263,6 +285,10 @@ class Negotiator {
   std::vector<uint8_t> joined_;
   int joined_count_ = 0;
   int last_joined_ = -1;
+  // Per rank: whether it left (Leave), and who it was; how many left.
+  std::vector<uint8_t> left_;
+  std::vector<std::string> left_who_;
+  int left_count_ = 0;
   bool disable_group_fusion_ = false;
   // Per rank: the latest Settings (nullopt until sent).
   std::vector<std::optional<proto::Settings>> settings_;

@@ -23,8 +23,10 @@ namespace kolo::coordinator {
 using negotiator_internal::ListSome;
 
 bool Negotiator::DataPlaneIdle() const {
-  return std::all_of(done_.begin(), done_.end(),
-                     [&](uint64_t seq) { return seq >= last_seq_; });
+  for (int r = 0; r < options_.size; ++r) {
+    if (done_[r] < last_seq_ && left_[r] == 0) return false;  // busy
+  }
+  return true;
 }
 
 void Negotiator::MaybeDispatch(NegotiatorOutput& out) {

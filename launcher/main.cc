@@ -138,6 +138,10 @@ CoordinatorView Probe(coordinator::CoordinatorServer& server) {
     if (w.state() != proto::MEMBER_STATE_AUTHENTICATING)
       view.joined.insert(w.worker_id());
   }
+  for (const proto::LostWorker& lost : reply.lost()) {
+    view.evicted.emplace(lost.worker_id(),
+                         static_cast<int>(lost.incarnation()));
+  }
   if (reply.phase() == "forming") {
     view.phase = CoordinatorView::Phase::kForming;
   } else if (reply.phase() == "running" || reply.phase() == "recovering" ||

@@ -76,6 +76,7 @@ struct Supervisor::Worker {
   // stopped through its guard if it has not left by then.
   absl::Time leave_by = absl::InfiniteFuture();
   bool stop_sent = false;
+  bool evicted_killed = false;  // EndEvicted killed it: not a failure
 };
 
 Supervisor::Supervisor(SupervisorOptions options,
@@ -530,8 +531,10 @@ void Supervisor::OnWorkerEnded(Worker& w) {
   std::string what = exited ? absl::StrCat("exited with code ", code)
                             : absl::StrCat("was killed by signal ", sig, " (",
                                            SignalName(sig), ")");
-  if (terminating_) {
-    log->info("{} {} while the job was stopping", Describe(w), what);
+  if (terminating_ || w.evicted_killed) {
+    log->info("{} {} {}", Describe(w), what,
+              w.evicted_killed ? "after its eviction (not a failure)"
+                               : "while the job was stopping");
     if (in_table) slots_->Ended(w.slot, WorkerEnd::kStopped);
     return;
   }
@@ -677,6 +680,7 @@ void Supervisor::CheckCoordinator(absl::Time now) {
   if (view.phase == CoordinatorView::Phase::kEndedOk ||
       view.phase == CoordinatorView::Phase::kEndedFailure) {
     StopGrowth();
+    EndEvicted(view);
   }
   if (view.phase == CoordinatorView::Phase::kEndedFailure) {
     if (coordinator_failure_seen_ == absl::InfiniteFuture())
@@ -714,6 +718,25 @@ void Supervisor::CheckCoordinator(absl::Time now) {
              "kolorun: ", failure_reason_,
              ". Check that they run a kolo program and can reach that address "
              "(--coordinator-addr), or raise --start-timeout."));
+}
+
+void Supervisor::EndEvicted(const CoordinatorView& view) {
+  for (auto& w : workers_) {
+    if (w->reaped || w->ended || w->evicted_killed || w->guard <= 0 ||
+        view.evicted.count({w->plan.worker_id, w->plan.incarnation}) == 0) {
+      continue;
+    }
+    // Out of the job for good, and nothing waits for it: a stopped process
+    // would never end by itself (SIGKILL reaches it; SIGTERM would not).
+    GetLogger("kolorun")->warn(
+        "{} was evicted by the coordinator and is still alive after the job "
+        "ended (stopped, frozen or cut off): killed",
+        Describe(*w));
+    w->evicted_killed = true;
+    // Its group (the guard then records the end), else the guard itself.
+    ::kill(w->report.worker_pid > 0 ? -w->report.worker_pid : w->guard,
+           SIGKILL);
+  }
 }
 
 void Supervisor::CheckShortStart(absl::Time now, const CoordinatorView& view) {

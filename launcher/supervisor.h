@@ -44,7 +44,10 @@
 //     the job ends when every worker ended: as usual when all exited 0,
 //     else 143 naming those that did not; past graceful_timeout, or at a
 //     second SIGTERM/SIGINT, the job is stopped as by a plain SIGTERM.
-//   - once the coordinator ended the job, nothing is started any more.
+//   - once the coordinator ended the job, nothing is started any more, and
+//     worker processes it evicted that are still alive (stopped, frozen,
+//     cut off) are killed: the job's outcome is its members', the eviction
+//     a line in the log.
 //
 // Everything runs on one thread — the main thread, which must also be the one
 // that spawns guards (see spawn.h) — over poll(): a signalfd and the
@@ -62,6 +65,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/time/time.h"
@@ -82,6 +86,8 @@ struct CoordinatorView {
   std::string reason;            // why the job ended, for kEndedFailure
   // The worker the coordinator judged failed ("" when none), ditto.
   std::string failed_worker;
+  // Elastic: the worker processes it evicted, as (worker id, incarnation).
+  std::set<std::pair<std::string, int>> evicted;
 };
 using CoordinatorProbe = std::function<CoordinatorView()>;
 
@@ -191,6 +197,8 @@ class Supervisor {
   // job with the verdict when it blames another worker, else with `w`'s.
   void ConcludeFailure(Worker& w, const CoordinatorView& view);
   void KillEverything();
+  // Kills the live workers the coordinator evicted (the job ended).
+  void EndEvicted(const CoordinatorView& view);
   std::string Describe(const Worker& w) const;
   int LiveGuards() const;
   bool Spawn(Worker& w);

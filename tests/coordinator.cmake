@@ -17,6 +17,10 @@ kolo_add_test(coordinator_negotiator_test
   SOURCES coordinator_negotiator_test.cc testing/negotiator_messages.cc
   LIBS kolo_coordinator_core
   LABELS unit tsan)
+kolo_add_test(coordinator_negotiator_leave_test
+  SOURCES coordinator_negotiator_leave_test.cc testing/negotiator_messages.cc
+  LIBS kolo_coordinator_core
+  LABELS unit tsan)
 kolo_add_test(coordinator_negotiator_sets_test
   SOURCES coordinator_negotiator_sets_test.cc testing/negotiator_messages.cc
   LIBS kolo_coordinator_core

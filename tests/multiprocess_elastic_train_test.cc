@@ -1,7 +1,8 @@
 // kolo-elastic-train (examples/elastic_train) through kolorun on loopback:
 // the same parameters, loss and accuracy — to the bit — at 1 and 3 ranks,
 // and at 4 ranks with a worker killed mid-run (the survivors replay their
-// last commit, kolorun's replacement joins and receives the state).
+// last commit, kolorun's replacement joins and receives the state), or
+// stopped for good (evicted, then killed once the survivors finished).
 #include <dirent.h>
 #include <signal.h>
 #include <unistd.h>
@@ -111,6 +112,25 @@ TEST(ElasticTrain, KilledWorkerEndsWithTheUnfaultedRunsBits) {
   EXPECT_THAT(out, HasSubstr("EL_RESHARD rank=0 size=3"));
   EXPECT_THAT(out, HasSubstr("EL_RESHARD rank=0 size=4"));
   EXPECT_EQ(ExpectFinal(out, 4), expected) << out;
+}
+
+// Issue 39: a worker stopped for good (SIGSTOP, never continued) is evicted;
+// the survivors finish, and kolorun then kills the stopped process instead
+// of waiting for it forever: the job's outcome is the members' (exit 0).
+TEST(ElasticTrain, WorkerStoppedForGoodDoesNotKeepTheJobAlive) {
+  JobRun run = RunJob({Bin("kolorun"), "-np", "4", "--min-np", "2", "--fault",
+                       "stop:rank=1:after=3s", Bin("kolo-elastic-train"),
+                       "--steps", "600", "--step-ms", "10", "--seed", Seed()},
+                      {}, absl::Seconds(90));
+  EXPECT_TRUE(run.exit.exited && run.exit.code == 0)
+      << run.exit.ToString() << "\n"
+      << run.output;
+  EXPECT_THAT(run.output,
+              HasSubstr("was evicted by the coordinator and is still alive "
+                        "after the job ended"));
+  ExpectFinal(run.output, 3);
+  EXPECT_TRUE(FindProcesses({"--seed " + Seed()}).empty())
+      << "nothing is left behind";
 }
 
 }  // namespace

@@ -225,5 +225,36 @@ INSTANTIATE_TEST_SUITE_P(Paths, Killed, ::testing::Bool(),
                            return p.param ? "Link" : "Stream";
                          });
 
+// Issue 39: a rank that finishes early (shutdown(), exit 0) while the
+// others wait. Before the fix they waited forever.
+class EarlyExit : public ::testing::TestWithParam<bool> {};
+
+TEST_P(EarlyExit, RankThatShutsDownFailsEveryOpWaitingForItNamingIt) {
+  const int n = 3;
+  JobRun run = Launch(n, {}, {"early-exit", "1"},
+                      {{"KOLO_NEGOTIATION_LINK", GetParam() ? "1" : "0"}});
+  std::vector<Fields> left = ParseTagged(run.output, "NEG_LEFT");
+  ASSERT_EQ(left.size(), 4u * (n - 1)) << run.output;
+  for (const Fields& f : left) {
+    EXPECT_EQ(IntField(f, "code"),
+              static_cast<int>(absl::StatusCode::kFailedPrecondition))
+        << run.output;
+    EXPECT_LT(std::stod(f.at("seconds")), 5) << run.output;
+  }
+  for (const std::string& m : Lines(run.output, "NEG_MSG left:")) {
+    EXPECT_TRUE(absl::StrContains(m, "worker w1 (rank 1")) << m;
+    EXPECT_TRUE(absl::StrContains(m, "finished execution")) << m;
+  }
+  // Every worker exited 0 and the coordinator saw every one leave.
+  EXPECT_TRUE(run.exit.exited && run.exit.code == 0)
+      << run.exit.ToString() << "\n"
+      << run.output;
+}
+
+INSTANTIATE_TEST_SUITE_P(Paths, EarlyExit, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& p) {
+                           return p.param ? "Link" : "Stream";
+                         });
+
 }  // namespace
 }  // namespace kolo::testing

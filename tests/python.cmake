@@ -21,8 +21,12 @@ if(KOLO_HAVE_PYTHON)
   add_test(NAME python_elastic_test
            COMMAND ${_py_run} 1 test_example_torch_elastic.py)
   set_tests_properties(python_elastic_test PROPERTIES RUN_SERIAL TRUE)
+  # Ranks that stop early (shutdown, a caught Ctrl-C) strand nobody: small
+  # kolo.torch jobs under kolorun, each with a deadline (issue 39).
+  add_test(NAME python_stranded_test COMMAND ${_py_run} 1 test_stranded.py)
+  set_tests_properties(python_stranded_test PROPERTIES RUN_SERIAL TRUE)
   foreach(t python_package_test python_torch_np2_test python_torch_np3_test
-            python_elastic_test)
+            python_elastic_test python_stranded_test)
     set_tests_properties(${t} PROPERTIES LABELS "python;multiprocess"
       TIMEOUT 300 SKIP_RETURN_CODE 77 ENVIRONMENT "${_py_env}")
   endforeach()

@@ -535,6 +535,50 @@ int Kill(int victim) {
   return 0;
 }
 
+// Rank `leaver` runs out of work first: one allreduce with everyone, then
+// shutdown() and exit 0, while the others wait in more ops (issue 39): each
+// of their ops fails within seconds naming it, and so do ops they submit
+// afterwards; then they shut down too and the job ends well.
+int EarlyExit(int leaver) {
+  const int rank = kolo::rank();
+  std::vector<int64_t> v(2, rank + 1);
+  Tensor t{DataType::kInt64, {2}, v.data()};
+  auto first = kolo::allreduce_async(t, t, {}, "together");
+  if (!first.ok()) return Fail("together", first.status());
+  if (absl::Status s = kolo::synchronize(*first, kWait); !s.ok()) {
+    return Fail("together", s);
+  }
+  if (rank == leaver) {
+    absl::SleepFor(absl::Milliseconds(300));  // the others are waiting
+    std::printf("NEG_LEAVER rank=%d\n", rank);
+    std::fflush(stdout);
+    if (absl::Status s = kolo::shutdown(); !s.ok()) return Fail("shutdown", s);
+    return 0;
+  }
+  std::vector<std::vector<int64_t>> bufs(3, std::vector<int64_t>(4, rank));
+  std::vector<Handle> handles;
+  for (int i = 0; i < 3; ++i) {
+    Tensor b{DataType::kInt64, {4}, bufs[i].data()};
+    auto h = kolo::allreduce_async(b, b, {}, absl::StrCat("stranded", i));
+    if (!h.ok()) return Fail("submit", h.status());
+    handles.push_back(*h);
+  }
+  const absl::Time start = absl::Now();
+  std::vector<absl::Status> done = kolo::synchronize_all(handles, kWait);
+  // Submitted after the leave: fails at once.
+  absl::Status later = kolo::barrier();
+  done.push_back(later);
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  for (const absl::Status& s : done) {
+    std::printf("NEG_LEFT rank=%d code=%d seconds=%.1f\n", rank,
+                static_cast<int>(s.code()), seconds);
+    std::printf("NEG_MSG left: %s\n", std::string(s.message()).c_str());
+  }
+  std::fflush(stdout);
+  if (absl::Status s = kolo::shutdown(); !s.ok()) return Fail("shutdown", s);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -561,6 +605,8 @@ int main(int argc, char** argv) {
     return StallShutdown();
   } else if (mode == "kill") {
     return Kill(arg);
+  } else if (mode == "early-exit") {
+    return EarlyExit(arg);
   } else {
     std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
     rc = 2;
