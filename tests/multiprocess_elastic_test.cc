@@ -115,11 +115,14 @@ TEST(Elastic, KilledRankZeroTheOldestSurvivorBecomesRankZero) {
 }
 
 TEST(Elastic, StoppedWorkerIsEvictedAndExitsWhenContinued) {
-  // Rank 1 stops at step 8 and is continued 6 s later, long after the
-  // coordinator (the default heartbeat timeout, 2.5 s) evicted it. It does
-  // not rejoin (RunOptions::rejoin_after_eviction = false).
+  // Rank 1 stops at step 8 and is continued 4 s later, after the
+  // coordinator (the default heartbeat timeout, 2.5 s) evicted it and while
+  // the others still run (a stopped worker still alive when the job ended
+  // would be killed: multiprocess_elastic_train_test). It does not rejoin
+  // (RunOptions::rejoin_after_eviction = false).
   JobRun run = Launch(4, {"--min-np", "2"},
-                      {"--steps", "30", "--stop", "1:8:6000", "--rejoin", "0"});
+                      {"--steps", "30", "--step-ms", "200", "--stop",
+                       "1:8:4000", "--rejoin", "0"});
   ExpectSurvivors(run, 3, 30, {8 * 10 + 22 * 6, 7 * 10 + 23 * 6});
   EXPECT_THAT(run.output, HasSubstr("worker w1 (rank 1, host localhost) was "
                                     "evicted from epoch 1"));
