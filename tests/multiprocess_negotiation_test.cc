@@ -231,8 +231,7 @@ INSTANTIATE_TEST_SUITE_P(Paths, Killed, ::testing::Bool(),
 // Params: (the negotiation link, an elastic job). In an elastic job a
 // member that calls shutdown() outside a membership check is no planned
 // change either: the same errors, and the others go on.
-class EarlyExit
-    : public ::testing::TestWithParam<std::tuple<bool, bool>> {};
+class EarlyExit : public ::testing::TestWithParam<std::tuple<bool, bool>> {};
 
 TEST_P(EarlyExit, RankThatShutsDownFailsEveryOpWaitingForItNamingIt) {
   const int n = 3;
