@@ -4,7 +4,7 @@
 # tests/python/run.sh exits 77 -- reported as skipped -- when the
 # interpreter lacks torch or pytest.
 if(KOLO_HAVE_PYTHON)
-  set(_py_env ${KOLO_TEST_ENV} PYTHONPATH=${CMAKE_BINARY_DIR}/python
+  set(_py_env ${KOLO_TEST_ENV} PYTHONPATH=${PROJECT_BINARY_DIR}/python
       PYTHONDONTWRITEBYTECODE=1 KOLO_PYTHON=${KOLO_PYTHON_EXECUTABLE})
   set(_py_run ${CMAKE_CURRENT_SOURCE_DIR}/python/run.sh)
   add_test(NAME python_package_test
