@@ -23,6 +23,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "allreduce/cuda/cuda_info.h"
+#include "common/fd_limit.h"
 #include "common/log.h"
 #include "common/mutex.h"
 #include "common/net.h"
@@ -192,6 +193,9 @@ absl::StatusOr<std::unique_ptr<Runtime>> StartRuntime(
       absl::Now() + (config.elastic ? std::max(config.knobs.start_timeout,
                                                config.knobs.elastic_timeout)
                                     : config.knobs.start_timeout);
+  // As servers do: the data port and the hosted coordinator accept
+  // connections from outside, which must not starve the job (issue 39).
+  RaiseOpenFileLimitAndLog("api");
   auto rt = std::make_unique<Runtime>();
   rt->config = std::move(config);
   const worker::WorkerConfig& c = rt->config;
