@@ -204,7 +204,9 @@ absl::StatusOr<std::unique_ptr<Runtime>> StartRuntime(
   std::string source = !c.data_addr.empty()    ? "KOLO_ADDR"
                        : !c.data_iface.empty() ? "KOLO_IFACE=" + c.data_iface
                                                : "the route to the coordinator";
-  auto listener = worker::DataListener::Open(*ip, source);
+  tcp::AcceptorOptions accepting;
+  accepting.owner = absl::StrCat("worker ", c.worker_id);
+  auto listener = worker::DataListener::Open(*ip, source, accepting);
   if (!listener.ok()) return listener.status();
   rt->listener = std::shared_ptr<worker::DataListener>(*std::move(listener));
   std::string target = c.coordinator.ToString();
@@ -235,7 +237,7 @@ absl::StatusOr<std::unique_ptr<Runtime>> StartRuntime(
   worker::EpochInputs in;
   in.config = &rt->config;
   in.client = rt->client;
-  in.listen_fd = rt->listener->fd();
+  in.acceptor = rt->listener->acceptor();
   in.coordinator = rt->target;
   auto epoch =
       worker::BuildEpoch(in, rt->client->current(), deadline, /*abort_fd=*/-1);
@@ -557,7 +559,7 @@ absl::Status Rejoin(absl::Duration timeout) {
   worker::EpochInputs in;
   in.config = &config;
   in.client = client;
-  in.listen_fd = listener->fd();
+  in.acceptor = listener->acceptor();
   in.coordinator = target;
   in.first = false;
   in.first_handle = old->ops->next_handle();
@@ -619,7 +621,7 @@ absl::Status AwaitNextEpoch(absl::Duration timeout) {
     in.coordinator = runtime->target;
   }
   in.client = client;
-  in.listen_fd = listener->fd();
+  in.acceptor = listener->acceptor();
   in.first = false;
   while (true) {
     std::shared_ptr<worker::EpochRuntime> old = epochs->current();
