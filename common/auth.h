@@ -20,6 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 
 namespace kolo::auth {
 
@@ -33,6 +34,13 @@ inline constexpr absl::string_view kUnauthenticatedRefusal =
     "refused: authentication failed or not completed (the log of the process "
     "that refused says why; check that this process was given the job's "
     "secret)";
+
+// How long a connection from outside may stay open without proving the job
+// secret, on every port kolo listens on: the coordinator's gRPC port, its
+// negotiation-link port and a worker's data port. Then it is closed and the
+// refusal logged (rate-limited). A real peer proves within milliseconds; 10 s
+// covers a loaded host.
+inline constexpr absl::Duration kHandshakeTimeout = absl::Seconds(10);
 
 // Cryptographically random bytes (OpenSSL RAND_bytes). CHECK-fails if the
 // system has no entropy, which would be a broken host.

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "common/net.h"
@@ -120,6 +121,47 @@ absl::StatusOr<std::string> SetCongestionControl(
   if (names.empty()) return std::string();
   return absl::UnavailableError(absl::StrCat(
       "setsockopt(TCP_CONGESTION) refused every choice (", refusals, ")"));
+}
+
+absl::StatusOr<UniqueFd> ListenTcp(const std::string& host, int port,
+                                   int backlog, int* bound_port) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  const std::string port_text = std::to_string(port);
+  if (int rc = ::getaddrinfo(host.c_str(), port_text.c_str(), &hints, &found);
+      rc != 0 || found == nullptr) {
+    return absl::UnavailableError(::gai_strerror(rc));
+  }
+  SockAddr addr;
+  std::memcpy(&addr.storage, found->ai_addr, found->ai_addrlen);
+  addr.len = found->ai_addrlen;
+  ::freeaddrinfo(found);
+  UniqueFd fd(::socket(addr.storage.ss_family,
+                       SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  auto fail = [](absl::string_view what) {
+    return absl::UnavailableError(
+        absl::StrCat(what, ": ", std::strerror(errno)));
+  };
+  if (!fd.valid()) return fail("socket");
+  int one = 1;
+  (void)::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&addr.storage),
+             addr.len) != 0) {
+    return fail("bind");
+  }
+  if (::listen(fd.get(), backlog) != 0) return fail("listen");
+  sockaddr_storage bound{};
+  socklen_t len = sizeof(bound);
+  if (::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&bound), &len) != 0) {
+    return fail("getsockname");
+  }
+  *bound_port =
+      bound.ss_family == AF_INET6
+          ? ntohs(reinterpret_cast<const sockaddr_in6*>(&bound)->sin6_port)
+          : ntohs(reinterpret_cast<const sockaddr_in*>(&bound)->sin_port);
+  return fd;
 }
 
 absl::Status EnsureNonBlocking(int fd) {

@@ -46,6 +46,12 @@ absl::Status SetBufferSizes(int fd, int send_bytes, int recv_bytes);
 // refusals when none was accepted (the system default stays too).
 absl::StatusOr<std::string> SetCongestionControl(
     int fd, const std::vector<std::string>& names);
+// A non-blocking, close-on-exec TCP socket listening on host:port (port 0:
+// the kernel picks; `host` a numeric address or a name), with SO_REUSEADDR
+// and without SO_REUSEPORT, so that a port in use is an error. The port bound
+// goes to *bound_port.
+absl::StatusOr<UniqueFd> ListenTcp(const std::string& host, int port,
+                                   int backlog, int* bound_port);
 // Sets O_NONBLOCK if it is not set.
 absl::Status EnsureNonBlocking(int fd);
 

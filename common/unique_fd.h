@@ -33,6 +33,8 @@ class UniqueFd {
     if (fd_ >= 0) ::close(fd_);
     fd_ = -1;
   }
+  // Gives the descriptor up (the caller closes it); -1 if none.
+  int Release() { return std::exchange(fd_, -1); }
 
  private:
   int fd_ = -1;

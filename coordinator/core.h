@@ -192,6 +192,9 @@ class CoordinatorCore {
   absl::StatusOr<SessionId> MemberSession(const std::string& worker_id,
                                           uint64_t epoch) const;
 
+  // Whether Session `session` proved the job secret (false once closed).
+  bool IsProven(SessionId session) const;
+
   proto::StatusReply Status() const;
   uint64_t incarnation() const { return options_.incarnation; }
   int expected_size() const { return options_.expected_size; }

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/auth.h"
 #include "common/log.h"
+#include "common/mutex.h"
 #include "common/version.h"
 #include "coordinator/core.h"
 
@@ -172,6 +173,12 @@ void CoordinatorCore::HandleProof(SessionId id, Session& s,
       ->info("{} authenticated ({} of {})", Describe(s), AuthenticatedCount(),
              options_.expected_size);
   MaybeFormEpoch(out);
+}
+
+bool CoordinatorCore::IsProven(SessionId session) const {
+  MutexLock lock(&mu_);
+  auto it = sessions_.find(session);
+  return it != sessions_.end() && it->second.proven;
 }
 
 }  // namespace kolo::coordinator

@@ -40,6 +40,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/auth.h"
 #include "common/mutex.h"
 #include "common/unique_fd.h"
 #include "coordinator/core.h"
@@ -52,7 +53,7 @@ struct LinkServerOptions {
   int port = 0;  // 0: the kernel picks
   std::string job_id, secret;
   uint64_t incarnation = 0;
-  absl::Duration handshake_timeout = absl::Seconds(10);
+  absl::Duration handshake_timeout = auth::kHandshakeTimeout;
 };
 
 class LinkServer {

@@ -33,6 +33,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/auth.h"
+#include "common/fd_limit.h"
 #include "common/knobs.h"
 #include "common/log.h"
 #include "coordinator/flags.h"
@@ -93,6 +94,7 @@ int main(int argc, char** argv) {
   if (absl::Status st = kolo::SetLogLevel(flags.knobs.log_level); !st.ok()) {
     return Fail(std::string(st.message()));
   }
+  kolo::RaiseOpenFileLimitAndLog("coordinator");
 
   std::string secret_file = flags.secret_file;
   if (secret_file.empty()) {

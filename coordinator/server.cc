@@ -3,6 +3,7 @@
 #include "coordinator/server.h"
 
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/server_posix.h>
 
 #include <algorithm>
 #include <atomic>
@@ -14,6 +15,7 @@
 #include "common/auth.h"
 #include "common/log.h"
 #include "common/mutex.h"
+#include "coordinator/grpc_gate.h"
 #include "coordinator/service.h"
 
 namespace kolo::coordinator {
@@ -66,21 +68,33 @@ class ServerImpl final : public CoordinatorServer {
         options_.bind_host.find(':') != std::string::npos
             ? absl::StrCat("[", options_.bind_host, "]:", options_.port)
             : absl::StrCat(options_.bind_host, ":", options_.port);
+    auto fail = [&](absl::string_view why) {
+      return absl::UnavailableError(absl::StrCat(
+          "cannot listen on ", address, ": ", why,
+          " (address in use? pick another port with --port, or 0 to let the "
+          "kernel choose)"));
+    };
+    // The gate owns the port (no SO_REUSEPORT: a second coordinator fails
+    // instead of sharing it) and hands proven-to-be-HTTP/2 connections over.
+    GrpcGateOptions gate;
+    gate.bind_host = options_.bind_host;
+    gate.port = options_.port;
+    gate.handshake_timeout = options_.handshake_timeout;
+    gate.max_unproven_per_host = options_.max_unauthenticated_per_host;
+    gate.max_unproven = options_.max_unauthenticated;
+    absl::StatusOr<std::unique_ptr<GrpcGate>> listening =
+        GrpcGate::Listen(gate);
+    if (!listening.ok()) return fail(listening.status().message());
+    gate_ = *std::move(listening);
+    port_ = gate_->port();
+    service_.SetGate(gate_.get());
     grpc::ServerBuilder builder;
-    // Without this, gRPC sets SO_REUSEPORT and a second coordinator would
-    // silently share the port instead of failing.
-    builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-    builder.AddListeningPort(address, grpc::InsecureServerCredentials(),
-                             &port_);
     builder.RegisterService(&service_);
     server_ = builder.BuildAndStart();
-    if (server_ == nullptr || port_ == 0) {
-      server_.reset();
-      return absl::UnavailableError(absl::StrCat(
-          "cannot listen on ", address,
-          ": address in use? (pick another port with --port, or 0 to let the "
-          "kernel choose)"));
-    }
+    if (server_ == nullptr) return fail("the gRPC server did not start");
+    gate_->Start([server = server_.get()](int fd) {
+      grpc::AddInsecureChannelFromFd(server, fd);
+    });
     service_.SetWakeHook([this] {
       // The link thread picks up a deadline its own message set.
       if (links_ != nullptr && links_->OnLinkThread()) return;
@@ -168,6 +182,7 @@ class ServerImpl final : public CoordinatorServer {
       service_.SetLinks(nullptr);
       links_->Stop();
     }
+    if (gate_ != nullptr) gate_->Stop();  // connects are refused from now
     if (server_ != nullptr) {
       // A deadline of now cancels every call in flight: the streams break.
       server_->Shutdown(std::chrono::system_clock::now());
@@ -184,6 +199,7 @@ class ServerImpl final : public CoordinatorServer {
     }
     if (tick_thread_.joinable()) tick_thread_.join();
     if (server_ == nullptr) {
+      if (gate_ != nullptr) gate_->Stop();
       if (links_ != nullptr) links_->Stop();
       return;
     }
@@ -191,6 +207,7 @@ class ServerImpl final : public CoordinatorServer {
     // server cancels what is left.
     service_.EndJob(failure, reason);
     service_.WaitForNoSessions(absl::Now() + absl::Milliseconds(500));
+    gate_->Stop();  // no new connection from here on
     server_->Shutdown(std::chrono::system_clock::now() +
                       std::chrono::seconds(1));
     server_->Wait();
@@ -237,6 +254,8 @@ class ServerImpl final : public CoordinatorServer {
   std::unique_ptr<LinkServer> links_;
   CoordinatorService service_;
   std::unique_ptr<grpc::Server> server_;
+  // After server_: destroyed first (its thread hands connections to it).
+  std::unique_ptr<GrpcGate> gate_;
   std::thread tick_thread_;
   std::atomic<bool> killed_{false};  // Kill() ran
 
@@ -278,6 +297,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
     lo.job_id = options.job_id;
     lo.secret = options.secret;
     lo.incarnation = incarnation;
+    lo.handshake_timeout = options.handshake_timeout;
     absl::StatusOr<std::unique_ptr<LinkServer>> listening =
         LinkServer::Listen(lo);
     if (!listening.ok()) {

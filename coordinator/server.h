@@ -3,7 +3,9 @@
 // and by rank 0 when workers start without kolorun (torchrun, Slurm, Open MPI).
 //
 // It hosts the Coordinator service (Session stream + Status) around a plain
-// CoordinatorCore (coordinator/core.h) that holds all membership state.
+// CoordinatorCore (coordinator/core.h) that holds all membership state. Its
+// port is a GrpcGate's (coordinator/grpc_gate.h), which hands connections to
+// gRPC and closes those that do not prove the job secret in time.
 //
 // Thread-safety: all methods may be called from any thread.
 // Lifetime: Shutdown() (or the destructor) ends every Session with a JobEnd,
@@ -17,6 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/auth.h"
 #include "common/knobs.h"
 #include "proto/kolo.pb.h"
 
@@ -48,6 +51,13 @@ struct ServerOptions {
   int max_size = 0;  // 0: no cap (kolorun --max-np)
   absl::Duration elastic_timeout = absl::Seconds(600);
   int reset_limit = -1;  // -1: unlimited
+  // Connections from outside (coordinator/grpc_gate.h): a connection to the
+  // gRPC port or the negotiation-link port that has not proven the job
+  // secret this long after it was accepted is closed; at most so many
+  // unproven gRPC connections are held per peer address and in all.
+  absl::Duration handshake_timeout = auth::kHandshakeTimeout;
+  size_t max_unauthenticated_per_host = 128;
+  size_t max_unauthenticated = 1024;
 };
 
 // Options with the coordinator's knobs set from `knobs` (heartbeat interval

@@ -36,8 +36,9 @@ class SessionReactor final
     : public grpc::ServerBidiReactor<proto::WorkerMessage,
                                      proto::CoordinatorMessage> {
  public:
-  SessionReactor(CoordinatorService* service, SessionId id)
-      : service_(service), id_(id) {}
+  SessionReactor(CoordinatorService* service, SessionId id,
+                 std::string grpc_peer)
+      : service_(service), id_(id), grpc_peer_(std::move(grpc_peer)) {}
 
   void Start() { StartRead(&in_); }
 
@@ -69,6 +70,7 @@ class SessionReactor final
     proto::WorkerMessage msg = std::move(in_);
     in_.Clear();
     service_->OnMessage(id_, msg);
+    if (msg.has_proof()) service_->NoteProof(id_, grpc_peer_);
     {
       MutexLock lock(&mu_);
       if (finish_requested_) return;
@@ -127,6 +129,7 @@ class SessionReactor final
 
   CoordinatorService* const service_;
   const SessionId id_;
+  const std::string grpc_peer_;        // the call's peer, as gRPC names it
   proto::WorkerMessage in_;            // the one read in flight
   proto::CoordinatorMessage current_;  // the one write in flight
   Mutex mu_;
@@ -159,9 +162,10 @@ CoordinatorService::Session(grpc::CallbackServerContext* context) {
   {
     MutexLock lock(&mu_);
     SessionId id = next_id_++;
-    reactor = new SessionReactor(this, id);  // deletes itself in OnDone
+    // deletes itself in OnDone
+    reactor = new SessionReactor(this, id, context->peer());
     reactors_.emplace(id, reactor);
-    Deliver(core_.OnOpen(id, context->peer()));
+    Deliver(core_.OnOpen(id, PeerOf(*context)));
   }
   reactor->Start();
   return reactor;
@@ -175,13 +179,15 @@ grpc::ServerUnaryReactor* CoordinatorService::Status(
   // request's time is the caller's wall clock.
   if (absl::Status st = status_verifier_.Verify(*request, absl::Now());
       !st.ok()) {
-    LogRefusal(*GetLogger("coordinator"), context->peer(),
-               absl::StrCat("refused a Status call from ", context->peer(),
-                            ": ", st.message()));
+    const std::string peer = PeerOf(*context);
+    LogRefusal(
+        *GetLogger("coordinator"), peer,
+        absl::StrCat("refused a Status call from ", peer, ": ", st.message()));
     reactor->Finish(grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
                                  std::string(auth::kUnauthenticatedRefusal)));
     return reactor;
   }
+  if (gate_ != nullptr) gate_->Proven(context->peer());
   *reply = core_.Status();
   reactor->Finish(grpc::Status::OK);
   return reactor;
@@ -244,6 +250,10 @@ void CoordinatorService::OnMessage(SessionId id,
 void CoordinatorService::OnClosed(SessionId id, absl::string_view cause) {
   MutexLock lock(&mu_);
   Deliver(core_.OnClosed(id, cause));
+}
+
+void CoordinatorService::NoteProof(SessionId id, const std::string& grpc_peer) {
+  if (gate_ != nullptr && core_.IsProven(id)) gate_->Proven(grpc_peer);
 }
 
 void CoordinatorService::Unregister(SessionId id) {

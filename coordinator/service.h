@@ -19,6 +19,10 @@
 // reactions inline inside those calls (1.51 inlines OnDone only for its
 // internal reactors).
 //
+// The gRPC port (coordinator/grpc_gate.h): once SetGate'd, the service tells
+// the gate which connections proved the job secret (a Session's Proof, a
+// verified Status call), and names peers by the address the gate saw.
+//
 // Lifetime: the service must outlive the grpc::Server that hosts it, and
 // WaitForNoSessions() should be used after the server shut down so that no
 // reactor outlives the service.
@@ -33,6 +37,7 @@
 #include "absl/time/time.h"
 #include "common/mutex.h"
 #include "coordinator/core.h"
+#include "coordinator/grpc_gate.h"
 #include "coordinator/link_server.h"
 #include "coordinator/status_auth.h"
 #include "proto/kolo.grpc.pb.h"
@@ -90,6 +95,9 @@ class CoordinatorService final : public proto::Coordinator::CallbackService {
   // closed. `links` must outlive the service's use of it (until
   // SetLinks(nullptr)).
   void SetLinks(LinkServer* links) ABSL_LOCKS_EXCLUDED(mu_);
+  // The gate in front of the gRPC port. REQUIRES: called before the server
+  // starts; `gate` outlives every call.
+  void SetGate(GrpcGate* gate) { gate_ = gate; }
   // LinkServer's callbacks: bind a link, and a message that came on one.
   absl::StatusOr<SessionId> BindLink(const std::string& worker_id,
                                      uint64_t epoch) ABSL_LOCKS_EXCLUDED(mu_);
@@ -105,6 +113,14 @@ class CoordinatorService final : public proto::Coordinator::CallbackService {
   void OnMessage(SessionId id, const proto::WorkerMessage& message)
       ABSL_LOCKS_EXCLUDED(mu_);
   void OnClosed(SessionId id, absl::string_view cause) ABSL_LOCKS_EXCLUDED(mu_);
+  // After a Proof came on Session `id` (whose call reads `grpc_peer`): tells
+  // the gate when it proved the secret.
+  void NoteProof(SessionId id, const std::string& grpc_peer)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // The address a call came from (the gate's, else gRPC's).
+  std::string PeerOf(const grpc::CallbackServerContext& context) const {
+    return gate_ != nullptr ? gate_->PeerOf(context.peer()) : context.peer();
+  }
   // From OnDone: forget the reactor (it deletes itself right after).
   void Unregister(SessionId id) ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -121,6 +137,7 @@ class CoordinatorService final : public proto::Coordinator::CallbackService {
   absl::Time wake_at_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   std::function<void()> wake_hook_ ABSL_GUARDED_BY(mu_);
   LinkServer* links_ ABSL_GUARDED_BY(mu_) = nullptr;
+  GrpcGate* gate_ = nullptr;  // set before the server starts, then constant
 };
 
 }  // namespace kolo::coordinator

@@ -21,6 +21,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/auth.h"
+#include "common/fd_limit.h"
 #include "common/log.h"
 #include "common/net.h"
 #include "common/version.h"
@@ -198,6 +199,9 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "kolorun: %s\n", std::string(st.message()).c_str());
     return 2;
   }
+  // Before the coordinator and the workers' pipes: a flood of connections
+  // must not starve the job of descriptors (issue 39).
+  RaiseOpenFileLimitAndLog("kolorun");
   auto log = GetLogger("kolorun");
   // kolorun reads a few of the variables the workers read and passes them
   // all on: a misspelt one is worth a word before the job starts.

@@ -9,3 +9,5 @@ add_executable(kolo-tcp-throughput allreduce_tcp_bench_test.cc)
 target_link_libraries(kolo-tcp-throughput PRIVATE kolo_allreduce kolo_testing
   GTest::gtest_main)
 kolo_target_warnings(kolo-tcp-throughput)
+kolo_add_test(allreduce_tcp_acceptor_test
+  SOURCES allreduce_tcp_acceptor_test.cc LIBS kolo_allreduce LABELS unit tsan)

@@ -9,3 +9,4 @@ kolo_add_test(common_types_test SOURCES common_types_test.cc LIBS kolo_common LA
 kolo_add_test(common_socket_test SOURCES common_socket_test.cc LIBS kolo_common LABELS unit tsan)
 kolo_add_test(common_knobs_test SOURCES common_knobs_test.cc LIBS kolo_common LABELS unit tsan)
 kolo_add_test(common_fault_spec_test SOURCES common_fault_spec_test.cc LIBS kolo_common LABELS unit tsan)
+kolo_add_test(common_fd_limit_test SOURCES common_fd_limit_test.cc LIBS kolo_common LABELS unit tsan)

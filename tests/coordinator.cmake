@@ -39,3 +39,8 @@ kolo_add_test(coordinator_partial_order_test
   SOURCES coordinator_partial_order_test.cc
   LIBS kolo_coordinator_core
   LABELS unit tsan)
+# The gRPC port's gate, with a fake hand-over (no gRPC: TSan-safe).
+kolo_add_test(coordinator_grpc_gate_test
+  SOURCES coordinator_grpc_gate_test.cc
+  LIBS kolo_coordinator_core
+  LABELS unit tsan)

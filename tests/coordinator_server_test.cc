@@ -1,19 +1,26 @@
 // Tests of CoordinatorServer (coordinator/server.h) over real gRPC on
 // loopback: raw generated stubs do the Session handshake by hand.
 #include <grpcpp/grpcpp.h>
+#include <poll.h>
+#include <sys/socket.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/auth.h"
+#include "common/log.h"
+#include "common/socket_util.h"
 #include "common/version.h"
 #include "coordinator/server.h"
 #include "coordinator/status_auth.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/kolo.grpc.pb.h"
+#include "spdlog/sinks/ringbuffer_sink.h"
 #include "tests/testing/timeouts.h"
 
 namespace kolo::coordinator {
@@ -123,7 +130,8 @@ class RawWorker {
 };
 
 std::unique_ptr<CoordinatorServer> StartServer(
-    int n, absl::Duration heartbeat_timeout = Scaled(absl::Seconds(5))) {
+    int n, absl::Duration heartbeat_timeout = Scaled(absl::Seconds(5)),
+    const std::function<void(ServerOptions&)>& tweak = {}) {
   ServerOptions o;
   o.bind_host = "127.0.0.1";
   o.port = 0;
@@ -132,6 +140,7 @@ std::unique_ptr<CoordinatorServer> StartServer(
   o.secret = kSecret;
   o.heartbeat_interval = absl::Milliseconds(100);
   o.heartbeat_timeout = heartbeat_timeout;
+  if (tweak) tweak(o);
   absl::StatusOr<std::unique_ptr<CoordinatorServer>> s =
       CoordinatorServer::Start(o);
   EXPECT_TRUE(s.ok()) << s.status();
@@ -357,6 +366,164 @@ TEST(CoordinatorServerTest, PortInUseIsAClearError) {
   EXPECT_THAT(
       second.status().message(),
       HasSubstr(absl::StrCat("cannot listen on 127.0.0.1:", first->port())));
+}
+
+// Connections from outside to the gRPC port (issue 39): raw TCP that never
+// speaks HTTP/2, HTTP/2 that never proves the job secret, garbage, floods.
+
+// A raw TCP connection to the port (connect completed).
+net::UniqueFd RawConnect(int port) {
+  absl::StatusOr<net::SockAddr> a =
+      net::ResolveAddress(absl::StrCat("127.0.0.1:", port));
+  EXPECT_TRUE(a.ok());
+  absl::StatusOr<net::UniqueFd> fd = net::StartConnect(*a);
+  EXPECT_TRUE(fd.ok()) << fd.status();
+  pollfd p{fd->get(), POLLOUT, 0};
+  EXPECT_EQ(::poll(&p, 1, 10000), 1);
+  return *std::move(fd);
+}
+
+// Whether the server closed `fd` within `timeout`.
+bool ClosedWithin(int fd, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0) continue;
+    char buf[256];
+    ssize_t n = ::recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) return true;
+  }
+  return false;
+}
+
+// Captures the "coordinator" logger at debug (LogRefusal's held-back lines
+// included) while it lives.
+class CoordinatorLog {
+ public:
+  CoordinatorLog()
+      : log_(GetLogger("coordinator")),
+        level_(log_->level()),
+        sink_(std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(2000)) {
+    log_->set_level(spdlog::level::debug);
+    log_->sinks().push_back(sink_);
+  }
+  ~CoordinatorLog() {
+    log_->sinks().pop_back();
+    log_->set_level(level_);
+  }
+  std::string text() const {
+    return absl::StrJoin(sink_->last_formatted(), "");
+  }
+
+ private:
+  std::shared_ptr<spdlog::logger> log_;
+  spdlog::level::level_enum level_;
+  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink_;
+};
+
+TEST(CoordinatorServerTest, IdleRawConnectionsAreClosedAtTheHandshakeDeadline) {
+  CoordinatorLog log;
+  auto server = StartServer(1, Scaled(absl::Seconds(5)), [](ServerOptions& o) {
+    o.handshake_timeout = absl::Milliseconds(500);
+  });
+  ASSERT_NE(server, nullptr);
+  const absl::Time start = absl::Now();
+  std::vector<net::UniqueFd> idle;
+  for (int i = 0; i < 20; ++i) idle.push_back(RawConnect(server->port()));
+  // A worker that proves the secret meanwhile is not disturbed.
+  RawWorker w0(server->port(), "w0", "a");
+  EXPECT_EQ(w0.Handshake(), std::nullopt);
+  EXPECT_TRUE(w0.Next().has_membership());
+  for (const net::UniqueFd& fd : idle) {
+    EXPECT_TRUE(ClosedWithin(fd.get(), Scaled(absl::Seconds(10))));
+  }
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(500));
+  EXPECT_THAT(log.text(), HasSubstr("closed an unauthenticated connection to "
+                                    "the gRPC port from ipv4:127.0.0.1:"));
+  // The member's stream, older than the deadline by now, still works.
+  absl::SleepFor(absl::Milliseconds(200));
+  server->Shutdown(false, "done");
+  proto::CoordinatorMessage m = w0.Next();
+  EXPECT_TRUE(m.has_job_end()) << m.DebugString();
+}
+
+TEST(CoordinatorServerTest, HttpTwoConnectionThatNeverProvesIsClosed) {
+  auto server = StartServer(1, Scaled(absl::Seconds(5)), [](ServerOptions& o) {
+    o.handshake_timeout = absl::Milliseconds(500);
+  });
+  ASSERT_NE(server, nullptr);
+  grpc::ChannelArguments args;
+  // No reconnection within the test: the state shows the server's close.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 60000);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 60000);
+  auto channel =
+      grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", server->port()),
+                                grpc::InsecureChannelCredentials(), args);
+  ASSERT_TRUE(channel->WaitForConnected(
+      std::chrono::system_clock::now() +
+      absl::ToChronoSeconds(Scaled(absl::Seconds(10)))));
+  // Connected, no call: after the deadline the server closes it.
+  const auto until = std::chrono::system_clock::now() +
+                     absl::ToChronoSeconds(Scaled(absl::Seconds(10)));
+  EXPECT_TRUE(channel->WaitForStateChange(GRPC_CHANNEL_READY, until));
+  EXPECT_NE(channel->GetState(false), GRPC_CHANNEL_READY);
+}
+
+TEST(CoordinatorServerTest, AFloodFromOneAddressIsCappedAndWorkersStillJoin) {
+  CoordinatorLog log;
+  auto server = StartServer(2, Scaled(absl::Seconds(5)), [](ServerOptions& o) {
+    o.handshake_timeout = Scaled(absl::Seconds(60));  // the cap acts, not it
+    o.max_unauthenticated_per_host = 8;
+  });
+  ASSERT_NE(server, nullptr);
+  std::vector<net::UniqueFd> flood;
+  for (int i = 0; i < 40; ++i) flood.push_back(RawConnect(server->port()));
+  // The workers come after the flood, from the same address, and go ahead
+  // of it: each new connection closes the oldest unproven one.
+  RawWorker w0(server->port(), "w0", "a"), w1(server->port(), "w1", "a");
+  EXPECT_EQ(w0.Handshake(), std::nullopt);
+  EXPECT_EQ(w1.Handshake(), std::nullopt);
+  EXPECT_TRUE(w0.Next().has_membership());
+  EXPECT_TRUE(w1.Next().has_membership());
+  int closed = 0;
+  for (const net::UniqueFd& fd : flood) {
+    closed += ClosedWithin(fd.get(), absl::Milliseconds(20)) ? 1 : 0;
+  }
+  EXPECT_GE(closed, 40 - 8);
+  EXPECT_THAT(log.text(), HasSubstr("dropped to make room: 8 unauthenticated "
+                                    "connections from its address"));
+}
+
+TEST(CoordinatorServerTest, GarbageOnThePortIsLogged) {
+  CoordinatorLog log;
+  auto server = StartServer(1);
+  ASSERT_NE(server, nullptr);
+  net::UniqueFd c = RawConnect(server->port());
+  ASSERT_EQ(::send(c.get(), "\x16\x03\x01garbage", 10, MSG_NOSIGNAL), 10);
+  EXPECT_TRUE(ClosedWithin(c.get(), Scaled(absl::Seconds(10))));
+  EXPECT_THAT(log.text(), HasSubstr("it does not speak gRPC (HTTP/2)"));
+}
+
+TEST(CoordinatorServerTest, AVerifiedStatusCallProvesItsConnection) {
+  auto server = StartServer(1, Scaled(absl::Seconds(5)), [](ServerOptions& o) {
+    o.handshake_timeout = absl::Milliseconds(500);
+  });
+  ASSERT_NE(server, nullptr);
+  auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", server->port()),
+                                     grpc::InsecureChannelCredentials());
+  auto stub = proto::Coordinator::NewStub(channel);
+  for (int i = 0; i < 2; ++i) {  // the second after the deadline
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     absl::ToChronoSeconds(Scaled(absl::Seconds(10))));
+    proto::StatusReply reply;
+    grpc::Status st =
+        stub->Status(&ctx, SignStatusRequest(kSecret, kJob), &reply);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    if (i == 0) absl::SleepFor(absl::Milliseconds(800));
+  }
+  // Still the first connection: it was never closed.
+  EXPECT_EQ(channel->GetState(false), GRPC_CHANNEL_READY);
 }
 
 }  // namespace

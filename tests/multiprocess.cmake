@@ -103,6 +103,11 @@ kolo_add_test(multiprocess_growth_test SOURCES multiprocess_growth_test.cc
   LABELS multiprocess SERIAL TIMEOUT 900)
 add_dependencies(multiprocess_growth_test kolo-elastic-worker kolorun
   kolo-coordinator kolo-ctl)
+# Connections from outside the job (issue 39): idle floods to the gRPC port
+# and the data ports, then a kill; garbage to each port.
+kolo_add_test(multiprocess_flood_test SOURCES multiprocess_flood_test.cc
+  LIBS kolo_mp_testing LABELS multiprocess SERIAL TIMEOUT 600)
+add_dependencies(multiprocess_flood_test kolo-elastic-worker kolorun)
 
 # Fault injection through kolorun (issue 19): each fault kind, its effect and
 # its recovery report entry; bad specs.

@@ -23,6 +23,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "allreduce/cuda/cuda_info.h"
+#include "common/fd_limit.h"
 #include "common/log.h"
 #include "common/mutex.h"
 #include "common/net.h"
@@ -192,6 +193,9 @@ absl::StatusOr<std::unique_ptr<Runtime>> StartRuntime(
       absl::Now() + (config.elastic ? std::max(config.knobs.start_timeout,
                                                config.knobs.elastic_timeout)
                                     : config.knobs.start_timeout);
+  // As servers do: the data port and the hosted coordinator accept
+  // connections from outside, which must not starve the job (issue 39).
+  RaiseOpenFileLimitAndLog("api");
   auto rt = std::make_unique<Runtime>();
   rt->config = std::move(config);
   const worker::WorkerConfig& c = rt->config;
@@ -200,7 +204,9 @@ absl::StatusOr<std::unique_ptr<Runtime>> StartRuntime(
   std::string source = !c.data_addr.empty()    ? "KOLO_ADDR"
                        : !c.data_iface.empty() ? "KOLO_IFACE=" + c.data_iface
                                                : "the route to the coordinator";
-  auto listener = worker::DataListener::Open(*ip, source);
+  tcp::AcceptorOptions accepting;
+  accepting.owner = absl::StrCat("worker ", c.worker_id);
+  auto listener = worker::DataListener::Open(*ip, source, accepting);
   if (!listener.ok()) return listener.status();
   rt->listener = std::shared_ptr<worker::DataListener>(*std::move(listener));
   std::string target = c.coordinator.ToString();
@@ -231,7 +237,7 @@ absl::StatusOr<std::unique_ptr<Runtime>> StartRuntime(
   worker::EpochInputs in;
   in.config = &rt->config;
   in.client = rt->client;
-  in.listen_fd = rt->listener->fd();
+  in.acceptor = rt->listener->acceptor();
   in.coordinator = rt->target;
   auto epoch =
       worker::BuildEpoch(in, rt->client->current(), deadline, /*abort_fd=*/-1);
@@ -553,7 +559,7 @@ absl::Status Rejoin(absl::Duration timeout) {
   worker::EpochInputs in;
   in.config = &config;
   in.client = client;
-  in.listen_fd = listener->fd();
+  in.acceptor = listener->acceptor();
   in.coordinator = target;
   in.first = false;
   in.first_handle = old->ops->next_handle();
@@ -615,7 +621,7 @@ absl::Status AwaitNextEpoch(absl::Duration timeout) {
     in.coordinator = runtime->target;
   }
   in.client = client;
-  in.listen_fd = listener->fd();
+  in.acceptor = listener->acceptor();
   in.first = false;
   while (true) {
     std::shared_ptr<worker::EpochRuntime> old = epochs->current();

@@ -35,7 +35,8 @@ absl::StatusOr<std::string> ChooseDataIp(const WorkerConfig& config) {
 }
 
 absl::StatusOr<std::unique_ptr<DataListener>> DataListener::Open(
-    const std::string& ip, const std::string& source) {
+    const std::string& ip, const std::string& source,
+    tcp::AcceptorOptions acceptor) {
   sockaddr_storage ss{};
   socklen_t len = 0;
   int family = AF_INET;
@@ -78,9 +79,17 @@ absl::StatusOr<std::unique_ptr<DataListener>> DataListener::Open(
   }
   int port = ntohs(family == AF_INET ? v4->sin_port : v6->sin6_port);
   net::HostPort hp{ip, port};
-  return std::make_unique<DataListener>(fd, port, hp.ToString());
+  auto listener = std::make_unique<DataListener>(fd, port, hp.ToString());
+  absl::StatusOr<std::unique_ptr<tcp::Acceptor>> started =
+      tcp::Acceptor::Start(fd, std::move(acceptor));
+  if (!started.ok()) return started.status();  // ~DataListener closes fd
+  listener->acceptor_ = *std::move(started);
+  return listener;
 }
 
-DataListener::~DataListener() { ::close(fd_); }
+DataListener::~DataListener() {
+  if (acceptor_ != nullptr) acceptor_->Stop();  // before its socket closes
+  ::close(fd_);
+}
 
 }  // namespace kolo::worker

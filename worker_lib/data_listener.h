@@ -6,8 +6,14 @@
 // interface the peers can most likely reach (a wrong interface is Horovod's
 // most common hang). The port is picked by the kernel (bind to port 0).
 //
-// Thread-safety: immutable after Open; the socket is closed by the destructor
-// (RAII). Accepting connections is the data plane's job (next issue).
+// Connections are accepted all the time, between epochs too, by the
+// listener's tcp::Acceptor (allreduce/tcp/acceptor.h): it drops those that do
+// not prove the job secret within the handshake deadline and hands the rest
+// to each epoch's mesh (DataPlane::Connect), so that strangers never fill the
+// kernel's backlog ahead of a recovery's connections (issue 39).
+//
+// Thread-safety: immutable after Open (the acceptor is thread-safe); the
+// destructor stops the acceptor, then closes the socket (RAII).
 #ifndef KOLO_WORKER_LIB_DATA_LISTENER_H_
 #define KOLO_WORKER_LIB_DATA_LISTENER_H_
 
@@ -16,6 +22,7 @@
 #include <utility>
 
 #include "absl/status/statusor.h"
+#include "allreduce/tcp/acceptor.h"
 #include "worker_lib/config.h"
 
 namespace kolo::worker {
@@ -25,10 +32,13 @@ absl::StatusOr<std::string> ChooseDataIp(const WorkerConfig& config);
 
 class DataListener {
  public:
-  // Binds a listening TCP socket to `ip`, port 0. `source` names where the IP
-  // came from (e.g. "KOLO_ADDR") for error messages.
+  // Binds a listening TCP socket to `ip`, port 0, and starts accepting.
+  // `source` names where the IP came from (e.g. "KOLO_ADDR") for error
+  // messages; `acceptor` sets the handshake deadline and the most
+  // connections held (its owner names the worker in log lines).
   static absl::StatusOr<std::unique_ptr<DataListener>> Open(
-      const std::string& ip, const std::string& source);
+      const std::string& ip, const std::string& source,
+      tcp::AcceptorOptions acceptor = {});
   // Takes ownership of the listening socket `fd`. Use Open().
   DataListener(int fd, int port, std::string address)
       : fd_(fd), port_(port), address_(std::move(address)) {}
@@ -40,11 +50,14 @@ class DataListener {
   int port() const { return port_; }
   // "ip:port", or "[ip6]:port".
   const std::string& address() const { return address_; }
+  // Accepts from fd() all the time; what each epoch's mesh takes from.
+  tcp::Acceptor* acceptor() const { return acceptor_.get(); }
 
  private:
   const int fd_;
   const int port_;
   const std::string address_;
+  std::unique_ptr<tcp::Acceptor> acceptor_;  // set by Open
 };
 
 }  // namespace kolo::worker

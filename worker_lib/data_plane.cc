@@ -111,7 +111,8 @@ absl::StatusOr<std::unique_ptr<Transport>> WithSharedMemory(
 
 absl::StatusOr<std::unique_ptr<DataPlane>> DataPlane::Connect(
     const WorkerConfig& config, const proto::Membership& membership,
-    uint64_t epoch, int listen_fd, absl::Time deadline, int abort_fd) {
+    uint64_t epoch, tcp::Acceptor* acceptor, absl::Time deadline,
+    int abort_fd) {
   TcpOptions o;
   o.abort_fd = abort_fd;
   o.rank = membership.rank();
@@ -123,7 +124,10 @@ absl::StatusOr<std::unique_ptr<DataPlane>> DataPlane::Connect(
     o.addresses.push_back(p.data_address());
   }
   o.secret = config.secret;
-  o.listen_fd = listen_fd;
+  o.acceptor = acceptor;
+  if (acceptor != nullptr) {
+    o.handshake_timeout = acceptor->options().handshake_timeout;
+  }
   o.timeout = config.knobs.data_timeout;
   // DESIGN.md's waiting policy: spin only when every local rank has a core.
   const int cores =

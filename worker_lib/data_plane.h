@@ -34,6 +34,7 @@
 #include "allreduce/hierarchical.h"
 #include "allreduce/hierarchy.h"
 #include "allreduce/shm/shm_allreduce.h"
+#include "allreduce/tcp/acceptor.h"
 #include "allreduce/transport.h"
 #include "common/mutex.h"
 #include "proto/kolo.pb.h"
@@ -55,13 +56,15 @@ struct DataPlaneHosts {
 
 class DataPlane {
  public:
-  // Connects to every peer of `membership` (epoch `epoch`), accepting on the
-  // borrowed listening socket `listen_fd`, until `deadline`; fails at once
+  // Connects to every peer of `membership` (epoch `epoch`), taking the
+  // connections of the borrowed `acceptor` (the data port's, which accepts
+  // all the time: allreduce/tcp/acceptor.h), until `deadline`; fails at once
   // with kAborted when the borrowed `abort_fd` (if >= 0) becomes readable
   // (the epoch ended while its data plane formed).
   static absl::StatusOr<std::unique_ptr<DataPlane>> Connect(
       const WorkerConfig& config, const proto::Membership& membership,
-      uint64_t epoch, int listen_fd, absl::Time deadline, int abort_fd = -1);
+      uint64_t epoch, tcp::Acceptor* acceptor, absl::Time deadline,
+      int abort_fd = -1);
 
   absl::Status Allreduce(DataType type, const void* input, void* output,
                          int64_t count, const ReduceOptions& reduce);

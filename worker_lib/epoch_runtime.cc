@@ -46,7 +46,7 @@ absl::StatusOr<std::shared_ptr<EpochRuntime>> BuildEpoch(
   epoch->membership = m;
   epoch->first_handle = in.first_handle;
   auto data =
-      DataPlane::Connect(c, m, view.epoch, in.listen_fd, deadline, abort_fd);
+      DataPlane::Connect(c, m, view.epoch, in.acceptor, deadline, abort_fd);
   if (!data.ok()) return data.status();
   epoch->data = *std::move(data);
   // A collective that failed because of peers waits for the coordinator's

@@ -55,7 +55,8 @@ struct EpochRuntime {
 struct EpochInputs {
   const WorkerConfig* config = nullptr;
   std::shared_ptr<SessionClient> client;
-  int listen_fd = -1;
+  // The data port's acceptor (worker_lib/data_listener.h); borrowed.
+  tcp::Acceptor* acceptor = nullptr;
   // The coordinator's address as dialled ("host:port"), for the link.
   std::string coordinator;
   // Rank 0 of the first epoch writes the timeline (KOLO_TIMELINE), and goes

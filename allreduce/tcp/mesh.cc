@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "allreduce/tcp/acceptor.h"
 #include "allreduce/tcp/handshake.h"
 #include "common/auth.h"
 #include "common/log.h"
@@ -53,6 +54,8 @@ struct Conn {
   std::string acceptor_nonce;
   absl::Time retry_at;
   absl::Duration backoff = kFirstRetry;
+  // Acceptor: closed if not proven by then (accepted + handshake timeout).
+  absl::Time expires = absl::InfiniteFuture();
   bool dead = false;
   // Acceptor: the peer proved the job secret (or was refused for its
   // protocol version, which is public), so a refusal may say why. Until then
@@ -89,6 +92,11 @@ class Mesh {
   absl::Status OnMessage(Conn& c, absl::string_view body);
   absl::Status Flush(Conn& c);
   void AcceptAll();
+  // A connection accepted at `accepted` joins the handshakes (the oldest
+  // unfinished one makes room beyond kMaxPendingAccepts).
+  void AddAccepted(net::UniqueFd fd, std::string remote, absl::Time accepted);
+  // Closes the accepted connections past their deadline; returns the next.
+  absl::Time ExpireAccepted(absl::Time now);
   // Socket options of a data connection: TCP_NODELAY, buffer sizes,
   // congestion control.
   void Tune(int fd) {
@@ -302,6 +310,12 @@ absl::Status Mesh::OnMessage(Conn& c, absl::string_view body) {
 }
 
 void Mesh::AcceptAll() {
+  if (o_.acceptor != nullptr) {
+    for (AcceptedConn& a : o_.acceptor->Take()) {
+      AddAccepted(std::move(a.fd), std::move(a.remote), a.accepted);
+    }
+    return;
+  }
   while (true) {
     int fd =
         ::accept4(o_.listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -313,26 +327,50 @@ void Mesh::AcceptAll() {
       }
       return;
     }
-    auto c = std::make_unique<Conn>();
-    c->fd = net::UniqueFd(fd);
-    c->remote = net::PeerAddress(fd);
-    c->phase = Phase::kAwaitHello;
-    Tune(fd);
-    size_t pending = 0;
-    for (const auto& other : conns_) {
-      if (!other->connector && !other->dead) ++pending;
-    }
-    if (pending >= kMaxPendingAccepts) {
-      for (auto& other : conns_) {
-        if (!other->connector && !other->dead) {
-          Refuse(*other, absl::ResourceExhaustedError(
-                             "too many unfinished handshakes"));
-          break;
-        }
+    std::string remote = net::PeerAddress(fd);
+    AddAccepted(net::UniqueFd(fd), std::move(remote), absl::Now());
+  }
+}
+
+void Mesh::AddAccepted(net::UniqueFd fd, std::string remote,
+                       absl::Time accepted) {
+  auto c = std::make_unique<Conn>();
+  c->fd = std::move(fd);
+  c->remote = std::move(remote);
+  c->phase = Phase::kAwaitHello;
+  c->expires = accepted + o_.handshake_timeout;
+  Tune(c->fd.get());
+  size_t pending = 0;
+  for (const auto& other : conns_) {
+    if (!other->connector && !other->dead) ++pending;
+  }
+  if (pending >= kMaxPendingAccepts) {
+    for (auto& other : conns_) {
+      if (!other->connector && !other->dead) {
+        Refuse(*other,
+               absl::ResourceExhaustedError("too many unfinished handshakes"));
+        break;
       }
     }
-    conns_.push_back(std::move(c));
   }
+  conns_.push_back(std::move(c));
+}
+
+absl::Time Mesh::ExpireAccepted(absl::Time now) {
+  absl::Time next = absl::InfiniteFuture();
+  for (auto& c : conns_) {
+    if (c->connector || c->dead || c->proven) continue;
+    if (now < c->expires) {
+      next = std::min(next, c->expires);
+      continue;
+    }
+    LogRefusal(*log_, c->remote,
+               absl::StrCat(Self(), ": closed a data-plane connection from ",
+                            c->remote, ": no handshake within the deadline of ",
+                            absl::FormatDuration(o_.handshake_timeout)));
+    c->dead = true;
+  }
+  return next;
 }
 
 absl::StatusOr<std::vector<net::UniqueFd>> Mesh::Run() {
@@ -359,7 +397,7 @@ absl::StatusOr<std::vector<net::UniqueFd>> Mesh::Run() {
   while (missing_ > 0) {
     absl::Time now = absl::Now();
     if (now >= deadline_) break;
-    absl::Time wake = deadline_;
+    absl::Time wake = std::min(deadline_, ExpireAccepted(now));
     pfds.clear();
     polled.clear();
     int accepted_missing = 0;
@@ -367,7 +405,9 @@ absl::StatusOr<std::vector<net::UniqueFd>> Mesh::Run() {
       if (!fds_[r].valid()) ++accepted_missing;
     }
     if (accepting && accepted_missing > 0) {
-      pfds.push_back({o_.listen_fd, POLLIN, 0});
+      pfds.push_back(
+          {o_.acceptor != nullptr ? o_.acceptor->ready_fd() : o_.listen_fd,
+           POLLIN, 0});
       polled.push_back(nullptr);
     }
     const size_t abort_slot = o_.abort_fd >= 0 ? pfds.size() : SIZE_MAX;

@@ -11,9 +11,13 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "common/auth.h"
 #include "common/version.h"
 
 namespace kolo {
+namespace tcp {
+class Acceptor;
+}  // namespace tcp
 
 struct TcpOptions {
   // This rank and the world size of the epoch. REQUIRES: 0 <= rank < size.
@@ -34,8 +38,16 @@ struct TcpOptions {
   // Borrowed listening socket (bound and listening, e.g. DataListener::fd()).
   // The transport only accept()s from it and never closes it, so that later
   // epochs reuse it; it is switched to non-blocking mode if it is not.
-  // REQUIRES: valid when some rank above this one exists (rank < size - 1).
+  // REQUIRES: valid (or `acceptor` set) when some rank above this one
+  // exists (rank < size - 1).
   int listen_fd = -1;
+  // Optional, borrowed: the Acceptor that accepts from listen_fd all the
+  // time (allreduce/tcp/acceptor.h; a worker's data port has one). The mesh
+  // then takes its connections instead of accept()ing itself.
+  tcp::Acceptor* acceptor = nullptr;
+  // An accepted connection that has not proven the job secret this long
+  // after it was accepted is closed (and the refusal logged).
+  absl::Duration handshake_timeout = auth::kHandshakeTimeout;
   // Inactivity deadline of a Wait: it fails after this long without any byte
   // moving (KOLO_TIMEOUT_SECONDS). Not a bound on a large transfer.
   absl::Duration timeout = absl::Seconds(30);

@@ -35,18 +35,24 @@ absl::Status Validate(const TcpOptions& o) {
         "TcpTransport: empty job secret; the data plane needs the job secret");
   }
   if (o.rank < o.size - 1) {
-    if (o.listen_fd < 0) {
+    if (o.listen_fd < 0 && o.acceptor == nullptr) {
       return absl::InvalidArgumentError(
           absl::StrCat("TcpTransport: rank ", o.rank,
                        " must accept connections but has no listening socket"));
     }
-    if (absl::Status s = net::EnsureNonBlocking(o.listen_fd); !s.ok()) return s;
+    if (o.acceptor == nullptr) {
+      if (absl::Status s = net::EnsureNonBlocking(o.listen_fd); !s.ok()) {
+        return s;
+      }
+    }
   }
   if (o.timeout <= absl::ZeroDuration() ||
       o.connect_timeout <= absl::ZeroDuration() ||
+      o.handshake_timeout <= absl::ZeroDuration() ||
       o.spin < absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
-        "TcpTransport: timeout and connect_timeout must be positive, spin "
+        "TcpTransport: timeout, connect_timeout and handshake_timeout must be "
+        "positive, spin "
         "not negative");
   }
   return absl::OkStatus();

@@ -1,0 +1,335 @@
+// GrpcGate (coordinator/grpc_gate.h): one thread polls the listener, a
+// wake-up eventfd, the connections whose preface has not come, and the
+// duplicates of the unproven ones handed to gRPC (for their end).
+#include "coordinator/grpc_gate.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "common/log.h"
+#include "common/rate_limited_log.h"
+#include "common/socket_util.h"
+
+namespace kolo::coordinator {
+namespace {
+
+// What every HTTP/2 client sends first (RFC 9113, 3.4).
+constexpr absl::string_view kPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+// A preface that came in part is looked at again this much later (the rest
+// is due at once; the socket stays readable meanwhile).
+constexpr absl::Duration kPartialRecheck = absl::Milliseconds(10);
+constexpr int kAcceptsPerRound = 256;
+constexpr absl::Duration kOutOfFilesRest = absl::Milliseconds(100);
+
+std::shared_ptr<spdlog::logger> Log() {
+  // Never destroyed: the thread may run while the process exits.
+  static const auto* const logger =
+      new std::shared_ptr<spdlog::logger>(GetLogger("coordinator"));
+  return *logger;
+}
+
+// "10.0.0.2:5000" -> "ipv4:10.0.0.2:5000", "[::1]:5000" -> "ipv6:[::1]:5000",
+// as gRPC writes peers.
+std::string GrpcStylePeer(const std::string& address) {
+  return absl::StrCat(absl::StartsWith(address, "[") ? "ipv6:" : "ipv4:",
+                      address);
+}
+
+}  // namespace
+
+struct GrpcGate::Conn {
+  // Before the hand-over the socket; after it a duplicate, kept while
+  // unproven (to see its end and to shut it down).
+  net::UniqueFd fd;
+  int grpc_fd = -1;  // the descriptor gRPC owns, once handed over
+  bool handed_over = false;
+  bool proven = false;
+  bool dead = false;   // closed: removed at the end of the round
+  std::string remote;  // as gRPC writes peers: "ipv4:10.0.0.2:5000"
+  std::string host;    // PeerHost(remote), the key of the per-host cap
+  absl::Time accepted;
+  absl::Time recheck_at = absl::InfinitePast();  // preface: poll from then
+};
+
+GrpcGate::GrpcGate(GrpcGateOptions options, net::UniqueFd listener,
+                   net::UniqueFd wake, int port)
+    : options_(std::move(options)),
+      listener_(std::move(listener)),
+      wake_(std::move(wake)),
+      port_(port) {}
+
+GrpcGate::~GrpcGate() { Stop(); }
+
+absl::StatusOr<std::unique_ptr<GrpcGate>> GrpcGate::Listen(
+    GrpcGateOptions options) {
+  if (options.max_unproven < 1 || options.max_unproven_per_host < 1 ||
+      options.handshake_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "GrpcGate: the caps must be >= 1 and the handshake timeout positive");
+  }
+  int port = 0;
+  absl::StatusOr<net::UniqueFd> listener =
+      net::ListenTcp(options.bind_host, options.port, 1024, &port);
+  if (!listener.ok()) return listener.status();
+  net::UniqueFd wake(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!wake.valid()) {
+    return absl::InternalError(
+        absl::StrCat("GrpcGate: eventfd: ", std::strerror(errno)));
+  }
+  return std::unique_ptr<GrpcGate>(new GrpcGate(
+      std::move(options), *std::move(listener), std::move(wake), port));
+}
+
+void GrpcGate::Start(HandOverFn hand_over) {
+  hand_over_ = std::move(hand_over);
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void GrpcGate::Stop() {
+  {
+    MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  const uint64_t one = 1;
+  (void)!::write(wake_.get(), &one, sizeof(one));
+  if (thread_.joinable()) thread_.join();
+  listener_.Reset();
+  MutexLock lock(&mu_);
+  conns_.clear();  // closes what was not handed over, and the duplicates
+}
+
+GrpcGate::Conn* GrpcGate::FindLocked(absl::string_view grpc_peer) const {
+  int fd = -1;
+  absl::string_view rest = grpc_peer;
+  const bool by_fd =
+      absl::ConsumePrefix(&rest, "fd:") && absl::SimpleAtoi(rest, &fd);
+  // The newest first: an older record of the same descriptor is stale.
+  for (auto it = conns_.rbegin(); it != conns_.rend(); ++it) {
+    Conn& c = **it;
+    if (c.dead || !c.handed_over) continue;
+    if (by_fd ? c.grpc_fd == fd : c.remote == grpc_peer) return &c;
+  }
+  return nullptr;
+}
+
+void GrpcGate::Proven(absl::string_view grpc_peer) {
+  MutexLock lock(&mu_);
+  Conn* c = FindLocked(grpc_peer);
+  if (c == nullptr || c->proven) return;
+  c->proven = true;
+  c->fd.Reset();  // gRPC's alone from now on
+}
+
+std::string GrpcGate::PeerOf(absl::string_view grpc_peer) const {
+  MutexLock lock(&mu_);
+  const Conn* c = FindLocked(grpc_peer);
+  return c != nullptr ? c->remote : std::string(grpc_peer);
+}
+
+size_t GrpcGate::unproven() const {
+  MutexLock lock(&mu_);
+  size_t n = 0;
+  for (const auto& c : conns_) n += (!c->dead && !c->proven) ? 1 : 0;
+  return n;
+}
+
+void GrpcGate::DropLocked(Conn& c, const std::string& why) {
+  // Logged first: whoever sees the close finds the line.
+  LogRefusal(*Log(), c.remote,
+             absl::StrCat("closed an unauthenticated connection to the gRPC "
+                          "port from ",
+                          c.remote, ": ", why));
+  // A handed-over socket is shut down through the duplicate: gRPC reads its
+  // end and closes its descriptor.
+  if (c.handed_over && c.fd.valid()) (void)::shutdown(c.fd.get(), SHUT_RDWR);
+  c.fd.Reset();
+  c.dead = true;
+}
+
+void GrpcGate::MakeRoomLocked(const std::string& host) {
+  for (auto& c : conns_) {
+    if (c->dead || c->proven || (!host.empty() && c->host != host)) continue;
+    DropLocked(*c, absl::StrCat("the oldest, dropped to make room: ",
+                                host.empty() ? options_.max_unproven
+                                             : options_.max_unproven_per_host,
+                                " unauthenticated connections ",
+                                host.empty() ? "in all" : "from its address",
+                                " is the most held"));
+    return;
+  }
+}
+
+absl::Time GrpcGate::ExpireLocked(absl::Time now) {
+  absl::Time next = absl::InfiniteFuture();
+  for (auto& c : conns_) {
+    if (c->dead || c->proven) continue;
+    const absl::Time due = c->accepted + options_.handshake_timeout;
+    if (now < due) {
+      next = std::min(next, due);
+      continue;
+    }
+    DropLocked(*c,
+               absl::StrCat("no call on it proved the job secret within ",
+                            absl::FormatDuration(options_.handshake_timeout),
+                            c->handed_over ? "" : " (it never began HTTP/2)"));
+  }
+  return next;
+}
+
+void GrpcGate::RemoveDeadLocked() {
+  conns_.erase(std::remove_if(conns_.begin(), conns_.end(),
+                              [](const auto& c) { return c->dead; }),
+               conns_.end());
+}
+
+void GrpcGate::CheckPreface(Conn& c, absl::Time now) {
+  char buf[kPreface.size()];
+  const ssize_t n = ::recv(c.fd.get(), buf, sizeof(buf), MSG_PEEK);
+  if (n < 0) {
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
+    DropLocked(c, std::strerror(errno));
+    return;
+  }
+  if (n == 0) {
+    DropLocked(c, "it closed the connection before speaking HTTP/2");
+    return;
+  }
+  const absl::string_view got(buf, static_cast<size_t>(n));
+  if (got != kPreface.substr(0, got.size())) {
+    DropLocked(c, absl::StrCat("it does not speak gRPC (HTTP/2); its first "
+                               "bytes: \"",
+                               absl::CHexEscape(got.substr(0, 16)), "\""));
+    return;
+  }
+  if (got.size() < kPreface.size()) {
+    c.recheck_at = now + kPartialRecheck;
+    return;
+  }
+  const int dup = ::fcntl(c.fd.get(), F_DUPFD_CLOEXEC, 0);
+  if (dup < 0) {
+    DropLocked(c, absl::StrCat("dup: ", std::strerror(errno)));
+    return;
+  }
+  c.grpc_fd = c.fd.Release();
+  c.fd = net::UniqueFd(dup);
+  c.handed_over = true;
+}
+
+void GrpcGate::AcceptAll() {
+  for (int i = 0; i < kAcceptsPerRound; ++i) {
+    const int fd = ::accept4(listener_.get(), nullptr, nullptr,
+                             SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK) {
+        LogRefusal(
+            *Log(), "accept",
+            absl::StrCat("accept on the gRPC port: ", std::strerror(errno)));
+        rest_until_ = absl::Now() + kOutOfFilesRest;
+      }
+      return;
+    }
+    (void)net::SetNoDelay(fd);
+    auto c = std::make_unique<Conn>();
+    c->fd = net::UniqueFd(fd);
+    c->remote = GrpcStylePeer(net::PeerAddress(fd));
+    c->host = PeerHost(c->remote);
+    c->accepted = absl::Now();
+    MutexLock lock(&mu_);
+    // The number was free: gRPC closed the connection that had it.
+    for (auto& old : conns_) {
+      if (old->handed_over && old->grpc_fd == fd) old->dead = true;
+    }
+    RemoveDeadLocked();
+    size_t from_host = 0, all = 0;
+    for (const auto& other : conns_) {
+      if (other->proven) continue;
+      ++all;
+      from_host += other->host == c->host ? 1 : 0;
+    }
+    if (from_host >= options_.max_unproven_per_host) {
+      MakeRoomLocked(c->host);
+    } else if (all >= options_.max_unproven) {
+      MakeRoomLocked("");
+    }
+    conns_.push_back(std::move(c));
+  }
+}
+
+void GrpcGate::Loop() {
+  std::vector<pollfd> pfds;
+  std::vector<Conn*> polled;
+  std::vector<int> hand;
+  while (true) {
+    pfds.clear();
+    polled.clear();
+    const absl::Time now = absl::Now();
+    const bool listening = now >= rest_until_;
+    pfds.push_back({wake_.get(), POLLIN, 0});
+    pfds.push_back({listening ? listener_.get() : -1, POLLIN, 0});
+    absl::Time next = listening ? absl::InfiniteFuture() : rest_until_;
+    {
+      MutexLock lock(&mu_);
+      if (stopping_) return;
+      next = std::min(next, ExpireLocked(now));
+      RemoveDeadLocked();
+      // Conn pointers stay valid across the poll: only this thread removes.
+      for (auto& c : conns_) {
+        if (c->proven) continue;
+        if (!c->handed_over && now < c->recheck_at) {
+          next = std::min(next, c->recheck_at);
+          continue;
+        }
+        // A duplicate shows the end of the connection (gRPC shut it down,
+        // or the peer closed it).
+        pfds.push_back({c->fd.get(),
+                        static_cast<short>(c->handed_over ? POLLRDHUP : POLLIN),
+                        0});
+        polled.push_back(c.get());
+      }
+    }
+    // Until the next deadline (rounded up), 1 s at most.
+    const int timeout_ms = static_cast<int>(std::clamp<int64_t>(
+        absl::ToInt64Milliseconds(next - now + absl::Milliseconds(1)), 0,
+        1000));
+    const int n = ::poll(pfds.data(), pfds.size(), timeout_ms);
+    if (n <= 0) continue;  // a timeout, EINTR (or ENOMEM: retried)
+    if (pfds[0].revents != 0) {
+      uint64_t v;
+      (void)!::read(wake_.get(), &v, sizeof(v));
+    }
+    hand.clear();
+    {
+      MutexLock lock(&mu_);
+      for (size_t i = 0; i < polled.size(); ++i) {
+        Conn& c = *polled[i];
+        if (pfds[i + 2].revents == 0 || c.dead || c.proven) continue;
+        if (c.handed_over) {
+          DropLocked(c, "it ended before any call on it proved the job secret");
+          continue;
+        }
+        CheckPreface(c, absl::Now());
+        if (c.handed_over) hand.push_back(c.grpc_fd);
+      }
+      RemoveDeadLocked();
+    }
+    // Without the mutex: gRPC may call back into the service.
+    for (int fd : hand) hand_over_(fd);
+    if (pfds[1].revents != 0) AcceptAll();
+  }
+}
+
+}  // namespace kolo::coordinator
