@@ -4,6 +4,9 @@
 //     target blocked on a cut connection and failed (it used to sleep
 //     (factor - 1) x that time: 10 s for a 3 s window), and so does not
 //     stretch the recovery booked for the fault that cut it;
+//   - each loss the coordinator records is credited to one fault, the one
+//     that caused it (a stop continued earlier was credited with the loss a
+//     later stop of the same worker caused);
 // Every job is bounded by RunJob's deadline (a hang fails the test).
 #include <unistd.h>
 
@@ -90,6 +93,48 @@ TEST_F(FaultAccountingTest, SlowLastsItsWindowThroughAFailedCollective) {
   // The epoch ends within the data-plane report's time (about 2.5 s here);
   // the survivors go on at once after it.
   EXPECT_LT(drop["recovery"]["max_s"].get<double>(), 6.0) << r.dump(2);
+}
+
+// Two stops of the same worker: the first (1 s, shorter than the heartbeat
+// timeout) is continued before anyone judges it lost; the second (4 s) is
+// detected by heartbeat about 2.5 s later, within 4 s of the first's
+// SIGCONT. That loss is the second stop's alone. The same for a stop and a
+// kill of another worker: the loss through the broken stream is the
+// kill's.
+TEST_F(FaultAccountingTest, EachLossIsCreditedToTheFaultThatCausedIt) {
+  JobRun run =
+      Launch(4,
+             {"--min-np", "2", "--fault", "stop:worker=w1:after=1500ms:for=1s",
+              "--fault", "stop:worker=w1:after=3s:for=4s", "--fault",
+              "stop:worker=w2:after=1500ms:for=1s", "--fault",
+              "kill:worker=w2:after=3500ms"},
+             {"--steps", "1000000", "--seconds", "9", "--step-ms", "10",
+              "--replacement-exits", "1"});
+  json r = Report();
+  ASSERT_TRUE(r.is_object()) << run.output;
+  ASSERT_EQ(r["faults"].size(), 4u) << r.dump(2);
+  for (const json& f : r["faults"]) {
+    ASSERT_EQ(f["state"], "fired") << r.dump(2);
+  }
+  // Each loss of the history goes to at most one fault.
+  int credited = 0;
+  for (const json& f : r["faults"]) {
+    credited +=
+        f["detection"].is_object() && f["detection"]["after_s"].is_number() ? 1
+                                                                            : 0;
+  }
+  int losses = 0;
+  for (const json& e : r["epochs"])
+    losses += static_cast<int>(e["lost"].size());
+  EXPECT_LE(credited, losses) << r.dump(2);
+  // The short stops ended nothing.
+  EXPECT_EQ(r["faults"][0]["detection"], nullptr) << r.dump(2);
+  EXPECT_EQ(r["faults"][2]["detection"], nullptr) << r.dump(2);
+  // The long stop was detected by heartbeat, the kill by the stream.
+  ASSERT_TRUE(r["faults"][1]["detection"].is_object()) << r.dump(2);
+  EXPECT_EQ(r["faults"][1]["detection"]["how"], "heartbeat") << r.dump(2);
+  ASSERT_TRUE(r["faults"][3]["detection"].is_object()) << r.dump(2);
+  EXPECT_EQ(r["faults"][3]["detection"]["how"], "stream") << r.dump(2);
 }
 
 }  // namespace
