@@ -7,6 +7,8 @@
 //   - each loss the coordinator records is credited to one fault, the one
 //     that caused it (a stop continued earlier was credited with the loss a
 //     later stop of the same worker caused);
+//   - random without until= is refused saying it is required, and
+//     `kolorun --help` says so;
 // Every job is bounded by RunJob's deadline (a hang fails the test).
 #include <unistd.h>
 
@@ -135,6 +137,17 @@ TEST_F(FaultAccountingTest, EachLossIsCreditedToTheFaultThatCausedIt) {
   EXPECT_EQ(r["faults"][1]["detection"]["how"], "heartbeat") << r.dump(2);
   ASSERT_TRUE(r["faults"][3]["detection"].is_object()) << r.dump(2);
   EXPECT_EQ(r["faults"][3]["detection"]["how"], "stream") << r.dump(2);
+}
+
+TEST_F(FaultAccountingTest, RandomWithoutUntilIsRefusedAndHelpSaysSo) {
+  JobRun bad = RunJob({Bin("kolorun"), "-np", "2", "--fault",
+                       "random:rate=6/min", Bin("kolo-elastic-worker")});
+  EXPECT_TRUE(bad.exit.exited && bad.exit.code == 2) << bad.output;
+  EXPECT_THAT(bad.output, HasSubstr("no until= (random requires it"));
+  JobRun help = RunJob({Bin("kolorun"), "--help"});
+  EXPECT_TRUE(help.exit.exited && help.exit.code == 0) << help.output;
+  EXPECT_THAT(help.output, HasSubstr("random requires"));
+  EXPECT_THAT(help.output, HasSubstr("rate= and until="));
 }
 
 }  // namespace
