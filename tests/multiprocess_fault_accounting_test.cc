@@ -1,5 +1,6 @@
-// Fault injection that says what happened (issue 39, point 3), through
-// kolorun with real processes (tests/workers/elastic_worker.cc):
+// Fault injection that says what happened (issue 39, point 3, and kolorun's
+// log after a killed coordinator, point 4), through kolorun with real
+// processes (tests/workers/elastic_worker.cc):
 //   - a slow fault lasts what its `for` says, even when a collective of its
 //     target blocked on a cut connection and failed (it used to sleep
 //     (factor - 1) x that time: 10 s for a 3 s window), and so does not
@@ -9,6 +10,8 @@
 //     later stop of the same worker caused);
 //   - random without until= is refused saying it is required, and
 //     `kolorun --help` says so;
+//   - after the coordinator is killed kolorun does not announce "elastic
+//     job: the survivors go on" for each worker that ends (there are none).
 // Every job is bounded by RunJob's deadline (a hang fails the test).
 #include <unistd.h>
 
@@ -148,6 +151,32 @@ TEST_F(FaultAccountingTest, RandomWithoutUntilIsRefusedAndHelpSaysSo) {
   EXPECT_TRUE(help.exit.exited && help.exit.code == 0) << help.output;
   EXPECT_THAT(help.output, HasSubstr("random requires"));
   EXPECT_THAT(help.output, HasSubstr("rate= and until="));
+}
+
+size_t Count(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos;
+       at = text.find(needle, at + needle.size())) {
+    ++n;
+  }
+  return n;
+}
+
+// The coordinator is killed under 4 workers: kolorun says once that the
+// job is over, not "the survivors go on" for each of them.
+TEST_F(FaultAccountingTest, KilledCoordinatorIsAnnouncedOnce) {
+  JobRun run =
+      Launch(4, {"--min-np", "2", "--fault", "kill-coordinator:after=1500ms"},
+             {"--steps", "1000000", "--seconds", "30", "--step-ms", "10"});
+  EXPECT_TRUE(run.exit.exited && run.exit.code != 0)
+      << run.exit.ToString() << "\n"
+      << run.output;
+  EXPECT_LT(run.seconds, 30) << run.output;
+  EXPECT_THAT(run.output, Not(HasSubstr("elastic job: the survivors go on")))
+      << run.output;
+  EXPECT_EQ(Count(run.output, "the coordinator has ended the job"), 1u)
+      << run.output;
+  EXPECT_THAT(run.output, HasSubstr("kill-coordinator")) << run.output;
 }
 
 }  // namespace
