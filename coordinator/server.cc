@@ -3,9 +3,11 @@
 #include "coordinator/server.h"
 
 #include <grpcpp/grpcpp.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstring>
 #include <thread>
 #include <utility>
@@ -14,6 +16,8 @@
 #include "common/auth.h"
 #include "common/log.h"
 #include "common/mutex.h"
+#include "common/socket_util.h"
+#include "common/unique_fd.h"
 #include "coordinator/service.h"
 
 namespace kolo::coordinator {
@@ -26,6 +30,29 @@ uint64_t RandomIncarnation() {
     std::memcpy(&v, bytes.data(), sizeof(v));
   }
   return v;
+}
+
+// Tries `address` before gRPC binds it (as gRPC does: SO_REUSEADDR), so
+// that a taken port is said plainly, with `options.port_hint`, rather than
+// in gRPC's own error line on stderr. Other failures are left to gRPC.
+absl::Status CheckPortFree(const std::string& address,
+                           const std::string& hint) {
+  absl::StatusOr<net::SockAddr> sa = net::ResolveAddress(address);
+  if (!sa.ok()) return absl::OkStatus();
+  net::UniqueFd fd(
+      ::socket(sa->storage.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return absl::OkStatus();
+  const int one = 1;
+  (void)::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&sa->storage),
+             sa->len) == 0 ||
+      errno != EADDRINUSE) {
+    return absl::OkStatus();
+  }
+  return absl::UnavailableError(
+      absl::StrCat("cannot listen on ", address,
+                   ": the port is taken (another program listens there)",
+                   hint.empty() ? "" : "; ", hint));
 }
 
 CoreOptions MakeCoreOptions(const ServerOptions& options, uint64_t incarnation,
@@ -66,6 +93,10 @@ class ServerImpl final : public CoordinatorServer {
         options_.bind_host.find(':') != std::string::npos
             ? absl::StrCat("[", options_.bind_host, "]:", options_.port)
             : absl::StrCat(options_.bind_host, ":", options_.port);
+    if (options_.port != 0) {
+      absl::Status free = CheckPortFree(address, options_.port_hint);
+      if (!free.ok()) return free;
+    }
     grpc::ServerBuilder builder;
     // Without this, gRPC sets SO_REUSEPORT and a second coordinator would
     // silently share the port instead of failing.
@@ -77,9 +108,8 @@ class ServerImpl final : public CoordinatorServer {
     if (server_ == nullptr || port_ == 0) {
       server_.reset();
       return absl::UnavailableError(absl::StrCat(
-          "cannot listen on ", address,
-          ": address in use? (pick another port with --port, or 0 to let the "
-          "kernel choose)"));
+          "cannot listen on ", address, " (gRPC could not bind it",
+          options_.port_hint.empty() ? "" : "; ", options_.port_hint, ")"));
     }
     service_.SetWakeHook([this] {
       // The link thread picks up a deadline its own message set.

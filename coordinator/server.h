@@ -48,6 +48,10 @@ struct ServerOptions {
   int max_size = 0;  // 0: no cap (kolorun --max-np)
   absl::Duration elastic_timeout = absl::Seconds(600);
   int reset_limit = -1;  // -1: unlimited
+  // Said when `port` is taken: how to choose another (kolo-coordinator's
+  // flag; rank 0 hosting names its variable instead).
+  std::string port_hint =
+      "pick another port with --port, or 0 to let the kernel choose";
 };
 
 // Options with the coordinator's knobs set from `knobs` (heartbeat interval
