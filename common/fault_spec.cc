@@ -317,9 +317,18 @@ absl::StatusOr<FaultSpec> ParseFaultSpec(absl::string_view raw) {
     return Bad(text, "no factor=", usage);
   }
   if (spec.kind == FaultKind::kRandom) {
-    if (spec.rate_per_minute == 0) return Bad(text, "no rate=", usage);
-    if (spec.until == absl::ZeroDuration())
-      return Bad(text, "no until=", usage);
+    if (spec.rate_per_minute == 0) {
+      return Bad(text,
+                 "no rate= (random requires it: how many faults a "
+                 "minute or a second it draws)",
+                 usage);
+    }
+    if (spec.until == absl::ZeroDuration()) {
+      return Bad(text,
+                 "no until= (random requires it: the time since "
+                 "kolorun started up to which it draws faults)",
+                 usage);
+    }
     if (spec.kinds.empty()) {
       spec.kinds = {FaultKind::kKill, FaultKind::kStop, FaultKind::kDelay};
     }

@@ -23,7 +23,7 @@
 //   slow                target, trigger, factor=F (1 < F <= 100), [for=DUR]
 //   partition           host=H, after=DUR, [for=DUR: then the link is back]
 //   kill-coordinator    after=DUR
-//   random              rate=R/min or R/s, until=DUR,
+//   random              rate=R/min or R/s, until=DUR (both required),
 //                       [kinds=K,K,...: of kill stop term delay drop slow;
 //                       default kill,stop,delay]
 // Bad specs are kInvalidArgument saying what is wrong and what is allowed.

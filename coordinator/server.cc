@@ -4,9 +4,11 @@
 
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/server_posix.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstring>
 #include <thread>
 #include <utility>
@@ -15,6 +17,8 @@
 #include "common/auth.h"
 #include "common/log.h"
 #include "common/mutex.h"
+#include "common/socket_util.h"
+#include "common/unique_fd.h"
 #include "coordinator/grpc_gate.h"
 #include "coordinator/service.h"
 
@@ -28,6 +32,29 @@ uint64_t RandomIncarnation() {
     std::memcpy(&v, bytes.data(), sizeof(v));
   }
   return v;
+}
+
+// Tries `address` before gRPC binds it (as gRPC does: SO_REUSEADDR), so
+// that a taken port is said plainly, with `options.port_hint`, rather than
+// in gRPC's own error line on stderr. Other failures are left to gRPC.
+absl::Status CheckPortFree(const std::string& address,
+                           const std::string& hint) {
+  absl::StatusOr<net::SockAddr> sa = net::ResolveAddress(address);
+  if (!sa.ok()) return absl::OkStatus();
+  net::UniqueFd fd(
+      ::socket(sa->storage.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return absl::OkStatus();
+  const int one = 1;
+  (void)::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&sa->storage),
+             sa->len) == 0 ||
+      errno != EADDRINUSE) {
+    return absl::OkStatus();
+  }
+  return absl::UnavailableError(
+      absl::StrCat("cannot listen on ", address,
+                   ": the port is taken (another program listens there)",
+                   hint.empty() ? "" : "; ", hint));
 }
 
 CoreOptions MakeCoreOptions(const ServerOptions& options, uint64_t incarnation,
@@ -68,11 +95,14 @@ class ServerImpl final : public CoordinatorServer {
         options_.bind_host.find(':') != std::string::npos
             ? absl::StrCat("[", options_.bind_host, "]:", options_.port)
             : absl::StrCat(options_.bind_host, ":", options_.port);
+    if (options_.port != 0) {
+      absl::Status free = CheckPortFree(address, options_.port_hint);
+      if (!free.ok()) return free;
+    }
     auto fail = [&](absl::string_view why) {
       return absl::UnavailableError(absl::StrCat(
           "cannot listen on ", address, ": ", why,
-          " (address in use? pick another port with --port, or 0 to let the "
-          "kernel choose)"));
+          options_.port_hint.empty() ? "" : "; ", options_.port_hint));
     };
     // The gate owns the port (no SO_REUSEPORT: a second coordinator fails
     // instead of sharing it) and hands proven-to-be-HTTP/2 connections over.

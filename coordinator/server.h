@@ -58,6 +58,10 @@ struct ServerOptions {
   absl::Duration handshake_timeout = auth::kHandshakeTimeout;
   size_t max_unauthenticated_per_host = 128;
   size_t max_unauthenticated = 1024;
+  // Said when `port` is taken: how to choose another (kolo-coordinator's
+  // flag; rank 0 hosting names its variable instead).
+  std::string port_hint =
+      "pick another port with --port, or 0 to let the kernel choose";
 };
 
 // Options with the coordinator's knobs set from `knobs` (heartbeat interval

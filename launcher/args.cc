@@ -128,7 +128,9 @@ Options:
                                kill:rank=2:after=3s,
                                stop:rank=1:at-op=500:for=4s,
                                delay:rank=0:ms=20:for=5s,
-                               random:rate=6/min:until=60s. README.md ("Fault
+                               random:rate=6/min:until=60s (random requires
+                               rate= and until=: it draws faults at that
+                               rate up to that time). README.md ("Fault
                                injection") has the grammar. A run with faults
                                ends with a recovery report on stderr.
   --fault-seed N               Seed of random's draws (KOLO_FAULT_SEED).

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -122,7 +123,7 @@ absl::Time FaultDriver::NextDue() const {
     }
     due = std::min(due, options_.origin + r.fault.spec.after);
   }
-  for (const auto& [pid, when] : to_continue_) due = std::min(due, when.first);
+  for (const auto& [pid, c] : to_continue_) due = std::min(due, c.when);
   for (const auto& [i, when] : to_heal_) due = std::min(due, when);
   return due;
 }
@@ -138,15 +139,18 @@ void FaultDriver::Tick(absl::Time now, const std::vector<LiveWorker>& live) {
     Fire(r, now, live);
   }
   for (auto it = to_continue_.begin(); it != to_continue_.end();) {
-    if (now < it->second.first) {
+    if (now < it->second.when) {
       ++it;
       continue;
     }
     SignalWorker(it->first, SIGCONT);
-    Log()->warn("fault {}: SIGCONT to process {}", it->second.second,
-                it->first);
+    Log()->warn("fault {}: SIGCONT to process {}",
+                absl::StrJoin(it->second.faults, ", "), it->first);
     for (FaultRecord& r : records_) {
-      if (r.fault.id == it->second.second) r.ended_at = now;
+      if (std::find(it->second.faults.begin(), it->second.faults.end(),
+                    r.fault.id) != it->second.faults.end()) {
+        r.ended_at = now;
+      }
     }
     it = to_continue_.erase(it);
   }
@@ -260,9 +264,7 @@ void FaultDriver::Fire(FaultRecord& r, absl::Time now,
       absl::StrCat("SIG", ::sigabbrev_np(sig), " to process ", target->pid);
   Log()->warn("fault {} ({}): {} of worker {} (rank {}, host {})", r.fault.id,
               text, r.detail, worker, r.rank, target->host);
-  if (s.kind == FaultKind::kStop && s.duration != absl::InfiniteDuration()) {
-    to_continue_[target->pid] = {now + s.duration, r.fault.id};
-  }
+  if (s.kind == FaultKind::kStop) ContinueLater(target->pid, now, r);
 }
 
 absl::Status FaultDriver::SetLinks(const std::string& host, bool up) {
@@ -345,13 +347,23 @@ void FaultDriver::OnEvent(const nlohmann::json& e) {
     r.epoch = e.value("epoch", uint64_t{0});
     r.at_op = e.value("op", int64_t{-1});
     r.detail = e.value("detail", e.value("why", ""));
-    if (ev == "fired" && r.fault.spec.kind == FaultKind::kStop &&
-        r.fault.spec.duration != absl::InfiniteDuration() && r.pid > 0) {
-      to_continue_[static_cast<pid_t>(r.pid)] = {t + r.fault.spec.duration,
-                                                 r.fault.id};
+    if (ev == "fired" && r.fault.spec.kind == FaultKind::kStop && r.pid > 0) {
+      ContinueLater(static_cast<pid_t>(r.pid), t, r);
     }
     return;
   }
+}
+
+void FaultDriver::ContinueLater(pid_t pid, absl::Time fired,
+                                const FaultRecord& r) {
+  // A stop of a process another stop holds: it is continued when the later
+  // of the two ends (never, for a stop without `for`), both ending then.
+  const absl::Time when = r.fault.spec.duration == absl::InfiniteDuration()
+                              ? absl::InfiniteFuture()
+                              : fired + r.fault.spec.duration;
+  auto [it, added] = to_continue_.try_emplace(pid, Continue{when, {}});
+  if (!added) it->second.when = std::max(it->second.when, when);
+  it->second.faults.push_back(r.fault.id);
 }
 
 void FaultDriver::OnWorkerEnded(const LiveWorker& w, const std::string& what) {
@@ -362,7 +374,7 @@ void FaultDriver::OnWorkerEnded(const LiveWorker& w, const std::string& what) {
 void FaultDriver::Finish(const std::vector<LiveWorker>& live) {
   ReadEvents();
   const absl::Time now = absl::Now();
-  for (const auto& [pid, when] : to_continue_) {
+  for (const auto& [pid, c] : to_continue_) {
     for (const LiveWorker& w : live) {
       if (w.pid == pid) SignalWorker(pid, SIGCONT);
     }

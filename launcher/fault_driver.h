@@ -120,6 +120,8 @@ class FaultDriver {
   void ReadEvents();
   void OnEvent(const nlohmann::json& e);
   absl::Status SetLinks(const std::string& host, bool up);
+  // Schedules the SIGCONT of a stop `r` fired at `fired` on `pid`.
+  void ContinueLater(pid_t pid, absl::Time fired, const FaultRecord& r);
 
   Options options_;
   std::vector<FaultRecord> records_;
@@ -130,8 +132,13 @@ class FaultDriver {
   bool coordinator_killed_ = false;
   // Workers a random term was sent to (they leave at their next commit).
   std::set<std::string> termed_;
-  // Stopped processes to continue: pid -> when.
-  std::map<pid_t, std::pair<absl::Time, int>> to_continue_;  // fault id
+  // Stopped processes to continue: pid -> when, and the stops that end
+  // then (two stops of one process end together, at the later end).
+  struct Continue {
+    absl::Time when;
+    std::vector<int> faults;
+  };
+  std::map<pid_t, Continue> to_continue_;
   // Partitioned hosts to heal: record index -> when.
   std::map<size_t, absl::Time> to_heal_;
 };

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 #include <set>
 #include <vector>
 
@@ -32,12 +33,71 @@ const char* StateName(FaultRecord::State s) {
   }
 }
 
+// Which fault each loss the coordinator recorded belongs to (fault id by
+// record): one fault per loss, never two (issue 39: a stop continued 3.5 s
+// earlier was credited with the loss a later stop of the same worker
+// caused).
+using LossOwners = std::map<const proto::LostWorker*, int>;
+
+// Whether `r` may have caused the loss `l`: a kill, stop, term or partition
+// that fired on its worker (its host) by the time it was detected (200 ms
+// of slack for a loss detected as the fault was being recorded); a stop
+// continued before anyone judged its worker lost ended nothing (the
+// heartbeat timeout and some slack after SIGCONT).
+bool MayCause(const FaultRecord& r, const proto::LostWorker& l) {
+  const FaultSpec& s = r.fault.spec;
+  if (r.state != FaultRecord::State::kFired) return false;
+  switch (s.kind) {
+    case FaultKind::kKill:
+    case FaultKind::kStop:
+    case FaultKind::kTerm:
+      if (!r.worker_id.empty() && l.worker_id() != r.worker_id) return false;
+      break;
+    case FaultKind::kPartition:
+      if (l.host_name() != s.target.name) return false;
+      break;
+    default:
+      return false;
+  }
+  const int64_t detected = l.detected_unix_ms();
+  if (detected < absl::ToUnixMillis(r.fired_at) - 200) return false;
+  return !(s.kind == FaultKind::kStop && r.ended_at != absl::InfiniteFuture() &&
+           detected > absl::ToUnixMillis(r.ended_at) + 4000);
+}
+
+// Each loss goes to the latest fault that may have caused it: an earlier
+// fault on the same worker was superseded by it (the earlier stop was
+// continued; a kill took the process the earlier fault had hit).
+LossOwners AssignLosses(const proto::StatusReply& st,
+                        const std::vector<FaultRecord>& records) {
+  LossOwners owners;
+  for (const proto::EpochRecord& e : st.history()) {
+    for (const proto::LostWorker& l : e.lost()) {
+      const FaultRecord* best = nullptr;
+      for (const FaultRecord& r : records) {
+        if (MayCause(r, l) && (best == nullptr || r.fired_at > best->fired_at))
+          best = &r;
+      }
+      if (best != nullptr) owners[&l] = best->fault.id;
+    }
+  }
+  return owners;
+}
+
+// Whether the loss is free for fault `id` (none of the others caused it).
+bool LossIsFor(const LossOwners& owners, const proto::LostWorker& l, int id) {
+  auto it = owners.find(&l);
+  return it == owners.end() || it->second == id;
+}
+
 // The first epoch record that follows `fired` and names the fault's
 // victim(s) among the lost or the left; nullptr when none does.
 const proto::EpochRecord* EpochAfter(const proto::StatusReply& st,
+                                     const LossOwners& owners,
                                      const FaultRecord& r,
                                      const proto::LostWorker** lost_out) {
   const FaultSpec& s = r.fault.spec;
+  const int id = r.fault.id;
   // A delay or a slowdown ends no epoch of its own: a later change of its
   // target's is another fault's.
   if (s.kind == FaultKind::kDelay || s.kind == FaultKind::kSlow) {
@@ -63,7 +123,8 @@ const proto::EpochRecord* EpochAfter(const proto::StatusReply& st,
       // (no slack: the epoch it fired in formed before it).
       if (e.formed_unix_ms() < absl::ToUnixMillis(r.fired_at)) continue;
       for (const proto::LostWorker& l : e.lost()) {
-        if (l.detection() == "data-plane") *lost_out = &l;
+        if (l.detection() == "data-plane" && LossIsFor(owners, l, id))
+          *lost_out = &l;
       }
       return &e;
     }
@@ -75,7 +136,8 @@ const proto::EpochRecord* EpochAfter(const proto::StatusReply& st,
       // A cut connection loses a worker only through its peers' reports.
       const bool cause_fits =
           s.kind != FaultKind::kDrop || l.detection() == "data-plane";
-      if (victim && cause_fits && l.detected_unix_ms() >= from) {
+      if (victim && cause_fits && l.detected_unix_ms() >= from &&
+          LossIsFor(owners, l, id)) {
         *lost_out = &l;
         return &e;
       }
@@ -104,7 +166,8 @@ json Median(std::vector<double> v) {
                            : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
 }
 
-json FaultJson(const ReportInputs& in, const FaultRecord& r) {
+json FaultJson(const ReportInputs& in, const LossOwners& owners,
+               const FaultRecord& r) {
   const absl::Time origin = in.driver->options().origin;
   const FaultSpec& s = r.fault.spec;
   json f = {{"id", r.fault.id},
@@ -155,7 +218,7 @@ json FaultJson(const ReportInputs& in, const FaultRecord& r) {
   // Delays and slowdowns change no membership; a drop, a partition or a
   // killed coordinator may end the job rather than an epoch.
   const proto::LostWorker* lost = nullptr;
-  const proto::EpochRecord* next = EpochAfter(in.status, r, &lost);
+  const proto::EpochRecord* next = EpochAfter(in.status, owners, r, &lost);
   if (next == nullptr) return f;
   json det = {{"epoch_ended", next->epoch() - 1},
               {"next_epoch", next->epoch()},
@@ -277,8 +340,9 @@ json BuildFaultReport(const ReportInputs& in) {
                    {"final_members", members},
                    {"resets", st.resets()}};
   report["faults"] = json::array();
+  const LossOwners owners = AssignLosses(st, d.records());
   for (const FaultRecord& r : d.records()) {
-    report["faults"].push_back(FaultJson(in, r));
+    report["faults"].push_back(FaultJson(in, owners, r));
   }
   report["epochs"] = json::array();
   for (const proto::EpochRecord& e : st.history()) {

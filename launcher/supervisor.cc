@@ -553,18 +553,11 @@ void Supervisor::OnWorkerEnded(Worker& w) {
     epoch_formed_ = true;
   }
   if (options_.elastic && epoch_formed_) {
-    // The coordinator ends its epoch and the survivors go on.
     elastic_lost_.push_back(absl::StrCat(Describe(w), " ", what));
-    log->warn("{} {}; elastic job: the survivors go on", Describe(w), what);
+    const bool job_over = LogElasticFailure(w, what);
     if (in_table) {
       // A job the coordinator has ended gets no replacement.
-      if (probe_) {
-        CoordinatorView::Phase phase = probe_().phase;
-        if (phase == CoordinatorView::Phase::kEndedOk ||
-            phase == CoordinatorView::Phase::kEndedFailure) {
-          StopGrowth();
-        }
-      }
+      if (job_over) StopGrowth();
       EndDecision d = slots_->Ended(w.slot, WorkerEnd::kFailed);
       if (!d.message.empty() && !growth_over_) log->warn("{}", d.message);
       SpawnReady();
@@ -595,6 +588,30 @@ void Supervisor::OnWorkerEnded(Worker& w) {
     return;
   }
   verdict_by_ = absl::Now() + kVerdictWait;  // Tick concludes
+}
+
+bool Supervisor::LogElasticFailure(const Worker& w, const std::string& what) {
+  // The coordinator ends its epoch and the survivors go on -- unless the
+  // job is over (the coordinator ended it, or is gone): then the workers
+  // end one after the other, and that is said once.
+  auto log = GetLogger("kolorun");
+  CoordinatorView over;
+  if (probe_) over = probe_();
+  const bool job_over = over.phase == CoordinatorView::Phase::kEndedOk ||
+                        over.phase == CoordinatorView::Phase::kEndedFailure;
+  if (!job_over) {
+    log->warn("{} {}; elastic job: the survivors go on", Describe(w), what);
+  } else if (!job_over_said_) {
+    job_over_said_ = true;
+    log->warn(
+        "{} {}; the coordinator has ended the job{}: no worker is "
+        "replaced",
+        Describe(w), what,
+        over.reason.empty() ? "" : absl::StrCat(" (", over.reason, ")"));
+  } else {
+    log->info("{} {}", Describe(w), what);
+  }
+  return job_over;
 }
 
 void Supervisor::ConcludeFailure(Worker& w, const CoordinatorView& view) {

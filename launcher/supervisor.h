@@ -215,6 +215,10 @@ class Supervisor {
   void AskToLeave(Worker& w);
   // Elastic: nothing is started any more (the job is ending).
   void StopGrowth();
+  // Elastic, a worker that failed after the first epoch formed: logs it
+  // ("the survivors go on", or once that the coordinator ended the job);
+  // returns whether the coordinator has ended the job.
+  bool LogElasticFailure(const Worker& w, const std::string& what);
 
   SupervisorOptions options_;
   std::vector<std::unique_ptr<Worker>> workers_;
@@ -227,6 +231,9 @@ class Supervisor {
   std::string failure_reason_;
   // Elastic: the workers that ended while the job went on.
   std::vector<std::string> elastic_lost_;
+  // Elastic: a worker's end after the coordinator ended the job was logged
+  // as such (once; the others end quietly, at info).
+  bool job_over_said_ = false;
   absl::Time kill_at_ = absl::InfiniteFuture();
   absl::Time give_up_at_ = absl::InfiniteFuture();
   absl::Time next_probe_;

@@ -1,7 +1,8 @@
 // FaultDriver (launcher/fault_driver.h) on real processes: random terms in
 // an elastic job stop at --min-np (a leave frees no slot that kolorun
 // refills, so a chaos run must not drain the job); without a minimum every
-// drawn term fires.
+// drawn term fires; two stops of one worker keep it stopped until the later
+// one ends.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -102,6 +103,61 @@ TEST_F(FaultDriverTest, WithoutAMinimumEveryRandomTermFires) {
   for (const FaultRecord& r : terms) {
     EXPECT_EQ(r.state, FaultRecord::State::kFired) << r.detail;
   }
+}
+
+// Whether process `pid` is stopped (state T in /proc/PID/stat), waiting up
+// to 2 s for the state to become `stopped` (signals arrive asynchronously).
+bool StoppedBecomes(pid_t pid, bool stopped) {
+  const absl::Time until = absl::Now() + absl::Seconds(2);
+  while (true) {
+    char state = '?';
+    if (FILE* f =
+            std::fopen(absl::StrCat("/proc/", pid, "/stat").c_str(), "r")) {
+      // "pid (comm) S ...": the state follows the last ')'.
+      std::string text(512, '\0');
+      text.resize(std::fread(text.data(), 1, text.size(), f));
+      std::fclose(f);
+      const size_t paren = text.rfind(')');
+      if (paren != std::string::npos && paren + 2 < text.size())
+        state = text[paren + 2];
+    }
+    if ((state == 'T') == stopped) return true;
+    if (absl::Now() >= until) return false;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+}
+
+// Two stops of one worker that overlap (a 4 s one, and a 1 s one fired
+// 1 s later): the process stays stopped until the later end (4 s), and both
+// stops end then. (The second stop's SIGCONT used to replace the first's:
+// the worker ran again after 2 s, and the first stop never ended.)
+TEST_F(FaultDriverTest, OverlappingStopsOfAWorkerLastUntilTheLaterEnds) {
+  FaultDriver::Options o;
+  for (const char* text :
+       {"stop:worker=w0:for=4s", "stop:worker=w0:after=1s:for=1s"}) {
+    absl::StatusOr<FaultSpec> spec = ParseFaultSpec(text);
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    o.specs.push_back(*spec);
+  }
+  o.events_path = events_;
+  const absl::Time t0 = absl::Now();
+  o.origin = t0;
+  FaultDriver driver(std::move(o));
+  const pid_t pid = live_[0].pid;
+  driver.Tick(t0, live_);
+  driver.Tick(t0 + absl::Seconds(1), live_);
+  ASSERT_EQ(driver.records()[0].state, FaultRecord::State::kFired);
+  ASSERT_EQ(driver.records()[1].state, FaultRecord::State::kFired);
+  EXPECT_TRUE(StoppedBecomes(pid, true));
+  EXPECT_EQ(driver.NextDue(), t0 + absl::Seconds(4));
+  driver.Tick(t0 + absl::Seconds(2.5), live_);
+  EXPECT_TRUE(StoppedBecomes(pid, true)) << "continued before the first ended";
+  EXPECT_EQ(driver.records()[0].ended_at, absl::InfiniteFuture());
+  EXPECT_EQ(driver.records()[1].ended_at, absl::InfiniteFuture());
+  driver.Tick(t0 + absl::Seconds(4), live_);
+  EXPECT_TRUE(StoppedBecomes(pid, false));
+  EXPECT_EQ(driver.records()[0].ended_at, t0 + absl::Seconds(4));
+  EXPECT_EQ(driver.records()[1].ended_at, t0 + absl::Seconds(4));
 }
 
 }  // namespace

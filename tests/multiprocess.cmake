@@ -115,11 +115,20 @@ kolo_add_test(multiprocess_faults_test SOURCES multiprocess_faults_test.cc
   LIBS kolo_mp_testing nlohmann_json::nlohmann_json LABELS multiprocess SERIAL
   TIMEOUT 600)
 add_dependencies(multiprocess_faults_test kolo-elastic-worker kolorun)
+# Issue 39: faults that do what their spec says and a report and log that
+# say what happened (tests/multiprocess_fault_accounting_test.cc).
+kolo_add_test(multiprocess_fault_accounting_test
+  SOURCES multiprocess_fault_accounting_test.cc
+  LIBS kolo_mp_testing nlohmann_json::nlohmann_json LABELS multiprocess SERIAL
+  TIMEOUT 600)
+add_dependencies(multiprocess_fault_accounting_test kolo-elastic-worker
+  kolorun)
 # GCC 12 warns (-Wnull-dereference) inside nlohmann-json's inlined
 # get<std::string>(), a false positive (as CLI11's: launcher/CMakeLists.txt).
 if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
-  set_source_files_properties(multiprocess_faults_test.cc PROPERTIES
-                              COMPILE_OPTIONS -Wno-null-dereference)
+  set_source_files_properties(multiprocess_faults_test.cc
+    multiprocess_fault_accounting_test.cc PROPERTIES
+    COMPILE_OPTIONS -Wno-null-dereference)
 endif()
 
 # kolo-elastic-train (issue 19's example): exact results across world sizes

@@ -1,10 +1,14 @@
 // Multi-process tests without kolorun: workers started the way torchrun,
 // Slurm and Open MPI start them (rank 0 hosts the coordinator: a wrong secret
 // is named on that worker; rank 0 killed or frozen makes the others exit
-// within their lease), and against a standalone kolo-coordinator (a wrong
+// within their lease; a taken port is named on rank 0 and stops the others
+// within seconds), and against a standalone kolo-coordinator (a wrong
 // secret disturbs nobody else; a killed or frozen coordinator makes the
 // workers exit within their lease).
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -19,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/net.h"
+#include "common/unique_fd.h"
 #include "gtest/gtest.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/timeouts.h"
@@ -285,6 +290,71 @@ TEST(EnvStart, WorkerStoppedMidAllreduceEndsTheJobThroughTheCoordinator) {
   victim.Signal(SIGKILL);
   victim.Signal(SIGCONT);
   ASSERT_TRUE(victim.Wait(Scaled(absl::Seconds(10))).ok());
+}
+
+// Rank 0 hosts the coordinator on a port another program holds (the test,
+// as torchrun's store holds MASTER_PORT): rank 0 says which variable chose
+// the port (not kolo-coordinator's --port) without gRPC's raw error line,
+// and the others stop within seconds, naming the cause, instead of waiting
+// for their start timeout (30 s by default; 60 s here).
+void ExpectTakenPortNamedAtOnce(const Env& address, const std::string& var) {
+  net::UniqueFd holder(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  ASSERT_TRUE(holder.valid());
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(holder.get(), reinterpret_cast<sockaddr*>(&sa), sizeof(sa)),
+            0);
+  ASSERT_EQ(::listen(holder.get(), 16), 0);
+  socklen_t len = sizeof(sa);
+  ASSERT_EQ(::getsockname(holder.get(), reinterpret_cast<sockaddr*>(&sa), &len),
+            0);
+  const std::string port = std::to_string(ntohs(sa.sin_port));
+  std::string secret = WriteSecret("taken_secret", "taken-port-secret");
+  const absl::Time start = absl::Now();
+  auto workers = StartWorkers(2,
+                              [&](int r) {
+                                Env env = TorchrunEnv(r, 2, port, secret);
+                                for (const auto& [k, v] : address) {
+                                  env[k] = v ? absl::StrCat(*v, port) : v;
+                                }
+                                env["KOLO_START_TIMEOUT"] = "60";
+                                return env;
+                              },
+                              {"init-only"});
+  Subprocess& host = *workers[0];
+  ASSERT_TRUE(host.Wait(Scaled(absl::Seconds(20))).ok()) << host.output();
+  EXPECT_EQ(host.exit_info().code, 3) << host.output();
+  EXPECT_NE(host.output().find("could not host the coordinator"),
+            std::string::npos)
+      << host.output();
+  EXPECT_NE(host.output().find("the port is taken"), std::string::npos)
+      << host.output();
+  EXPECT_NE(host.output().find("choose a free port in " + var),
+            std::string::npos)
+      << host.output();
+  EXPECT_EQ(host.output().find("--port"), std::string::npos) << host.output();
+  EXPECT_EQ(host.output().find("chttp2"), std::string::npos) << host.output();
+  Subprocess& other = *workers[1];
+  ASSERT_TRUE(other.Wait(Scaled(absl::Seconds(20))).ok())
+      << "rank 1 waits for a coordinator that cannot come:\n"
+      << other.output();
+  EXPECT_EQ(other.exit_info().code, 3) << other.output();
+  EXPECT_NE(other.output().find("is not a kolo coordinator"), std::string::npos)
+      << other.output();
+  EXPECT_NE(other.output().find("choose a free port in " + var),
+            std::string::npos)
+      << other.output();
+  EXPECT_LT(absl::Now() - start, Scaled(absl::Seconds(15)));
+}
+
+TEST(EnvStart, TakenMasterPortIsNamedAndTheOthersStopAtOnce) {
+  ExpectTakenPortNamedAtOnce({}, "MASTER_PORT");
+}
+
+TEST(EnvStart, TakenKoloCoordinatorPortIsNamedAndTheOthersStopAtOnce) {
+  ExpectTakenPortNamedAtOnce({{"KOLO_COORDINATOR", "127.0.0.1:"}},
+                             "KOLO_COORDINATOR");
 }
 
 TEST(EnvStart, Slurm) {

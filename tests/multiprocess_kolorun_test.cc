@@ -1,6 +1,7 @@
 // Multi-process tests through kolorun on loopback: topology on every rank for
 // world sizes 1-5, fake hosts with -H, the demo, a killed or failing worker
-// ending the job with its rank named, and no orphans after SIGKILL of kolorun.
+// ending the job with its rank named, KOLO_HOST_COORDINATOR=1 refused at
+// once, and no orphans after SIGKILL of kolorun.
 #include <signal.h>
 #include <unistd.h>
 
@@ -188,6 +189,30 @@ TEST(Kolorun, FailingWorkerExitCodeNamed) {
   EXPECT_NE(p->output().find("w2"), std::string::npos) << p->output();
   EXPECT_NE(p->output().find("rank 2"), std::string::npos) << p->output();
   EXPECT_NE(p->output().find("code 7"), std::string::npos) << p->output();
+}
+
+// KOLO_HOST_COORDINATOR=1 left in the environment (from a torchrun-style
+// script): kolorun runs the coordinator on the port KOLO_COORDINATOR names,
+// so rank 0 could only fail to host one there. The workers name the
+// variable (not kolo-coordinator's --port, nor in gRPC's raw bind error)
+// and kolorun ends the job at once.
+TEST(Kolorun, HostCoordinatorVariableIsRefusedAtOnce) {
+  const absl::Time start = absl::Now();
+  Subprocess p({Bin("kolorun"), "-np", "2", Bin("kolo-mp-worker"), "init-only"},
+               {{"KOLO_HOST_COORDINATOR", "1"}});
+  ASSERT_TRUE(p.Start().ok());
+  ASSERT_TRUE(p.Wait(Scaled(absl::Seconds(30))).ok()) << p.output();
+  EXPECT_TRUE(p.exit_info().exited && p.exit_info().code != 0)
+      << p.exit_info().ToString() << "\n"
+      << p.output();
+  EXPECT_NE(p.output().find("KOLO_HOST_COORDINATOR=1 under kolorun"),
+            std::string::npos)
+      << p.output();
+  EXPECT_NE(p.output().find("unset KOLO_HOST_COORDINATOR"), std::string::npos)
+      << p.output();
+  EXPECT_EQ(p.output().find("--port"), std::string::npos) << p.output();
+  EXPECT_EQ(p.output().find("chttp2"), std::string::npos) << p.output();
+  EXPECT_LT(absl::Now() - start, Scaled(absl::Seconds(10))) << p.output();
 }
 
 TEST(Kolorun, SigkillOfKolorunLeavesNoProcess) {

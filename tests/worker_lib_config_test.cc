@@ -142,6 +142,22 @@ TEST(WorkerConfig, HostingDecision) {
   EXPECT_THAT(c.status().message(), HasSubstr("KOLO_COORDINATOR"));
 }
 
+TEST(WorkerConfig, HostCoordinatorIsRefusedUnderKolorun) {
+  EnvMap env = {{"KOLO_LAUNCHER", "kolorun"},
+                {"KOLO_COORDINATOR", "127.0.0.1:4000"},
+                {"KOLO_RANK", "0"},
+                {"KOLO_SIZE", "2"},
+                {"KOLO_SECRET", "x-0123456789abcdef"},
+                {"KOLO_HOST_COORDINATOR", "1"}};
+  auto c = Parse(env);
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(c.status().message(), HasSubstr("unset KOLO_HOST_COORDINATOR"));
+  env["KOLO_HOST_COORDINATOR"] = "0";  // what kolorun does anyway
+  c = Parse(env);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_FALSE(c->host_coordinator);
+}
+
 TEST(WorkerConfig, NoCoordinatorAddress) {
   EnvMap env = {{"RANK", "1"},
                 {"WORLD_SIZE", "2"},

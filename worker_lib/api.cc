@@ -78,21 +78,27 @@ absl::StatusOr<std::unique_ptr<coordinator::CoordinatorServer>> HostCoordinator(
   so.expected_size = c.size;
   so.job_id = c.job_id;
   so.secret = c.secret;
+  // The port came from a variable, not a flag: name it.
+  so.port_hint =
+      c.coordinator_source == "MASTER_ADDR:MASTER_PORT"
+          ? "choose a free port in MASTER_PORT on every worker; under "
+            "torchrun, MASTER_PORT is taken by torchrun's own rendezvous "
+            "store: set KOLO_COORDINATOR=<rank 0 host>:<free port> on every "
+            "worker"
+          : absl::StrCat("choose a free port in ", c.coordinator_source,
+                         "=<rank 0 host>:<port> on every worker, or set "
+                         "KOLO_HOST_COORDINATOR=0 if a kolo-coordinator "
+                         "already runs there");
   auto server = coordinator::CoordinatorServer::Start(so);
   if (server.ok()) return server;
-  std::string hint =
-      c.coordinator_source == "MASTER_ADDR:MASTER_PORT"
-          ? "; under torchrun, MASTER_PORT is taken by torchrun's own "
-            "rendezvous store: set KOLO_COORDINATOR=<rank 0 host>:<free port> "
-            "on every worker"
-          : "; choose a free port in KOLO_COORDINATOR, or set "
-            "KOLO_HOST_COORDINATOR=0 if a kolo-coordinator already runs there";
   return WithMessage(
       server.status(),
       absl::StrCat("rank 0 (worker ", c.worker_id,
                    ") could not host the coordinator at ",
                    c.coordinator.ToString(), " (from ", c.coordinator_source,
-                   "): ", server.status().message(), hint));
+                   "): ", server.status().message(),
+                   "; the other workers stop when they find no coordinator "
+                   "there"));
 }
 
 // Leaves the job; on the hosting rank, waits for the others, then stops the
@@ -169,6 +175,7 @@ worker::SessionOptions SessionOptionsFor(const worker::WorkerConfig& c,
                                          const std::string& data_address) {
   worker::SessionOptions so;
   so.coordinator = target;
+  so.coordinator_source = c.coordinator_source;
   so.job_id = c.job_id;
   so.worker_id = c.worker_id;
   so.worker_incarnation = c.worker_incarnation;

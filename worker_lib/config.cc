@@ -149,6 +149,14 @@ absl::Status ParseCoordinator(const EnvMap& env, WorkerConfig& c) {
   if (auto h = First(env, {"KOLO_HOST_COORDINATOR"})) {
     auto v = ParseBool(*h);
     if (!v.ok()) return v.status();
+    if (*v && kolorun) {
+      // Rank 0 would try kolorun's own port and fail on every start.
+      return absl::FailedPreconditionError(
+          "KOLO_HOST_COORDINATOR=1 under kolorun: kolorun runs the job's "
+          "coordinator itself, on the port KOLO_COORDINATOR names, so rank 0 "
+          "cannot host one there; unset KOLO_HOST_COORDINATOR (it is for "
+          "torchrun, Slurm and Open MPI launches)");
+    }
     c.host_coordinator = c.rank == 0 && *v;
   }
   std::string address;

@@ -5,6 +5,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <thread>
@@ -75,26 +76,25 @@ class Hook {
       MutexLock lock(&mu_);
       if (!fd_.valid()) return;
       const absl::Time now = absl::Now();
+      EndExpiredLocked(now);
       for (Entry& e : entries_) {
-        if (e.state == Entry::State::kActive && now >= e.active_until) {
-          e.state = Entry::State::kDone;
-          Emit({{"ev", "ended"}, {"fault", e.fault.id}});
-          Mark(absl::StrCat("fault ", e.fault.id, " ended"), now, e);
-        }
         if (e.state == Entry::State::kPending && Due(e, at, now)) {
           FireLocked(e, at, now);
         }
         if (e.state == Entry::State::kActive &&
             e.fault.spec.kind == FaultKind::kDelay) {
-          hold += absl::Milliseconds(e.fault.spec.delay_ms);
+          // Held back no longer than the delay's window lasts.
+          hold += std::min(absl::Milliseconds(e.fault.spec.delay_ms),
+                           e.active_until - now);
         }
       }
     }
-    if (hold > absl::ZeroDuration()) absl::SleepFor(hold);
+    SleepAndEnd(hold);
   }
 
-  void AfterPlan(const PlanPoint& at, int completed, absl::Duration took) {
-    double factor = 1;
+  void AfterPlan(const PlanPoint& at, int completed, int failed,
+                 absl::Duration took) {
+    absl::Duration extra = absl::ZeroDuration();
     {
       MutexLock lock(&mu_);
       if (!fd_.valid()) return;
@@ -109,14 +109,9 @@ class Hook {
               now, {{"rank", absl::StrCat(at.rank)}});
         }
       }
-      for (const Entry& e : entries_) {
-        if (e.state == Entry::State::kActive &&
-            e.fault.spec.kind == FaultKind::kSlow) {
-          factor *= e.fault.spec.factor;
-        }
-      }
+      extra = SlowExtraLocked(failed, took, absl::Now());
     }
-    if (factor > 1) absl::SleepFor((factor - 1) * took);
+    SleepAndEnd(extra);
   }
 
   void OnEpoch(uint64_t epoch, int rank, int size) {
@@ -150,6 +145,48 @@ class Hook {
   }
 
  private:
+  // Ends the delays and slowdowns whose window ran out by `now`; "ended"
+  // carries the time it ran out (the fault did nothing after it).
+  void EndExpiredLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    for (Entry& e : entries_) {
+      if (e.state != Entry::State::kActive || now < e.active_until) continue;
+      e.state = Entry::State::kDone;
+      Emit({{"ev", "ended"},
+            {"fault", e.fault.id},
+            {"t_us", absl::ToUnixMicros(e.active_until)}});
+      Mark(absl::StrCat("fault ", e.fault.id, " ended"), e.active_until, e);
+    }
+  }
+
+  // The sleep of the active slowdowns after a plan that took `took`: (the
+  // product of their factors - 1) x took, and none after a plan whose
+  // collectives failed (its time went to waiting for a peer that was gone,
+  // not to work); never past the end of the last window.
+  absl::Duration SlowExtraLocked(int failed, absl::Duration took,
+                                 absl::Time now) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    double factor = 1;
+    absl::Time until = now;
+    for (const Entry& e : entries_) {
+      if (e.state == Entry::State::kActive &&
+          e.fault.spec.kind == FaultKind::kSlow) {
+        factor *= e.fault.spec.factor;
+        until = std::max(until, e.active_until);
+      }
+    }
+    if (failed > 0 || factor <= 1) return absl::ZeroDuration();
+    return std::min((factor - 1) * took, until - now);
+  }
+
+  // Sleeps `d` (a delay or a slowdown: the fault itself), then ends what
+  // ran out meanwhile, so that "ended" is written when it happens.
+  void SleepAndEnd(absl::Duration d) {
+    if (d <= absl::ZeroDuration()) return;
+    absl::SleepFor(d);
+    MutexLock lock(&mu_);
+    EndExpiredLocked(absl::Now());
+  }
+
   bool Targets(const FaultSpec& s, const PlanPoint& at) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     switch (s.target.kind) {
@@ -257,7 +294,7 @@ class Hook {
     line["worker"] = config_.worker_id;
     line["inc"] = config_.incarnation;
     line["pid"] = static_cast<int64_t>(::getpid());
-    line["t_us"] = absl::ToUnixMicros(absl::Now());
+    if (!line.contains("t_us")) line["t_us"] = absl::ToUnixMicros(absl::Now());
     const std::string text = line.dump() + "\n";
     // One write: O_APPEND keeps lines of several processes whole.
     if (::write(fd_.get(), text.data(), text.size()) !=
@@ -287,8 +324,9 @@ Hook& TheHook() {
 absl::Status Arm(const HookConfig& config) { return TheHook().Arm(config); }
 void Disarm() { TheHook().Disarm(); }
 void BeforePlan(const PlanPoint& at) { TheHook().BeforePlan(at); }
-void AfterPlan(const PlanPoint& at, int completed, absl::Duration took) {
-  TheHook().AfterPlan(at, completed, took);
+void AfterPlan(const PlanPoint& at, int completed, int failed,
+               absl::Duration took) {
+  TheHook().AfterPlan(at, completed, failed, took);
 }
 void OnEpoch(uint64_t epoch, int rank, int size) {
   if (Armed()) TheHook().OnEpoch(epoch, rank, size);

@@ -23,7 +23,9 @@
 //   {"ev":"first_op","epoch","ops"}   its first completed collective here
 //   {"ev":"fired","fault","kind","rank","epoch","op"[,"detail"]}
 //   {"ev":"skipped","fault","why"}    it was due but could not fire
-//   {"ev":"ended","fault"}            a delay/slow's `for` ran out
+//   {"ev":"ended","fault"}            a delay/slow's `for` ran out ("t_us":
+//                                     when it ran out; written by the next
+//                                     plan, or at once by the fault's sleep)
 //   {"ev":"rollback","epoch","commit","ops_discarded"}  State::restore
 // A worker-fired fault fires once per job: the first process to claim it
 // (an O_EXCL file beside the events file) fires it.
@@ -35,6 +37,11 @@
 // is process-wide state (a signal-style global, so that the hot path is one
 // load), guarded by its own mutex. BeforePlan/AfterPlan run on the thread
 // that runs plans and may sleep there (delay, slow) — that is the fault.
+//
+// Invariant: a delay or slow acts only inside its window [fired, fired +
+// for): no sleep it causes goes past the window's end (issue 39: a slow
+// multiplied the time a collective had spent blocked on a lost peer and
+// ran 10 s past a 3 s window).
 #ifndef KOLO_WORKER_LIB_FAULT_HOOK_H_
 #define KOLO_WORKER_LIB_FAULT_HOOK_H_
 
@@ -86,8 +93,11 @@ struct PlanPoint {
 // due, and holds the plan back while a delay is active.
 void BeforePlan(const PlanPoint& at);
 // After it ran: counts its `completed` collectives (`took` to run); a slow
-// fault sleeps (factor - 1) * took.
-void AfterPlan(const PlanPoint& at, int completed, absl::Duration took);
+// fault sleeps (factor - 1) * took, none when `failed` > 0 of its
+// collectives failed (the time went to waiting, not work), and never past
+// the end of its `for` window.
+void AfterPlan(const PlanPoint& at, int completed, int failed,
+               absl::Duration took);
 
 // Cheap no-ops unless armed.
 void OnEpoch(uint64_t epoch, int rank, int size);

@@ -308,14 +308,19 @@ void OpRuntime::RunPlan(proto::Plan& plan, absl::Time arrived) {
     }
   }
   if (faults_armed) {
-    int completed = 0;
+    int completed = 0, failed = 0;
     for (size_t k = 0; k < steps.size(); ++k) {
       for (size_t i = 0; i < steps[k].ops.size() && i < results[k].size();
            ++i) {
-        if (steps[k].ops[i] != nullptr && results[k][i].ok()) ++completed;
+        if (steps[k].ops[i] == nullptr) continue;
+        if (results[k][i].ok()) {
+          ++completed;
+        } else {
+          ++failed;
+        }
       }
     }
-    faults::AfterPlan({epoch_, rank_, size_, data_}, completed,
+    faults::AfterPlan({epoch_, rank_, size_, data_}, completed, failed,
                       absl::Now() - run_start);
   }
   // A removed process set's data plane goes (this thread's).

@@ -1,21 +1,137 @@
 #include "worker_lib/session_client.h"
 
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/socket_util.h"
 #include "worker_lib/session_reactor.h"
 
 namespace kolo::worker {
+namespace {
+
+// The start's probe (issue 39): while no coordinator has challenged this
+// worker, it checks every kProbeEvery what listens at the coordinator's
+// address. Nothing (refused): the coordinator is not up yet, waiting is
+// right. A program that does not speak HTTP/2 (gRPC) for
+// kNotACoordinatorAfter: another program holds the port (rank 0 then could
+// not host the coordinator there), which waiting for the start timeout
+// would not change. (gRPC's channel cannot tell: it is READY once TCP
+// connects.)
+constexpr absl::Duration kProbeEvery = absl::Milliseconds(500);
+constexpr absl::Duration kProbeTimeout = absl::Seconds(1);
+constexpr absl::Duration kNotACoordinatorAfter = absl::Seconds(3);
+
+enum class Listener { kNone, kHttp2, kOther };
+
+// Waits until `fd` has `events` or `until` passes.
+bool PollUntil(int fd, short events, absl::Time until) {
+  while (true) {
+    const int64_t ms = absl::ToInt64Milliseconds(until - absl::Now());
+    if (ms < 0) return false;
+    pollfd p{fd, events, 0};
+    const int rc = ::poll(&p, 1, static_cast<int>(ms));
+    if (rc > 0) return true;
+    if (rc == 0 || errno != EINTR) return false;
+  }
+}
+
+// What listens at `addr`: given HTTP/2's client preface and an empty
+// SETTINGS frame, an HTTP/2 server (a gRPC server: a kolo coordinator)
+// answers with its SETTINGS frame (9 bytes of header, type 4) within
+// `timeout`.
+Listener ProbeListener(const net::SockAddr& addr, absl::Duration timeout) {
+  const absl::Time until = absl::Now() + timeout;
+  absl::StatusOr<net::UniqueFd> fd = net::StartConnect(addr);
+  if (!fd.ok() || !PollUntil(fd->get(), POLLOUT, until) ||
+      !net::FinishConnect(fd->get()).ok()) {
+    return Listener::kNone;
+  }
+  static constexpr char kPreface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+  std::string hello(kPreface, sizeof(kPreface) - 1);
+  hello.append({0, 0, 0, 4, 0, 0, 0, 0, 0});  // SETTINGS, no parameters
+  if (::send(fd->get(), hello.data(), hello.size(), MSG_NOSIGNAL) !=
+      static_cast<ssize_t>(hello.size())) {
+    return Listener::kOther;
+  }
+  unsigned char header[9];
+  size_t got = 0;
+  while (got < sizeof(header)) {
+    if (!PollUntil(fd->get(), POLLIN, until)) return Listener::kOther;
+    const ssize_t n = ::recv(fd->get(), header + got, sizeof(header) - got, 0);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (n <= 0) return Listener::kOther;
+    got += static_cast<size_t>(n);
+  }
+  return header[3] == 4 ? Listener::kHttp2 : Listener::kOther;
+}
+
+}  // namespace
 
 // ---- Reactor: the blocking calls --------------------------------------------
+
+absl::Status SessionClient::Reactor::NotACoordinator() const {
+  const std::string& from = options_.coordinator_source;
+  const std::string fix =
+      from == "MASTER_ADDR:MASTER_PORT"
+          ? "choose a free port in MASTER_PORT (under torchrun, MASTER_PORT is "
+            "torchrun's own rendezvous store: set KOLO_COORDINATOR=<rank 0 "
+            "host>:<free port> on every worker)"
+      : from.empty() ? "choose a free port for the coordinator"
+                     : absl::StrCat("choose a free port in ", from,
+                                    " (the same on every worker)");
+  return absl::UnavailableError(absl::StrCat(
+      "something accepts connections at ", options_.coordinator,
+      " but it is not a kolo coordinator (it did not answer as a gRPC server "
+      "for ",
+      absl::FormatDuration(kNotACoordinatorAfter), "; worker ",
+      options_.worker_id,
+      "): another program holds that port, so rank 0 could not host the "
+      "coordinator there (its log says so); ",
+      fix));
+}
 
 absl::Status SessionClient::Reactor::WaitForMembership(absl::Time start,
                                                        absl::Time deadline,
                                                        SessionClient& client) {
-  MutexLock lock(&mu_);
-  while (!membership_.has_value() && terminal_.ok()) {
-    if (cv_.WaitWithDeadline(&mu_, deadline)) break;
+  // Resolved once for the probe (a host name waits for the system's
+  // resolver and its timeouts, as gRPC's own resolution does); without an
+  // address there is no probe, only the start deadline.
+  const absl::StatusOr<net::SockAddr> addr =
+      net::ResolveAddress(options_.coordinator);
+  absl::Time other_since = absl::InfiniteFuture();
+  while (true) {
+    {
+      MutexLock lock(&mu_);
+      const absl::Time now = absl::Now();
+      if (membership_.has_value() || !terminal_.ok() || now >= deadline) break;
+      const bool probe = !challenged_ && addr.ok();
+      const absl::Time wake =
+          probe ? std::min(deadline, now + kProbeEvery) : deadline;
+      while (!membership_.has_value() && terminal_.ok()) {
+        if (cv_.WaitWithDeadline(&mu_, wake)) break;
+      }
+      if (!probe || challenged_ || membership_.has_value() || !terminal_.ok())
+        continue;
+    }
+    // Not challenged yet: is another program at the address?
+    if (ProbeListener(*addr, std::min(kProbeTimeout, deadline - absl::Now())) !=
+        Listener::kOther) {
+      other_since = absl::InfiniteFuture();
+      continue;
+    }
+    other_since = std::min(other_since, absl::Now());
+    if (absl::Now() - other_since >= kNotACoordinatorAfter) {
+      MutexLock lock(&mu_);
+      if (!challenged_) Fail(NotACoordinator(), /*lost=*/false);
+    }
   }
+  MutexLock lock(&mu_);
   if (!terminal_.ok()) return terminal_;
   if (membership_.has_value()) {
     client.incarnation_ = incarnation_;

@@ -2,7 +2,10 @@
 // (see the header comment of proto/kolo.proto for the wire sequence).
 //
 // Connect() opens the stream (waiting for the coordinator to come up until the
-// start deadline: workers may start before it), says Hello, checks the
+// start deadline: workers may start before it; but failing within seconds when
+// another program accepts connections at the address and does not answer as
+// an HTTP/2 (gRPC) server: rank 0 could not host the coordinator on a taken
+// port), says Hello, checks the
 // coordinator's proof of the job secret, sends its own, and waits for the
 // Membership of epoch 1. Then:
 //   - a small kolo thread sends a Heartbeat every heartbeat_interval and
@@ -70,6 +73,9 @@ inline constexpr int kMaxCoordinatorMessageBytes = 256 << 20;
 
 struct SessionOptions {
   std::string coordinator;  // "host:port"
+  // Where the address came from ("KOLO_COORDINATOR", "MASTER_ADDR:MASTER_PORT";
+  // "" when given directly): named when another program holds the port.
+  std::string coordinator_source;
   std::string job_id;
   std::string worker_id;
   uint32_t worker_incarnation = 0;

@@ -120,6 +120,9 @@ class SessionClient::Reactor final
   void Fail(absl::Status status, bool lost) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The kolo thread: heartbeats, lease, exit on a lost coordinator.
   void ThreadMain() ABSL_LOCKS_EXCLUDED(mu_);
+  // The start's error when another program holds the coordinator's port
+  // (WaitForMembership's probe).
+  absl::Status NotACoordinator() const;
   std::string Who() const {
     return absl::StrCat("the coordinator at ", options_.coordinator);
   }

@@ -1,9 +1,12 @@
 """init/shutdown cycles, use before init, process sets given to init, the
-dynamic timeline and horovodrun's environment variables (run under kolorun,
-2 and 3 ranks). Leaves the job initialised, as the session fixture expects.
+dynamic timeline, horovodrun's environment variables and the job secret
+gone from os.environ after init (run under kolorun, 2 and 3 ranks). Leaves
+the job initialised, as the session fixture expects.
 """
 
 import os
+import subprocess
+import sys
 import tempfile
 import warnings
 
@@ -25,6 +28,21 @@ def test_horovod_environment_variables():
     assert os.environ['HOROVOD_CROSS_SIZE'] == str(hvd.cross_size())
     assert os.environ['HOROVOD_HOSTNAME']
     assert hvd.is_homogeneous()
+
+
+def test_job_secret_is_gone_from_os_environ_after_init():
+    """kolo removes KOLO_SECRET from the process environment at init (the
+    README says so); Python's copy goes too, so that os.environ and the
+    programs started with it (subprocess) do not hand the secret on."""
+    assert hvd.is_initialized()
+    # (Booleans only: a failure must not print the secret.)
+    in_environ = 'KOLO_SECRET' in os.environ
+    assert not in_environ, 'KOLO_SECRET is still in os.environ'
+    child = subprocess.run(
+        [sys.executable, '-c',
+         'import os; print("KOLO_SECRET" in os.environ)'],
+        capture_output=True, text=True, timeout=60, check=True)
+    assert child.stdout.strip() == 'False', 'a child process got KOLO_SECRET'
 
 
 def test_fifty_init_shutdown_cycles():

@@ -105,6 +105,11 @@ def init(comm=None, process_sets=None):
         _kolo.init([])
     except _kolo.Error as e:
         raise ValueError(f'Horovod initialization failed. {e.args[1]}') from None
+    finally:
+        # kolo removed the job secret from the C environment (and keeps it
+        # for a later init); Python's copy goes too, or subprocess and
+        # os.environ would still hand it on.
+        os.environ.pop('KOLO_SECRET', None)
     try:
         _ps._setup(sets)
     except Exception:
