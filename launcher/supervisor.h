@@ -54,6 +54,9 @@
 // stdout/stderr/status pipes of every worker. The coordinator is seen only
 // through CoordinatorProbe, so this file does not depend on gRPC.
 //
+// Files: supervisor.cc (the loop, worker ends, verdicts), supervisor_elastic.cc
+// (the elastic policy), supervisor_internal.h (the worker record).
+//
 // Thread-safety: a Supervisor is used by the main thread only.
 // REQUIRES: BlockSupervisorSignals() ran before any thread was started.
 #ifndef KOLO_LAUNCHER_SUPERVISOR_H_
