@@ -17,11 +17,14 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/allreduce_tcp_test_mesh.h"
+#include "tests/testing/raw_socket.h"
 #include "tests/testing/timeouts.h"
 
 namespace kolo::tcp {
 namespace {
 
+using ::kolo::testing::ClosedWithin;
+using ::kolo::testing::Eventually;
 using ::kolo::testing::LogCapture;
 using ::kolo::testing::Scaled;
 using ::kolo::testing::TestWorld;
@@ -39,32 +42,6 @@ std::vector<net::UniqueFd> Flood(const std::string& address, int n) {
     if (fd.ok()) out.push_back(*std::move(fd));
   }
   return out;
-}
-
-// Whether the peer closed `fd` (EOF or reset) within `timeout`.
-bool ClosedWithin(int fd, absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (absl::Now() < deadline) {
-    pollfd p{fd, POLLIN, 0};
-    int left = static_cast<int>(std::max<int64_t>(
-        1, absl::ToInt64Milliseconds(deadline - absl::Now())));
-    if (::poll(&p, 1, std::min(left, 200)) <= 0) continue;
-    char buf[64];
-    ssize_t n = ::recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
-    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) return true;
-  }
-  return false;
-}
-
-// Waits (bounded) until `pred` holds.
-template <typename Pred>
-bool Eventually(Pred pred, absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (!pred()) {
-    if (absl::Now() >= deadline) return false;
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  return true;
 }
 
 class AcceptorTest : public ::testing::Test {

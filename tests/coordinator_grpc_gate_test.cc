@@ -22,50 +22,20 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "spdlog/sinks/ringbuffer_sink.h"
+#include "tests/testing/raw_socket.h"
 #include "tests/testing/timeouts.h"
 
 namespace kolo::coordinator {
 namespace {
 
+using ::kolo::testing::ClosedWithin;
+using ::kolo::testing::Eventually;
+using ::kolo::testing::RawConnect;
 using ::kolo::testing::Scaled;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
 constexpr absl::string_view kPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-
-// A connected client socket (blocking connect, then non-blocking).
-net::UniqueFd Connect(int port) {
-  absl::StatusOr<net::SockAddr> a =
-      net::ResolveAddress(absl::StrCat("127.0.0.1:", port));
-  EXPECT_TRUE(a.ok());
-  absl::StatusOr<net::UniqueFd> fd = net::StartConnect(*a);
-  EXPECT_TRUE(fd.ok()) << fd.status();
-  pollfd p{fd->get(), POLLOUT, 0};
-  EXPECT_EQ(::poll(&p, 1, 10000), 1);
-  return *std::move(fd);
-}
-
-bool ClosedWithin(int fd, absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (absl::Now() < deadline) {
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, 100) <= 0) continue;
-    char buf[64];
-    ssize_t n = ::recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
-    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) return true;
-  }
-  return false;
-}
-
-template <typename Pred>
-bool Eventually(Pred pred, absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (!pred()) {
-    if (absl::Now() >= deadline) return false;
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  return true;
-}
 
 class GrpcGateTest : public ::testing::Test {
  protected:
@@ -114,7 +84,7 @@ TEST_F(GrpcGateTest, IdleConnectionIsClosedAtTheDeadline) {
   o.handshake_timeout = absl::Milliseconds(300);
   Start(o);
   const absl::Time start = absl::Now();
-  net::UniqueFd idle = Connect(gate_->port());
+  net::UniqueFd idle = RawConnect(gate_->port());
   EXPECT_TRUE(ClosedWithin(idle.get(), Scaled(absl::Seconds(10))));
   EXPECT_GE(absl::Now() - start, absl::Milliseconds(300));
   EXPECT_EQ(gate_->unproven(), 0u);
@@ -128,7 +98,7 @@ TEST_F(GrpcGateTest, GarbageIsRefusedAtOnceAndLogged) {
   GrpcGateOptions o;
   o.handshake_timeout = Scaled(absl::Seconds(60));  // not what closes it
   Start(o);
-  net::UniqueFd c = Connect(gate_->port());
+  net::UniqueFd c = RawConnect(gate_->port());
   ASSERT_EQ(::send(c.get(), "GET / HTTP/1.1\r\n\r\n", 18, MSG_NOSIGNAL), 18);
   EXPECT_TRUE(ClosedWithin(c.get(), Scaled(absl::Seconds(10))));
   EXPECT_THAT(Log(), HasSubstr("it does not speak gRPC (HTTP/2); its first "
@@ -140,8 +110,8 @@ TEST_F(GrpcGateTest, UnprovenHandedOverConnectionIsShutDownProvenOneStays) {
   GrpcGateOptions o;
   o.handshake_timeout = absl::Milliseconds(500);
   Start(o);
-  net::UniqueFd unproven = Connect(gate_->port());
-  net::UniqueFd proven = Connect(gate_->port());
+  net::UniqueFd unproven = RawConnect(gate_->port());
+  net::UniqueFd proven = RawConnect(gate_->port());
   for (int fd : {unproven.get(), proven.get()}) {
     ASSERT_EQ(::send(fd, kPreface.data(), kPreface.size(), MSG_NOSIGNAL),
               static_cast<ssize_t>(kPreface.size()));
@@ -186,7 +156,7 @@ TEST_F(GrpcGateTest, PerAddressCapDropsTheOldest) {
   Start(o);
   std::vector<net::UniqueFd> conns;
   for (int i = 0; i < 7; ++i) {
-    conns.push_back(Connect(gate_->port()));
+    conns.push_back(RawConnect(gate_->port()));
     // One at a time, so that the accept order is the connect order.
     ASSERT_TRUE(Eventually(
         [&] {
@@ -212,7 +182,7 @@ TEST_F(GrpcGateTest, TotalCapDropsTheOldest) {
   Start(o);
   std::vector<net::UniqueFd> conns;
   for (int i = 0; i < 5; ++i) {
-    conns.push_back(Connect(gate_->port()));
+    conns.push_back(RawConnect(gate_->port()));
     ASSERT_TRUE(Eventually(
         [&] {
           return gate_->unproven() == static_cast<size_t>(std::min(i + 1, 3));
@@ -227,7 +197,7 @@ TEST_F(GrpcGateTest, TotalCapDropsTheOldest) {
 TEST_F(GrpcGateTest, StopRefusesNewConnections) {
   Start(GrpcGateOptions{});
   const int port = gate_->port();
-  net::UniqueFd pending = Connect(port);
+  net::UniqueFd pending = RawConnect(port);
   gate_->Stop();
   EXPECT_TRUE(ClosedWithin(pending.get(), Scaled(absl::Seconds(10))));
   absl::StatusOr<net::SockAddr> a =

@@ -20,7 +20,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
-// Req, Ann, AnnReq, Names, Opts, kT0, At.
+// Req, Ann, AnnReq, OnSet, Control, Names, Opts, kT0, At.
 using namespace ::kolo::testing;  // NOLINT(build/namespaces)
 
 constexpr int kFailedPrecondition =
@@ -43,21 +43,6 @@ void ExpectLeftError(const proto::Response& r, const std::string& name) {
               HasSubstr(absl::StrCat("'", name, "' cannot complete")));
   EXPECT_THAT(r.error(), HasSubstr(kWho));
   EXPECT_THAT(r.error(), HasSubstr("one or more ranks finished execution"));
-}
-
-proto::Request OnSet(proto::Request r, int32_t set) {
-  r.set_process_set(set);
-  return r;
-}
-
-proto::Request Control(const std::string& name, proto::OpType op) {
-  proto::Request r;
-  r.set_name(name);
-  r.set_op(op);
-  r.set_device(-1);
-  r.set_prescale(1.0);
-  r.set_postscale(1.0);
-  return r;
 }
 
 // The case: rank 0 waits in allreduce 'x', rank 1 shuts down.

@@ -22,32 +22,14 @@ using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::UnorderedElementsAre;
 
-// Req, Ann, AnnReq, Names, Opts, kT0, At.
+// Req, Ann, AnnReq, OnSet, Control, Names, Opts, kT0, At.
 using namespace ::kolo::testing;  // NOLINT(build/namespaces)
-
-// `r` on process set `set`.
-proto::Request OnSet(proto::Request r, int32_t set) {
-  r.set_process_set(set);
-  return r;
-}
 
 // `r` as a member of group `group` of `size` members.
 proto::Request Grouped(proto::Request r, const std::string& group,
                        int32_t size) {
   r.set_group(group);
   r.set_group_size(size);
-  return r;
-}
-
-// A request without a tensor, as the worker makes it (op_request.cc).
-proto::Request Control(const std::string& name, proto::OpType op) {
-  proto::Request r;
-  r.set_name(name);
-  r.set_op(op);
-  r.set_device(-1);
-  r.set_reduce_op(static_cast<int>(ReduceOp::kSum));
-  r.set_prescale(1.0);
-  r.set_postscale(1.0);
   return r;
 }
 

@@ -21,11 +21,14 @@
 #include "gtest/gtest.h"
 #include "proto/kolo.grpc.pb.h"
 #include "spdlog/sinks/ringbuffer_sink.h"
+#include "tests/testing/raw_socket.h"
 #include "tests/testing/timeouts.h"
 
 namespace kolo::coordinator {
 namespace {
 
+using ::kolo::testing::ClosedWithin;
+using ::kolo::testing::RawConnect;
 using ::kolo::testing::Scaled;
 using ::testing::HasSubstr;
 
@@ -370,31 +373,6 @@ TEST(CoordinatorServerTest, PortInUseIsAClearError) {
 
 // Connections from outside to the gRPC port (issue 39): raw TCP that never
 // speaks HTTP/2, HTTP/2 that never proves the job secret, garbage, floods.
-
-// A raw TCP connection to the port (connect completed).
-net::UniqueFd RawConnect(int port) {
-  absl::StatusOr<net::SockAddr> a =
-      net::ResolveAddress(absl::StrCat("127.0.0.1:", port));
-  EXPECT_TRUE(a.ok());
-  absl::StatusOr<net::UniqueFd> fd = net::StartConnect(*a);
-  EXPECT_TRUE(fd.ok()) << fd.status();
-  pollfd p{fd->get(), POLLOUT, 0};
-  EXPECT_EQ(::poll(&p, 1, 10000), 1);
-  return *std::move(fd);
-}
-
-// Whether the server closed `fd` within `timeout`.
-bool ClosedWithin(int fd, absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (absl::Now() < deadline) {
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, 100) <= 0) continue;
-    char buf[256];
-    ssize_t n = ::recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
-    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) return true;
-  }
-  return false;
-}
 
 // Captures the "coordinator" logger at debug (LogRefusal's held-back lines
 // included) while it lives.

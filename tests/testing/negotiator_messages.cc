@@ -20,6 +20,22 @@ proto::Request Req(const std::string& name, std::vector<int64_t> shape,
   return r;
 }
 
+proto::Request OnSet(proto::Request r, int32_t set) {
+  r.set_process_set(set);
+  return r;
+}
+
+proto::Request Control(const std::string& name, proto::OpType op) {
+  proto::Request r;
+  r.set_name(name);
+  r.set_op(op);
+  r.set_device(-1);
+  r.set_reduce_op(static_cast<int>(ReduceOp::kSum));
+  r.set_prescale(1.0);
+  r.set_postscale(1.0);
+  return r;
+}
+
 proto::Announce AnnReq(std::vector<proto::Request> requests) {
   proto::Announce a;
   for (proto::Request& r : requests) *a.add_requests() = std::move(r);

@@ -24,6 +24,13 @@ inline absl::Time At(absl::Duration d) { return kT0 + d; }
 proto::Request Req(const std::string& name, std::vector<int64_t> shape = {4},
                    proto::OpType op = proto::ALLREDUCE);
 
+// `r` on process set `set`.
+proto::Request OnSet(proto::Request r, int32_t set);
+
+// A request without a tensor, as the worker makes it (op_request.cc): a
+// JOIN, a barrier, a process-set registration.
+proto::Request Control(const std::string& name, proto::OpType op);
+
 // An Announce of these full requests.
 proto::Announce AnnReq(std::vector<proto::Request> requests);
 // An Announce of Req(name) for each name.
