@@ -205,6 +205,7 @@ class ServerImpl final : public CoordinatorServer {
       tick_cv_.SignalAll();
     }
     killed_.store(true);
+    service_.Silence();  // the streams it breaks are no losses
     GetLogger("coordinator")
         ->warn("killed (fault injection): every stream breaks, no JobEnd");
     if (tick_thread_.joinable()) tick_thread_.join();

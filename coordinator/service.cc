@@ -244,12 +244,19 @@ absl::StatusOr<SessionId> CoordinatorService::BindLink(
 void CoordinatorService::OnMessage(SessionId id,
                                    const proto::WorkerMessage& message) {
   MutexLock lock(&mu_);
+  if (silenced_) return;
   Deliver(core_.OnMessage(id, message));
 }
 
 void CoordinatorService::OnClosed(SessionId id, absl::string_view cause) {
   MutexLock lock(&mu_);
+  if (silenced_) return;
   Deliver(core_.OnClosed(id, cause));
+}
+
+void CoordinatorService::Silence() {
+  MutexLock lock(&mu_);
+  silenced_ = true;
 }
 
 void CoordinatorService::NoteProof(SessionId id, const std::string& grpc_peer) {
@@ -259,12 +266,17 @@ void CoordinatorService::NoteProof(SessionId id, const std::string& grpc_peer) {
 void CoordinatorService::Unregister(SessionId id) {
   MutexLock lock(&mu_);
   reactors_.erase(id);
+  if (silenced_) {
+    changed_.SignalAll();  // WaitForNoSessions
+    return;
+  }
   Deliver(core_.OnClosed(id, "its stream ended"));
 }
 
 void CoordinatorService::Tick(absl::Time now) {
   MutexLock lock(&mu_);
   wake_at_ = absl::InfiniteFuture();  // OnTick reports the next deadline
+  if (silenced_) return;
   Deliver(core_.OnTick(now));
 }
 

@@ -72,6 +72,11 @@ class CoordinatorService final : public proto::Coordinator::CallbackService {
   void EndJob(bool failure, absl::string_view reason,
               absl::string_view failed_worker = "") ABSL_LOCKS_EXCLUDED(mu_);
 
+  // A killed coordinator (fault injection) judges nothing more: from now on
+  // messages, stream ends and ticks no longer reach the core, so the streams
+  // that its death breaks are not booked as losses.
+  void Silence() ABSL_LOCKS_EXCLUDED(mu_);
+
   // Blocks until `done(core)` holds (true) or the deadline passes (false).
   // `done` is evaluated under the service mutex after every core event.
   bool WaitFor(const std::function<bool(const CoordinatorCore&)>& done,
@@ -132,6 +137,7 @@ class CoordinatorService final : public proto::Coordinator::CallbackService {
   Mutex mu_;
   CondVar changed_;
   SessionId next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  bool silenced_ ABSL_GUARDED_BY(mu_) = false;  // Silence() ran
   absl::flat_hash_map<SessionId, SessionReactor*> reactors_
       ABSL_GUARDED_BY(mu_);
   absl::Time wake_at_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
