@@ -140,6 +140,13 @@ TEST(Hardening, ShutdownNamesTheOpsItAbandoned) {
         Lines(run.output, absl::StrCat("HARD_ABANDON rank=", r, " "));
     ASSERT_EQ(other.size(), 1u) << run.output;
     EXPECT_THAT(other[0], HasSubstr("code=0 "));
+    // Their op that needed rank 0 failed when it left, naming it.
+    std::vector<std::string> waited =
+        Lines(run.output, absl::StrCat("HARD_WAITED rank=", r, " "));
+    ASSERT_EQ(waited.size(), 1u) << run.output;
+    EXPECT_THAT(waited[0],
+                HasSubstr(absl::StrCat("code=", kFailedPrecondition)));
+    EXPECT_THAT(waited[0], HasSubstr("worker w0 (rank 0"));
   }
   // The warning on rank 0's log.
   EXPECT_THAT(run.output, HasSubstr("[kolo rank 0] [runtime] [warning] "

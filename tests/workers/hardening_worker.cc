@@ -13,9 +13,11 @@
 //     control_allgather value of 1 MiB; then a good allreduce. HARD_OK.
 //   group-count: the last rank's group "g" has one member, the others' two;
 //     every rank's group handle ends in an error (not a timeout). HARD_OK.
-//   abandon: rank 0 submits 'only-0', which no other rank submits, and every
-//     rank shuts down: rank 0's shutdown() says which op it abandoned
-//     ("HARD_ABANDON code=C msg=..."), the others' return OK.
+//   abandon: rank 0 submits 'only-0', which no other rank submits, and shuts
+//     down: its shutdown() says which op it abandoned ("HARD_ABANDON code=C
+//     msg=..."). The others wait in an op rank 0 never submits, which fails
+//     when rank 0 leaves ("HARD_WAITED code=C msg=..."), then shut down
+//     (OK).
 //   no-shutdown: an allreduce, then main returns without kolo::shutdown():
 //     the process must exit 0 (kolo shuts down at exit). Prints HARD_EXIT.
 //   stopped-peer: raw allreduces of 8 MiB in a loop; rank 1 stops itself
@@ -208,6 +210,20 @@ int Abandon() {
       kolo::control_allgather("submitted", "", kWait);
   if (!x.ok()) return Fail("control_allgather", x.status());
   const int rank = kolo::rank();
+  if (rank != 0) {
+    // Rank 0 shuts down first: an op it never submits fails here when it
+    // leaves (so 'only-0' is still pending at its shutdown, whatever the
+    // timing).
+    std::vector<int64_t> w(4, 1), wo(4, 0);
+    absl::StatusOr<Handle> h = kolo::allreduce_async(
+        Tensor{DataType::kInt64, {4}, w.data()},
+        Tensor{DataType::kInt64, {4}, wo.data()}, {}, "after-rank-0");
+    if (!h.ok()) return Fail("submit", h.status());
+    absl::Status waited = kolo::synchronize(*h, kWait);
+    Print(absl::StrCat("HARD_WAITED rank=", rank,
+                       " code=", static_cast<int>(waited.code()),
+                       " msg=", OneLine(waited.message())));
+  }
   absl::Status s = kolo::shutdown();
   Print(absl::StrCat("HARD_ABANDON rank=", rank,
                      " code=", static_cast<int>(s.code()),
