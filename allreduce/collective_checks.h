@@ -17,7 +17,7 @@
 #include "absl/types/span.h"
 #include "allreduce/collectives.h"
 #include "allreduce/transport.h"
-#include "common/types.h"
+#include "kolo/types.h"
 
 namespace kolo::internal {
 

@@ -34,7 +34,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "allreduce/transport.h"
-#include "common/types.h"
+#include "kolo/types.h"
 
 namespace kolo {
 

@@ -68,7 +68,7 @@
 #include "allreduce/hierarchy.h"
 #include "allreduce/subset_transport.h"
 #include "allreduce/transport.h"
-#include "common/types.h"
+#include "kolo/types.h"
 
 namespace kolo {
 

@@ -24,7 +24,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
-#include "common/types.h"
+#include "kolo/types.h"
 
 namespace kolo {
 

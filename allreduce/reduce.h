@@ -29,7 +29,7 @@
 #include "absl/strings/string_view.h"
 #include "allreduce/collectives.h"
 #include "allreduce/transport.h"
-#include "common/types.h"
+#include "kolo/types.h"
 
 namespace kolo::internal {
 

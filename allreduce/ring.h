@@ -37,7 +37,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "allreduce/transport.h"
-#include "common/types.h"
+#include "kolo/types.h"
 
 namespace kolo::internal {
 

@@ -26,7 +26,7 @@
 
 #include "absl/status/status.h"
 #include "allreduce/transport.h"
-#include "common/types.h"
+#include "kolo/types.h"
 
 namespace kolo::internal {
 

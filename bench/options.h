@@ -43,7 +43,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "bench/presets.h"
-#include "common/types.h"
+#include "kolo/types.h"
 
 namespace kolo::bench {
 

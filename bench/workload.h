@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "common/types.h"
+#include "kolo/types.h"
 
 namespace kolo::bench {
 

@@ -1,4 +1,4 @@
-#include "common/types.h"
+#include "kolo/types.h"
 
 #include <array>
 

@@ -1,9 +1,12 @@
-// kolo's wire protocol version and feature bits. A worker and a coordinator of
+// kolo's wire protocol version and feature bits, and the release version
+// (kolo/version.h, from CMake's project()). A worker and a coordinator of
 // different protocol versions refuse each other at hello, naming both.
 #ifndef KOLO_COMMON_VERSION_H_
 #define KOLO_COMMON_VERSION_H_
 
 #include <cstdint>
+
+#include "kolo/version.h"
 
 namespace kolo {
 
@@ -12,7 +15,7 @@ inline constexpr uint32_t kProtocolVersion = 1;
 inline constexpr uint64_t kFeatureExchange = 1ull << 1;
 inline constexpr uint64_t kFeatureNegotiation = 1ull << 2;
 inline constexpr uint64_t kFeatureBits = kFeatureExchange | kFeatureNegotiation;
-inline constexpr const char* kVersionString = "0.1.0";
+inline constexpr const char* kVersionString = KOLO_VERSION_STRING;
 
 }  // namespace kolo
 

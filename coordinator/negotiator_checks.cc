@@ -11,7 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/check.h"
-#include "common/types.h"
+#include "kolo/types.h"
 #include "proto/op_names.h"
 
 namespace kolo::coordinator {

@@ -50,7 +50,7 @@
 #include <vector>
 
 #include "absl/types/span.h"
-#include "common/types.h"
+#include "kolo/types.h"
 
 namespace kolo::fusion {
 

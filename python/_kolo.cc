@@ -47,7 +47,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/mutex.h"
-#include "common/types.h"
+#include "kolo/types.h"
 #include "kolo/kolo.h"
 #include "python/device_buffer.h"
 #include "python/elastic_binding.h"

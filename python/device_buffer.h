@@ -24,7 +24,7 @@
 #include <memory>
 #include <vector>
 
-#include "common/types.h"
+#include "kolo/types.h"
 #include "kolo/kolo.h"
 
 namespace kolo::python {

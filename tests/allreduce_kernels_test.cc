@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "allreduce/kernels.h"
-#include "common/types.h"
+#include "kolo/types.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

@@ -1,7 +1,7 @@
 // Element types: names, sizes, parsing.
 #include <string>
 
-#include "common/types.h"
+#include "kolo/types.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

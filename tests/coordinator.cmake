@@ -33,7 +33,7 @@ kolo_add_test(coordinator_response_cache_test
 # lives in the worker library `kolo` (it links gRPC, so not under TSan).
 kolo_add_test(coordinator_link_test
   SOURCES coordinator_link_test.cc
-  LIBS kolo_coordinator_core kolo
+  LIBS kolo_coordinator_core kolo_worker
   LABELS unit)
 kolo_add_test(coordinator_partial_order_test
   SOURCES coordinator_partial_order_test.cc

@@ -8,7 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "common/types.h"
+#include "kolo/types.h"
 #include "coordinator/negotiator.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

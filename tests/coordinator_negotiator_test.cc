@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "common/types.h"
+#include "kolo/types.h"
 #include "coordinator/negotiator.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "absl/strings/str_join.h"
-#include "common/types.h"
+#include "kolo/types.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

@@ -2,7 +2,7 @@
 # torchrun / Slurm / Open MPI start them, on loopback. RUN_SERIAL: they spawn
 # many processes on a 2-core machine.
 add_executable(kolo-mp-worker workers/mp_worker.cc)
-target_link_libraries(kolo-mp-worker PRIVATE kolo)
+target_link_libraries(kolo-mp-worker PRIVATE kolo_worker)
 kolo_target_warnings(kolo-mp-worker)
 
 add_library(kolo_mp_testing STATIC testing/topology.cc)
@@ -24,7 +24,7 @@ add_dependencies(multiprocess_netns_test kolo-mp-worker kolorun
 # kolo-grid-worker loops over dtypes, ops and counts inside one job per world
 # size and algorithm (tests/workers/grid_worker.cc).
 add_executable(kolo-grid-worker workers/grid_worker.cc workers/grid_check.cc)
-target_link_libraries(kolo-grid-worker PRIVATE kolo kolo_collective_testing)
+target_link_libraries(kolo-grid-worker PRIVATE kolo_worker kolo_collective_testing)
 kolo_target_warnings(kolo-grid-worker)
 kolo_add_test(multiprocess_grid_test SOURCES multiprocess_grid_test.cc
   LIBS kolo_mp_testing LABELS multiprocess SERIAL TIMEOUT 900)
@@ -33,7 +33,7 @@ add_dependencies(multiprocess_grid_test kolo-grid-worker kolorun)
 # The negotiated runtime of issue 4: orders, mismatches, duplicates, stalls and
 # a killed worker, through kolorun (tests/workers/negotiation_worker.cc).
 add_executable(kolo-negotiation-worker workers/negotiation_worker.cc)
-target_link_libraries(kolo-negotiation-worker PRIVATE kolo)
+target_link_libraries(kolo-negotiation-worker PRIVATE kolo_worker)
 kolo_target_warnings(kolo-negotiation-worker)
 kolo_add_test(multiprocess_negotiation_test
   SOURCES multiprocess_negotiation_test.cc
@@ -44,7 +44,7 @@ add_dependencies(multiprocess_negotiation_test kolo-negotiation-worker kolorun)
 # the grid of settings, settings switched at run time, metadata changes, and
 # the timeline file (tests/workers/fusion_worker.cc).
 add_executable(kolo-fusion-worker workers/fusion_worker.cc)
-target_link_libraries(kolo-fusion-worker PRIVATE kolo)
+target_link_libraries(kolo-fusion-worker PRIVATE kolo_worker)
 kolo_target_warnings(kolo-fusion-worker)
 kolo_add_test(multiprocess_fusion_test SOURCES multiprocess_fusion_test.cc
   LIBS kolo_mp_testing protobuf::libprotobuf LABELS multiprocess SERIAL
@@ -57,11 +57,11 @@ add_dependencies(multiprocess_fusion_test kolo-fusion-worker kolorun)
 # Exact element encoding and comparison for the workers that check
 # collectives through the public API (tests/testing/elements.h).
 add_library(kolo_test_elements STATIC testing/elements.cc)
-target_link_libraries(kolo_test_elements PUBLIC kolo)
+target_link_libraries(kolo_test_elements PUBLIC kolo_worker)
 kolo_target_warnings(kolo_test_elements)
 
 add_executable(kolo-collectives-worker workers/collectives_worker.cc)
-target_link_libraries(kolo-collectives-worker PRIVATE kolo kolo_test_elements)
+target_link_libraries(kolo-collectives-worker PRIVATE kolo_worker kolo_test_elements)
 kolo_target_warnings(kolo-collectives-worker)
 kolo_add_test(multiprocess_collectives_test
   SOURCES multiprocess_collectives_test.cc
@@ -73,7 +73,7 @@ add_dependencies(multiprocess_collectives_test kolo-collectives-worker kolorun)
 # kolorun job per world size 2..5, and one of three ranks with static sets and
 # KOLO_DISABLE_GROUP_FUSION=1 (tests/workers/groups_worker.cc).
 add_executable(kolo-groups-worker workers/groups_worker.cc)
-target_link_libraries(kolo-groups-worker PRIVATE kolo kolo_test_elements)
+target_link_libraries(kolo-groups-worker PRIVATE kolo_worker kolo_test_elements)
 kolo_target_warnings(kolo-groups-worker)
 kolo_add_test(multiprocess_groups_test SOURCES multiprocess_groups_test.cc
   LIBS kolo_mp_testing LABELS multiprocess SERIAL TIMEOUT 600)
@@ -83,7 +83,7 @@ add_dependencies(multiprocess_groups_test kolo-groups-worker kolorun)
 # on, ops abandoned at shutdown, returning from main without shutdown, and
 # blame after a stopped worker (tests/workers/hardening_worker.cc).
 add_executable(kolo-hardening-worker workers/hardening_worker.cc)
-target_link_libraries(kolo-hardening-worker PRIVATE kolo)
+target_link_libraries(kolo-hardening-worker PRIVATE kolo_worker)
 kolo_target_warnings(kolo-hardening-worker)
 kolo_add_test(multiprocess_hardening_test
   SOURCES multiprocess_hardening_test.cc
@@ -151,7 +151,7 @@ add_dependencies(multiprocess_shm_test kolo-mp-worker kolo-elastic-worker
 # (tests/workers/hier_worker.cc); the light collective grid; process sets;
 # an elastic epoch's own hierarchy.
 add_executable(kolo-hier-worker workers/hier_worker.cc)
-target_link_libraries(kolo-hier-worker PRIVATE kolo kolo_collective_testing)
+target_link_libraries(kolo-hier-worker PRIVATE kolo_worker kolo_collective_testing)
 kolo_target_warnings(kolo-hier-worker)
 kolo_add_test(multiprocess_hierarchical_test
   SOURCES multiprocess_hierarchical_test.cc
@@ -163,7 +163,7 @@ add_dependencies(multiprocess_hierarchical_test kolo-hier-worker
 # device-kind errors on every machine; every op over CUDA tensors where a
 # device is usable (skipped otherwise).
 add_executable(kolo-cuda-worker workers/cuda_worker.cc)
-target_link_libraries(kolo-cuda-worker PRIVATE kolo kolo_elastic)
+target_link_libraries(kolo-cuda-worker PRIVATE kolo_worker kolo_elastic)
 if(KOLO_HAVE_CUDA)
   target_link_libraries(kolo-cuda-worker PRIVATE CUDA::cudart)
   target_compile_definitions(kolo-cuda-worker PRIVATE KOLO_HAVE_CUDA=1)

@@ -18,7 +18,7 @@
 #include <memory>
 #include <string>
 
-#include "common/types.h"
+#include "kolo/types.h"
 
 namespace kolo::nccl {
 

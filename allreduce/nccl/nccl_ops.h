@@ -25,7 +25,7 @@
 #include "absl/types/span.h"
 #include "allreduce/collectives.h"
 #include "allreduce/nccl/communicator.h"
-#include "common/types.h"
+#include "kolo/types.h"
 
 namespace kolo::nccl {
 

@@ -49,7 +49,7 @@
 #include "allreduce/shm/segment.h"
 #include "allreduce/shm/shm_transport.h"
 #include "allreduce/transport.h"
-#include "common/types.h"
+#include "kolo/types.h"
 
 namespace kolo {
 

@@ -27,7 +27,8 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
-#include "common/types.h"
+#include "kolo/types.h"
+#include "kolo/version.h"
 
 namespace kolo {
 
@@ -141,7 +142,7 @@ using Allocator =
 using Handle = int64_t;
 
 // A process set: some ranks that run collectives among themselves, with
-// their own tensor names (DESIGN.md "Negotiation and fusion"). 0 is every
+// their own tensor names (negotiated apart from other sets'). 0 is every
 // rank; others come from add_process_set() or InitOptions. In a set, ranks
 // are counted in the set's order (ascending global ranks): average divides
 // by the set's size, allgather concatenates in set order, alltoall splits

@@ -26,7 +26,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "allreduce/transport.h"
-#include "common/types.h"
+#include "kolo/types.h"
 
 namespace kolo::testing {
 

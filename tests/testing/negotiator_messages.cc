@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "common/types.h"
+#include "kolo/types.h"
 
 namespace kolo::testing {
 

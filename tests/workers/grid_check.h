@@ -18,7 +18,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "common/types.h"
+#include "kolo/types.h"
 #include "tests/testing/collective_data.h"
 
 namespace kolo::testing {

@@ -1,14 +1,14 @@
 // Element types and reduce operations of kolo's collectives.
 //
-// Semantics (DESIGN.md "Reduction kernels"): integers are reduced in the
-// unsigned type of their width, so sums and products wrap without undefined
-// behaviour; integer average truncates toward zero; bool: sum and max are OR,
-// product and min are AND, average is refused; float16 and bfloat16 are
-// reduced through float32 and rounded to nearest even.
+// Semantics: integers are reduced in the unsigned type of their width, so
+// sums and products wrap without undefined behaviour; integer average
+// truncates toward zero; bool: sum and max are OR, product and min are AND,
+// average is refused; float16 and bfloat16 are reduced through float32 and
+// rounded to nearest even.
 //
 // Thread-safety: plain values and pure functions.
-#ifndef KOLO_COMMON_TYPES_H_
-#define KOLO_COMMON_TYPES_H_
+#ifndef KOLO_TYPES_H_
+#define KOLO_TYPES_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -66,4 +66,4 @@ absl::StatusOr<int64_t> CheckedElements(absl::string_view what, DataType type,
 
 }  // namespace kolo
 
-#endif  // KOLO_COMMON_TYPES_H_
+#endif  // KOLO_TYPES_H_

@@ -1,0 +1,38 @@
+# kolo_internal_closure(ARCHIVES EXTERNAL target): walks `target`'s link
+# libraries. ARCHIVES gets every kolo component archive it needs (static
+# libraries named kolo_*, in link order); EXTERNAL the libraries outside kolo
+# (imported targets such as absl::status, or files) that a user of one
+# archive made of them must link. kolo_* INTERFACE libraries are walked
+# through. Used to build libkolo.a from the components' objects.
+function(kolo_internal_closure out_archives out_external target)
+  set(archives)
+  set(external)
+  set(seen)
+  set(queue ${target})
+  while(queue)
+    list(POP_FRONT queue t)
+    if(t IN_LIST seen)
+      continue()
+    endif()
+    list(APPEND seen ${t})
+    get_target_property(type ${t} TYPE)
+    if(type STREQUAL "INTERFACE_LIBRARY")
+      get_target_property(deps ${t} INTERFACE_LINK_LIBRARIES)
+    else()
+      list(APPEND archives ${t})
+      get_target_property(deps ${t} LINK_LIBRARIES)
+    endif()
+    foreach(d IN LISTS deps)
+      if(NOT d OR d MATCHES "^\\$<")
+        continue()
+      endif()
+      if(TARGET ${d} AND d MATCHES "^kolo_")
+        list(APPEND queue ${d})
+      elseif(NOT d IN_LIST external)
+        list(APPEND external ${d})
+      endif()
+    endforeach()
+  endwhile()
+  set(${out_archives} ${archives} PARENT_SCOPE)
+  set(${out_external} ${external} PARENT_SCOPE)
+endfunction()
