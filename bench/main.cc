@@ -241,6 +241,10 @@ int Main(int argc, char** argv) {
     std::fputs(Usage().c_str(), stdout);
     return 0;
   }
+  if (o.version) {
+    std::printf("kolo-bench (kolo) %s\n", KOLO_VERSION_STRING);
+    return 0;
+  }
   if (absl::Status st = kolo::init(); !st.ok()) return Fail(-1, "init", st);
   const int rank = kolo::rank(), n = kolo::size();
   if (o.root >= n) {

@@ -201,6 +201,7 @@ absl::StatusOr<BenchOptions> ParseBenchOptions(
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   std::map<const CLI::Option*, std::string> names;
   names[app.add_flag("-h,--help")->disable_flag_override()] = "--help";
+  names[app.add_flag("--version")->disable_flag_override()] = "--version";
   names[app.add_flag("--inplace")->disable_flag_override()] = "--inplace";
   for (const char* name : {"--op",
                            "--mode",
@@ -283,6 +284,8 @@ absl::StatusOr<BenchOptions> ParseBenchOptions(
     }
     if (flag == "--help") {
       o.help = true;
+    } else if (flag == "--version") {
+      o.version = true;
     } else if (flag == "--inplace") {
       o.inplace = true;
     } else if (flag == "--op") {
@@ -449,6 +452,7 @@ std::string Usage() {
   return absl::StrCat(
       "usage: kolorun -np N kolo-bench [flags]\n"
       "       kolorun -np N kolo-bench --mode step --preset NAME [flags]\n"
+      "       kolo-bench --help | --version\n"
       "  --op NAME         ",
       kCollectives,
       " (allreduce)\n"

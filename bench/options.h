@@ -90,6 +90,7 @@ struct BenchOptions {
   std::string plot_peers_path;  // "" = no peers; requires plot_path
   int corrupt_rank = -1;        // -1 = none
   bool help = false;
+  bool version = false;  // --version: print it and exit
   // --mode step only (required there, refused elsewhere):
   std::optional<Preset> preset;
   int steps = 20;  // timed steps per setting (untimed: warmup)

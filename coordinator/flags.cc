@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/version.h"
 
 namespace kolo::coordinator {
 namespace {
@@ -23,7 +24,7 @@ constexpr char kUsage[] =
     "         [--stall-check-time-seconds S]\n"
     "         [--stall-shutdown-time-seconds S] [--log-level L]\n"
     "         [--min-np A [--max-np M] [--elastic-timeout S]\n"
-    "          [--reset-limit N]]\n"
+    "          [--reset-limit N]] | --help | --version\n"
     "  --port P         TCP port to listen on (0: the kernel picks one)\n"
     "  --np N           number of workers that form the job\n"
     "  --bind HOST      address to bind (default 0.0.0.0)\n"
@@ -115,13 +116,16 @@ std::string CoordinatorUsage() { return FillKnobDefaults(kUsage, kFlagKnobs); }
 
 FlagsOutcome ParseCoordinatorFlags(int argc, const char* const* argv,
                                    EnvLookup env) {
-  // --help wins over every error, so that it always works.
+  // --help and --version win over every error, so that they always work.
   for (int i = 1; i < argc; ++i) {
     absl::string_view a = argv[i];
-    if (a == "--help" || a == "-h") {
+    if (a == "--help" || a == "-h" || a == "--version") {
       FlagsOutcome help;
       help.kind = FlagsOutcome::Kind::kHelp;
-      help.text = CoordinatorUsage();
+      help.text = a == "--version"
+                      ? absl::StrCat("kolo-coordinator (kolo) ", kVersionString,
+                                     ", protocol ", kProtocolVersion, "\n")
+                      : CoordinatorUsage();
       return help;
     }
   }

@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/version.h"
 
 namespace kolo::ctl {
 namespace {
@@ -82,6 +83,9 @@ ParseOutcome ParseCtlArgs(int argc, const char* const* argv, EnvLookup env) {
       "kolo-ctl: a read-only view of a running kolo job, from its "
       "coordinator's Status RPC",
       "kolo-ctl");
+  app.set_version_flag("--version",
+                       absl::StrCat("kolo-ctl (kolo) ", kVersionString,
+                                    ", protocol ", kProtocolVersion));
   app.require_subcommand(1);
   app.footer(kFooter);
   CLI::App* status = app.add_subcommand(
