@@ -59,6 +59,25 @@ def read_cache(build_dir):
     return entries
 
 
+def check_no_build_rpath(binaries, build_dir):
+    """Fails when a binary would load a library from the build folder (an
+    RPATH into it): the wheel would break once that folder is gone. The
+    wheel carries no shared library of kolo's own."""
+    readelf = shutil.which('readelf')
+    if not readelf:
+        return
+    for binary in binaries:
+        dynamic = subprocess.run([readelf, '-d', str(binary)], check=True,
+                                 capture_output=True, text=True).stdout
+        for paths in re.findall(r'\((?:RPATH|RUNPATH)\).*\[(.*)\]', dynamic):
+            for path in paths.split(':'):
+                if (path and '$' not in path and
+                        Path(path).resolve().is_relative_to(build_dir)):
+                    sys.exit(f'setup.py: {binary.name} loads libraries from '
+                             f'the build folder ({path}): the wheel cannot '
+                             f'carry that')
+
+
 class BinaryDistribution(Distribution):
     """The wheel holds a native module and programs: never a pure wheel."""
 
@@ -128,10 +147,11 @@ class CMakeBuild(build_ext):
         (dest / '_bin').mkdir()
         for program in PROGRAMS:
             shutil.copy2(build_dir / 'bin' / program, dest / '_bin' / program)
+        binaries = [dest / '_bin' / p for p in PROGRAMS]
+        binaries += [dest / m.name for m in modules]
+        check_no_build_rpath(binaries, build_dir)
         strip = cache.get('CMAKE_STRIP') or shutil.which('strip')
         if strip and os.environ.get('KOLO_WHEEL_KEEP_DEBUG') != '1':
-            binaries = [dest / '_bin' / p for p in PROGRAMS]
-            binaries += [dest / m.name for m in modules]
             self._run([strip, '--strip-debug', *map(str, binaries)])
         return [str(p) for p in dest.rglob('*') if p.is_file()]
 
