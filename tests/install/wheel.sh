@@ -56,8 +56,9 @@ kolo-ctl --help >/dev/null
 
 want=$(sed -n 's/^project(kolo VERSION \([0-9.]*\).*/\1/p' "$root/CMakeLists.txt")
 got=$(cd "$tmp" && python -c 'import kolo; print(kolo.__version__)')
-[ -n "$want" ] && [ "$got" = "$want" ] ||
+if [ -z "$want" ] || [ "$got" != "$want" ]; then
   fail "kolo.__version__ is '$got', CMakeLists.txt says '$want'"
+fi
 echo "kolo.__version__ = $got"
 
 # ---- Run a job with the venv's kolorun --------------------------------------
