@@ -2,7 +2,7 @@
 # ranks for the collectives, in one process for the package itself. Each
 # ctest entry runs one kolorun for all its files (start-up is paid once).
 # tests/python/run.sh exits 77 -- reported as skipped -- when the
-# interpreter lacks torch or pytest.
+# interpreter lacks torch or pytest. python_wheel_test: tests/install/wheel.sh.
 if(KOLO_HAVE_PYTHON)
   set(_py_env ${KOLO_TEST_ENV} PYTHONPATH=${PROJECT_BINARY_DIR}/python
       PYTHONDONTWRITEBYTECODE=1 KOLO_PYTHON=${KOLO_PYTHON_EXECUTABLE})
@@ -31,4 +31,16 @@ if(KOLO_HAVE_PYTHON)
       TIMEOUT 300 SKIP_RETURN_CODE 77 ENVIRONMENT "${_py_env}")
   endforeach()
   set_tests_properties(python_package_test PROPERTIES LABELS "python;unit")
+  # pip install of the kolo-collectives wheel (issue 32 point 2): the wheel
+  # from this build (KOLO_CMAKE_BUILD_DIR), a fresh venv, a 2-rank allreduce
+  # through the venv's kolorun, a clean uninstall. Not in sanitizer builds
+  # (their module cannot load into a plain interpreter).
+  if(NOT KOLO_SANITIZE)
+    add_test(NAME python_wheel_test
+             COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/install/wheel.sh
+                     ${PROJECT_BINARY_DIR})
+    set_tests_properties(python_wheel_test PROPERTIES
+      LABELS "python;multiprocess" RUN_SERIAL TRUE TIMEOUT 600
+      SKIP_RETURN_CODE 77 ENVIRONMENT "KOLO_PYTHON=${KOLO_PYTHON_EXECUTABLE}")
+  endif()
 endif()

@@ -11,6 +11,7 @@ NumPy arrays (kolo.numpy), for scripts without torch:
 Launch with ``kolorun -np N /usr/bin/python3 script.py``.
 """
 
+from kolo._version import __version__  # noqa: F401
 from kolo.common.basics import (  # noqa: F401
     Adasum, Average, Max, Min, Product, Sum, ccl_built, cross_rank,
     cross_size, cuda_built, ddl_built, gloo_built, gloo_enabled, init,
