@@ -6,7 +6,7 @@
 #                use, remove (needs root)
 #   consumer.sh  cmake --install into a temporary prefix; find_package,
 #                pkg-config and add_subdirectory consumers
-#   wheel.sh     pip wheel, installed into a fresh venv, used, uninstalled
+# (wheel.sh, the pip wheel, is a ctest of the test build: python_wheel_test.)
 # Usage: tests/install/run.sh [BUILD_DIR (default: build-pkg)]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -14,7 +14,7 @@ root=$(cd "$here/../.." && pwd)
 build=${1:-build-pkg}
 case "$build" in /*) ;; *) build="$root/$build" ;; esac
 start=$(date +%s)
-for t in deb consumer wheel; do
+for t in deb consumer; do
   echo "=== [$(( $(date +%s) - start ))s] tests/install/$t.sh"
   bash "$here/$t.sh" "$build"
 done
