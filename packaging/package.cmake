@@ -34,9 +34,9 @@ set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS_POLICY ">=")
 
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_NAME kolo)
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_SECTION net)
+# CPack puts CPACK_PACKAGE_DESCRIPTION_SUMMARY first (the synopsis).
 set(CPACK_DEBIAN_RUNTIME_DESCRIPTION
-"${CPACK_PACKAGE_DESCRIPTION_SUMMARY}
-${CPACK_PACKAGE_DESCRIPTION}
+"${CPACK_PACKAGE_DESCRIPTION}
 .
 This package has the library, the launcher kolorun, kolo-coordinator,
 kolo-ctl and the Python package kolo (import kolo.torch as hvd).")
@@ -48,22 +48,22 @@ if(KOLO_HAVE_PYTHON AND Python3_FOUND)
   set(CPACK_DEBIAN_RUNTIME_PACKAGE_SUGGESTS "python3-torch, python3-numpy, python3-cloudpickle")
 endif()
 
-# Byte-compiled Python files are made at install and removed at removal.
-configure_file(${CMAKE_CURRENT_SOURCE_DIR}/debian-postinst
-               ${CMAKE_CURRENT_BINARY_DIR}/deb-runtime/postinst COPYONLY)
-configure_file(${CMAKE_CURRENT_SOURCE_DIR}/debian-prerm
-               ${CMAKE_CURRENT_BINARY_DIR}/deb-runtime/prerm COPYONLY)
-set(CPACK_DEBIAN_RUNTIME_PACKAGE_CONTROL_EXTRA
-    ${CMAKE_CURRENT_BINARY_DIR}/deb-runtime/postinst
-    ${CMAKE_CURRENT_BINARY_DIR}/deb-runtime/prerm)
+# Byte-compiled Python files are made at install and removed at removal;
+# the library cache is refreshed by dpkg's ldconfig trigger (our own
+# postinst and postrm keep CPack from writing ones that call ldconfig).
+foreach(script IN ITEMS postinst prerm postrm triggers)
+  configure_file(${CMAKE_CURRENT_SOURCE_DIR}/debian-${script}
+                 ${CMAKE_CURRENT_BINARY_DIR}/deb-runtime/${script} COPYONLY)
+  list(APPEND CPACK_DEBIAN_RUNTIME_PACKAGE_CONTROL_EXTRA
+       ${CMAKE_CURRENT_BINARY_DIR}/deb-runtime/${script})
+endforeach()
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_CONTROL_STRICT_PERMISSION ON)
 
 set(CPACK_DEBIAN_DEV_PACKAGE_NAME kolo-dev)
 set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
 set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS "kolo (= ${PROJECT_VERSION}), libabsl-dev")
 set(CPACK_DEBIAN_DEV_DESCRIPTION
-"${CPACK_PACKAGE_DESCRIPTION_SUMMARY} (development files)
-${CPACK_PACKAGE_DESCRIPTION}
+"${CPACK_PACKAGE_DESCRIPTION}
 .
 This package has the C++ headers, the CMake package (find_package(kolo))
 and the pkg-config file for building programs with kolo.")
@@ -87,11 +87,14 @@ foreach(component IN ITEMS runtime dev)
   else()
     set(_pkg kolo-dev)
   endif()
-  # Only in the packages: a plain cmake --install leaves them out.
+  # Only in the packages: a plain cmake --install leaves them out. The
+  # version has no Debian revision (a native package): changelog.gz.
   install(FILES ${CMAKE_CURRENT_BINARY_DIR}/copyright
-                ${CMAKE_CURRENT_BINARY_DIR}/changelog.Debian.gz
           DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/doc/${_pkg}
           COMPONENT ${component} EXCLUDE_FROM_ALL)
+  install(FILES ${CMAKE_CURRENT_BINARY_DIR}/changelog.Debian.gz
+          DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/doc/${_pkg}
+          RENAME changelog.gz COMPONENT ${component} EXCLUDE_FROM_ALL)
 endforeach()
 
 include(CPack)

@@ -69,12 +69,15 @@ echo "  kolo: $(grep -vc '/$' "$tmp/run.list") files, kolo-dev: $(grep -vc '/$' 
 dpkg-deb -f "$run_deb" Depends | sed 's/^/  kolo Depends: /'
 
 step "lintian"
-lintian_out=$(lintian --no-tag-display-limit "$run_deb" "$dev_deb" 2>&1 || true)
+command -v lintian >/dev/null || fail "lintian is not installed (apt-get install -y lintian)"
+lintian_out=$(lintian --tag-display-limit 0 "$run_deb" "$dev_deb" 2>&1 || true)
 echo "$lintian_out" | sed 's/^/  /'
 if echo "$lintian_out" | grep -q '^E: '; then fail "lintian reports errors"; fi
 
 step "apt-get install ./kolo_*.deb ./kolo-dev_*.deb"
-find /usr -xdev \( -path /usr/share/doc -prune -o -print \) 2>/dev/null | sort > "$tmp/before.list"
+kolo_paths() { find /usr /etc -xdev -ipath '*kolo*' 2>/dev/null | sort; }
+kolo_paths > "$tmp/before.kolo"
+find /usr -xdev -type d 2>/dev/null | sort > "$tmp/before.dirs"
 (cd "$build" && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
   "./$(basename "$run_deb")" "./$(basename "$dev_deb")" >/dev/null)
 installed=1
@@ -113,12 +116,12 @@ installed=0
 left=()
 while read -r f; do
   [ -e "$f" ] || continue
-  [ -d "$f" ] && grep -qxF "$f" "$tmp/before.list" && continue
+  [ -d "$f" ] && grep -qxF "$f" "$tmp/before.dirs" && continue
   left+=("$f")
 done < "$tmp/owned.list"
-find /usr -xdev \( -path /usr/share/doc -prune -o -print \) 2>/dev/null | sort > "$tmp/after.list"
-# (Only kolo's paths: importing torch as root may byte-compile torch's files.)
-mapfile -t new < <(comm -13 "$tmp/before.list" "$tmp/after.list" | grep -i kolo)
+# Paths named kolo that were not there before (byte-compiled files, say);
+# only kolo's: importing torch as root may byte-compile torch's own files.
+mapfile -t new < <(comm -13 "$tmp/before.kolo" <(kolo_paths))
 [ ${#left[@]} -eq 0 ] || fail "left after dpkg -r: ${left[*]}"
 [ ${#new[@]} -eq 0 ] || fail "new under /usr after install and removal: ${new[*]}"
 echo "  nothing left"
