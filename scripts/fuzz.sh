@@ -52,7 +52,7 @@ build() {
   local dir=$1
   shift
   if [ ! -f "$dir/build.ninja" ]; then
-    bash scripts/install-deps.sh
+    bash scripts/install-deps.sh --test
     cmake -S . -B "$dir" -G Ninja -DCMAKE_C_COMPILER=clang \
       -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
       -DKOLO_FUZZ=ON -DKOLO_SANITIZE=address,undefined \

@@ -1,15 +1,34 @@
 #!/usr/bin/env bash
 # Installs what kolo needs from Debian's packages. Idempotent: does nothing
 # (no apt-get update) when every package is already installed.
+# Usage: scripts/install-deps.sh          what building and running need
+#                                         (the library, kolorun, the examples)
+#        scripts/install-deps.sh --test   that, and what the tests and CI need
 set -euo pipefail
 
-PKGS=(
-  build-essential cmake ninja-build pkg-config
-  clang clang-format libclang-rt-dev
+# Building and running: configure with -DKOLO_BUILD_TESTS=OFF, build, run
+# kolorun and the examples.
+BUILD_PKGS=(
+  build-essential cmake ninja-build
+  # gRPC's CMake config finds re2 through pkg-config.
+  pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libabsl-dev libspdlog-dev libgtest-dev libgmock-dev libssl-dev
+  libabsl-dev libspdlog-dev libssl-dev
   libcli11-dev nlohmann-json3-dev
-  iproute2 procps ccache
+  # Optional to CMake, but the compiler launcher of build/ when installed: the
+  # demo and the test command share build/, and a launcher that appeared
+  # between them (installed by --test) would rebuild every object.
+  ccache
+)
+
+# The tests and CI (scripts/test.sh, .ci/run): GoogleTest; clang and its
+# runtimes for the thread-safety, sanitizer and fuzz builds; clang-format for
+# the format check; ip for the network-namespace tests (kolorun --fault's link
+# faults).
+TEST_PKGS=(
+  libgtest-dev libgmock-dev
+  clang clang-format libclang-rt-dev
+  iproute2 procps
   # kolo-bench --plot draws its PNG/SVG with gnuplot (no X needed).
   gnuplot-nox
   # The Python package (python/, KOLO_WITH_PYTHON) for Debian's /usr/bin/python3
@@ -18,6 +37,13 @@ PKGS=(
   python3-dev pybind11-dev python3-torch python3-numpy python3-pytest
   python3-cloudpickle
 )
+
+PKGS=("${BUILD_PKGS[@]}")
+case "${1:-}" in
+  "") ;;
+  --test) PKGS+=("${TEST_PKGS[@]}") ;;
+  *) echo "usage: $0 [--test]" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${PKGS[@]}"; do
