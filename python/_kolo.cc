@@ -47,8 +47,8 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/mutex.h"
-#include "kolo/types.h"
 #include "kolo/kolo.h"
+#include "kolo/types.h"
 #include "python/device_buffer.h"
 #include "python/elastic_binding.h"
 

@@ -24,8 +24,8 @@
 #include <memory>
 #include <vector>
 
-#include "kolo/types.h"
 #include "kolo/kolo.h"
+#include "kolo/types.h"
 
 namespace kolo::python {
 

@@ -36,6 +36,9 @@ TEST_PKGS=(
   # broadcast_object.
   python3-dev pybind11-dev python3-torch python3-numpy python3-pytest
   python3-cloudpickle
+  # The install tests (tests/install/): the wheel in a venv, the Debian
+  # packages checked with lintian.
+  python3-venv python3-setuptools python3-wheel lintian
 )
 
 PKGS=("${BUILD_PKGS[@]}")

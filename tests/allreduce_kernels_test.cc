@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "allreduce/kernels.h"
-#include "kolo/types.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kolo/types.h"
 
 namespace kolo {
 namespace {

@@ -1,9 +1,9 @@
 // Element types: names, sizes, parsing.
 #include <string>
 
-#include "kolo/types.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kolo/types.h"
 
 namespace kolo {
 namespace {

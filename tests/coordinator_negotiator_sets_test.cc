@@ -8,10 +8,10 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "kolo/types.h"
 #include "coordinator/negotiator.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kolo/types.h"
 #include "tests/testing/negotiator_messages.h"
 
 namespace kolo::coordinator {

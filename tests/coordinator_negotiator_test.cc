@@ -7,10 +7,10 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "kolo/types.h"
 #include "coordinator/negotiator.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kolo/types.h"
 #include "tests/testing/negotiator_messages.h"
 
 namespace kolo::coordinator {

@@ -19,9 +19,9 @@
 #include <vector>
 
 #include "absl/strings/str_join.h"
-#include "kolo/types.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kolo/types.h"
 
 namespace kolo::fusion {
 

@@ -19,11 +19,11 @@ int main() {
   std::vector<int64_t> index(64);
   for (int64_t i = 0; i < 64; ++i) index[i] = i;
 
-  absl::Status st = kolo::allreduce(ones.data(), ones.data(), 1000,
-                                    kolo::DataType::kFloat32);
+  absl::Status st =
+      kolo::allreduce(ones.data(), ones.data(), 1000, kolo::DataType::kFloat32);
   if (st.ok()) {
-    st = kolo::allreduce(index.data(), index.data(), 64,
-                         kolo::DataType::kInt64);
+    st =
+        kolo::allreduce(index.data(), index.data(), 64, kolo::DataType::kInt64);
   }
   if (!st.ok()) {
     std::fprintf(stderr, "rank %d: allreduce: %s\n", rank,
