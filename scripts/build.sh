@@ -14,8 +14,8 @@ deps=test
 targets=()
 while [ $# -gt 0 ]; do
   case "$1" in
-    --deps) deps=$2; shift 2 ;;
-    --target) targets+=(--target "$2"); shift 2 ;;
+    --deps) deps=${2:-}; shift $(($# > 1 ? 2 : 1)) ;;
+    --target) targets+=(--target "${2:?build.sh: --target needs a target}"); shift 2 ;;
     *) break ;;
   esac
 done
