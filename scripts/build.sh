@@ -10,7 +10,7 @@
 # KOLO_BUILD_TYPE the build type (default: RelWithDebInfo).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-deps=test
+deps="test"
 targets=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -26,5 +26,5 @@ case "$deps" in
 esac
 build=${1:-build}
 shift || true
-cmake -S "$root" -B "$root/$build" -G Ninja -DCMAKE_BUILD_TYPE=${KOLO_BUILD_TYPE:-RelWithDebInfo} "$@"
+cmake -S "$root" -B "$root/$build" -G Ninja -DCMAKE_BUILD_TYPE="${KOLO_BUILD_TYPE:-RelWithDebInfo}" "$@"
 cmake --build "$root/$build" -j "$(nproc)" "${targets[@]}"
