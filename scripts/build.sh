@@ -10,12 +10,12 @@
 # KOLO_BUILD_TYPE the build type (default: RelWithDebInfo).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-deps=test
+deps="test"
 targets=()
 while [ $# -gt 0 ]; do
   case "$1" in
-    --deps) deps=$2; shift 2 ;;
-    --target) targets+=(--target "$2"); shift 2 ;;
+    --deps) deps=${2:-}; shift $(($# > 1 ? 2 : 1)) ;;
+    --target) targets+=(--target "${2:?build.sh: --target needs a target}"); shift 2 ;;
     *) break ;;
   esac
 done
@@ -26,5 +26,5 @@ case "$deps" in
 esac
 build=${1:-build}
 shift || true
-cmake -S "$root" -B "$root/$build" -G Ninja -DCMAKE_BUILD_TYPE=${KOLO_BUILD_TYPE:-RelWithDebInfo} "$@"
+cmake -S "$root" -B "$root/$build" -G Ninja -DCMAKE_BUILD_TYPE="${KOLO_BUILD_TYPE:-RelWithDebInfo}" "$@"
 cmake --build "$root/$build" -j "$(nproc)" "${targets[@]}"
