@@ -170,7 +170,12 @@ bool FiredByWorker(const FaultSpec& spec) {
 
 absl::StatusOr<FaultSpec> ParseFaultSpec(absl::string_view raw) {
   const absl::string_view text = absl::StripAsciiWhitespace(raw);
+  // (A null view, as "2" split at '=' gives, splits into no parts at all.)
   std::vector<absl::string_view> parts = absl::StrSplit(text, ':');
+  if (text.empty() || parts.empty()) {
+    return Bad(text, "no fault kind",
+               absl::StrCat("the kinds are ", KindList()));
+  }
   const KindInfo* info = FindKind(parts[0]);
   if (info == nullptr) {
     return Bad(text, absl::StrCat("unknown fault kind '", parts[0], "'"),

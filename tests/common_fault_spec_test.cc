@@ -183,6 +183,12 @@ TEST(FaultSpecTest, WorkerPlanRoundTrips) {
   EXPECT_EQ((*back)[1].id, 7);
   EXPECT_EQ(EncodeWorkerPlan(*back), text);
   EXPECT_FALSE(DecodeWorkerPlan("x=kill:rank=1").ok());
+  // An entry without '=' or with an empty spec is refused, not read past
+  // (found by worker_config_fuzz: "KOLO_FAULT_PLAN=2").
+  EXPECT_FALSE(DecodeWorkerPlan("2").ok());
+  EXPECT_FALSE(DecodeWorkerPlan("2=").ok());
+  EXPECT_FALSE(ParseFaultSpec("").ok());
+  EXPECT_FALSE(ParseFaultSpec("  ").ok());
   EXPECT_TRUE(DecodeWorkerPlan("").ok());
 }
 
