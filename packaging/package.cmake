@@ -69,7 +69,6 @@ This package has the C++ headers, the CMake package (find_package(kolo))
 and the pkg-config file for building programs with kolo.")
 
 # Debian's per-package documentation: copyright and changelog.
-string(TIMESTAMP _kolo_year "%Y" UTC)
 configure_file(${CMAKE_CURRENT_SOURCE_DIR}/debian-copyright.in
                ${CMAKE_CURRENT_BINARY_DIR}/copyright @ONLY)
 configure_file(${CMAKE_CURRENT_SOURCE_DIR}/debian-changelog.in
