@@ -2,7 +2,8 @@
 # ranks for the collectives, in one process for the package itself. Each
 # ctest entry runs one kolorun for all its files (start-up is paid once).
 # tests/python/run.sh exits 77 -- reported as skipped -- when the
-# interpreter lacks torch or pytest. python_wheel_test: tests/install/wheel.sh.
+# interpreter lacks torch or pytest. python_wheel_test: tests/install/wheel.sh;
+# readme_quickstart_test: tests/docs/quickstarts.py.
 if(KOLO_HAVE_PYTHON)
   set(_py_env ${KOLO_TEST_ENV} PYTHONPATH=${PROJECT_BINARY_DIR}/python
       PYTHONDONTWRITEBYTECODE=1 KOLO_PYTHON=${KOLO_PYTHON_EXECUTABLE})
@@ -42,5 +43,15 @@ if(KOLO_HAVE_PYTHON)
     set_tests_properties(python_wheel_test PROPERTIES
       LABELS "python;multiprocess" RUN_SERIAL TRUE TIMEOUT 600
       SKIP_RETURN_CODE 77 ENVIRONMENT "KOLO_PYTHON=${KOLO_PYTHON_EXECUTABLE}")
+    # The README's quick starts, run exactly as written against an install
+    # of this build (tests/docs/quickstarts.py): C++ through pkg-config,
+    # Python, an elastic job, an injected fault.
+    add_test(NAME readme_quickstart_test
+             COMMAND ${KOLO_PYTHON_EXECUTABLE}
+                     ${CMAKE_CURRENT_SOURCE_DIR}/docs/quickstarts.py
+                     ${PROJECT_SOURCE_DIR}/README.md ${PROJECT_BINARY_DIR})
+    set_tests_properties(readme_quickstart_test PROPERTIES
+      LABELS "python;multiprocess" RUN_SERIAL TRUE TIMEOUT 600
+      ENVIRONMENT "KOLO_PYTHON=${KOLO_PYTHON_EXECUTABLE}")
   endif()
 endif()
