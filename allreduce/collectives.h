@@ -48,7 +48,7 @@ absl::string_view AlgorithmName(Algorithm a);
 
 // Default for KOLO_SMALL_ALLREDUCE_BYTES (the parsing lives in the config):
 // the size up to which the latency-optimal algorithm beats the ring, as
-// measured over TCP loopback (README "Measured"): 64 KiB at 2 ranks (a
+// measured over TCP loopback (docs/benchmarks.md): 64 KiB at 2 ranks (a
 // direct exchange against a 2-step ring), 128 KiB at 3 and 256 KiB from 4
 // (recursive doubling's log2(n) rounds against the ring's 2(n-1) steps).
 inline constexpr size_t kDefaultSmallBytes = 64 * 1024;

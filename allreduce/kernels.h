@@ -3,7 +3,7 @@
 // dtype x op over __restrict pointers, chosen once per call; no per-element
 // dispatch). scripts/vectorization-report.sh shows which loops vectorise.
 //
-// Semantics (see common/types.h): integers reduce in the unsigned type of
+// Semantics (see include/kolo/types.h): integers reduce in the unsigned type of
 // their width (sum/product wrap); min/max compare in the signed type for
 // signed integers; bool: sum/max = OR, product/min = AND (inputs are 0/1
 // bytes; any non-zero counts as true, results are 0/1); float16/bfloat16

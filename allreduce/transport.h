@@ -1,7 +1,11 @@
 // Transport: how the collective algorithms move bytes between the ranks of
 // one epoch. Algorithms (ring, recursive doubling, ...) see only this
-// interface, never sockets; TCP (allreduce/tcp/), shared memory and NCCL
-// implement it.
+// interface, never sockets; TCP (allreduce/tcp/), shared memory
+// (allreduce/shm/: ShmTransport, and HybridTransport mixing it with TCP) and
+// SubsetTransport (a process set's view) implement it. NCCL does not: CUDA
+// tensors run whole collectives on an NCCL communicator (allreduce/nccl/,
+// driven by worker_lib/cuda_executor.h) or are staged through host memory
+// onto this interface.
 //
 // Model: point-to-point byte messages. Between two ranks, messages are
 // matched in the order they were started (FIFO per direction), so both sides

@@ -3,9 +3,8 @@
 //   resnet50  the 161 parameter tensors of torchvision's ResNet-50, float32,
 //             in registration (forward) order: 161 tensors, 25,557,032
 //             elements, 102,228,128 bytes (97.5 MiB). The element counts
-//             are ../shared/anchors/resnet50_param_sizes.txt, embedded here
-//             because CI has no ../shared; the Horovod anchor times the same
-//             shapes.
+//             are those of torchvision's model, embedded here; the Horovod
+//             figures of docs/benchmarks.md time the same shapes.
 //   small161  161 tensors of 256 float32 elements (1 KiB each): a step that
 //             is all negotiation and no bandwidth.
 //

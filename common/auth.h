@@ -1,5 +1,7 @@
 // Job-secret authentication: HMAC-SHA256 challenge-response, used by the
-// Session (worker <-> coordinator) and later by data-plane handshakes.
+// Session and the negotiation link (worker <-> coordinator), and with role
+// labels of their own by the data-plane handshake (allreduce/tcp/handshake.h)
+// and the Status call (coordinator/status_auth.h).
 //
 // The secret never crosses the wire. Each side contributes a fresh 32-byte
 // nonce; each proof is an HMAC over a role label, the job id, the worker id and

@@ -3,7 +3,7 @@
 // the worker library, whose fault hook (worker_lib/fault_hook.h) fires the
 // traffic faults and the op-counted ones.
 //
-// Grammar (README.md, "Fault injection"):
+// Grammar (docs/fault-injection.md):
 //   SPEC    := KIND (':' KEY '=' VALUE)*
 //   KIND    := kill | stop | term | delay | drop | slow | partition
 //            | kill-coordinator | random

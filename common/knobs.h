@@ -98,7 +98,7 @@ struct Knob {
 //   the user knows how slow is too slow.
 // - data-plane timeout 30 s: an inactivity deadline, not a bound on large
 //   transfers; longer than the heartbeat timeout, so that the coordinator,
-//   not a neighbour in the ring, says who failed (DESIGN.md "Elastic").
+//   not a neighbour in the ring, says who failed (docs/design.md "Elastic").
 // - log level warn: a healthy job prints nothing from kolo.
 // - elastic timeout 600 s, as Horovod's: time for a replacement machine to
 //   boot and join.

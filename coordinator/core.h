@@ -53,10 +53,10 @@
 //   came back, with their requested ranks and a fresh Negotiator. The
 //   left Sessions stay fenced with the epoch they left. A job that ended
 //   in failure cannot be re-joined.
-// - Elastic jobs (CoreOptions::elastic; DESIGN.md "Elastic"): a lost member
-//   ends its epoch, not the job. The coordinator evicts it (Evicted, then
-//   its stream closes, if it is still open: a silent worker may come back),
-//   tells every survivor EpochAborted naming the lost workers, drops the
+// - Elastic jobs (CoreOptions::elastic; docs/design.md "Elastic"): a lost
+//   member ends its epoch, not the job. The coordinator evicts it (Evicted,
+//   then its stream closes, if it is still open: a silent worker may come
+//   back), tells every survivor EpochAborted naming the lost workers, drops the
 //   epoch's negotiation state and links (Actions::unbind_links), and waits
 //   for every survivor's EpochAck (a survivor that does not ack within the
 //   heartbeat timeout is lost too). Then it forms epoch e+1 from the
@@ -65,8 +65,8 @@
 //   the same way. With fewer survivors than min_size the job waits (phase
 //   "short") for newcomers and ends after elastic_timeout saying so; past
 //   reset_limit epoch changes the job ends saying so.
-// - Elastic growth (DESIGN.md "Elastic"): a worker that authenticates while
-//   the job runs is a newcomer: it waits (heartbeating) until it is
+// - Elastic growth (docs/design.md "Elastic"): a worker that authenticates
+//   while the job runs is a newcomer: it waits (heartbeating) until it is
 //   admitted. Newcomers join when an epoch forms after a loss (appended
 //   after the survivors, in arrival order), or at a membership check
 //   (MEMBERSHIP_CHECK, State::commit): when every member announced the

@@ -4,7 +4,8 @@
 // and a shutdown verdict out). CoordinatorCore owns one per epoch and feeds
 // it the Announce and Done messages of the members; tests drive it directly.
 //
-// Rules (DESIGN.md "Negotiation and fusion"; proto/kolo.proto for messages):
+// Rules (docs/design.md "Negotiation and fusion"; proto/kolo.proto for
+// messages):
 // - A name is ready when every rank has announced it. Ready names are
 //   checked for agreement (op, dtype, device, and per op: shape, reduce op,
 //   scale factors, root, trailing dimensions, splits); a disagreement or a
@@ -39,8 +40,8 @@
 //   add of ranks that already form a set, or a remove of an unknown set or
 //   of one with ops pending, fails on every rank. Ids count from 1 and are
 //   never reused within an epoch. Set ops do not use the response cache.
-//   All sets share the one plan sequence (DESIGN.md: separate orders
-//   deadlock).
+//   All sets share the one plan sequence (docs/design.md "Invariants":
+//   separate orders deadlock).
 // - Join (JOIN): a joined rank counts as having announced every name of
 //   its sets; an allreduce it did not announce carries it in
 //   Response.joined (it contributes the identity), a barrier completes, and

@@ -1,6 +1,6 @@
-// ResponseCache: the coordinator's side of the response cache (DESIGN.md
-// "Negotiation and fusion"), as a plain class with no gRPC and no clock. The
-// Negotiator owns one per epoch; tests drive it directly.
+// ResponseCache: the coordinator's side of the response cache
+// (docs/design.md "Negotiation and fusion"), as a plain class with no gRPC
+// and no clock. The Negotiator owns one per epoch; tests drive it directly.
 //
 // Protocol (proto/kolo.proto: Announce.cached, Response.cache_bits,
 // Plan.cache_evicted):

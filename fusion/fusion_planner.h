@@ -1,9 +1,9 @@
 // Fusion planner: which ready responses share one fusion buffer, and where
-// each sits in it (DESIGN.md "Negotiation and fusion"). A pure function over
-// a list of candidates — one tensor each, in plan order — that returns groups;
-// it knows nothing of names, plans, buffers or gRPC, so the coordinator (which
-// decides the groups) and the worker (which packs and unpacks them) can share
-// it, and tests drive it directly.
+// each sits in it (docs/design.md "Negotiation and fusion"). A pure function
+// over a list of candidates — one tensor each, in plan order — that returns
+// groups; it knows nothing of names, plans, buffers or gRPC, so the
+// coordinator (which decides the groups) and the worker (which packs and
+// unpacks them) can share it, and tests drive it directly.
 //
 // Rules:
 // - Only allreduce and allgather fuse. Two candidates are compatible when

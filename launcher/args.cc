@@ -130,8 +130,9 @@ Options:
                                delay:rank=0:ms=20:for=5s,
                                random:rate=6/min:until=60s (random requires
                                rate= and until=: it draws faults at that
-                               rate up to that time). README.md ("Fault
-                               injection") has the grammar. A run with faults
+                               rate up to that time). The grammar is on the
+                               documentation's "Fault injection" page
+                               (docs/fault-injection.md). A run with faults
                                ends with a recovery report on stderr.
   --fault-seed N               Seed of random's draws (KOLO_FAULT_SEED).
                                Default: 1.

@@ -1,4 +1,4 @@
-// The recovery report of a run with faults (kolorun --fault; issue 19): what
+// The recovery report of a run with faults (kolorun --fault): what
 // each fault did, put together at the job's end from three sources — the
 // FaultDriver's records (when and on whom each fault fired), the workers'
 // fault events (worker_lib/fault_hook.h: first collective of each epoch,
@@ -6,8 +6,8 @@
 // who was lost, when and how that was detected).
 //
 // kolorun prints FaultReportText to stderr and, with --fault-report FILE,
-// writes the JSON (schema "kolo-fault-report/1"; README.md "Fault
-// injection" documents every field). Times "*_s" are seconds since
+// writes the JSON (schema "kolo-fault-report/1"; docs/fault-injection.md
+// documents every field). Times "*_s" are seconds since
 // kolorun started (fired, ended, detected, formed) or since the fault fired
 // (after_s), as doubles.
 //

@@ -1,6 +1,6 @@
 // The membership error: what every pending op of a survivor fails with when
 // the coordinator ends its epoch because workers were lost (elastic jobs;
-// DESIGN.md "Elastic"), and what an evicted worker's ops fail with.
+// docs/design.md "Elastic"), and what an evicted worker's ops fail with.
 //
 // It is absl::StatusCode::kAborted with a payload (under kMembershipPayloadUrl:
 // a serialized proto::EpochAborted naming the epoch, the lost workers' ids,

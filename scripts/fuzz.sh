@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs kolo's libFuzzer targets (fuzz/, README "Fuzzing").
+# Runs kolo's libFuzzer targets (fuzz/; CONTRIBUTING.md, "Fuzzing").
 #
 #   scripts/fuzz.sh TARGET MINUTES [BUILD_DIR]   one target (or `all`, each in
 #                                                turn) for MINUTES (decimals ok)

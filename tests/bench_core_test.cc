@@ -262,8 +262,8 @@ TEST(BenchOptions, StepModeRefusals) {
   }
 }
 
-// The embedded ResNet-50 table against the facts of
-// ../shared/anchors/resnet50_param_sizes.txt and the Horovod anchor.
+// The embedded ResNet-50 table against the facts of torchvision's model
+// (161 parameter tensors, 25,557,032 elements).
 TEST(Presets, SizesAndNames) {
   const absl::Span<const int64_t> resnet = PresetCounts(Preset::kResnet50);
   ASSERT_EQ(resnet.size(), 161u);

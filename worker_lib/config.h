@@ -19,8 +19,8 @@
 // standalone kolo-coordinator) already runs there.
 //
 // Every knob is declared once, with its default and why: below, or in
-// common/knobs.h for those kolorun and kolo-coordinator read too (README.md
-// lists them for users).
+// common/knobs.h for those kolorun and kolo-coordinator read too
+// (docs/configuration.md lists them for users).
 // Bad values are kInvalidArgument naming the variable and the value.
 //
 // Thread-safety: ParseWorkerConfig is a pure function. ReadProcessEnvironment
@@ -96,7 +96,8 @@ struct WorkerConfig {
   std::string data_iface;  // KOLO_IFACE: advertise this interface's IPv4
   // KOLO_SPIN_US: how long a data-plane wait polls before it blocks. Spinning
   // pays only when every local rank has a core: with more local ranks than
-  // cores the runtime does not spin at all (DESIGN.md's waiting policy).
+  // cores the runtime does not spin at all (docs/design.md "Waiting
+  // policy").
   absl::Duration spin = absl::Microseconds(50);
   // KOLO_SMALL_ALLREDUCE_BYTES: allreduces up to this size use the
   // latency-optimal algorithm (direct exchange / recursive doubling), larger
@@ -113,7 +114,7 @@ struct WorkerConfig {
   // KOLO_SEGMENT_BYTES: the message size of the pipelined algorithms (ring
   // allreduce/allgather/reducescatter, chain broadcast). 0, the default,
   // lets them choose from the chunk size (a quarter of it, within 64 KiB -
-  // 1 MiB, as measured on loopback; README "Measured"); set it to tune a
+  // 1 MiB, as measured on loopback; docs/benchmarks.md); set it to tune a
   // particular network.
   int64_t segment_bytes = 0;
   // KOLO_SOCKET_SNDBUF / KOLO_SOCKET_RCVBUF: the data connections' socket
@@ -157,7 +158,8 @@ struct WorkerConfig {
   // warning.
   bool negotiation_link = true;
   // KOLO_ELASTIC (set by kolorun --min-np, or by hand with a standalone
-  // kolo-coordinator --min-np): the job is elastic (DESIGN.md "Elastic").
+  // kolo-coordinator --min-np): the job is elastic (docs/design.md
+  // "Elastic").
   // Refused on a worker that would host the coordinator: the coordinator
   // must outlive any worker.
   bool elastic = false;
@@ -173,7 +175,7 @@ struct WorkerConfig {
   // KOLO_FUSION_DIRECT_BYTES, bytes: tensors at least this big never fuse;
   // they run in place, skipping the copies into and out of the fusion
   // buffer, which cost more than a collective's fixed cost from about this
-  // size (README "Measured"). 0 = nothing fuses.
+  // size (docs/benchmarks.md). 0 = nothing fuses.
   int64_t fusion_direct_bytes = int64_t{1} << 20;
   // KOLO_CACHE_CAPACITY (alias HOROVOD_CACHE_CAPACITY), entries: tensors
   // announced again with unchanged metadata travel as a cache bit instead of
@@ -203,9 +205,9 @@ struct WorkerConfig {
   absl::Time fault_origin = absl::UnixEpoch();
 
   // KOLO_CUDA_STAGING (no Horovod alias: Horovod has no such switch): 1 =
-  // CUDA tensors always go through pinned host memory on
-  // kolo's own data plane, even where NCCL is built and usable. Default 0:
-  // NCCL where it can serve the tensor (README "CUDA tensors").
+  // CUDA tensors always go through pinned host memory on kolo's own data
+  // plane, even where NCCL is built and usable. Default 0: NCCL where it can
+  // serve the tensor (docs/gpus.md).
   bool cuda_staging = false;
 };
 

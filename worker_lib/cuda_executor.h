@@ -1,7 +1,7 @@
 // CudaExecutor: runs the plan responses whose tensors are CUDA tensors
 // (Tensor::device >= 0), on one of two backends picked per response at run
-// time from an ordered list (DESIGN.md: the first that is enabled and can
-// serve the tensor):
+// time from an ordered list (docs/design.md "Data plane": the first that is
+// enabled and can serve the tensor):
 //   1. NCCL (allreduce/nccl/): when kolo is built with it, no rank has
 //      joined, NCCL computes its reduction as kolo does (nccl_ops.h
 //      NcclCanReduce), and the communicator of the response's process set

@@ -129,7 +129,8 @@ absl::StatusOr<std::unique_ptr<DataPlane>> DataPlane::Connect(
     o.handshake_timeout = acceptor->options().handshake_timeout;
   }
   o.timeout = config.knobs.data_timeout;
-  // DESIGN.md's waiting policy: spin only when every local rank has a core.
+  // docs/design.md "Waiting policy": spin only when every local rank has a
+  // core.
   const int cores =
       static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   o.spin =

@@ -8,9 +8,10 @@
 // levels, within each host and across hosts (allreduce/hierarchical.h); the
 // grouping is derived from the epoch's membership, so each epoch (and each
 // process set's subset) has its own.
-// (The negotiated runtime of a later issue puts ordering across ranks in
-// front of it; until then every rank must call the collectives in the same
-// order, as with Gloo.)
+// It knows nothing of negotiation: the negotiated runtime (op_runtime.h)
+// runs it in plan order, which every rank shares; the raw calls
+// (kolo::raw::*) run on it directly, so their callers must call the
+// collectives in the same order on every rank, as with Gloo.
 //
 // Thread-safety: every method may be called from any thread; collectives are
 // serialised by an internal mutex. Abort() never waits for that mutex.
@@ -89,9 +90,9 @@ class DataPlane {
   // A collective that failed because of peers (its error names them:
   // allreduce/transport.h PeersOf) returns what `handler` makes of the
   // error instead: the API reports it to the coordinator and returns the
-  // coordinator's verdict on who failed (DESIGN.md: only the coordinator
-  // decides). Runs on the collective's thread, outside the data plane's
-  // lock; may block (bounded). Set before the first collective; shared
+  // coordinator's verdict on who failed (docs/design.md "Elastic": only the
+  // coordinator decides). Runs on the collective's thread, outside the data
+  // plane's lock; may block (bounded). Set before the first collective; shared
   // with the Subset()s made later.
   using PeerFaultHandler = std::function<absl::Status(const absl::Status&)>;
   void OnPeerFault(PeerFaultHandler handler);

@@ -1,9 +1,10 @@
-// The worker's two lifetimes (DESIGN.md "Elastic"): what lives for one epoch
-// and what lives for the job.
+// The worker's two lifetimes (docs/design.md "Lifetimes"): what lives for one
+// epoch and what lives for the job.
 //
 // EpochRuntime: one epoch's membership, data plane (the TCP mesh of the
-// epoch's members), negotiation link and negotiated runtime (OpRuntime: its
-// response-cache mirror, fusion buffer, process sets and op counters). It is
+// epoch's members, with shared memory to those on this host), negotiation
+// link and negotiated runtime (OpRuntime: its response-cache mirror, fusion
+// buffer, process sets and op counters). It is
 // built when the epoch forms (BuildEpoch) and retired when it ends: its data
 // plane is aborted and its pending ops fail with the membership error; it is
 // never reused. A retired epoch is kept (a few) so that handles it gave out

@@ -5,7 +5,7 @@
 // shapes, splits, root range, reduce op for the dtype, output shape) and
 // records a problem in Request.invalid instead of refusing: the op is still
 // announced so that it fails on every rank rather than stalling the others
-// (DESIGN.md "Negotiation and fusion").
+// (docs/design.md "Negotiation and fusion").
 //
 // Thread-safety: PendingOp is owned by OpRuntime (op_runtime.h); its fields
 // below "completion" are guarded there. MakeRequest and FillRequest are pure

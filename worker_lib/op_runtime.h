@@ -9,9 +9,9 @@
 // background thread reads plans from the link itself (no hop between a
 // reader and it); plans that come on the stream (Deliver) are queued and
 // wake it too. It blocks in poll or on a condition variable, never
-// spinning (DESIGN.md's waiting policy spins only on data-plane waits), runs
-// every response of a plan in order (plan_executor.h), tells the coordinator
-// Done(seq) — before waking the callers, so that a caller's next
+// spinning (docs/design.md "Waiting policy": spin only on data-plane waits),
+// runs every response of a plan in order (plan_executor.h), tells the
+// coordinator Done(seq) — before waking the callers, so that a caller's next
 // announcement never overtakes it — and then completes the handles.
 //
 // Who runs plans (link only): one thread at a time reads the link and runs

@@ -441,7 +441,8 @@ void SessionClient::Reactor::ThreadMain() {
                           std::string(terminal_.message()));
       if (options_.exit_on_lost_coordinator && phase_ == Phase::kMember) {
         // Let pending calls return and report first; then go: a worker
-        // without a coordinator must not linger (DESIGN: no orphans).
+        // without a coordinator must not linger (docs/design.md
+        // "Invariants": nothing is orphaned).
         mu_.Unlock();
         absl::SleepFor(options_.exit_grace);
         mu_.Lock();

@@ -1,6 +1,6 @@
 // Stager: moves CUDA tensors' bytes through pinned host memory, so that
 // kolo's host data plane (TCP) can reduce them — the path of CUDA tensors
-// without NCCL (DESIGN.md "Data plane"; issue 23 point 2).
+// without NCCL, or that NCCL cannot serve (docs/design.md "Data plane").
 //
 // In: one tensor is copied device-to-host directly; several (a fused group)
 // are first packed into a persistent device buffer, one device-to-device

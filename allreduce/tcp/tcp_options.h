@@ -53,20 +53,20 @@ struct TcpOptions {
   absl::Duration timeout = absl::Seconds(30);
   // How long a Wait polls without blocking before it sleeps in epoll
   // (KOLO_SPIN_US); zero never spins. 50 us covers a loopback round trip.
-  // DESIGN.md's policy is the caller's: pass zero when the local ranks
-  // outnumber the cores.
+  // The waiting policy (docs/design.md "Waiting policy") is the caller's:
+  // pass zero when the local ranks outnumber the cores.
   absl::Duration spin = absl::Microseconds(50);
   // TCP congestion control of the data connections: the first name the
   // kernel accepts (KOLO_TCP_CONGESTION); empty keeps the system default.
   // Pacing-based BBR (a common default) throttles the bursts of a
   // collective: on loopback, cubic/reno move 4-64 MiB allreduces ~1.3-1.5x
-  // faster (README "Measured").
+  // faster (docs/benchmarks.md).
   std::vector<std::string> congestion_control = {"cubic", "reno"};
   // SO_SNDBUF / SO_RCVBUF of the data connections (KOLO_SOCKET_SNDBUF,
   // KOLO_SOCKET_RCVBUF); 0 keeps the kernel's autotuning (up to 4 MiB sent,
   // 32 MiB received here). Smaller buffers keep the bytes in flight, and so
   // the kernel's copies, in cache: on loopback 256 KiB / 512 KiB made 2-rank
-  // 1 MiB allreduces ~1.5x faster and nothing slower (README "Measured").
+  // 1 MiB allreduces ~1.5x faster and nothing slower (docs/benchmarks.md).
   // The kernel doubles the value for its bookkeeping and caps it at
   // net.core.wmem_max / rmem_max.
   int send_buffer_bytes = 256 * 1024;

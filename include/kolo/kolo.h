@@ -8,8 +8,8 @@
 //     (OMPI_COMM_WORLD_*): rank 0 hosts the coordinator at
 //     MASTER_ADDR:MASTER_PORT (or KOLO_COORDINATOR) and the job secret comes
 //     from KOLO_SECRET_FILE.
-// See README.md for every variable and its default. Elastic jobs (workers
-// lost while the others go on): kolo/elastic.h.
+// See docs/configuration.md for every variable and its default. Elastic jobs
+// (workers lost while the others go on): kolo/elastic.h.
 //
 // Thread-safety: every function may be called from any thread. `init` and
 // `shutdown` are serialised; topology getters are lock-free reads.
@@ -97,8 +97,7 @@ absl::StatusOr<std::vector<std::string>> control_allgather(
 // CUDA tensors run on NCCL when kolo was built with it (nccl_built()), on
 // every process set (one communicator per set and epoch), otherwise through
 // pinned host memory on kolo's own data plane (KOLO_CUDA_STAGING=1 forces
-// that; so do ranks sharing a GPU under NCCL < 2.30); README "CUDA
-// tensors".
+// that; so do ranks sharing a GPU under NCCL < 2.30); docs/gpus.md.
 inline constexpr int kCpu = -1;
 
 // A buffer described by dtype and shape (row major, contiguous).

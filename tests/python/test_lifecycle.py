@@ -32,7 +32,7 @@ def test_horovod_environment_variables():
 
 def test_job_secret_is_gone_from_os_environ_after_init():
     """kolo removes KOLO_SECRET from the process environment at init (the
-    README says so); Python's copy goes too, so that os.environ and the
+    documentation says so); Python's copy goes too, so that os.environ and the
     programs started with it (subprocess) do not hand the secret on."""
     assert hvd.is_initialized()
     # (Booleans only: a failure must not print the secret.)

@@ -1,7 +1,7 @@
 """kolo.torch.mpi_ops: Horovod's torch collectives on CPU tensors.
 
 Every function keeps horovod.torch's signature, defaults, return types and
-exceptions (the reference: shared/reference/horovod-torch.md):
+exceptions (those of horovod.torch 0.28.1):
 - checks in Horovod's order before anything else (even before init):
   unsupported dtype -> ValueError('Tensor type ... is not supported.'), then
   non-contiguous -> ValueError('Tensor is required to be contiguous.');
