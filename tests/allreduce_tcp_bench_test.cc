@@ -1,7 +1,7 @@
 // Loopback throughput of the TCP transport: one-way 64 MiB messages and a
 // small-message ping-pong. Not a test (speed is never asserted): the cases
 // are DISABLED_; run them with
-//   allreduce_tcp_bench_test --gtest_also_run_disabled_tests
+//   build/bin/kolo-tcp-throughput --gtest_also_run_disabled_tests
 #include <cstdio>
 #include <vector>
 
