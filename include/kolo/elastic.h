@@ -53,6 +53,7 @@
 #include "absl/time/time.h"
 #include "kolo/kolo.h"
 
+// Elastic training: state that survives membership changes, and run().
 namespace kolo::elastic {
 
 // Whether `s` is a membership error an elastic retry acts on: the epoch
@@ -77,6 +78,8 @@ absl::Status check_host_updates();
 // handler). Async-signal-safe.
 void request_leave();
 
+// The training state run() keeps consistent across membership changes:
+// tensors and blobs the caller owns, committed, restored and synced.
 class State {
  public:
   State() = default;
@@ -111,6 +114,7 @@ class State {
   // Runs the reset callbacks (run() does, after a membership change).
   void on_reset();
 
+  // How many times the state was saved (commit(), save() and sync() save).
   int64_t commits() const { return commits_; }
 
  private:
@@ -135,6 +139,7 @@ class State {
   bool committed_ = false;
 };
 
+// What run() does besides retrying.
 struct RunOptions {
   // How long one retry waits for the next epoch (forming it includes the
   // survivors' acknowledgements and the new data plane's connections).

@@ -20,6 +20,7 @@
 
 namespace kolo {
 
+// The element type of a tensor.
 enum class DataType : uint8_t {
   kUInt8,
   kInt8,
@@ -32,18 +33,19 @@ enum class DataType : uint8_t {
   kFloat64,
   kBool,
 };
-inline constexpr int kNumDataTypes = 10;
+inline constexpr int kNumDataTypes = 10;  // the number of DataType values
 
+// How allreduce and reducescatter combine the ranks' values.
 enum class ReduceOp : uint8_t { kSum, kAverage, kMin, kMax, kProduct };
-inline constexpr int kNumReduceOps = 5;
+inline constexpr int kNumReduceOps = 5;  // the number of ReduceOp values
 
 // The largest tensor kolo takes: 2^47 bytes (128 TiB, the user address space
 // of x86-64 and of 4-level arm64), so no tensor that could exist is refused,
 // and at most 2^44 elements, so that element counts, byte counts and sums of
 // them over 2^19 ranks never overflow int64. A larger shape is a caller's
 // mistake (or an overflowed computation): refused with kInvalidArgument.
-inline constexpr int64_t kMaxTensorBytes = int64_t{1} << 47;
-inline constexpr int64_t kMaxTensorElements = int64_t{1} << 44;
+inline constexpr int64_t kMaxTensorBytes = int64_t{1} << 47;     // 128 TiB
+inline constexpr int64_t kMaxTensorElements = int64_t{1} << 44;  // 2^44
 
 // Bytes per element (bool: 1); 0 for a value outside the enum.
 size_t DataTypeSize(DataType t);
@@ -55,6 +57,7 @@ absl::string_view ReduceOpName(ReduceOp op);
 // "double", "half", "bf16", "byte" and "avg", "mean", "prod");
 // kInvalidArgument listing the valid names otherwise.
 absl::StatusOr<DataType> ParseDataType(absl::string_view name);
+// ParseDataType's counterpart for reduce op names.
 absl::StatusOr<ReduceOp> ParseReduceOp(absl::string_view name);
 
 // The element count of `shape` ({} = a scalar: 1), or kInvalidArgument
