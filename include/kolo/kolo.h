@@ -30,6 +30,7 @@
 #include "kolo/types.h"
 #include "kolo/version.h"
 
+// kolo's public C++ API: kolo.h, kolo/types.h and kolo/elastic.h.
 namespace kolo {
 
 // Joins the job: authenticates to the coordinator and waits (at most the start
@@ -43,6 +44,7 @@ struct InitOptions {
   // 1, 2, ...), as add_process_set() would; every rank must pass the same.
   std::vector<std::vector<int>> process_sets;
 };
+// init(), then registers options.process_sets.
 absl::Status init(const InitOptions& options);
 
 // Leaves the job in order. On the rank that hosts the coordinator it waits
@@ -53,15 +55,16 @@ absl::Status init(const InitOptions& options);
 // shuts down like this at exit, with a warning.
 absl::Status shutdown();
 
+// Whether init() succeeded and shutdown() has not run since.
 bool is_initialized();
 
 // Topology of the current epoch; -1 when not initialised (as Horovod's C API).
-int rank();
-int size();
+int rank();        // 0 .. size() - 1
+int size();        // the number of workers
 int local_rank();  // among workers with the same launcher host name
-int local_size();
+int local_size();  // the number of those workers
 int cross_rank();  // among workers with the same local_rank
-int cross_size();
+int cross_size();  // the number of those workers
 
 // This worker's stable identity (given by the launcher), "" when not
 // initialised.
@@ -102,10 +105,10 @@ inline constexpr int kCpu = -1;
 
 // A buffer described by dtype and shape (row major, contiguous).
 struct Tensor {
-  DataType dtype = DataType::kFloat32;
-  std::vector<int64_t> shape;  // {} = a scalar (one element)
-  void* data = nullptr;
-  int device = kCpu;
+  DataType dtype = DataType::kFloat32;  // the element type
+  std::vector<int64_t> shape;           // {} = a scalar (one element)
+  void* data = nullptr;                 // the first element
+  int device = kCpu;                    // kCpu, or a CUDA device ordinal
   // CUDA tensors only (ignored for kCpu), both a cudaEvent_t passed as void*
   // so that this header needs no CUDA headers, owned by the caller, and
   // valid until the op completes:
@@ -116,17 +119,17 @@ struct Tensor {
   //   stream is non-blocking, it does not wait for other streams, the
   //   legacy default stream included (and a cudaMemcpy from pageable host
   //   memory may return before its copy has landed).
+  void* ready_event = nullptr;
   // - done_event (output): kolo records it on its stream once the op's
   //   output is written; synchronize() returns only after that point too,
   //   so it serves callers that wait on a stream (cudaStreamWaitEvent).
-  void* ready_event = nullptr;
   void* done_event = nullptr;
 
   // The product of shape (1 for a scalar), and that times the dtype's size;
   // -1 when the shape is not one kolo takes (a negative dimension, over
   // kMaxTensorElements elements or kMaxTensorBytes bytes).
-  int64_t num_elements() const;
-  int64_t num_bytes() const;
+  int64_t num_elements() const;  // product(shape)
+  int64_t num_bytes() const;     // num_elements() times the dtype's size
 };
 
 // Returns memory for an output whose shape is known only after negotiation
@@ -148,12 +151,13 @@ using Handle = int64_t;
 // and reducescatter counts have one entry per member; a broadcast root is a
 // global rank that must be a member (as in Horovod).
 using ProcessSet = int32_t;
-inline constexpr ProcessSet kGlobalProcessSet = 0;
+inline constexpr ProcessSet kGlobalProcessSet = 0;  // every rank
 
+// How allreduce and reducescatter combine the ranks' inputs.
 struct AllreduceOptions {
-  ReduceOp op = ReduceOp::kSum;
-  double prescale = 1.0;   // each input is multiplied by it first
-  double postscale = 1.0;  // the result is multiplied by it
+  ReduceOp op = ReduceOp::kSum;  // the reduction
+  double prescale = 1.0;         // each input is multiplied by it first
+  double postscale = 1.0;        // the result is multiplied by it
 };
 
 // What a finished op produced, beyond its output buffer.
@@ -226,6 +230,7 @@ absl::StatusOr<Handle> grouped_allreduce_async(
     absl::Span<const Tensor> inputs, absl::Span<const Tensor> outputs,
     const AllreduceOptions& options = {}, absl::string_view name = "",
     ProcessSet process_set = kGlobalProcessSet);
+// Each member as allgather_async() gathers it.
 absl::StatusOr<Handle> grouped_allgather_async(
     absl::Span<const Tensor> inputs, absl::Span<const Allocator> outputs,
     absl::string_view name = "", ProcessSet process_set = kGlobalProcessSet);
@@ -297,6 +302,7 @@ absl::StatusOr<size_t> wait_any(
 // (and drops every entry). Negative values → kInvalidArgument;
 // kFailedPrecondition before init().
 absl::Status set_fusion_threshold(int64_t bytes);
+// The response cache's capacity, in entries (see set_fusion_threshold()).
 absl::Status set_cache_capacity(int64_t entries);
 
 // ---- Timeline at run time ---------------------------------------------------
@@ -310,6 +316,7 @@ absl::Status set_cache_capacity(int64_t entries);
 // kFailedPrecondition before init() or without DYNAMIC; a path that cannot
 // be written: its errno's code, naming the path.
 absl::Status start_timeline(const std::string& path, bool mark_cycles = false);
+// Closes the timeline start_timeline() opened (see there).
 absl::Status stop_timeline();
 
 // ---- Blocking collectives on host buffers --------------------------------
@@ -368,18 +375,24 @@ std::string cuda_status();
 // no negotiated op may be in flight meanwhile (their bytes would share the
 // connections). kolo-bench's raw mode measures the transport with them.
 namespace raw {
+// allreduce() without negotiation.
 absl::Status allreduce(const void* input, void* output, int64_t count,
                        DataType type, ReduceOp op = ReduceOp::kSum,
                        double prescale = 1.0, double postscale = 1.0);
+// allgather() without negotiation.
 absl::Status allgather(const void* input, int64_t count, DataType type,
                        absl::Span<const int64_t> counts, void* output);
+// broadcast() without negotiation.
 absl::Status broadcast(void* buffer, int64_t count, DataType type, int root);
+// alltoall() without negotiation.
 absl::Status alltoall(const void* input, DataType type,
                       absl::Span<const int64_t> send_splits, void* output,
                       absl::Span<const int64_t> recv_splits);
+// reducescatter() without negotiation.
 absl::Status reducescatter(const void* input, int64_t count, DataType type,
                            absl::Span<const int64_t> counts, void* output,
                            ReduceOp op = ReduceOp::kSum);
+// barrier() on the data plane.
 absl::Status barrier();
 }  // namespace raw
 
