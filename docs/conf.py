@@ -37,8 +37,6 @@ breathe_default_project = "kolo"
 breathe_domain_by_extension = {"h": "cpp"}
 breathe_default_members = ("members",)
 breathe_show_include = True
-primary_domain = "cpp"
-highlight_language = "cpp"
 
 # ---- Python reference (docs/api/python.md) ----------------------------------
 # The package's sources, not an installed copy; the compiled extension and
@@ -54,7 +52,10 @@ napoleon_numpy_docstring = False
 
 # ---- Strict build (sphinx-build -n) ------------------------------------------
 # Types from other libraries appear in signatures; they have no pages here.
+# The namespaces kolo, kolo::raw and kolo::elastic have no entry of their
+# own: the page's sections are theirs.
 nitpick_ignore_regex = [
+    ("cpp:identifier", r"kolo(::raw|::elastic)?"),
     ("cpp:identifier", r"(absl|std|grpc)(::.*)?"),
     ("cpp:identifier", r"u?int(8|16|32|64)_t|size_t"),
     ("py:class", r"(torch|numpy|np)\..*"),

@@ -592,8 +592,8 @@ TEST(WorkerConfig, BadNegotiationKnobsNameTheVariable) {
 TEST(UnknownVariableWarnings, TypoGetsTheClosestKnownName) {
   EXPECT_THAT(UnknownVariableWarnings({{"KOLO_CYCLE_TIME", "5"}}),
               ElementsAre("KOLO_CYCLE_TIME=5 is not a kolo variable; did you "
-                          "mean KOLO_CYCLE_TIME_MS? (README lists every "
-                          "variable)"));
+                          "mean KOLO_CYCLE_TIME_MS? (docs/configuration.md "
+                          "lists every variable)"));
   struct Case {
     const char* typo;
     const char* meant;

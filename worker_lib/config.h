@@ -219,7 +219,7 @@ absl::StatusOr<WorkerConfig> ParseWorkerConfig(
 // One warning per KOLO_* variable in `env` that no part of kolo reads (a
 // typo would otherwise be ignored in silence), sorted by name, e.g.
 //   KOLO_CYCLE_TIME=5 is not a kolo variable; did you mean
-//   KOLO_CYCLE_TIME_MS? (README lists every variable)
+//   KOLO_CYCLE_TIME_MS? (docs/configuration.md lists every variable)
 // The suggestion is the known variable closest by edit distance (case and
 // transpositions forgiven), or one that is a prefix of the name or has it as
 // a prefix (a unit added or left out); none when no known name is within

@@ -17,7 +17,8 @@ namespace {
 
 // Every KOLO_* environment variable that some part of kolo reads, sorted,
 // with who reads it. UnknownVariableWarnings warns about any other KOLO_*
-// name, so a new variable must be added here (and to README.md's tables) in
+// name, so a new variable must be added here (and, unless internal, to
+// docs/configuration.md, which tests/docs/check_reference.py checks) in
 // the same change that reads it; `grep -rhoE 'KOLO_[A-Z0-9_]+'` over the tree
 // finds them (minus include guards, macros and CMake options). Internal ones
 // (set by the test harness) are known but never suggested to users.
@@ -178,7 +179,7 @@ std::vector<std::string> UnknownVariableWarnings(const EnvMap& env) {
         " is not a kolo variable; ",
         closest.empty() ? "it is ignored"
                         : absl::StrCat("did you mean ", closest, "?"),
-        " (README lists every variable)"));
+        " (docs/configuration.md lists every variable)"));
   }
   return warnings;
 }

@@ -65,6 +65,8 @@ def _writable(array):
 
 def allreduce_async(array, name=None, op=None, prescale_factor=1.0,
                     postscale_factor=1.0, process_set=global_process_set):
+    """Starts an allreduce into a new array; returns a handle for
+    synchronize()."""
     op = _e.resolve_op(op, None)
     _A.describe(array)
     return _e.allreduce_async(_A, array, _A.empty_like(array), op,
@@ -81,6 +83,7 @@ def allreduce(array, name=None, op=None, prescale_factor=1.0,
 
 def allreduce_async_(array, name=None, op=None, prescale_factor=1.0,
                      postscale_factor=1.0, process_set=global_process_set):
+    """Starts an in-place allreduce of `array`; returns a handle."""
     op = _e.resolve_op(op, None)
     return _e.allreduce_async(_A, _writable(array), array, op,
                               prescale_factor, postscale_factor, name,
@@ -96,6 +99,8 @@ def allreduce_(array, name=None, op=None, prescale_factor=1.0,
 
 def grouped_allreduce(arrays, name=None, op=None, prescale_factor=1.0,
                       postscale_factor=1.0, process_set=global_process_set):
+    """Allreduce of several arrays as one op; returns a list of new
+    arrays."""
     op = _e.resolve_op(op, None)
     arrays = list(arrays)
     outputs = [_A.empty_like(a) for a in arrays if _A.describe(a)]
@@ -105,33 +110,44 @@ def grouped_allreduce(arrays, name=None, op=None, prescale_factor=1.0,
 
 
 def allgather_async(array, name=None, process_set=global_process_set):
+    """Starts an allgather; returns a handle."""
     return _e.allgather_async(_A, array, name, process_set)
 
 
 def allgather(array, name=None, process_set=global_process_set):
+    """Every rank's array concatenated along the first dimension, in set
+    order (first dimensions may differ), as a new array."""
     return synchronize(allgather_async(array, name, process_set))
 
 
 def broadcast_async(array, root_rank, name=None,
                     process_set=global_process_set):
+    """Starts a broadcast into a new array; returns a handle."""
     return _e.broadcast_async(_A, array, None, root_rank, name, process_set)
 
 
 def broadcast(array, root_rank, name=None, process_set=global_process_set):
+    """`root_rank`'s array (a global rank), as a new array."""
     return synchronize(broadcast_async(array, root_rank, name, process_set))
 
 
 def broadcast_(array, root_rank, name=None, process_set=global_process_set):
+    """In-place broadcast; returns `array` itself."""
     return synchronize(_e.broadcast_async(_A, _writable(array), array,
                                           root_rank, name, process_set))
 
 
 def alltoall_async(array, splits=None, name=None,
                    process_set=global_process_set):
+    """Starts an alltoall; its synchronize() returns (output,
+    received_splits)."""
     return _e.alltoall_async(_A, array, splits, name, process_set)
 
 
 def alltoall(array, splits=None, name=None, process_set=global_process_set):
+    """Sends splits[r] rows to rank r of the set (an even split when None);
+    returns the output, or (output, received_splits) when splits are
+    given."""
     output, received = synchronize(alltoall_async(array, splits, name,
                                                   process_set))
     return output if splits is None else (output, received)
@@ -140,6 +156,7 @@ def alltoall(array, splits=None, name=None, process_set=global_process_set):
 def reducescatter_async(array, name=None, op=Average,
                         process_set=global_process_set, prescale_factor=1.0,
                         postscale_factor=1.0):
+    """Starts a reducescatter; returns a handle."""
     return _e.reducescatter_async(_A, array, op, prescale_factor,
                                   postscale_factor, name, process_set)
 
@@ -147,21 +164,28 @@ def reducescatter_async(array, name=None, op=Average,
 def reducescatter(array, name=None, op=Average,
                   process_set=global_process_set, prescale_factor=1.0,
                   postscale_factor=1.0):
+    """This rank's rows of the reduction (Average by default): n // k rows,
+    one more on the first n % k ranks of the set."""
     return synchronize(reducescatter_async(array, name, op, process_set,
                                            prescale_factor, postscale_factor))
 
 
 def poll(handle):
+    """True once the op of `handle` finished (never blocks)."""
     return _e.poll(handle)
 
 
 def synchronize(handle):
+    """Waits for `handle` and returns its output."""
     return _e.synchronize(handle)
 
 
 def join():
+    """This rank has no more batches: it contributes zeros to the others'
+    allreduces until every rank joined. Returns the last rank to join."""
     return _e.join()
 
 
 def barrier(process_set=global_process_set):
+    """Returns once every rank of the set entered it."""
     _e.barrier(process_set)

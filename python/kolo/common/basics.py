@@ -143,6 +143,7 @@ def shutdown():
 
 
 def is_initialized():
+    """True between a successful init() and the next shutdown()."""
     return _kolo.is_initialized()
 
 
@@ -174,6 +175,7 @@ def is_homogeneous():
 # ---- Build and runtime flags (callable before init) ----------------------
 
 def mpi_built():
+    """False: kolo has no MPI."""
     return False
 
 
@@ -190,32 +192,39 @@ def nccl_built():
 
 
 def ddl_built():
+    """False: kolo has no IBM DDL."""
     return False
 
 
 def ccl_built():
+    """False: kolo has no oneCCL."""
     return False
 
 
 def cuda_built():
     """Whether kolo was built with CUDA (CUDA tensors accepted by every op;
-    kolo.cuda_status() says whether this process can use a device)."""
+    on a process that cannot use a device, an op on one fails saying
+    why)."""
     return _kolo.cuda_built()
 
 
 def rocm_built():
+    """False: kolo has no ROCm support."""
     return False
 
 
 def mpi_enabled():
+    """False: kolo has no MPI."""
     return False
 
 
 def gloo_enabled():
+    """True: kolo's own data plane is always on (see gloo_built())."""
     return True
 
 
 def mpi_threads_supported():
+    """Raises ValueError, as Horovod does when MPI is not enabled."""
     raise ValueError("Horovod MPI is not enabled; Please make sure it's "
                      'installed and enabled.')
 

@@ -58,6 +58,8 @@ class State:
         self._reset_callbacks.extend(callbacks)
 
     def on_reset(self):
+        """Runs reset(), then the reset callbacks (run_fn calls it after a
+        membership change)."""
         self.reset()
         for callback in self._reset_callbacks:
             callback()
@@ -86,12 +88,15 @@ class State:
             raise translate(e) from None
 
     def save(self):
+        """Keeps a copy of the state: the point restore() returns to."""
         raise NotImplementedError()
 
     def restore(self):
+        """Puts the copy save() kept back."""
         raise NotImplementedError()
 
     def sync(self):
+        """Makes every rank hold rank 0's state."""
         raise NotImplementedError()
 
     def reset(self):

@@ -18,10 +18,14 @@ class Compressor:
 
     @staticmethod
     def decompress(tensor, ctx):
+        """Returns the tensor restored from `tensor` (compressed) and `ctx`
+        (what compress returned with it)."""
         raise NotImplementedError
 
 
 class NoneCompressor(Compressor):
+    """No compression: tensors travel as they are."""
+
     @staticmethod
     def compress(tensor):
         return tensor, None
@@ -32,6 +36,9 @@ class NoneCompressor(Compressor):
 
 
 class FP16Compressor(Compressor):
+    """Floating-point tensors travel as float16 and come back in their
+    dtype; other tensors are unchanged."""
+
     @staticmethod
     def compress(tensor):
         ctx = tensor.dtype
@@ -47,5 +54,9 @@ class FP16Compressor(Compressor):
 
 
 class Compression:
+    """The compressors, as horovod.torch.Compression: ``Compression.none``
+    (NoneCompressor) and ``Compression.fp16`` (FP16Compressor). Pass one to
+    allreduce, grouped_allreduce, reducescatter or DistributedOptimizer."""
+
     none = NoneCompressor
     fp16 = FP16Compressor

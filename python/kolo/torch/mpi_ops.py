@@ -202,6 +202,8 @@ def grouped_allreduce(tensors, average=None, name=None,
 def grouped_allreduce_async_(tensors, average=None, name=None, op=None,
                              prescale_factor=1.0, postscale_factor=1.0,
                              process_set=global_process_set):
+    """Starts one in-place allreduce of several tensors; returns a
+    handle."""
     op = _e.resolve_op(op, average)
     tensors = list(tensors)
     return _e.grouped_allreduce_async(_A, tensors, tensors, op,
@@ -221,6 +223,7 @@ def grouped_allreduce_(tensors, average=None, name=None, op=None,
 # ---- allgather --------------------------------------------------------------
 
 def allgather_async(tensor, name=None, process_set=global_process_set):
+    """Starts an allgather into a new tensor; returns a handle."""
     return _e.allgather_async(_A, tensor, name, process_set)
 
 
@@ -232,6 +235,8 @@ def allgather(tensor, name=None, process_set=global_process_set):
 
 def grouped_allgather_async(tensors, name=None,
                             process_set=global_process_set):
+    """Starts one allgather of several tensors; its synchronize returns a
+    tuple."""
     return _e.grouped_allgather_async(_A, list(tensors), name, process_set)
 
 
@@ -255,6 +260,7 @@ def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
 
 def broadcast_async_(tensor, root_rank, name=None,
                      process_set=global_process_set):
+    """Starts an in-place broadcast; returns a handle."""
     return _e.broadcast_async(_A, tensor, tensor, root_rank, name,
                               process_set)
 
@@ -287,6 +293,7 @@ def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
 def reducescatter_async(tensor, name=None, op=Average,
                         process_set=global_process_set, prescale_factor=1.0,
                         postscale_factor=1.0):
+    """Starts a reducescatter into a new tensor; returns a handle."""
     return _e.reducescatter_async(_A, tensor, op, prescale_factor,
                                   postscale_factor, name, process_set)
 
@@ -305,6 +312,8 @@ def reducescatter(tensor, name=None, compression=Compression.none, op=Average,
 def grouped_reducescatter_async(tensors, name=None, op=Average,
                                 process_set=global_process_set,
                                 prescale_factor=1.0, postscale_factor=1.0):
+    """Starts one reducescatter of several tensors; its synchronize returns
+    a tuple."""
     return _e.grouped_reducescatter_async(_A, list(tensors), op,
                                           prescale_factor, postscale_factor,
                                           name, process_set)

@@ -362,7 +362,23 @@ def DistributedOptimizer(optimizer, named_parameters=None,
                          groups=None, sparse_as_dense=False,
                          process_set=global_process_set):
     """Wraps `optimizer` so that step() applies gradients averaged (`op`)
-    over the ranks of `process_set`; see the module's docstring."""
+    over the ranks of `process_set`.
+
+    Returns a new optimizer of a class derived from the given one's
+    (``isinstance`` still holds; the old object's state is dropped), over
+    the same param groups. At the ``backward_passes_per_step``-th backward
+    pass, a hook on each parameter starts the allreduce of its gradient
+    (compressed with `compression`, named after the parameter), so
+    communication overlaps the rest of the backward pass. ``step()`` first
+    waits for every gradient; call ``synchronize()`` earlier (to clip
+    gradients, say) and then ``step()`` inside ``skip_synchronize()``.
+    With `groups`, the parameters of a group go as one grouped allreduce
+    once all of them are ready. Sparse gradients are allgathered unless
+    `sparse_as_dense`. Adasum is not implemented.
+
+    Hooks exist only on members of the process set, and only when the job
+    has more than one rank (or is elastic: HOROVOD_ELASTIC=1 or
+    KOLO_ELASTIC=1); otherwise step() is the wrapped optimizer's."""
     # pylint: disable=invalid-name
     if gradient_predivide_factor != 1.0 and op != Average:
         raise ValueError('gradient_predivide_factor not supported with '

@@ -98,7 +98,13 @@ class _SyncBatchNorm(torch.autograd.Function):
 
 
 class SyncBatchNorm(_BatchNorm):
-    """Batch norm over the global batch; see the module's docstring."""
+    """Batch normalisation over the global batch: while training, every
+    rank's per-channel count, sum and sum of squares are summed over the
+    ranks, and the global mean and variance normalise the input (the
+    running statistics take the global mean and the unbiased variance).
+    As Horovod's, it takes CUDA input only (CPU input raises ValueError); in
+    evaluation mode with running statistics, and on a single rank, it is a
+    plain batch norm."""
 
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True,
                  track_running_stats=True):
@@ -124,6 +130,7 @@ class SyncBatchNorm(_BatchNorm):
                                     self.eps, self.momentum)
 
     def forward(self, input):  # pylint: disable=redefined-builtin
+        """Normalises `input` (a CUDA tensor of at least 2 dimensions)."""
         if not input.is_cuda:
             raise ValueError('SyncBatchNorm expected input tensor to be on GPU')
         self._check_input_dim(input)

@@ -67,6 +67,7 @@ class ElasticSampler(torch.utils.data.Sampler):
             self.record_indices(self._all[lo * n:hi * n])
 
     def record_indices(self, indices):
+        """Records the dataset indices `indices` as processed."""
         self.processed_indices.update(indices)
 
     def get_indices(self, batch_idx, batch_size):
@@ -75,10 +76,12 @@ class ElasticSampler(torch.utils.data.Sampler):
         return self.indices[lo:min(lo + batch_size, len(self.indices))]
 
     def state_dict(self):
+        """The epoch and the processed indices (what TorchState saves)."""
         return {'epoch': self.epoch,
                 'processed_indices': set(self.processed_indices)}
 
     def load_state_dict(self, state_dict):
+        """Takes a state_dict() back and reshards what is left."""
         self.epoch = state_dict['epoch']
         self.processed_indices = set(state_dict['processed_indices'])
         self.reset()
