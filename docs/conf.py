@@ -46,6 +46,8 @@ sys.path.insert(0, os.path.join(_root, "python"))
 autodoc_mock_imports = ["kolo._kolo", "kolo._version"]
 autodoc_member_order = "bysource"
 autodoc_typehints = "none"
+# Signatures show defaults as written (`process_set=global_process_set`).
+autodoc_preserve_defaults = True
 add_module_names = False
 napoleon_google_docstring = True
 napoleon_numpy_docstring = False

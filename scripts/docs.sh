@@ -35,7 +35,11 @@ done
 rm -rf "$build/doxygen"
 mkdir -p "$build/doxygen"
 echo "docs: doxygen include/kolo/*.h -> $build/doxygen/xml"
-{ cat docs/Doxyfile; echo "OUTPUT_DIRECTORY = $build/doxygen"; } | doxygen -
+# A failure is reported at the end, after Sphinx and the checks have had
+# their say too.
+failed=()
+{ cat docs/Doxyfile; echo "OUTPUT_DIRECTORY = $build/doxygen"; } | doxygen - ||
+  failed+=(doxygen)
 
 # Sphinx: -W warnings are errors, --keep-going reports them all first, -n
 # checks every cross-reference. conf.py reads the XML's place from
@@ -44,15 +48,20 @@ echo "docs: doxygen include/kolo/*.h -> $build/doxygen/xml"
 echo "docs: sphinx-build docs -> $build/site"
 DOXYGEN_XML_DIR="$build/doxygen/xml" \
   "$python" -m sphinx -W --keep-going -n -E -q -b html \
-  -d "$build/site-doctrees" docs "$build/site"
+  -d "$build/site-doctrees" docs "$build/site" || failed+=(sphinx-build)
 
 # The reference pages against the code; kolorun's flags too when this
 # build has a kolorun (CTest's docs_reference_test always checks them).
 echo "docs: checking the reference pages against the code"
 check=(--doxygen-xml "$build/doxygen/xml")
 if [ -x "$build/bin/kolorun" ]; then check+=(--kolorun "$build/bin/kolorun"); fi
-"$python" tests/docs/check_reference.py "${check[@]}"
+"$python" tests/docs/check_reference.py "${check[@]}" ||
+  failed+=(check_reference.py)
 
 ms=$(( ($(date +%s%N) - start) / 1000000 ))
-printf 'docs: built %s/site/index.html in %d.%01d s\n' "$build" \
-  $((ms / 1000)) $((ms % 1000 / 100))
+took=$(printf '%d.%01d s' $((ms / 1000)) $((ms % 1000 / 100)))
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "docs: FAILED (${failed[*]}; see above) in $took" >&2
+  exit 1
+fi
+echo "docs: built $build/site/index.html in $took"

@@ -39,6 +39,9 @@ TEST_PKGS=(
   # The install tests (tests/install/): the wheel in a venv, the Debian
   # packages checked with lintian.
   python3-venv python3-setuptools python3-wheel lintian
+  # The documentation site (scripts/docs.sh): Doxygen's XML of the public
+  # headers, Sphinx with MyST Markdown, Breathe and the furo theme.
+  doxygen python3-sphinx python3-myst-parser python3-breathe furo
 )
 
 PKGS=("${BUILD_PKGS[@]}")
