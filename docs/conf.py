@@ -48,7 +48,7 @@ autodoc_member_order = "bysource"
 autodoc_typehints = "none"
 # Signatures show defaults as written (`process_set=global_process_set`).
 autodoc_preserve_defaults = True
-add_module_names = False
+add_module_names = True
 napoleon_google_docstring = True
 napoleon_numpy_docstring = False
 

@@ -49,12 +49,16 @@ def known_variables(root):
     text = read(root, 'worker_lib/known_variables.cc')
     table = text[text.index('kKnownVariables[]'):]
     table = table[:table.index('};')]
-    entries = re.findall(
-        r'\{\s*"(KOLO_[A-Z0-9_]+)"\s*,\s*"(?:[^"\\]|\\.)*"\s*,\s*(true|false)\s*\}',
-        table)
-    if not entries:
-        raise SystemExit('check_reference: no kKnownVariables entries found in '
-                         'worker_lib/known_variables.cc')
+    entry = (r'\{\s*"(KOLO_[A-Z0-9_]+)"\s*,'
+             r'\s*(?:"(?:[^"\\]|\\.)*"\s*)+,\s*(true|false)\s*\}')
+    entries = re.findall(entry, table)
+    names = re.findall(r'\{\s*"(KOLO_[A-Z0-9_]+)"', table)
+    if not entries or len(entries) != len(names):
+        raise SystemExit(
+            'check_reference: cannot read kKnownVariables in '
+            f'worker_lib/known_variables.cc ({len(names)} names, '
+            f'{len(entries)} entries of the form {{"NAME", "read by", '
+            f'internal}})')
     return {name: internal == 'true' for name, internal in entries}
 
 

@@ -1,7 +1,7 @@
 """kolo.torch: a drop-in for horovod.torch (``import kolo.torch as hvd``).
 
-Collectives on CPU torch tensors with Horovod's names, defaults, return
-types and exceptions; see kolo/torch/mpi_ops.py. Launch scripts with
+Collectives on CPU and CUDA torch tensors with Horovod's names, defaults,
+return types and exceptions; see kolo/torch/mpi_ops.py. Launch scripts with
 ``kolorun -np N /usr/bin/python3 script.py``.
 """
 

@@ -1,4 +1,4 @@
-"""kolo.torch.mpi_ops: Horovod's torch collectives on CPU tensors.
+"""kolo.torch.mpi_ops: Horovod's torch collectives on CPU and CUDA tensors.
 
 Every function keeps horovod.torch's signature, defaults, return types and
 exceptions (those of horovod.torch 0.28.1):
