@@ -567,6 +567,28 @@ TEST(WorkerConfig, NegotiationKnobsDefaultsAndAliases) {
   EXPECT_EQ(c->knobs.stall_shutdown, absl::ZeroDuration());
 }
 
+// kolorun passes --elastic-timeout down as KOLO_ELASTIC_TIMEOUT; an elastic
+// newcomer waits that long to be admitted, not the default 600 s.
+TEST(WorkerConfig, ElasticTimeoutIsRead) {
+  EnvMap env = NegotiationBase();
+  auto c = ParseWorkerConfig(env, "host");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->knobs.elastic_timeout, absl::Seconds(600));
+  env["HOROVOD_ELASTIC_TIMEOUT"] = "45";
+  c = ParseWorkerConfig(env, "host");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->knobs.elastic_timeout, absl::Seconds(45));
+  env["KOLO_ELASTIC_TIMEOUT"] = "30";
+  c = ParseWorkerConfig(env, "host");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->knobs.elastic_timeout, absl::Seconds(30));
+  env["KOLO_ELASTIC_TIMEOUT"] = "soon";
+  c = ParseWorkerConfig(env, "host");
+  EXPECT_FALSE(c.ok());
+  EXPECT_THAT(std::string(c.status().message()),
+              HasSubstr("KOLO_ELASTIC_TIMEOUT"));
+}
+
 TEST(WorkerConfig, BadNegotiationKnobsNameTheVariable) {
   struct Case {
     const char* var;

@@ -25,10 +25,12 @@ namespace {
 
 // Every knob of common/knobs.h's table.
 constexpr const Knob* kSharedKnobs[] = {
-    &knobs::kStartTimeout,     &knobs::kHeartbeatInterval,
-    &knobs::kHeartbeatTimeout, &knobs::kCycleTime,
-    &knobs::kStallCheck,       &knobs::kStallShutdown,
-    &knobs::kDataTimeout,      &knobs::kLogLevel};
+    &knobs::kStartTimeout, &knobs::kHeartbeatInterval,
+    &knobs::kHeartbeatTimeout, &knobs::kCycleTime, &knobs::kStallCheck,
+    &knobs::kStallShutdown, &knobs::kDataTimeout, &knobs::kLogLevel,
+    // How long an elastic newcomer may wait to be admitted (StartRuntime);
+    // kolorun passes --elastic-timeout down as KOLO_ELASTIC_TIMEOUT.
+    &knobs::kElasticTimeout};
 
 constexpr char kSecretHowTo[] =
     "write a secret with `openssl rand -hex 32 > /path/secret` and set "

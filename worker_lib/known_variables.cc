@@ -39,7 +39,7 @@ constexpr KnownVariable kKnownVariables[] = {
     {"KOLO_DISABLE_GROUP_FUSION", "worker", false},
     {"KOLO_ELASTIC", "worker (set by kolorun --min-np), kolo-coordinator",
      false},
-    {"KOLO_ELASTIC_TIMEOUT", "kolorun, kolo-coordinator", false},
+    {"KOLO_ELASTIC_TIMEOUT", "worker, kolorun, kolo-coordinator", false},
     {"KOLO_FAULTS", "kolorun (like --fault)", false},
     {"KOLO_FAULT_EVENTS", "worker (set by kolorun --fault)", true},
     {"KOLO_FAULT_ORIGIN_MS", "worker (set by kolorun --fault)", true},
