@@ -4,7 +4,8 @@
 # over docs/ (any warning fails: a broken link or cross-reference, a page
 # missing from the table of contents, an autodoc or Breathe problem), then
 # tests/docs/check_reference.py (every variable, kolorun flag, C++
-# declaration and kolo.torch name has its entry). Needs no compiled kolo.
+# declaration and kolo.torch name has its entry) and tests/docs/check_links.py
+# (README's and the other top-level pages' links). Needs no compiled kolo.
 #
 # Usage: scripts/docs.sh [BUILD_DIR]     (default: build)
 #   BUILD_DIR/doxygen/xml   Doxygen's XML (Breathe reads it)
@@ -57,6 +58,11 @@ check=(--doxygen-xml "$build/doxygen/xml")
 if [ -x "$build/bin/kolorun" ]; then check+=(--kolorun "$build/bin/kolorun"); fi
 "$python" tests/docs/check_reference.py "${check[@]}" ||
   failed+=(check_reference.py)
+
+# The pages outside the site (README, CONTRIBUTING, CHANGELOG, the test
+# catalogue): their relative links and anchors.
+echo "docs: checking the links of the pages outside the site"
+"$python" tests/docs/check_links.py "$root" || failed+=(check_links.py)
 
 ms=$(( ($(date +%s%N) - start) / 1000000 ))
 took=$(printf '%d.%01d s' $((ms / 1000)) $((ms % 1000 / 100)))
