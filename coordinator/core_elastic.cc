@@ -17,7 +17,9 @@
 namespace kolo::coordinator {
 namespace {
 
-std::shared_ptr<spdlog::logger> Log() { return GetLogger("coordinator"); }
+std::shared_ptr<spdlog::logger> ElasticLog() {
+  return GetLogger("coordinator");
+}
 
 std::string Secs(absl::Duration d) {
   return absl::StrFormat("%.1f s", absl::ToDoubleSeconds(d));
@@ -92,8 +94,9 @@ void CoordinatorCore::LoseMember(int rank, const std::string& cause,
     // is told and acknowledges.
     BeginRecovery(now);
     lost_.push_back(lost);
-    Log()->error("epoch {} of job '{}' ended: {} {}; the survivors go on",
-                 ep_.number, options_.job_id, who, cause);
+    ElasticLog()->error(
+        "epoch {} of job '{}' ended: {} {}; the survivors go on", ep_.number,
+        options_.job_id, who, cause);
     if (options_.reset_limit >= 0 && resets_ > options_.reset_limit) {
       EndJob(
           true,
@@ -121,8 +124,8 @@ void CoordinatorCore::LoseMember(int rank, const std::string& cause,
     // Lost while the next epoch forms (kRecovering) or while the job waits
     // for workers (kShort): one more loss of the same change.
     lost_.push_back(lost);
-    Log()->error("{} {} while epoch {} of job '{}' was being replaced", who,
-                 cause, ep_.number, options_.job_id);
+    ElasticLog()->error("{} {} while epoch {} of job '{}' was being replaced",
+                        who, cause, ep_.number, options_.job_id);
   }
   MaybeFormNextEpoch(now, out);
 }
@@ -135,7 +138,7 @@ void CoordinatorCore::ReformEpoch(const std::string& why, Actions& out) {
       "epoch ", number, " ended: ", why,
       "; every worker is alive: the members rebuild the data plane and go on "
       "from their last commit");
-  Log()->error("job '{}': {}", options_.job_id, reason);
+  ElasticLog()->error("job '{}': {}", options_.job_id, reason);
   if (options_.reset_limit >= 0 && resets_ > options_.reset_limit) {
     EndJob(true,
            absl::StrCat(reason, "; the job reached its reset limit (",
@@ -188,7 +191,7 @@ void CoordinatorCore::MaybeFormNextEpoch(absl::Time now, Actions& out) {
     if (phase_ != Phase::kShort) {
       phase_ = Phase::kShort;
       recovery_deadline_ = now + options_.elastic_timeout;
-      Log()->warn(
+      ElasticLog()->warn(
           "job '{}': {} workers remain, fewer than the minimum of {} "
           "(--min-np); waiting up to {} (--elastic-timeout) for workers",
           options_.job_id, members.size() + newcomers.size(), options_.min_size,
@@ -215,9 +218,9 @@ void CoordinatorCore::MaybeFormNextEpoch(absl::Time now, Actions& out) {
       "; joined: ",
       record.joined().empty() ? "none" : absl::StrJoin(record.joined(), ", "));
   FormEpoch(ended + 1, members, /*keep_order=*/true, std::move(record), out);
-  Log()->warn("epoch {} formed with {} workers {} after epoch {} ended ({})",
-              ep_.number, ep_.members.size(), Secs(now - recovery_since_),
-              ended, what);
+  ElasticLog()->warn(
+      "epoch {} formed with {} workers {} after epoch {} ended ({})",
+      ep_.number, ep_.members.size(), Secs(now - recovery_since_), ended, what);
   lost_.clear();
   left_.clear();
 }
@@ -300,7 +303,7 @@ void CoordinatorCore::EndEpochPlanned(const std::vector<int>& leavers,
       "epoch ", number, " ended at a membership check: ",
       absl::StrJoin(parts, "; "), "; the members go on from this commit"));
   BeginRecovery(now);
-  Log()->warn("job '{}': {}", options_.job_id, ab->reason());
+  ElasticLog()->warn("job '{}': {}", options_.job_id, ab->reason());
   if (options_.reset_limit >= 0 && resets_ > options_.reset_limit) {
     EndJob(true,
            absl::StrCat(ab->reason(), "; the job reached its reset limit (",
@@ -344,8 +347,8 @@ bool CoordinatorCore::Supersede(const Session& s, SessionId other_id,
   if (other.state == State::kMember && other.rank >= 0) {
     FailMember(other.rank, cause, out);
   } else {
-    Log()->warn("worker {} (incarnation {}) waiting to join {}",
-                other.hello.worker_id(), theirs, cause);
+    ElasticLog()->warn("worker {} (incarnation {}) waiting to join {}",
+                       other.hello.worker_id(), theirs, cause);
     out.closes.push_back(
         Actions::Close{other_id, absl::FailedPreconditionError(cause)});
     sessions_.erase(other_id);

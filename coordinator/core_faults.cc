@@ -15,9 +15,9 @@
 namespace kolo::coordinator {
 namespace {
 
-std::shared_ptr<spdlog::logger> Log() { return GetLogger("coordinator"); }
+std::shared_ptr<spdlog::logger> FaultsLog() { return GetLogger("coordinator"); }
 
-std::string Seconds(absl::Duration d) {
+std::string SecondsText(absl::Duration d) {
   return absl::StrFormat("%.1f s", absl::ToDoubleSeconds(d));
 }
 
@@ -44,7 +44,7 @@ void CoordinatorCore::HandlePeerFault(Session& s, const proto::PeerFault& fault,
   for (int p : report.peers) {
     named.push_back(absl::StrCat(ep_.members[p].worker_id, " (rank ", p, ")"));
   }
-  Log()->warn(
+  FaultsLog()->warn(
       "worker {} (rank {}) reports a data-plane fault with {}: {}; judging "
       "from streams and heartbeats",
       ep_.members[s.rank].worker_id, s.rank, absl::StrJoin(named, ", "),
@@ -101,7 +101,7 @@ void CoordinatorCore::JudgeFaults(absl::Time now, Actions& out) {
       }
     }
     const std::string cause = absl::StrCat(
-        "silent for ", Seconds(quiet), " (stopped, hung or cut off; ",
+        "silent for ", SecondsText(quiet), " (stopped, hung or cut off; ",
         by != nullptr ? absl::StrCat("rank ", by->reporter,
                                      "'s data plane reported: ", by->error)
                       : std::string("its peers reported it"),
@@ -124,7 +124,7 @@ void CoordinatorCore::JudgeFaults(absl::Time now, Actions& out) {
   const std::string what = absl::StrCat(
       "the data connections ", absl::StrJoin(links, ", "),
       " failed while every worker stayed in touch with the coordinator for ",
-      Seconds(options_.heartbeat_timeout),
+      SecondsText(options_.heartbeat_timeout),
       " (a network fault between workers, or a firewall on their data "
       "ports): ",
       first);

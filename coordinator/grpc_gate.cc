@@ -34,7 +34,7 @@ constexpr absl::Duration kPartialRecheck = absl::Milliseconds(10);
 constexpr int kAcceptsPerRound = 256;
 constexpr absl::Duration kOutOfFilesRest = absl::Milliseconds(100);
 
-std::shared_ptr<spdlog::logger> Log() {
+std::shared_ptr<spdlog::logger> GateLog() {
   // Never destroyed: the thread may run while the process exits.
   static const auto* const logger =
       new std::shared_ptr<spdlog::logger>(GetLogger("coordinator"));
@@ -148,7 +148,7 @@ size_t GrpcGate::unproven() const {
 
 void GrpcGate::DropLocked(Conn& c, const std::string& why) {
   // Logged first: whoever sees the close finds the line.
-  LogRefusal(*Log(), c.remote,
+  LogRefusal(*GateLog(), c.remote,
              absl::StrCat("closed an unauthenticated connection to the gRPC "
                           "port from ",
                           c.remote, ": ", why));
@@ -236,7 +236,7 @@ void GrpcGate::AcceptAll() {
       if (errno == EINTR || errno == ECONNABORTED) continue;
       if (errno != EAGAIN && errno != EWOULDBLOCK) {
         LogRefusal(
-            *Log(), "accept",
+            *GateLog(), "accept",
             absl::StrCat("accept on the gRPC port: ", std::strerror(errno)));
         rest_until_ = absl::Now() + kOutOfFilesRest;
       }

@@ -20,7 +20,7 @@ using op_runtime_internal::Log;
 
 bool OnDevice(const Tensor& t) { return t.device != kCpu; }
 
-std::vector<absl::Status> All(size_t n, const absl::Status& s) {
+std::vector<absl::Status> EveryStatus(size_t n, const absl::Status& s) {
   return std::vector<absl::Status>(n, s);
 }
 
@@ -169,7 +169,7 @@ std::vector<absl::Status> CudaExecutor::Run(const proto::Response& response,
     // Announced valid (a usable device at submission): the device went
     // away. The collective cannot run here; the peers fail on the data
     // plane's deadline, and the coordinator names this rank.
-    return All(ops.size(), About(device.status(), response, ops));
+    return EveryStatus(ops.size(), About(device.status(), response, ops));
   }
   if (std::string why = NcclIneligible(response, ops); why.empty()) {
     const int32_t set = response.process_set();
@@ -190,7 +190,7 @@ std::vector<absl::Status> CudaExecutor::Run(const proto::Response& response,
       // The exchange or NCCL failed on this rank, now or earlier in this
       // epoch: it cannot tell whether the others succeeded, so no path is
       // agreed and the set's CUDA ops fail until a new epoch starts clean.
-      return All(ops.size(), About(refused, response, ops));
+      return EveryStatus(ops.size(), About(refused, response, ops));
     }
   }
   last_backend_ = "staging";

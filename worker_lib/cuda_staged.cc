@@ -14,7 +14,7 @@
 namespace kolo::worker {
 namespace {
 
-bool OnDevice(const Tensor& t) { return t.device != kCpu; }
+bool OnDeviceTensor(const Tensor& t) { return t.device != kCpu; }
 
 // An output a mirror's allocator handed out: host scratch now, the
 // caller's device memory after the copy.
@@ -33,8 +33,8 @@ std::vector<absl::Status> CudaExecutor::RunStaged(
   const size_t n = ops.size();
   int ordinal = kCpu;
   for (const PendingOp* op : ops) {
-    if (op != nullptr && OnDevice(op->input)) ordinal = op->input.device;
-    if (ordinal == kCpu && op != nullptr && OnDevice(op->output)) {
+    if (op != nullptr && OnDeviceTensor(op->input)) ordinal = op->input.device;
+    if (ordinal == kCpu && op != nullptr && OnDeviceTensor(op->output)) {
       ordinal = op->output.device;
     }
   }
@@ -58,7 +58,7 @@ std::vector<absl::Status> CudaExecutor::RunStaged(
     if (ops[i] == nullptr) continue;
     mirrors[i] = *ops[i];
     const Tensor& t = ops[i]->input;
-    if (OnDevice(t) && t.num_bytes() > 0) {
+    if (OnDeviceTensor(t) && t.num_bytes() > 0) {
       in_dev.push_back(t.data);
       in_bytes.push_back(static_cast<size_t>(t.num_bytes()));
       in_of.push_back(i);
@@ -82,7 +82,7 @@ std::vector<absl::Status> CudaExecutor::RunStaged(
   std::vector<size_t> out_bytes, out_of;
   for (size_t i = 0; i < n; ++i) {
     const PendingOp* op = ops[i];
-    if (op == nullptr || !OnDevice(op->output)) continue;
+    if (op == nullptr || !OnDeviceTensor(op->output)) continue;
     if (op->op == proto::ALLREDUCE || op->op == proto::REDUCESCATTER) {
       out_bytes.push_back(static_cast<size_t>(op->output.num_bytes()));
       out_of.push_back(i);
@@ -105,7 +105,7 @@ std::vector<absl::Status> CudaExecutor::RunStaged(
     m.output.device = kCpu;
     if (op->op == proto::BROADCAST) m.output = m.input;
     if ((op->op == proto::ALLGATHER || op->op == proto::ALLTOALL) &&
-        OnDevice(op->input) && op->allocator) {
+        OnDeviceTensor(op->input) && op->allocator) {
       const size_t element = DataTypeSize(op->input.dtype);
       m.allocator =
           [op, element, &stager,
@@ -161,7 +161,8 @@ std::vector<absl::Status> CudaExecutor::RunStaged(
   }
   for (size_t i = 0; i < n && back.ok(); ++i) {
     PendingOp* op = ops[i];
-    if (op == nullptr || op->op != proto::BROADCAST || !OnDevice(op->input)) {
+    if (op == nullptr || op->op != proto::BROADCAST ||
+        !OnDeviceTensor(op->input)) {
       continue;
     }
     back = device.ops->Copy(op->input.data, mirrors[i].input.data,

@@ -20,7 +20,7 @@ namespace {
 // Retired epochs kept so that their handles still answer.
 constexpr size_t kKeptEpochs = 4;
 
-std::shared_ptr<spdlog::logger> Log() {
+std::shared_ptr<spdlog::logger> EpochLog() {
   // Never destroyed: used by threads that may run while the process exits.
   static const auto* const logger =
       new std::shared_ptr<spdlog::logger>(GetLogger("api"));
@@ -81,8 +81,8 @@ absl::StatusOr<std::shared_ptr<EpochRuntime>> BuildEpoch(
     if (connected.ok()) {
       link = *std::move(connected);
     } else {
-      Log()->warn("{}; negotiation stays on the Session stream (slower)",
-                  std::string(connected.status().message()));
+      EpochLog()->warn("{}; negotiation stays on the Session stream (slower)",
+                       std::string(connected.status().message()));
     }
   }
   RuntimeOptions ro;
@@ -105,8 +105,8 @@ absl::StatusOr<std::shared_ptr<EpochRuntime>> BuildEpoch(
     if (timeline.ok()) {
       ro.timeline = *std::move(timeline);
     } else {
-      Log()->warn("{}; the job goes on without a timeline",
-                  std::string(timeline.status().message()));
+      EpochLog()->warn("{}; the job goes on without a timeline",
+                       std::string(timeline.status().message()));
     }
   }
   if (ro.timeline != nullptr) faults::SetTimeline(ro.timeline);
