@@ -10,7 +10,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-build-pkg}
 case "$build" in /*) ;; *) build="$root/$build" ;; esac
-cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=${KOLO_BUILD_TYPE:-RelWithDebInfo} \
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE="${KOLO_BUILD_TYPE:-RelWithDebInfo}" \
   -DKOLO_WERROR=ON -DKOLO_UNITY_BUILD=ON -DCMAKE_INSTALL_PREFIX=/usr -DKOLO_WITH_CUDA=OFF \
   -DKOLO_BUILD_TESTS=OFF -DKOLO_BUILD_EXAMPLES=OFF -DKOLO_BUILD_BENCH=ON \
   -DKOLO_WITH_PYTHON=ON -DKOLO_PYTHON_INSTALL_DIR=lib/python3/dist-packages >/dev/null
