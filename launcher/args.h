@@ -16,6 +16,7 @@
 
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -95,6 +96,44 @@ struct LaunchOptions {
   std::vector<FaultSpec> faults;
   uint64_t fault_seed = 1;
   std::string fault_report;
+  // ---- horovodrun's command line (launcher/horovod_flags.h has the
+  // table of every horovodrun 0.28.1 flag and what kolorun does with it) --
+  // -x NAME[=VALUE] (mpirun's; repeatable): NAME=VALUE sets NAME for every
+  // worker, local or remote; NAME alone passes kolorun's value of NAME
+  // (resolved by ParseArgs, an error when NAME is unset). Applied after the
+  // forwarded environment, before the per-worker KOLO_*/HOROVOD_* variables.
+  std::vector<std::pair<std::string, std::string>> extra_env;
+  // -p/--ssh-port N (0: ssh's default) and -i/--ssh-identity-file FILE: added
+  // to the ssh command of remote workers (ignored with --launcher-cmd).
+  int ssh_port = 0;
+  std::string ssh_identity_file;
+  // --output-filename DIR: each rank's stdout and stderr also go to
+  // DIR/rank.<N>/stdout and DIR/rank.<N>/stderr (horovodrun's layout); the
+  // terminal still gets the prefixed lines.
+  std::string output_dir;
+  // --network-interface(s) IF[,IF]: the only interfaces the data plane and
+  // the coordinator link use (workers get KOLO_IFACE; kolorun picks the
+  // coordinator address among them). Checked to exist before any start.
+  std::vector<std::string> network_interfaces;
+  // -cb/--check-build: print what this build has and exit 0.
+  bool check_build = false;
+  // --verbose: kolorun logs at debug (unless --log-level says otherwise).
+  bool verbose = false;
+  // --prefix-output-with-timestamp (and --log-with-timestamp): terminal lines
+  // of the workers carry a timestamp after the rank prefix.
+  bool prefix_timestamp = false;
+  // Worker variables set by horovodrun's flags (--fusion-threshold-mb gives
+  // KOLO_FUSION_THRESHOLD, --timeline-filename KOLO_TIMELINE, ...), in the
+  // order given, passed to every worker like -x.
+  std::vector<std::pair<std::string, std::string>> worker_vars;
+  // What kolorun prints once at start, before any worker: a horovodrun flag
+  // or HOROVOD_* variable that kolo accepts but does not need, and why.
+  std::vector<std::string> notices;
+  // --hostfile FILE / --config-file FILE, as given (already read into the
+  // fields above by ParseArgs; kept for messages).
+  std::string hostfile;
+  std::string config_file;
+
   std::vector<std::string> command;  // what every worker runs
   bool help = false;
   bool version = false;
