@@ -1,9 +1,19 @@
+// kolorun's command line: ParseArgs (CLI11 reads the flags, Apply checks
+// each value in order), the host list and the worker plan. See
+// launcher/args.h; horovodrun's flags are launcher/horovod_flags.h's table,
+// declared here beside kolorun's own.
+//
+// Thread-safety: every function is thread-safe (no global state).
 #include "launcher/args.h"
 
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <exception>
+#include <fstream>
 #include <map>
+#include <sstream>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -17,169 +27,17 @@
 #include "absl/strings/str_split.h"
 #include "absl/types/span.h"
 #include "common/knobs.h"
+#include "launcher/config_file.h"
+#include "launcher/horovod_flags.h"
+#include "launcher/horovod_variables.h"
+#include "launcher/hostfile.h"
 
 namespace kolo::launcher {
 namespace {
 
-// The defaults in <--flag> are filled in from common/knobs.h (UsageText).
-constexpr const char* kUsage =
-    R"(Usage: kolorun -np N [options] [--] command [args...]
-
-Starts N workers of a kolo job, each running `command args...`, with an
-embedded coordinator, and supervises them until they end.
-
-Options:
-  -np, --np, --num-proc N      Number of workers (required).
-  -H, --hosts H1:S1,H2:S2,...  Hosts and their slots (slots default to 1).
-                               Ranks fill slots in host order: rank 0 takes
-                               the first slot of H1. Default: localhost:N.
-                               localhost, 127.0.0.1 and this machine's host
-                               name start local processes; other hosts are
-                               reached with --ssh-cmd.
-  --ssh-cmd CMD                How to reach a remote host (run by /bin/sh as
-                               `CMD host 'remote command'`).
-                               Default: ssh -o BatchMode=yes
-  --launcher-cmd TEMPLATE      Start EVERY worker through TEMPLATE, with
-                               {host} replaced by the worker's host name, e.g.
-                               'ip netns exec {host}'. The worker command is
-                               appended to the expanded template.
-  --start-timeout S            Seconds the workers have to form the job once
-                               the first of them has reached the coordinator;
-                               past it, kolorun ends the job naming the workers
-                               that have not joined. Commands that never reach
-                               the coordinator are not timed. Default: <--start-timeout>, or
-                               KOLO_START_TIMEOUT / HOROVOD_START_TIMEOUT.
-  --heartbeat-timeout-seconds S
-                               A worker silent this long is declared failed
-                               and the job ends. Default: <--heartbeat-timeout-seconds>, or
-                               KOLO_HEARTBEAT_TIMEOUT_SECONDS.
-  --cycle-time-ms X            Milliseconds (fractions allowed) a ready tensor
-                               waits for others to batch with while the data
-                               plane is busy. Default: <--cycle-time-ms>, or
-                               KOLO_CYCLE_TIME_MS / HOROVOD_CYCLE_TIME.
-  --stall-check-time-seconds S
-                               Warn, naming the missing ranks, when some ranks
-                               submitted a tensor and others have not for S
-                               seconds; 0 disables the warning. Default: <--stall-check-time-seconds>, or
-                               KOLO_STALL_CHECK_TIME_SECONDS /
-                               HOROVOD_STALL_CHECK_TIME_SECONDS.
-  --stall-shutdown-time-seconds S
-                               End the job (every pending op fails, saying
-                               why) after a stall of S seconds; 0 = never.
-                               Default: <--stall-shutdown-time-seconds>, or KOLO_STALL_SHUTDOWN_TIME_SECONDS
-                               / HOROVOD_STALL_SHUTDOWN_TIME_SECONDS.
-  --min-np N                   Elastic mode: a worker that fails or is
-                               stopped ends its epoch, not the job; the
-                               survivors go on (their pending ops fail with
-                               the membership error; kolo::elastic::run
-                               retries) and kolorun starts a replacement.
-                               Below N workers the job waits up to
-                               --elastic-timeout, then ends; so does a job
-                               whose discovery script first offers fewer
-                               than N slots (its first epoch forms at N).
-  --max-np N                   Elastic mode: the most workers that run at
-                               once; slots beyond it stay idle (with
-                               --max-np alone, --min-np is 1).
-  --elastic-timeout S          Seconds an elastic job below --min-np waits
-                               before it ends. Default: <--elastic-timeout>,
-                               or KOLO_ELASTIC_TIMEOUT /
-                               HOROVOD_ELASTIC_TIMEOUT.
-  --reset-limit N              Elastic mode: end the job after N membership
-                               changes. Default: unlimited.
-  --host-discovery-script S    Elastic mode (--min-np defaults to 1): run S
-                               with /bin/sh every --discovery-interval-seconds;
-                               it prints the usable hosts, one a line, as
-                               host or host:slots ('#' comments and blank
-                               lines are skipped). A host that appears gets
-                               workers on its slots; a host that disappears
-                               has its workers stopped (SIGTERM: they leave at
-                               their next commit). A failing run is retried
-                               with a warning; a failing first run ends
-                               kolorun (exit 2). -np, when given, is the
-                               number of workers to start with (default: every
-                               discovered slot). Exclusive with -H.
-  --discovery-interval-seconds S
-                               Seconds between runs of the discovery script
-                               (fractions allowed). Default: 1.
-  --slots-per-host K, --slots K
-                               Slots of a host whose discovery line (or -H
-                               entry) does not say. Default: 1.
-  --blacklist-cooldown-range LO HI
-                               Elastic mode: a worker that fails is replaced
-                               at once in its slot; when the replacement fails
-                               too (within 30 s of its start), the slot cools
-                               down LO seconds, then 2 LO, 4 LO, ... at most HI
-                               (never forever), and its want moves to a free
-                               slot if there is one. A host is blacklisted as
-                               a whole only while it has no live worker.
-                               Default: 2 60.
-  --graceful-term              Elastic mode: SIGTERM to kolorun is forwarded
-                               to every worker, which leaves at its next
-                               commit; the job ends when every worker has
-                               ended (a second SIGTERM or SIGINT stops them
-                               all at once). Without it, SIGTERM stops the
-                               job.
-  --fault SPEC                 Inject a fault (repeatable; KOLO_FAULTS holds
-                               more, ';'-separated): kill, stop, term, delay,
-                               drop, slow, partition, kill-coordinator or
-                               random, with a target (rank=N at firing, or
-                               worker=ID) and a trigger (after=DUR since the
-                               start, or at-op=N completed collectives), e.g.
-                               kill:rank=2:after=3s,
-                               stop:rank=1:at-op=500:for=4s,
-                               delay:rank=0:ms=20:for=5s,
-                               random:rate=6/min:until=60s (random requires
-                               rate= and until=: it draws faults at that
-                               rate up to that time). The grammar is on the
-                               documentation's "Fault injection" page
-                               (docs/fault-injection.md). A run with faults
-                               ends with a recovery report on stderr.
-  --fault-seed N               Seed of random's draws (KOLO_FAULT_SEED).
-                               Default: 1.
-  --fault-report FILE          Also write the recovery report to FILE as
-                               JSON.
-  --log-level L                trace, debug, info, warn, error, critical, off;
-                               for kolorun and (as KOLO_LOG_LEVEL) the workers.
-                               Default: KOLO_LOG_LEVEL / HOROVOD_LOG_LEVEL, or
-                               <--log-level>.
-  --coordinator-addr ADDR      Host or IP address workers dial to reach the
-                               embedded coordinator (its port is picked by
-                               the kernel). Default: 127.0.0.1 when every
-                               worker is local, else this machine's address
-                               toward the first remote host, or this
-                               machine's host name if that host does not
-                               resolve.
-  -h, --help                   Show this help.
-  --version                    Show kolorun's version.
-
-Each worker gets KOLO_LAUNCHER=kolorun, KOLO_COORDINATOR, KOLO_JOB_ID,
-KOLO_WORKER_ID (w<rank>), KOLO_WORKER_INCARNATION (elastic mode: 0 for the
-first process of a slot, then 1, 2, ... for its replacements), KOLO_HOSTNAME
-(its -H or discovered host name), KOLO_RANK,
-KOLO_SIZE, KOLO_LOCAL_RANK, KOLO_LOCAL_SIZE, KOLO_START_TIMEOUT,
-KOLO_CYCLE_TIME_MS, KOLO_STALL_CHECK_TIME_SECONDS,
-KOLO_STALL_SHUTDOWN_TIME_SECONDS, KOLO_LOG_LEVEL (with --log-level) and the
-job secret KOLO_SECRET. The secret is never put on a command line: local
-workers get it in their environment, remote and templated workers on stdin.
-kolorun warns about KOLO_* variables in its environment that kolo does not
-know (a typo, usually), naming the closest known one.
-
-Output lines are prefixed with the rank: [3]<stdout>:... and [3]<stderr>:...
-A worker that exits non-zero or dies ends the job: kolorun names it, stops the
-others and exits with its code (128+signal when killed). Ctrl-C / SIGTERM stop
-every worker (exit 130 / 143). Workers never outlive kolorun, even when it is
-killed with SIGKILL.
-
-Elastic mode, once the first epoch formed: a worker that exits non-zero or
-dies is replaced (same worker id, next incarnation; its lines keep the prefix
-[N] of its id wN); one that exits 0 is not (it finished or left). The job
-ends with 0 when every worker exited 0 and the coordinator ended the job in
-order.
-)";
-
 // The knobs of common/knobs.h that kolorun reads from its flags and, before
 // them, from its environment.
-constexpr const Knob* kKolorunKnobs[] = {
+constexpr const Knob* kKolorunKnobArray[] = {
     &knobs::kStartTimeout,  &knobs::kHeartbeatTimeout, &knobs::kCycleTime,
     &knobs::kStallCheck,    &knobs::kStallShutdown,    &knobs::kLogLevel,
     &knobs::kElasticTimeout};
@@ -194,12 +52,13 @@ constexpr const Knob* kKolorunKnobs[] = {
 // (app.parse_order()), so that the first bad one is reported and the last
 // of a repeated flag wins, as before.
 //
-// Three of kolorun's spellings CLI11 cannot read; they are rewritten before
+// Some of kolorun's spellings CLI11 cannot read; they are rewritten before
 // it parses (ForCli11):
 //   -np N            --single-dash-np N. CLI11 has no single-dash long names
 //                    (it would read -n with the value "p"); the name is
 //                    internal, kept apart from --np so that errors name the
-//                    flag as it was typed.
+//                    flag as it was typed. horovodrun's -cb, -hostfile and
+//                    -prefix-timestamp are rewritten the same way.
 //   --blacklist-cooldown-range=LO,HI
 //                    --blacklist-cooldown-range LO HI (Horovod's form, the
 //                    one CLI11 reads as two values).
@@ -236,15 +95,50 @@ enum class Flag {
   kFault,
   kFaultSeed,
   kFaultReport,
+  kHorovod,  // a kMapped, kNotice or kRefused flag of horovod_flags.h
 };
 
 // A declared flag: what it sets, and its name in errors.
 struct FlagInfo {
   Flag flag;
   std::string name;
-  const Knob* knob = nullptr;  // kKnob
+  const Knob* knob = nullptr;            // kKnob
+  const HorovodFlag* horovod = nullptr;  // kHorovod
 };
 using FlagTable = std::map<const CLI::Option*, FlagInfo>;
+
+// The name CLI11 knows a spelling by: itself, or --single-dash-NAME for a
+// single-dash long one (-np, -cb, ...).
+std::string CliName(absl::string_view spelling) {
+  if (absl::StartsWith(spelling, "--") || spelling.size() <= 2) {
+    return std::string(spelling);
+  }
+  return absl::StrCat("--single-dash-", spelling.substr(1));
+}
+
+// horovodrun's spellings kolorun does not declare itself: an alias gets its
+// target's FlagInfo under its own name; the others are Flag::kHorovod.
+void DeclareHorovodFlags(CLI::App& app, FlagTable& table) {
+  std::map<std::string, FlagInfo> by_name;
+  for (const auto& [option, info] : table) by_name.emplace(info.name, info);
+  for (const HorovodFlag& flag : HorovodFlags()) {
+    for (const char* spelling : flag.spellings) {
+      if (spelling == nullptr) break;
+      const std::string name = CliName(spelling);
+      if (app.get_option_no_throw(name) != nullptr) continue;  // kolorun's
+      FlagInfo info{Flag::kHorovod, spelling, nullptr, &flag};
+      if (flag.action == HorovodFlagAction::kAlias ||
+          flag.action == HorovodFlagAction::kSame) {
+        info = by_name.at(flag.target);
+        info.name = spelling;
+      }
+      CLI::Option* option = flag.takes_value
+                                ? app.add_option(name)
+                                : app.add_flag(name)->disable_flag_override();
+      table[option] = std::move(info);
+    }
+  }
+}
 
 FlagTable Declare(CLI::App& app) {
   app.set_help_flag();   // kUsage is the help (kolo's own wording)
@@ -287,9 +181,10 @@ FlagTable Declare(CLI::App& app) {
   // LO HI: two values, taken whatever they look like (as -np's one).
   table[app.add_option(kCooldownFlag)->type_size(2)] = {Flag::kCooldown,
                                                         kCooldownFlag};
-  for (const Knob* knob : kKolorunKnobs) {
+  for (const Knob* knob : kKolorunKnobArray) {
     table[app.add_option(knob->flag)] = {Flag::kKnob, knob->flag, knob};
   }
+  DeclareHorovodFlags(app, table);
   return table;
 }
 
@@ -300,6 +195,20 @@ struct Rewritten {
   std::vector<size_t> origin;
 };
 
+// -np and horovodrun's other single-dash long spellings.
+bool IsSingleDashLong(absl::string_view arg) {
+  if (arg == "-np") return true;
+  for (const HorovodFlag& flag : HorovodFlags()) {
+    for (const char* spelling : flag.spellings) {
+      if (spelling != nullptr && arg == spelling &&
+          !absl::StartsWith(arg, "--") && arg.size() > 2) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
 Rewritten ForCli11(const std::vector<std::string>& args, CLI::App& app) {
   Rewritten out;
   auto add = [&out](std::string arg, size_t from) {
@@ -309,8 +218,8 @@ Rewritten ForCli11(const std::vector<std::string>& args, CLI::App& app) {
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
     const size_t eq = arg.find('=');
-    if (arg == "-np") {
-      add(kSingleDashNp, i);
+    if (IsSingleDashLong(arg)) {
+      add(CliName(arg), i);
     } else if (!absl::StartsWith(arg, "--") || eq == std::string::npos) {
       add(arg, i);
     } else if (const std::string name = arg.substr(0, eq);
@@ -358,11 +267,32 @@ std::string MismatchMessage(const std::string& what,
 
 // What the flags say beyond LaunchOptions, for the checks after them.
 struct ParseState {
+  const std::map<std::string, std::string>* env = nullptr;
   std::string hosts_text;
   bool np_given = false;
   bool cooldown_given = false;
   bool interval_given = false;
+  HorovodFlagState horovod;
 };
+
+// A horovodrun flag of Flag::kHorovod, given as `name`.
+absl::Status ApplyHorovod(const HorovodFlag& flag, const std::string& name,
+                          const std::string& value, LaunchOptions& o,
+                          ParseState& state) {
+  switch (flag.action) {
+    case HorovodFlagAction::kNotice:
+      AddNotice(o, absl::StrCat(name, ": ", flag.text));
+      return absl::OkStatus();
+    case HorovodFlagAction::kRefused:
+      return absl::InvalidArgumentError(absl::StrCat(name, ": ", flag.text));
+    case HorovodFlagAction::kMapped:
+      return ApplyHorovodFlag(flag, name, value, *state.env, o, state.horovod);
+    case HorovodFlagAction::kSame:
+    case HorovodFlagAction::kAlias:
+      break;
+  }
+  return absl::InternalError(absl::StrCat(name, ": declared as kolorun's"));
+}
 
 // Sets what `flag`, given with `values` (one; LO and HI for the cooldown
 // range), says in `o`.
@@ -500,13 +430,15 @@ absl::Status Apply(const FlagInfo& flag, absl::Span<const std::string> values,
       }
       o.coordinator_addr = value;
       break;
+    case Flag::kHorovod:
+      return ApplyHorovod(*flag.horovod, name,
+                          flag.horovod->takes_value ? value : std::string(), o,
+                          state);
   }
   return absl::OkStatus();
 }
 
 }  // namespace
-
-std::string UsageText() { return FillKnobDefaults(kUsage, kKolorunKnobs); }
 
 absl::StatusOr<std::vector<HostSlots>> ParseHosts(absl::string_view text,
                                                   int default_slots) {
@@ -540,11 +472,12 @@ absl::StatusOr<std::vector<HostSlots>> ParseHosts(absl::string_view text,
   return hosts;
 }
 
-absl::StatusOr<LaunchOptions> ParseArgs(
-    const std::vector<std::string>& args,
-    const std::map<std::string, std::string>& env) {
-  LaunchOptions o;
-  if (absl::Status st = SetKnobsFromEnv(kKolorunKnobs, InMap(env), o.knobs);
+namespace {
+
+// What kolorun reads from its environment before any flag.
+absl::Status ReadEnvironment(const std::map<std::string, std::string>& env,
+                             LaunchOptions& o, ParseState& state) {
+  if (absl::Status st = SetKnobsFromEnv(kKolorunKnobArray, InMap(env), o.knobs);
       !st.ok()) {
     return st;
   }
@@ -563,19 +496,53 @@ absl::StatusOr<LaunchOptions> ParseArgs(
           "'"));
     }
   }
-  CLI::App app("kolorun", "kolorun");
-  const FlagTable table = Declare(app);
-  const Rewritten cli = ForCli11(args, app);
-  std::string parse_error;  // reported after the values read before it
-  try {
-    app.parse(std::vector<std::string>(cli.args.rbegin(), cli.args.rend()));
-  } catch (const CLI::ArgumentMismatch& e) {
-    parse_error = MismatchMessage(e.what(), args);
-  } catch (const std::exception& e) {
-    parse_error = e.what();
+  // Horovod's HOROVOD_STALL_CHECK_DISABLE=1 is --no-stall-check, below any
+  // flag or config file key.
+  if (auto it = env.find("HOROVOD_STALL_CHECK_DISABLE"); it != env.end()) {
+    const std::string v = absl::AsciiStrToLower(it->second);
+    if (v == "1" || v == "true" || v == "yes" || v == "on") {
+      state.horovod.stall_check_off = true;
+    }
   }
+  o.notices = HorovodVariableNotices(env);
+  return absl::OkStatus();
+}
 
-  ParseState state;
+// The keys of --config-file's file, applied as the flags they stand for
+// (before the command line's, which therefore win).
+absl::Status ApplyConfigFile(const CLI::App& app, const FlagTable& table,
+                             const ReadFileFn& read_file, LaunchOptions& o,
+                             ParseState& state) {
+  const CLI::Option* option = app.get_option_no_throw("--config-file");
+  if (option == nullptr || option->results().empty()) return absl::OkStatus();
+  const std::string& path = option->results().back();
+  if (path.empty())
+    return absl::InvalidArgumentError("--config-file: empty path");
+  absl::StatusOr<std::string> text = read_file(path);
+  if (!text.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config file ", path, ": ", text.status().message()));
+  }
+  absl::StatusOr<std::vector<ConfigEntry>> entries =
+      ParseConfigFile(path, *text);
+  if (!entries.ok()) return entries.status();
+  for (const ConfigEntry& e : *entries) {
+    FlagInfo flag = table.at(app.get_option_no_throw(CliName(e.flag)));
+    flag.name = absl::StrCat("config file ", path, ": ", e.key);
+    if (absl::Status st =
+            Apply(flag, absl::MakeConstSpan(&e.value, 1), o, state);
+        !st.ok()) {
+      if (absl::StartsWith(st.message(), flag.name)) return st;
+      return absl::InvalidArgumentError(
+          absl::StrCat(flag.name, ": ", st.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Applies every flag CLI11 read, in the order given.
+absl::Status ApplyFlags(const CLI::App& app, const FlagTable& table,
+                        LaunchOptions& o, ParseState& state) {
   std::map<const CLI::Option*, size_t> used;  // results read, per option
   for (const CLI::Option* option : app.parse_order()) {
     const FlagInfo& flag = table.at(option);
@@ -592,31 +559,13 @@ absl::StatusOr<LaunchOptions> ParseArgs(
       return st;
     }
   }
-  if (!parse_error.empty()) return absl::InvalidArgumentError(parse_error);
+  return absl::OkStatus();
+}
 
-  // What CLI11 did not read: the worker command (maybe after "--"), unless
-  // it starts with a flag kolorun does not know.
-  const std::vector<std::string> rest = app.remaining();
-  size_t command_start = args.size();
-  if (!rest.empty()) {
-    const std::string& first = rest.front();
-    if (first != "--" && absl::StartsWith(first, "-")) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("unknown flag '", first, "'"));
-    }
-    command_start =
-        cli.origin[cli.args.size() - rest.size()] + (first == "--" ? 1 : 0);
-  }
-  const std::string& hosts_text = state.hosts_text;
-  const bool np_given = state.np_given;
-  const bool cooldown_given = state.cooldown_given;
-  const bool interval_given = state.interval_given;
-  o.command.assign(args.begin() + static_cast<std::ptrdiff_t>(command_start),
-                   args.end());
-  if (o.help || o.version) return o;
-  o.np_given = np_given;
+// The checks of flags that go together (or not).
+absl::Status CheckCombinations(const ParseState& state, LaunchOptions& o) {
   const bool discovery = !o.discovery_script.empty();
-  if (!np_given && !discovery) {
+  if (!state.np_given && !discovery) {
     return absl::InvalidArgumentError(
         "missing -np N (the number of workers to start)");
   }
@@ -624,12 +573,17 @@ absl::StatusOr<LaunchOptions> ParseArgs(
     return absl::InvalidArgumentError(
         "no command given: kolorun -np N [options] [--] command");
   }
-  if (discovery && !hosts_text.empty()) {
+  if (discovery && !state.hosts_text.empty()) {
     return absl::InvalidArgumentError(
         "-H and --host-discovery-script are exclusive: the script lists the "
         "hosts");
   }
-  if (interval_given && !discovery) {
+  if (!o.hostfile.empty() && (discovery || !state.hosts_text.empty())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--hostfile and ", discovery ? "--host-discovery-script" : "-H",
+        " are exclusive: give the hosts one way"));
+  }
+  if (state.interval_given && !discovery) {
     return absl::InvalidArgumentError(
         "--discovery-interval-seconds needs --host-discovery-script");
   }
@@ -637,7 +591,7 @@ absl::StatusOr<LaunchOptions> ParseArgs(
   if (!o.elastic()) {
     for (const auto& [given, flag] :
          {std::pair<bool, const char*>{o.graceful_term, "--graceful-term"},
-          {cooldown_given, "--blacklist-cooldown-range"}}) {
+          {state.cooldown_given, "--blacklist-cooldown-range"}}) {
       if (given) {
         return absl::InvalidArgumentError(absl::StrCat(
             flag,
@@ -651,13 +605,13 @@ absl::StatusOr<LaunchOptions> ParseArgs(
       return absl::InvalidArgumentError(absl::StrCat(
           "--max-np ", o.max_np, " is less than --min-np ", o.min_np));
     }
-    if (np_given && o.min_np > o.np) {
+    if (state.np_given && o.min_np > o.np) {
       return absl::InvalidArgumentError(absl::StrCat(
           "--min-np ", o.min_np, " is more than -np ", o.np,
           ": the job starts with -np workers and goes on while at least "
           "--min-np remain"));
     }
-    if (np_given && o.max_np > 0 && o.max_np < o.np) {
+    if (state.np_given && o.max_np > 0 && o.max_np < o.np) {
       return absl::InvalidArgumentError(
           absl::StrCat("--max-np ", o.max_np, " is less than -np ", o.np));
     }
@@ -674,24 +628,113 @@ absl::StatusOr<LaunchOptions> ParseArgs(
     return absl::InvalidArgumentError(
         "--fault-report needs faults (--fault SPEC or KOLO_FAULTS)");
   }
-  if (discovery) {
-    // The hosts come from the script, when the job starts.
-  } else if (hosts_text.empty()) {
-    o.hosts = {HostSlots{"localhost", o.np}};
-  } else {
-    auto hosts = ParseHosts(hosts_text, o.slots_per_host);
+  return absl::OkStatus();
+}
+
+// o.hosts from -H, --hostfile or the default (none with a discovery script).
+absl::Status PlaceHosts(const ParseState& state, const ReadFileFn& read_file,
+                        LaunchOptions& o) {
+  if (!o.discovery_script.empty()) return absl::OkStatus();  // at start
+  std::string source;  // for the message below
+  if (!o.hostfile.empty()) {
+    auto hosts = ReadHostfile(o.hostfile, read_file, o.slots_per_host);
     if (!hosts.ok()) return hosts.status();
     o.hosts = *std::move(hosts);
-    // 64 bits: slot counts up to INT_MAX each, summed over the hosts
-    // (found by fuzz/kolorun_args_fuzz.cc: the int sum overflowed).
-    int64_t total = 0;
-    for (const HostSlots& h : o.hosts) total += h.slots;
-    if (o.np > total) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "-np ", o.np, " is more than the ", total, " slots of -H '",
-          hosts_text, "'; add hosts or slots (host:slots), or lower -np"));
+    source = absl::StrCat("hostfile ", o.hostfile);
+  } else if (state.hosts_text.empty()) {
+    o.hosts = {HostSlots{"localhost", o.np}};
+    return absl::OkStatus();
+  } else {
+    auto hosts = ParseHosts(state.hosts_text, o.slots_per_host);
+    if (!hosts.ok()) return hosts.status();
+    o.hosts = *std::move(hosts);
+    source = absl::StrCat("-H '", state.hosts_text, "'");
+  }
+  // 64 bits: slot counts up to INT_MAX each, summed over the hosts
+  // (found by fuzz/kolorun_args_fuzz.cc: the int sum overflowed).
+  int64_t total = 0;
+  for (const HostSlots& h : o.hosts) total += h.slots;
+  if (o.np > total) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "-np ", o.np, " is more than the ", total, " slots of ", source,
+        "; add hosts or slots (host:slots), or lower -np"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Span<const Knob* const> KolorunKnobs() { return kKolorunKnobArray; }
+
+absl::StatusOr<std::string> ReadFileFromDisk(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::NotFoundError(
+        absl::StrCat("cannot read it: ", std::strerror(errno)));
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) {
+    return absl::DataLossError(
+        absl::StrCat("cannot read it: ", std::strerror(errno)));
+  }
+  return text.str();
+}
+
+absl::StatusOr<LaunchOptions> ParseArgs(
+    const std::vector<std::string>& args,
+    const std::map<std::string, std::string>& env) {
+  return ParseArgs(args, env, ReadFileFromDisk);
+}
+
+absl::StatusOr<LaunchOptions> ParseArgs(
+    const std::vector<std::string>& args,
+    const std::map<std::string, std::string>& env,
+    const ReadFileFn& read_file) {
+  LaunchOptions o;
+  ParseState state;
+  state.env = &env;
+  if (absl::Status st = ReadEnvironment(env, o, state); !st.ok()) return st;
+  CLI::App app("kolorun", "kolorun");
+  const FlagTable table = Declare(app);
+  const Rewritten cli = ForCli11(args, app);
+  std::string parse_error;  // reported after the values read before it
+  try {
+    app.parse(std::vector<std::string>(cli.args.rbegin(), cli.args.rend()));
+  } catch (const CLI::ArgumentMismatch& e) {
+    parse_error = MismatchMessage(e.what(), args);
+  } catch (const std::exception& e) {
+    parse_error = e.what();
+  }
+  if (parse_error.empty()) {
+    if (absl::Status st = ApplyConfigFile(app, table, read_file, o, state);
+        !st.ok()) {
+      return st;
     }
   }
+  if (absl::Status st = ApplyFlags(app, table, o, state); !st.ok()) return st;
+  if (!parse_error.empty()) return absl::InvalidArgumentError(parse_error);
+  FinishHorovodFlags(state.horovod, o.log_level_given, o);
+
+  // What CLI11 did not read: the worker command (maybe after "--"), unless
+  // it starts with a flag kolorun does not know.
+  const std::vector<std::string> rest = app.remaining();
+  size_t command_start = args.size();
+  if (!rest.empty()) {
+    const std::string& first = rest.front();
+    if (first != "--" && absl::StartsWith(first, "-")) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown flag '", first, "'"));
+    }
+    command_start =
+        cli.origin[cli.args.size() - rest.size()] + (first == "--" ? 1 : 0);
+  }
+  o.command.assign(args.begin() + static_cast<std::ptrdiff_t>(command_start),
+                   args.end());
+  if (o.help || o.version || o.check_build) return o;
+  o.np_given = state.np_given;
+  if (absl::Status st = CheckCombinations(state, o); !st.ok()) return st;
+  if (absl::Status st = PlaceHosts(state, read_file, o); !st.ok()) return st;
   return o;
 }
 

@@ -1,12 +1,15 @@
 // kolorun's command line: LaunchOptions (every knob kolorun has, with its
-// default and where it comes from), ParseArgs, the usage text, and the plan
-// that puts ranks on host slots.
+// default and where it comes from), ParseArgs, and the plan that puts ranks
+// on host slots. horovodrun's flags are in launcher/horovod_flags.h, the
+// --help text in launcher/usage.cc.
 //
-// Pure functions: no I/O, no global state; the environment is passed in, so
-// everything here is unit-tested (tests/launcher_args_test.cc).
+// Pure functions: no I/O (but ReadFileFromDisk, and ParseArgs's overload that
+// uses it), no global state; the environment is passed in, so everything
+// here is unit-tested (tests/launcher_args_test.cc).
 //
 // Thread-safety: all functions are thread-safe.
-// Invariants of a parsed LaunchOptions (unless help/version): command is not
+// Invariants of a parsed LaunchOptions (unless help/version/check_build):
+// command is not
 // empty; without a discovery script, np >= 1 and hosts is not empty with
 // slots adding up to at least np; with one, hosts is empty (the script
 // gives them) and np is 0 when -np was not given; in elastic mode
@@ -14,6 +17,7 @@
 #ifndef KOLO_LAUNCHER_ARGS_H_
 #define KOLO_LAUNCHER_ARGS_H_
 
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -22,6 +26,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "common/fault_spec.h"
 #include "common/knobs.h"
 
@@ -115,7 +120,8 @@ struct LaunchOptions {
   // the coordinator link use (workers get KOLO_IFACE; kolorun picks the
   // coordinator address among them). Checked to exist before any start.
   std::vector<std::string> network_interfaces;
-  // -cb/--check-build: print what this build has and exit 0.
+  // -cb/--check-build: print what this build has and exit 0 (like --help,
+  // it needs no -np and no command).
   bool check_build = false;
   // --verbose: kolorun logs at debug (unless --log-level says otherwise).
   bool verbose = false;
@@ -130,7 +136,8 @@ struct LaunchOptions {
   // or HOROVOD_* variable that kolo accepts but does not need, and why.
   std::vector<std::string> notices;
   // --hostfile FILE / --config-file FILE, as given (already read into the
-  // fields above by ParseArgs; kept for messages).
+  // fields above by ParseArgs; kept for messages). The hostfile fills
+  // `hosts` (exclusive with -H and --host-discovery-script).
   std::string hostfile;
   std::string config_file;
 
@@ -151,15 +158,34 @@ struct LaunchOptions {
 // rewritten for CLI11 before it parses (args.cc says how). Errors
 // (kInvalidArgument) name the flag or variable, say what is expected and what
 // was given; kolorun prints them and exits 2.
+//
+// horovodrun's flags (launcher/horovod_flags.h) are accepted too: mapped
+// onto the fields above, noted in `notices`, or refused with the reason.
+// --hostfile and --config-file are read with `read_file` (the overload
+// without it reads the disk); the config file's keys count as flags given
+// before the command line's, so those win. Horovod's variables that kolo
+// does not use each add a notice (launcher/horovod_variables.h).
+using ReadFileFn =
+    std::function<absl::StatusOr<std::string>(const std::string& path)>;
 absl::StatusOr<LaunchOptions> ParseArgs(
     const std::vector<std::string>& args,
     const std::map<std::string, std::string>& env);
+absl::StatusOr<LaunchOptions> ParseArgs(
+    const std::vector<std::string>& args,
+    const std::map<std::string, std::string>& env, const ReadFileFn& read_file);
+
+// The whole text of the file at `path` (errors say why it cannot be read).
+absl::StatusOr<std::string> ReadFileFromDisk(const std::string& path);
+
+// The knobs of common/knobs.h that kolorun reads from its flags and, before
+// them, from its environment.
+absl::Span<const Knob* const> KolorunKnobs();
 
 // Parses "a:2,b,c:1" (slots default to `default_slots`).
 absl::StatusOr<std::vector<HostSlots>> ParseHosts(absl::string_view text,
                                                   int default_slots = 1);
 
-// The full --help text.
+// The full --help text (launcher/usage.cc).
 std::string UsageText();
 
 // How a worker is started.

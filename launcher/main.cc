@@ -27,6 +27,7 @@
 #include "common/version.h"
 #include "coordinator/server.h"
 #include "launcher/args.h"
+#include "launcher/check_build.h"
 #include "launcher/command_line.h"
 #include "launcher/ctl_access.h"
 #include "launcher/discovery.h"
@@ -191,6 +192,14 @@ int Main(int argc, char** argv) {
     std::printf("kolorun (kolo) %s, protocol %u\n", kVersionString,
                 kProtocolVersion);
     return 0;
+  }
+  if (options.check_build) {
+    PrintCheckBuild();
+    return 0;
+  }
+  // horovodrun flags and HOROVOD_* variables kolo accepts but does not need.
+  for (const std::string& notice : options.notices) {
+    std::fprintf(stderr, "kolorun: %s\n", notice.c_str());
   }
   SetLogIdentity("kolorun");
   // --log-level, else KOLO_LOG_LEVEL, else HOROVOD_LOG_LEVEL, else warn

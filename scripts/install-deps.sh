@@ -15,6 +15,8 @@ BUILD_PKGS=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libspdlog-dev libssl-dev
   libcli11-dev nlohmann-json3-dev
+  # kolorun --config-file (horovodrun's YAML config).
+  libyaml-cpp-dev
   # Optional to CMake, but the compiler launcher of build/ when installed: the
   # demo and the test command share build/, and a launcher that appeared
   # between them (installed by --test) would rebuild every object.

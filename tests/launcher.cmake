@@ -35,3 +35,13 @@ kolo_add_test(launcher_fault_driver_test
   SOURCES launcher_fault_driver_test.cc
   LIBS kolo_launcher_faults kolo_launcher_core
   LABELS unit)
+# horovodrun's command line (launcher/horovod_flags.h, config_file.h,
+# horovod_variables.h) and --hostfile: pure parsing, files given in memory.
+kolo_add_test(launcher_horovod_flags_test
+  SOURCES launcher_horovod_flags_test.cc
+  LIBS kolo_launcher_core
+  LABELS unit tsan)
+kolo_add_test(launcher_hostfile_test
+  SOURCES launcher_hostfile_test.cc
+  LIBS kolo_launcher_core
+  LABELS unit tsan)

@@ -81,6 +81,18 @@ def horovod_variables(root):
     return found
 
 
+def horovod_table(root):
+    """{name: use} from kolorun's table of Horovod's variables
+    (launcher/horovod_variables.cc: {"HOROVOD_X", Use::kNotUsed, ...})."""
+    path = 'launcher/horovod_variables.cc'
+    text = read(root, path)
+    entries = dict(re.findall(
+        r'\{\s*"(HOROVOD_[A-Z0-9_]+)"\s*,\s*Use::k(\w+)', text))
+    if not entries:
+        raise SystemExit(f'check_reference: no table in {path}')
+    return entries
+
+
 def kolorun_flags(kolorun):
     """The flags `kolorun --help` lists (each spelling of each option)."""
     out = subprocess.run([kolorun, '--help'], check=True, capture_output=True,
@@ -158,9 +170,20 @@ def check_configuration(root, problems):
         if not internal and name not in documented:
             problems.append(
                 f'{page}: {name} (worker_lib/known_variables.cc) has no row')
+    table = horovod_table(root)
+    for name in table:
+        horovod.setdefault(name, 'launcher/horovod_variables.cc')
     for name, where in sorted(horovod.items()):
         if name not in documented:
             problems.append(f'{page}: {name} ({where}) has no row')
+    # A variable kolorun gives a notice for is documented as "Not used".
+    for _, _, cells in table_rows(text):
+        for name in code_names(cells[0], NAME):
+            if table.get(name) == 'NotUsed' and \
+                    'not used' not in ' '.join(cells[1:]).lower():
+                problems.append(f'{page}: {name} is not used by kolo '
+                                '(launcher/horovod_variables.cc) but its row '
+                                'does not say "Not used"')
     for number, line in enumerate(text.splitlines(), 1):
         for name in NAME.findall(line):
             if name not in known and name not in horovod:
