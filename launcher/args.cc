@@ -294,53 +294,13 @@ absl::Status ApplyHorovod(const HorovodFlag& flag, const std::string& name,
   return absl::InternalError(absl::StrCat(name, ": declared as kolorun's"));
 }
 
-// Sets what `flag`, given with `values` (one; LO and HI for the cooldown
-// range), says in `o`.
-absl::Status Apply(const FlagInfo& flag, absl::Span<const std::string> values,
-                   LaunchOptions& o, ParseState& state) {
+// The elastic and host-discovery flags (see Apply).
+absl::Status ApplyElastic(const FlagInfo& flag,
+                          absl::Span<const std::string> values,
+                          LaunchOptions& o, ParseState& state) {
   const std::string& name = flag.name;
   const std::string& value = values.back();
   switch (flag.flag) {
-    case Flag::kHelp:
-      o.help = true;
-      break;
-    case Flag::kVersion:
-      o.version = true;
-      break;
-    case Flag::kGracefulTerm:
-      o.graceful_term = true;
-      break;
-    case Flag::kKnob:
-      if (absl::Status st = SetKnobFromFlag(*flag.knob, value, o.knobs);
-          !st.ok()) {
-        return st;
-      }
-      if (flag.knob->id == KnobId::kLogLevel) o.log_level_given = true;
-      break;
-    case Flag::kNp:
-      if (!absl::SimpleAtoi(value, &o.np) || o.np < 1) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(name, ": expected a positive number of workers, got '",
-                         value, "'"));
-      }
-      state.np_given = true;
-      break;
-    case Flag::kHosts:
-      state.hosts_text = value;
-      break;
-    case Flag::kSshCmd:
-      if (absl::StripAsciiWhitespace(value).empty()) {
-        return absl::InvalidArgumentError("--ssh-cmd: empty command");
-      }
-      o.ssh_cmd = value;
-      o.ssh_cmd_given = true;
-      break;
-    case Flag::kLauncherCmd:
-      if (absl::StripAsciiWhitespace(value).empty()) {
-        return absl::InvalidArgumentError("--launcher-cmd: empty template");
-      }
-      o.launcher_cmd = value;
-      break;
     case Flag::kMinNp:
     case Flag::kMaxNp: {
       int n = 0;
@@ -402,6 +362,67 @@ absl::Status Apply(const FlagInfo& flag, absl::Span<const std::string> values,
       state.cooldown_given = true;
       break;
     }
+    default:
+      return absl::InternalError(absl::StrCat(name, ": not an elastic flag"));
+  }
+  return absl::OkStatus();
+}
+
+// Sets what `flag`, given with `values` (one; LO and HI for the cooldown
+// range), says in `o`.
+absl::Status Apply(const FlagInfo& flag, absl::Span<const std::string> values,
+                   LaunchOptions& o, ParseState& state) {
+  const std::string& name = flag.name;
+  const std::string& value = values.back();
+  switch (flag.flag) {
+    case Flag::kHelp:
+      o.help = true;
+      break;
+    case Flag::kVersion:
+      o.version = true;
+      break;
+    case Flag::kGracefulTerm:
+      o.graceful_term = true;
+      break;
+    case Flag::kKnob:
+      if (absl::Status st = SetKnobFromFlag(*flag.knob, value, o.knobs);
+          !st.ok()) {
+        return st;
+      }
+      if (flag.knob->id == KnobId::kLogLevel) o.log_level_given = true;
+      break;
+    case Flag::kNp:
+      if (!absl::SimpleAtoi(value, &o.np) || o.np < 1) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(name, ": expected a positive number of workers, got '",
+                         value, "'"));
+      }
+      state.np_given = true;
+      break;
+    case Flag::kHosts:
+      state.hosts_text = value;
+      break;
+    case Flag::kSshCmd:
+      if (absl::StripAsciiWhitespace(value).empty()) {
+        return absl::InvalidArgumentError("--ssh-cmd: empty command");
+      }
+      o.ssh_cmd = value;
+      o.ssh_cmd_given = true;
+      break;
+    case Flag::kLauncherCmd:
+      if (absl::StripAsciiWhitespace(value).empty()) {
+        return absl::InvalidArgumentError("--launcher-cmd: empty template");
+      }
+      o.launcher_cmd = value;
+      break;
+    case Flag::kMinNp:
+    case Flag::kMaxNp:
+    case Flag::kResetLimit:
+    case Flag::kDiscoveryScript:
+    case Flag::kDiscoveryInterval:
+    case Flag::kSlotsPerHost:
+    case Flag::kCooldown:
+      return ApplyElastic(flag, values, o, state);
     case Flag::kFault: {
       absl::StatusOr<FaultSpec> spec = ParseFaultSpec(value);
       if (!spec.ok()) {

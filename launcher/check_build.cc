@@ -34,14 +34,17 @@ std::string CheckBuildText() {
   const std::string nccl_version;
 #endif
   return absl::StrCat(
-      "kolo v", kVersionString, ":\n\n", "Available Frameworks:\n",
-      "    (the Python package kolo.torch: KOLO_WITH_PYTHON=",
+      "kolo v", kVersionString, ":\n\n",  //
+      "Available Frameworks:\n",          //
+      "    [?] PyTorch (kolo.torch; this build had KOLO_WITH_PYTHON=",
       KOLO_WITH_PYTHON_SETTING,
-      " in this build; run python3 -c 'import kolo.torch' to check)\n\n",
-      "Available Controllers:\n", "    [X] kolo coordinator\n\n",
-      "Available Tensor Operations:\n", "    [X] TCP ring\n",
-      "    [X] shared memory\n", "    ", Box(nccl), " NCCL", nccl_version,
-      "\n");
+      ": python3 -c 'import kolo.torch' tells whether it is installed)\n\n",
+      "Available Controllers:\n",        //
+      "    [X] kolo coordinator\n\n",    //
+      "Available Tensor Operations:\n",  //
+      "    [X] TCP ring\n",              //
+      "    [X] shared memory\n",         //
+      "    ", Box(nccl), " NCCL", nccl_version, "\n");
 }
 
 void PrintCheckBuild(std::FILE* out) {

@@ -39,7 +39,7 @@ kolo_add_test(launcher_fault_driver_test
 # horovod_variables.h) and --hostfile: pure parsing, files given in memory.
 kolo_add_test(launcher_horovod_flags_test
   SOURCES launcher_horovod_flags_test.cc
-  LIBS kolo_launcher_core
+  LIBS kolo_launcher_core kolo_launcher_check_build
   LABELS unit tsan)
 kolo_add_test(launcher_hostfile_test
   SOURCES launcher_hostfile_test.cc

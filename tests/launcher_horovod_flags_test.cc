@@ -13,6 +13,7 @@
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "launcher/args.h"
+#include "launcher/check_build.h"
 #include "launcher/config_file.h"
 #include "launcher/horovod_flags.h"
 #include "launcher/horovod_variables.h"
@@ -356,6 +357,15 @@ TEST(HorovodVariablesTest, StallCheckDisable) {
                   {{"HOROVOD_STALL_CHECK_DISABLE", "1"}});
   ASSERT_TRUE(on.ok()) << on.status();
   EXPECT_EQ(on->knobs.stall_check, absl::Seconds(60));
+}
+
+TEST(CheckBuildTest, ListsWhatKoloHas) {
+  const std::string text = CheckBuildText();
+  for (const char* line :
+       {"Available Controllers:\n    [X] kolo coordinator\n",
+        "    [X] TCP ring\n", "    [X] shared memory\n", " NCCL"}) {
+    EXPECT_TRUE(absl::StrContains(text, line)) << line << "\n" << text;
+  }
 }
 
 }  // namespace
