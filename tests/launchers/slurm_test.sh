@@ -1,0 +1,212 @@
+#!/usr/bin/env bash
+# slurm_test.sh BIN_DIR SOURCE_DIR: kolo jobs started by a real Slurm. Starts a
+# private cluster on this machine (its own munged, slurmctld and slurmd, on
+# free ports, everything in a temporary directory) and stops it after, then:
+#   1. srun -n 4 kolo-mp-worker, no kolorun: rank 0 hosts the coordinator at
+#      KOLO_COORDINATOR, every worker reads KOLO_SECRET_FILE; the ranks come
+#      from SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID. Exact COLL_OK and TOPO
+#      lines for all 4 ranks.
+#   2. sbatch --wait examples/slurm/train.sbatch kolo-mp-worker collectives:
+#      exact lines in the job's output file.
+#   3. sbatch --wait examples/slurm/elastic.sbatch: kolorun --min-np 1 with
+#      examples/slurm/discover_hosts.sh inside the allocation, every worker a
+#      job step; kolo-elastic-train ends with 4 identical EL_FINAL lines.
+# Exits 77 (skipped) when Slurm or munge is missing, without root, or when
+# the daemons do not come up. Every wait has a deadline.
+set -euo pipefail
+
+bin=$(cd "${1:?usage: slurm_test.sh BIN_DIR SOURCE_DIR}" && pwd)
+src=$(cd "${2:?usage: slurm_test.sh BIN_DIR SOURCE_DIR}" && pwd)
+export PATH="$bin:$PATH:/usr/sbin:/sbin"
+unset SLURM_CONF
+
+skip() {
+  echo "SKIPPED: $*"
+  exit 77
+}
+fail() {
+  echo "FAILED: $*" >&2
+  exit 1
+}
+
+for tool in munged mungekey slurmctld slurmd srun sbatch scontrol sinfo squeue scancel python3 timeout; do
+  command -v "$tool" > /dev/null || skip "$tool is not installed (Debian: slurm-wlm munge)"
+done
+[ "$(id -u)" -eq 0 ] || skip "a private Slurm cluster needs root (slurmd runs jobs as their users)"
+for b in kolo-mp-worker kolo-elastic-train kolorun; do
+  [ -x "$bin/$b" ] || fail "$bin/$b is not built"
+done
+
+host=$(hostname -s)
+tmp=$(mktemp -d /tmp/kolo-slurm-test.XXXXXX)
+chmod 0711 "$tmp" # munged wants its socket's directories searchable
+conf="$tmp/slurm.conf"
+pids=()
+
+# Stops what this test started: its jobs, the processes of its steps (they
+# carry SLURM_CONF=$tmp/slurm.conf; the daemons do not), then the daemons,
+# each by its pid.
+cleanup() {
+  local rc=$?
+  set +e
+  if [ -n "${SLURM_CONF:-}" ]; then
+    scancel --full --quiet --user=root 2> /dev/null
+    local deadline=$((SECONDS + 10))
+    while [ -n "$(squeue -h -o %i 2> /dev/null)" ] && [ $SECONDS -lt $deadline ]; do sleep 0.2; done
+  fi
+  local p
+  for p in /proc/[0-9]*; do
+    [ "${p#/proc/}" = $$ ] && continue
+    if tr '\0' '\n' 2> /dev/null < "$p/environ" | grep -qxF "SLURM_CONF=$conf"; then
+      kill -KILL "${p#/proc/}" 2> /dev/null
+    fi
+  done
+  for p in "${pids[@]}"; do kill -TERM "$p" 2> /dev/null; done
+  for p in "${pids[@]}"; do
+    local deadline=$((SECONDS + 10))
+    while kill -0 "$p" 2> /dev/null && [ $SECONDS -lt $deadline ]; do sleep 0.1; done
+    kill -KILL "$p" 2> /dev/null
+  done
+  if [ $rc -ne 0 ] && [ $rc -ne 77 ]; then
+    for f in "$tmp"/*.log; do
+      echo "---- $f (last lines)"
+      tail -n 20 "$f"
+    done
+  fi
+  rm -rf "$tmp"
+  exit $rc
+}
+trap cleanup EXIT
+trap 'exit 143' TERM INT
+
+# wait_for SECONDS WHAT COMMAND...: polls COMMAND until it succeeds.
+wait_for() {
+  local deadline=$((SECONDS + $1)) what=$2
+  shift 2
+  until "$@" > /dev/null 2>&1; do
+    [ $SECONDS -lt $deadline ] || return 1
+    sleep 0.2
+  done
+  echo "ready: $what"
+}
+
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])'
+}
+
+# ---- munge: a key and a socket of our own.
+mungekey --create --keyfile="$tmp/munge.key" > /dev/null
+chmod 0600 "$tmp/munge.key"
+munged --foreground --force --socket="$tmp/munge.sock" --key-file="$tmp/munge.key" \
+  --pid-file="$tmp/munged.pid" --log-file="$tmp/munged.log" --seed-file="$tmp/munged.seed" \
+  > "$tmp/munged.out" 2>&1 &
+pids+=($!)
+wait_for 10 munged test -S "$tmp/munge.sock" || skip "munged did not start: $(tail -n 3 "$tmp/munged.out")"
+
+# ---- Slurm: one node (this host) with 4 CPUs whatever the machine has
+# (config_overrides), one partition.
+mkdir -p "$tmp/state" "$tmp/spool"
+cat > "$conf" << EOF
+ClusterName=kolotest
+SlurmctldHost=$host
+SlurmctldPort=$(free_port)
+SlurmdPort=$(free_port)
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket=$tmp/munge.sock
+StateSaveLocation=$tmp/state
+SlurmdSpoolDir=$tmp/spool
+SlurmctldPidFile=$tmp/slurmctld.pid
+SlurmdPidFile=$tmp/slurmd.pid
+SlurmctldLogFile=$tmp/slurmctld.log
+SlurmdLogFile=$tmp/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+SlurmdParameters=config_overrides
+MpiDefault=none
+SwitchType=switch/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+ReturnToService=2
+InactiveLimit=0
+KillWait=5
+NodeName=$host CPUs=4 State=UNKNOWN
+PartitionName=test Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE
+EOF
+# The daemons run without SLURM_CONF in their environment (they have -f), so
+# that cleanup tells them from the processes of the jobs.
+slurmctld -D -i -f "$conf" > "$tmp/slurmctld.out" 2>&1 &
+pids+=($!)
+slurmd -D -f "$conf" > "$tmp/slurmd.out" 2>&1 &
+pids+=($!)
+export SLURM_CONF="$conf"
+node_idle() { sinfo -h -n "$host" -o %t | grep -qx idle; }
+wait_for 30 "node $host idle" node_idle ||
+  skip "the private Slurm cluster did not come up: $(sinfo -h -o '%t %E' 2>&1; tail -n 3 "$tmp/slurmctld.out" "$tmp/slurmd.out")"
+
+# The job secret, readable by its owner only.
+(umask 077 && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$tmp/secret")
+
+expect() { # expect NAME EXPECTED ACTUAL
+  if [ "$2" != "$3" ]; then
+    echo "---- expected"
+    echo "$2"
+    echo "---- got"
+    echo "$3"
+    fail "$1"
+  fi
+  echo "ok: $1"
+}
+coll_ok=$(printf 'COLL_OK rank=%d size=4\n' 0 1 2 3)
+
+# ---- 1. srun, rank 0 hosting the coordinator.
+KOLO_COORDINATOR="$host:$(free_port)"
+export KOLO_COORDINATOR KOLO_SECRET_FILE="$tmp/secret"
+echo "+ KOLO_COORDINATOR=$KOLO_COORDINATOR KOLO_SECRET_FILE=$KOLO_SECRET_FILE srun -n 4 kolo-mp-worker collectives"
+out=$(timeout -k 5 60 srun -n 4 --time=2 "$bin/kolo-mp-worker" collectives) || fail "srun collectives: status $?"
+echo "$out"
+expect "srun -n 4: every rank's collectives exact" "$coll_ok" "$(grep '^COLL_OK' <<< "$out" | sort)"
+
+KOLO_COORDINATOR="$host:$(free_port)"
+echo "+ srun -n 4 kolo-mp-worker topology"
+out=$(timeout -k 5 60 srun -n 4 --time=2 "$bin/kolo-mp-worker" topology) || fail "srun topology: status $?"
+echo "$out"
+topo=""
+for r in 0 1 2 3; do
+  topo+="TOPO rank=$r size=4 local_rank=$r local_size=4 cross_rank=0 cross_size=1 worker=rank$r@$host"$'\n'
+done
+expect "srun -n 4: ranks from SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID" \
+  "${topo%$'\n'}" "$(grep '^TOPO' <<< "$out" | sed 's/ host=.*//' | sort)"
+unset KOLO_COORDINATOR KOLO_SECRET_FILE
+
+# ---- 2. sbatch with the shipped script.
+echo "+ sbatch --wait examples/slurm/train.sbatch kolo-mp-worker collectives"
+TRAIN_SECRET_DIR="$tmp" timeout -k 5 60 sbatch --wait --time=2 --output="$tmp/train.out" \
+  "$src/examples/slurm/train.sbatch" "$bin/kolo-mp-worker" collectives ||
+  fail "sbatch train.sbatch: status $?; output: $(cat "$tmp/train.out" 2> /dev/null)"
+cat "$tmp/train.out"
+expect "sbatch train.sbatch: every rank's collectives exact" "$coll_ok" \
+  "$(grep '^COLL_OK' "$tmp/train.out" | sort)"
+grep -q "^kolo-train: job [0-9]*, 4 workers, coordinator $host:[0-9]*$" "$tmp/train.out" ||
+  fail "train.sbatch did not name its coordinator"
+[ -z "$(find "$tmp" -name '.kolo-secret-*')" ] || fail "train.sbatch left its secret behind"
+
+# ---- 3. elastic: kolorun inside the allocation, hosts from Slurm.
+echo "+ sbatch --wait examples/slurm/elastic.sbatch kolo-elastic-train --steps 40"
+job=$(TRAIN_SLURM_DIR="$src/examples/slurm" timeout -k 5 60 sbatch --parsable --wait --time=2 --output="$tmp/elastic.out" \
+  "$src/examples/slurm/elastic.sbatch" "$bin/kolo-elastic-train" --steps 40) ||
+  fail "sbatch elastic.sbatch: status $?; output: $(cat "$tmp/elastic.out" 2> /dev/null)"
+grep -v 'EL_STEP' "$tmp/elastic.out"
+finals=$(grep -o 'EL_FINAL rank=[0-9]* size=[0-9]* steps=[0-9]*' "$tmp/elastic.out" | sort)
+expect "elastic under Slurm: 4 workers from discover_hosts.sh ran 40 steps" \
+  "$(printf 'EL_FINAL rank=%d size=4 steps=40\n' 0 1 2 3)" "$finals"
+[ "$(grep -o 'EL_FINAL.*fingerprint=[0-9a-f]*' "$tmp/elastic.out" | sed 's/.*fingerprint=//' | sort -u | wc -l)" -eq 1 ] ||
+  fail "elastic under Slurm: the ranks ended with different parameters"
+steps=$(grep -c "launch task StepId=$job\." "$tmp/slurmd.log" || true)
+[ "$steps" -eq 4 ] || fail "elastic under Slurm: expected 4 job steps (one per worker), slurmd launched $steps"
+echo "ok: elastic under Slurm: each worker ran as a job step (srun --launcher-cmd)"
+echo "PASSED"
