@@ -11,6 +11,9 @@
 #   3. sbatch --wait examples/slurm/elastic.sbatch: kolorun --min-np 1 with
 #      examples/slurm/discover_hosts.sh inside the allocation, every worker a
 #      job step; kolo-elastic-train ends with 4 identical EL_FINAL lines.
+#   4. the same with one worker's step killed (scancel --signal=KILL): kolorun
+#      replaces it with a new step; the job ends with 4 workers and the
+#      parameters of run 3, bit for bit.
 # Exits 77 (skipped) when Slurm or munge is missing, without root, or when
 # the daemons do not come up. Every wait has a deadline.
 set -euo pipefail
@@ -196,17 +199,48 @@ grep -q "^kolo-train: job [0-9]*, 4 workers, coordinator $host:[0-9]*$" "$tmp/tr
 [ -z "$(find "$tmp" -name '.kolo-secret-*')" ] || fail "train.sbatch left its secret behind"
 
 # ---- 3. elastic: kolorun inside the allocation, hosts from Slurm.
-echo "+ sbatch --wait examples/slurm/elastic.sbatch kolo-elastic-train --steps 40"
-job=$(TRAIN_SLURM_DIR="$src/examples/slurm" timeout -k 5 60 sbatch --parsable --wait --time=2 --output="$tmp/elastic.out" \
-  "$src/examples/slurm/elastic.sbatch" "$bin/kolo-elastic-train" --steps 40) ||
+train=("$bin/kolo-elastic-train" --steps 60 --step-ms 50)
+finals_of() { # the EL_FINAL lines of an output file, fingerprints cut off
+  grep -o 'EL_FINAL rank=[0-9]* size=[0-9]* steps=[0-9]*' "$1" | sort
+}
+fingerprint_of() { # the one fingerprint every rank ended with
+  local f
+  f=$(grep -o 'EL_FINAL.*fingerprint=[0-9a-f]*' "$1" | sed 's/.*fingerprint=//' | sort -u)
+  [ "$(wc -l <<< "$f")" -eq 1 ] || fail "$1: the ranks ended with different parameters: $f"
+  echo "$f"
+}
+steps_of() { # the job steps slurmd launched for job $1
+  grep -c "launch task StepId=$1\." "$tmp/slurmd.log" || true
+}
+echo "+ sbatch --wait examples/slurm/elastic.sbatch ${train[*]}"
+job=$(TRAIN_SLURM_DIR="$src/examples/slurm" timeout -k 5 60 sbatch --parsable --wait --time=2 \
+  --output="$tmp/elastic.out" "$src/examples/slurm/elastic.sbatch" "${train[@]}") ||
   fail "sbatch elastic.sbatch: status $?; output: $(cat "$tmp/elastic.out" 2> /dev/null)"
 grep -v 'EL_STEP' "$tmp/elastic.out"
-finals=$(grep -o 'EL_FINAL rank=[0-9]* size=[0-9]* steps=[0-9]*' "$tmp/elastic.out" | sort)
-expect "elastic under Slurm: 4 workers from discover_hosts.sh ran 40 steps" \
-  "$(printf 'EL_FINAL rank=%d size=4 steps=40\n' 0 1 2 3)" "$finals"
-[ "$(grep -o 'EL_FINAL.*fingerprint=[0-9a-f]*' "$tmp/elastic.out" | sed 's/.*fingerprint=//' | sort -u | wc -l)" -eq 1 ] ||
-  fail "elastic under Slurm: the ranks ended with different parameters"
-steps=$(grep -c "launch task StepId=$job\." "$tmp/slurmd.log" || true)
-[ "$steps" -eq 4 ] || fail "elastic under Slurm: expected 4 job steps (one per worker), slurmd launched $steps"
-echo "ok: elastic under Slurm: each worker ran as a job step (srun --launcher-cmd)"
+all_final=$(printf 'EL_FINAL rank=%d size=4 steps=60\n' 0 1 2 3)
+expect "elastic under Slurm: 4 workers on the slots of discover_hosts.sh ran 60 steps" \
+  "$all_final" "$(finals_of "$tmp/elastic.out")"
+clean=$(fingerprint_of "$tmp/elastic.out")
+expect "elastic under Slurm: each worker ran as a job step (srun --launcher-cmd)" 4 "$(steps_of "$job")"
+
+# ---- 4. elastic, one worker's job step killed: kolorun replaces it with a
+# new step and the job ends with the parameters of the run without faults.
+echo "+ sbatch examples/slurm/elastic.sbatch ${train[*]}; scancel --signal=KILL JOB.2"
+job=$(TRAIN_SLURM_DIR="$src/examples/slurm" sbatch --parsable --time=2 \
+  --output="$tmp/elastic-kill.out" "$src/examples/slurm/elastic.sbatch" "${train[@]}")
+formed() { grep -q '^\[0\]<stdout>:EL_CONSISTENT step=1 size=4' "$tmp/elastic-kill.out"; }
+wait_for 30 "job $job formed" formed || fail "elastic job $job did not form: $(cat "$tmp/elastic-kill.out")"
+scancel --signal=KILL "$job.2"
+running() { [ -n "$(squeue -h -j "$job" -o %i 2> /dev/null)" ]; }
+deadline=$((SECONDS + 60))
+while running; do
+  [ $SECONDS -lt $deadline ] || fail "elastic job $job did not end within 60 s"
+  sleep 0.2
+done
+grep -v 'EL_STEP' "$tmp/elastic-kill.out"
+grep -q 'slot .* failed; replacing it' "$tmp/elastic-kill.out" || fail "kolorun did not replace the killed worker"
+expect "elastic under Slurm, a step killed: 4 workers ran 60 steps" "$all_final" "$(finals_of "$tmp/elastic-kill.out")"
+expect "elastic under Slurm, a step killed: the parameters of the run without faults" \
+  "$clean" "$(fingerprint_of "$tmp/elastic-kill.out")"
+expect "elastic under Slurm, a step killed: the replacement ran as a fifth step" 5 "$(steps_of "$job")"
 echo "PASSED"
