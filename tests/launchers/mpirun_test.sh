@@ -3,7 +3,8 @@
 # Rank 0 hosts the coordinator at KOLO_COORDINATOR; mpirun -x passes it and
 # KOLO_SECRET_FILE to every worker; the ranks come from OMPI_COMM_WORLD_*.
 # The workers never call MPI: mpirun only starts them. Exact COLL_OK and TOPO
-# lines for all 4 ranks. Exits 77 (skipped) when mpirun is missing.
+# lines for all 4 ranks; and mpirun -np 1 with no kolo variables runs the
+# worker alone. Exits 77 (skipped) when mpirun is missing.
 set -euo pipefail
 
 bin=$(cd "${1:?usage: mpirun_test.sh BIN_DIR}" && pwd)
@@ -17,7 +18,9 @@ fail() {
 }
 command -v mpirun > /dev/null || skip "mpirun is not installed (Debian: openmpi-bin)"
 command -v python3 > /dev/null || skip "python3 (to pick a free port) is not installed"
-[ -x "$bin/kolo-mp-worker" ] || fail "$bin/kolo-mp-worker is not built"
+for b in kolo-mp-worker kolo-hello; do
+  [ -x "$bin/$b" ] || fail "$bin/$b is not built"
+done
 mpirun --version 2>&1 | grep -q 'Open MPI' || skip "mpirun is not Open MPI's: $(mpirun --version 2>&1 | head -n 1)"
 
 tmp=$(mktemp -d /tmp/kolo-mpirun-test.XXXXXX)
@@ -36,14 +39,14 @@ expect() { # expect NAME EXPECTED ACTUAL
 }
 
 # Root needs --allow-run-as-root; --oversubscribe: 4 ranks on fewer cores.
-mpi=(mpirun --oversubscribe --mca btl "self,vader" -np 4)
+mpi=(mpirun --oversubscribe --mca btl "self,vader")
 [ "$(id -u)" -ne 0 ] || mpi+=(--allow-run-as-root)
 
 run() { # run MODE: one job, its stdout
   local coordinator
   coordinator="127.0.0.1:$(free_port)"
-  echo "+ ${mpi[*]} -x KOLO_COORDINATOR=$coordinator -x KOLO_SECRET_FILE=$tmp/secret kolo-mp-worker $1" >&2
-  timeout -k 5 60 "${mpi[@]}" -x KOLO_COORDINATOR="$coordinator" -x KOLO_SECRET_FILE="$tmp/secret" \
+  echo "+ ${mpi[*]} -np 4 -x KOLO_COORDINATOR=$coordinator -x KOLO_SECRET_FILE=$tmp/secret kolo-mp-worker $1" >&2
+  timeout -k 5 60 "${mpi[@]}" -np 4 -x KOLO_COORDINATOR="$coordinator" -x KOLO_SECRET_FILE="$tmp/secret" \
     "$bin/kolo-mp-worker" "$1" || fail "mpirun $1: status $?"
 }
 
@@ -61,4 +64,10 @@ for r in 0 1 2 3; do
 done
 expect "mpirun -np 4: ranks from OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK" \
   "${topo%$'\n'}" "$(grep '^TOPO' <<< "$out" | sed 's/ host=.*//' | sort)"
+echo "+ ${mpi[*]} -np 1 kolo-hello  (no kolo variables)"
+out=$(timeout -k 5 60 "${mpi[@]}" -np 1 "$bin/kolo-hello") || fail "mpirun -np 1 kolo-hello: status $?"
+echo "$out"
+grep -q "^hello from rank 0 of 1: local_rank 0 of 1, cross_rank 0 of 1, worker rank0@$host, .*agreed value [0-9]* (the smallest of 1 proposals)$" <<< "$out" ||
+  fail "mpirun -np 1: kolo-hello did not run alone"
+echo "ok: mpirun -np 1: one worker, no coordinator address or secret needed"
 echo "PASSED"

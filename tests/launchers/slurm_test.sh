@@ -6,6 +6,8 @@
 #      KOLO_COORDINATOR, every worker reads KOLO_SECRET_FILE; the ranks come
 #      from SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID. Exact COLL_OK and TOPO
 #      lines for all 4 ranks.
+#   1b. srun -n 1 kolo-hello and sbatch -n 1 --wrap kolo-hello, no kolo
+#      variables: the one worker runs alone.
 #   2. sbatch --wait examples/slurm/train.sbatch kolo-mp-worker collectives:
 #      exact lines in the job's output file.
 #   3. sbatch --wait examples/slurm/elastic.sbatch: kolorun --min-np 1 with
@@ -36,7 +38,7 @@ for tool in munged mungekey slurmctld slurmd srun sbatch scontrol sinfo squeue s
   command -v "$tool" > /dev/null || skip "$tool is not installed (Debian: slurm-wlm munge)"
 done
 [ "$(id -u)" -eq 0 ] || skip "a private Slurm cluster needs root (slurmd runs jobs as their users)"
-for b in kolo-mp-worker kolo-elastic-train kolorun; do
+for b in kolo-mp-worker kolo-elastic-train kolo-hello kolorun; do
   [ -x "$bin/$b" ] || fail "$bin/$b is not built"
 done
 
@@ -185,6 +187,21 @@ done
 expect "srun -n 4: ranks from SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID" \
   "${topo%$'\n'}" "$(grep '^TOPO' <<< "$out" | sed 's/ host=.*//' | sort)"
 unset KOLO_COORDINATOR KOLO_SECRET_FILE
+
+# ---- 1b. one task, no kolo variables at all: the worker runs alone, as
+# without a launcher (srun -n 1; a batch script running the worker itself).
+hello_alone="^hello from rank 0 of 1: local_rank 0 of 1, cross_rank 0 of 1, worker rank0@$host, .*agreed value [0-9]* (the smallest of 1 proposals)$"
+echo "+ srun -n 1 kolo-hello"
+out=$(timeout -k 5 60 srun -n 1 --time=2 "$bin/kolo-hello") || fail "srun -n 1 kolo-hello: status $?"
+echo "$out"
+grep -q "$hello_alone" <<< "$out" || fail "srun -n 1: kolo-hello did not run alone"
+echo "ok: srun -n 1: one worker, no coordinator address or secret needed"
+echo "+ sbatch --wait -n 1 --wrap kolo-hello"
+timeout -k 5 60 sbatch --wait -n 1 --time=2 --output="$tmp/alone.out" --wrap "$bin/kolo-hello" ||
+  fail "sbatch --wrap kolo-hello: status $?; output: $(cat "$tmp/alone.out" 2> /dev/null)"
+cat "$tmp/alone.out"
+grep -q "$hello_alone" "$tmp/alone.out" || fail "sbatch -n 1: kolo-hello did not run alone"
+echo "ok: sbatch -n 1, the worker in the batch script itself: one worker"
 
 # ---- 2. sbatch with the shipped script.
 echo "+ sbatch --wait examples/slurm/train.sbatch kolo-mp-worker collectives"
