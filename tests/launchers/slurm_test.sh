@@ -113,7 +113,7 @@ wait_for 10 munged test -S "$tmp/munge.sock" || skip "munged did not start: $(ta
 mkdir -p "$tmp/state" "$tmp/spool"
 cat > "$conf" << EOF
 ClusterName=kolotest
-SlurmctldHost=$host
+SlurmctldHost=$host(127.0.0.1)
 SlurmctldPort=$(free_port)
 SlurmdPort=$(free_port)
 SlurmUser=root
@@ -139,7 +139,7 @@ AccountingStorageType=accounting_storage/none
 ReturnToService=2
 InactiveLimit=0
 KillWait=5
-NodeName=$host CPUs=4 State=UNKNOWN
+NodeName=$host NodeAddr=127.0.0.1 CPUs=4 State=UNKNOWN
 PartitionName=test Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE
 EOF
 # The daemons run without SLURM_CONF in their environment (they have -f), so
