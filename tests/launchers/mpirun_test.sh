@@ -3,11 +3,14 @@
 # Rank 0 hosts the coordinator at KOLO_COORDINATOR; mpirun -x passes it and
 # KOLO_SECRET_FILE to every worker; the ranks come from OMPI_COMM_WORLD_*.
 # The workers never call MPI: mpirun only starts them. Exact COLL_OK and TOPO
-# lines for all 4 ranks; and mpirun -np 1 with no kolo variables runs the
+# lines for all 4 ranks; the same start of a kolo.torch worker
+# (tests/launchers/torch_allreduce.py, when the build has the Python package);
+# and mpirun -np 1 with no kolo variables runs the
 # worker alone. Exits 77 (skipped) when mpirun is missing.
 set -euo pipefail
 
 bin=$(cd "${1:?usage: mpirun_test.sh BIN_DIR}" && pwd)
+here=$(cd "$(dirname "$0")" && pwd)
 skip() {
   echo "SKIPPED: $*"
   exit 77
@@ -70,4 +73,20 @@ echo "$out"
 grep -q "^hello from rank 0 of 1: local_rank 0 of 1, cross_rank 0 of 1, worker rank0@$host, .*agreed value [0-9]* (the smallest of 1 proposals)$" <<< "$out" ||
   fail "mpirun -np 1: kolo-hello did not run alone"
 echo "ok: mpirun -np 1: one worker, no coordinator address or secret needed"
+# ---- 3. kolo.torch (hvd.init()) under mpirun -np 4, when kolo.torch imports (the
+# build has the Python package, the interpreter torch, not a sanitizer build).
+py=${KOLO_PYTHON:-/usr/bin/python3}
+pydir=$(dirname "$bin")/python
+if PYTHONPATH="$pydir" "$py" -c 'import kolo.torch' > /dev/null 2>&1; then
+  coordinator="127.0.0.1:$(free_port)"
+  echo "+ PYTHONPATH=$pydir ${mpi[*]} -np 4 -x PYTHONPATH -x KOLO_COORDINATOR=$coordinator -x KOLO_SECRET_FILE=$tmp/secret $py tests/launchers/torch_allreduce.py"
+  out=$(PYTHONPATH="$pydir" timeout -k 5 60 "${mpi[@]}" -np 4 -x PYTHONPATH -x KOLO_COORDINATOR="$coordinator" \
+    -x KOLO_SECRET_FILE="$tmp/secret" "$py" "$here/torch_allreduce.py") || fail "mpirun python: status $?"
+  echo "$out"
+  expect "mpirun -np 4: kolo.torch allreduce exact on every rank" \
+    "$(for r in 0 1 2 3; do echo "PY rank=$r size=4 local_rank=$r sum=10"; done)" \
+    "$(grep '^PY ' <<< "$out" | sort)"
+else
+  echo "note: no kolo.torch part ($py cannot import kolo.torch from $pydir)"
+fi
 echo "PASSED"

@@ -6,6 +6,8 @@
 #      KOLO_COORDINATOR, every worker reads KOLO_SECRET_FILE; the ranks come
 #      from SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID. Exact COLL_OK and TOPO
 #      lines for all 4 ranks.
+#   1a. srun -n 4 python3 tests/launchers/torch_allreduce.py: hvd.init() and
+#      an exact allreduce on every rank (when the build has kolo.torch).
 #   1b. srun -n 1 kolo-hello and sbatch -n 1 --wrap kolo-hello, no kolo
 #      variables: the one worker runs alone.
 #   2. sbatch --wait examples/slurm/train.sbatch kolo-mp-worker collectives:
@@ -187,6 +189,25 @@ done
 expect "srun -n 4: ranks from SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID" \
   "${topo%$'\n'}" "$(grep '^TOPO' <<< "$out" | sed 's/ host=.*//' | sort)"
 unset KOLO_COORDINATOR KOLO_SECRET_FILE
+
+# ---- 1a. kolo.torch (hvd.init()) under srun -n 4, when kolo.torch imports (the
+# build has the Python package, the interpreter torch, not a sanitizer build).
+py=${KOLO_PYTHON:-/usr/bin/python3}
+pydir=$(dirname "$bin")/python
+if PYTHONPATH="$pydir" "$py" -c 'import kolo.torch' > /dev/null 2>&1; then
+  KOLO_COORDINATOR="$host:$(free_port)"
+  export KOLO_COORDINATOR KOLO_SECRET_FILE="$tmp/secret"
+  echo "+ PYTHONPATH=$pydir srun -n 4 $py tests/launchers/torch_allreduce.py"
+  out=$(PYTHONPATH="$pydir" timeout -k 5 60 srun -n 4 --time=2 "$py" "$src/tests/launchers/torch_allreduce.py") ||
+    fail "srun python: status $?"
+  unset KOLO_COORDINATOR KOLO_SECRET_FILE
+  echo "$out"
+  expect "srun -n 4: kolo.torch allreduce exact on every rank" \
+    "$(for r in 0 1 2 3; do echo "PY rank=$r size=4 local_rank=$r sum=10"; done)" \
+    "$(grep '^PY ' <<< "$out" | sort)"
+else
+  echo "note: no kolo.torch part ($py cannot import kolo.torch from $pydir)"
+fi
 
 # ---- 1b. one task, no kolo variables at all: the worker runs alone, as
 # without a launcher (srun -n 1; a batch script running the worker itself).
