@@ -18,7 +18,8 @@
 #   4. the same with one worker's step killed (scancel --signal=KILL): kolorun
 #      replaces it with a new step; the job ends with 4 workers and the
 #      parameters of run 3, bit for bit.
-# Exits 77 (skipped) when Slurm or munge is missing, without root, or when
+# First, discover_hosts.sh against a fake scontrol and sinfo (4 nodes, one
+# down). Exits 77 (skipped) when Slurm or munge is missing, without root, or when
 # the daemons do not come up. Every wait has a deadline.
 set -euo pipefail
 
@@ -35,6 +36,20 @@ fail() {
   echo "FAILED: $*" >&2
   exit 1
 }
+
+# discover_hosts.sh on what one node cannot show: compressed task counts
+# ("2(x3),1") over 4 nodes, one of them down (a fake scontrol and sinfo).
+fake=$(mktemp -d /tmp/kolo-slurm-fake.XXXXXX)
+printf '#!/bin/sh\nprintf "n1\\nn2\\nn3\\nn4\\n"\n' > "$fake/scontrol"
+printf '#!/bin/sh\nprintf "n1 alloc\\nn2 down*\\nn3 mix\\nn4 alloc\\n"\n' > "$fake/sinfo"
+chmod +x "$fake/scontrol" "$fake/sinfo"
+hosts=$(PATH="$fake:$PATH" SLURM_JOB_NODELIST='n[1-4]' SLURM_TASKS_PER_NODE='2(x3),1' \
+  sh "$src/examples/slurm/discover_hosts.sh") || fail "discover_hosts.sh: status $?"
+rm -rf "$fake"
+if [ "$hosts" != "$(printf 'n1:2\nn3:2\nn4:1')" ]; then
+  fail "discover_hosts.sh with 2(x3),1 over n1..n4, n2 down: got '$hosts'"
+fi
+echo "ok: discover_hosts.sh: counts 2(x3),1 over 4 nodes, the down node left out"
 
 for tool in munged mungekey slurmctld slurmd srun sbatch scontrol sinfo squeue scancel python3 timeout; do
   command -v "$tool" > /dev/null || skip "$tool is not installed (Debian: slurm-wlm munge)"
