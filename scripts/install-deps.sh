@@ -44,6 +44,10 @@ TEST_PKGS=(
   # The documentation site (scripts/docs.sh): Doxygen's XML of the public
   # headers, Sphinx with MyST Markdown, Breathe and the furo theme.
   doxygen python3-sphinx python3-myst-parser python3-breathe furo
+  # Real starts by other launchers (tests/launchers/): a private Slurm
+  # cluster (slurmctld, slurmd, srun/sbatch) with its own munged, and Open
+  # MPI's mpirun.
+  slurm-wlm munge openmpi-bin
 )
 
 PKGS=("${BUILD_PKGS[@]}")

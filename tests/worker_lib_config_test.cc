@@ -219,6 +219,43 @@ TEST(WorkerConfig, SingleWorker) {
   EXPECT_EQ(c->secret.size(), 64u) << "a random secret";
 }
 
+// A launcher's single task needs no coordinator address and no secret, as a
+// process started alone: a batch script of `sbatch -n 1` running the worker
+// itself, `srun -n 1`, `mpirun -np 1`.
+TEST(WorkerConfig, OneTaskOfALauncherRunsAlone) {
+  for (const EnvMap& env : {EnvMap{{"SLURM_PROCID", "0"},
+                                   {"SLURM_NTASKS", "1"},
+                                   {"SLURM_LOCALID", "0"},
+                                   {"SLURM_JOB_ID", "77"}},
+                            EnvMap{{"OMPI_COMM_WORLD_RANK", "0"},
+                                   {"OMPI_COMM_WORLD_SIZE", "1"},
+                                   {"OMPI_COMM_WORLD_LOCAL_RANK", "0"}},
+                            EnvMap{{"RANK", "0"}, {"WORLD_SIZE", "1"}}}) {
+    auto c = Parse(env);
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_NE(c->launch_mode, LaunchMode::kSingle);
+    EXPECT_EQ(c->size, 1);
+    EXPECT_TRUE(c->host_coordinator);
+    EXPECT_EQ(c->coordinator.ToString(), "127.0.0.1:0");
+    EXPECT_EQ(c->secret.size(), 64u) << "a random secret";
+  }
+  // An address given is used, and then others may connect: a secret is
+  // needed.
+  EnvMap given = {{"SLURM_PROCID", "0"},
+                  {"SLURM_NTASKS", "1"},
+                  {"KOLO_COORDINATOR", "node1:29600"}};
+  auto c = Parse(given);
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kFailedPrecondition);
+  given["KOLO_SECRET"] = "x-0123456789abcdef";
+  c = Parse(given);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->coordinator.ToString(), "node1:29600");
+  EXPECT_EQ(c->secret, "x-0123456789abcdef");
+  // More than one task still needs both.
+  c = Parse({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}});
+  EXPECT_THAT(c.status().message(), HasSubstr("no coordinator address"));
+}
+
 TEST(WorkerConfig, MissingSecretSaysHowToGiveOne) {
   auto c = Parse({{"RANK", "0"},
                   {"WORLD_SIZE", "2"},

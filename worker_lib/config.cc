@@ -143,9 +143,16 @@ absl::Status ParseTopology(const EnvMap& env, WorkerConfig& c) {
   return absl::OkStatus();
 }
 
+// The coordinator_source of a worker alone with a private coordinator.
+constexpr char kAloneCoordinator[] = "the single-worker default";
+
 // Where the coordinator is, and whether this process starts it.
 absl::Status ParseCoordinator(const EnvMap& env, WorkerConfig& c) {
-  const bool single = c.launch_mode == LaunchMode::kSingle;
+  // A job of one worker: the process alone (no launcher), or a launcher's
+  // single task (`sbatch -n 1` running the script itself, `srun -n 1`,
+  // `srun --pty bash`, `mpirun -np 1`): nobody else must find its
+  // coordinator, so it needs no address, and without one no shared secret.
+  const bool single = c.launch_mode == LaunchMode::kSingle || c.size == 1;
   const bool kolorun = c.launch_mode == LaunchMode::kKolorun;
   c.host_coordinator = c.rank == 0 && !kolorun;
   if (auto h = First(env, {"KOLO_HOST_COORDINATOR"})) {
@@ -178,7 +185,7 @@ absl::Status ParseCoordinator(const EnvMap& env, WorkerConfig& c) {
       c.coordinator_source = "MASTER_ADDR:MASTER_PORT";
     } else if (single && !addr && !port && c.host_coordinator) {
       address = "127.0.0.1:0";
-      c.coordinator_source = "the single-worker default";
+      c.coordinator_source = kAloneCoordinator;
     } else {
       return absl::InvalidArgumentError(absl::StrCat(
           "no coordinator address for this ", LaunchModeName(c.launch_mode),
@@ -207,7 +214,9 @@ absl::Status ParseSecret(const EnvMap& env, WorkerConfig& c) {
     auto loaded = auth::LoadSecretFile(*f);
     if (!loaded.ok()) return loaded.status();
     c.secret = *loaded;
-  } else if (c.launch_mode == LaunchMode::kSingle && c.host_coordinator) {
+  } else if (c.host_coordinator &&
+             (c.launch_mode == LaunchMode::kSingle ||
+              c.coordinator_source == kAloneCoordinator)) {
     c.secret = auth::RandomHex(32);  // nobody else needs to know it
   } else {
     return absl::FailedPreconditionError(absl::StrCat(
