@@ -48,6 +48,8 @@ TEST_PKGS=(
   # cluster (slurmctld, slurmd, srun/sbatch) with its own munged, and Open
   # MPI's mpirun.
   slurm-wlm munge openmpi-bin
+  # kolorun's ssh starts against a real sshd in network namespaces.
+  openssh-server openssh-client
 )
 
 PKGS=("${BUILD_PKGS[@]}")
