@@ -107,6 +107,17 @@ GuardSpec BuildSpec(const SpawnContext& c, WorkerPlan w) {
     OverlayEnv(remote_env, worker_env);
     spec.argv = LaunchArgv(*c.options, w, remote_env, c.cwd);
     spec.stdin_line = c.secret;
+    // Linux takes at most 128 KiB in one argument (MAX_ARG_STRLEN): past
+    // it the shell cannot be started (status 127), here or on the host.
+    constexpr size_t kMaxArgument = 128 * 1024;
+    if (spec.argv.back().size() >= kMaxArgument) {
+      GetLogger("kolorun")->warn(
+          "the command that starts worker {} is {} bytes, over Linux's limit "
+          "of {} for one argument: kolorun's environment, which remote "
+          "workers get on that command, is too large (unset its biggest "
+          "variables)",
+          w.worker_id, spec.argv.back().size(), kMaxArgument);
+    }
   }
   return spec;
 }

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -402,6 +403,23 @@ TEST(KolorunProcessTest, SshWorkersGetKolorunsEnvironmentLessTheDenylist) {
     EXPECT_NE(p.output().find(line), std::string::npos) << line << "\n"
                                                         << p.output();
   }
+}
+
+// An environment too large for one argument (Linux: 128 KiB) cannot reach
+// a remote worker: kolorun says why before the worker fails with 127.
+TEST(KolorunProcessTest, AnEnvironmentTooLargeForTheRemoteCommandIsNamed) {
+  std::map<std::string, std::optional<std::string>> env;
+  for (int i = 0; i < 20; ++i)
+    env[absl::StrCat("KOLO_TEST_BIG", i)] = std::string(8000, 'x');
+  Subprocess p({BinDir() + "/kolorun", "-np", "1", "-H", "fakeh",
+                "--launcher-cmd", "env X={host}", "true"},
+               env);
+  ASSERT_TRUE(p.Start().ok());
+  ASSERT_TRUE(p.Wait(Scaled(absl::Seconds(30))).ok()) << p.output();
+  EXPECT_TRUE(p.exit_info().exited && p.exit_info().code == 127) << p.output();
+  EXPECT_NE(p.output().find("over Linux's limit of 131072 for one argument"),
+            std::string::npos)
+      << p.output();
 }
 
 // Runs kolorun with `flags` and --version: true when this kolorun parses
