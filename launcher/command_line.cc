@@ -1,6 +1,7 @@
 #include "launcher/command_line.h"
 
 #include <algorithm>
+#include <iterator>
 #include <string>
 #include <utility>
 #include <vector>
@@ -24,7 +25,104 @@ bool SafeShellChar(char c) {
          (c >= '0' && c <= '9') || absl::StrContains("_@%+=:,./-", c);
 }
 
+// The knobs kolorun runs the coordinator with and passes to every worker.
+bool KolorunKnobVariable(absl::string_view name) {
+  for (const Knob* knob :
+       {&knobs::kStartTimeout, &knobs::kCycleTime, &knobs::kStallCheck,
+        &knobs::kStallShutdown, &knobs::kElasticTimeout}) {
+    if (knob->variable != nullptr && name == knob->variable) return true;
+  }
+  return false;
+}
+
 }  // namespace
+
+bool NotForwarded(absl::string_view name) {
+  static constexpr absl::string_view kDenied[] = {"KOLO_SECRET",
+                                                  "CUDA_VISIBLE_DEVICES",
+                                                  "HOSTNAME",
+                                                  "PWD",
+                                                  "OLDPWD",
+                                                  "SHLVL",
+                                                  "_",
+                                                  "HOME",
+                                                  "USER",
+                                                  "LOGNAME",
+                                                  "SHELL",
+                                                  "MAIL",
+                                                  "SSH_CLIENT",
+                                                  "SSH_CONNECTION",
+                                                  "SSH_TTY",
+                                                  "SSH_AUTH_SOCK",
+                                                  "SSH_AGENT_PID"};
+  if (name.empty() || absl::StartsWith(name, "BASH_FUNC_")) return true;
+  return std::find(std::begin(kDenied), std::end(kDenied), name) !=
+         std::end(kDenied);
+}
+
+bool OwnedByKolorun(absl::string_view name) {
+  static constexpr absl::string_view kOwned[] = {
+      "KOLO_SECRET",        "KOLO_LAUNCHER",      "KOLO_COORDINATOR",
+      "KOLO_JOB_ID",        "KOLO_WORKER_ID",     "KOLO_HOSTNAME",
+      "KOLO_RANK",          "KOLO_SIZE",          "KOLO_LOCAL_RANK",
+      "KOLO_LOCAL_SIZE",    "KOLO_ELASTIC",       "KOLO_WORKER_INCARNATION",
+      "KOLO_IFACE",         "HOROVOD_RANK",       "HOROVOD_SIZE",
+      "HOROVOD_LOCAL_RANK", "HOROVOD_LOCAL_SIZE", "HOROVOD_CROSS_RANK",
+      "HOROVOD_CROSS_SIZE", "HOROVOD_HOSTNAME"};
+  return KolorunKnobVariable(name) ||
+         std::find(std::begin(kOwned), std::end(kOwned), name) !=
+             std::end(kOwned);
+}
+
+absl::Status CheckUserVariables(const LaunchOptions& options) {
+  for (const auto& [list, what] :
+       {std::pair<const std::vector<std::pair<std::string, std::string>>*,
+                  const char*>{&options.extra_env, "-x"},
+        {&options.worker_vars, "a flag"}}) {
+    for (const auto& kv : *list) {
+      const std::string& name = kv.first;
+      if (!OwnedByKolorun(name)) continue;
+      const char* hint = "";
+      if (name == "KOLO_IFACE") {
+        hint = " (use --network-interface)";
+      } else if (KolorunKnobVariable(name)) {
+        hint =
+            " (use kolorun's flag for it, or set it in kolorun's "
+            "environment)";
+      }
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " sets ", name,
+                       ", which kolorun sets for each worker itself", hint));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void OverlayEnv(EnvList& base, const EnvList& over) {
+  for (const auto& [k, v] : over) {
+    base.erase(
+        std::remove_if(base.begin(), base.end(),
+                       [&k = k](const auto& kv) { return kv.first == k; }),
+        base.end());
+    base.emplace_back(k, v);
+  }
+}
+
+EnvList UserEnv(const LaunchOptions& options) {
+  EnvList env;
+  OverlayEnv(env, options.worker_vars);
+  OverlayEnv(env, options.extra_env);
+  return env;
+}
+
+std::string SshCommand(const LaunchOptions& options) {
+  std::string cmd = options.ssh_cmd;
+  if (options.ssh_port > 0) absl::StrAppend(&cmd, " -p ", options.ssh_port);
+  if (!options.ssh_identity_file.empty()) {
+    absl::StrAppend(&cmd, " -i ", ShellQuote(options.ssh_identity_file));
+  }
+  return cmd;
+}
 
 EnvList WorkerEnv(const JobInfo& job, const WorkerPlan& worker) {
   // Elastic workers started after the first epoch (replacements, new slots)
@@ -71,6 +169,7 @@ EnvList WorkerEnv(const JobInfo& job, const WorkerPlan& worker) {
   if (!job.log_level.empty()) {
     env.emplace_back(knobs::kLogLevel.variable, job.log_level);
   }
+  if (!job.iface.empty()) env.emplace_back("KOLO_IFACE", job.iface);
   if (job.elastic) {
     env.emplace_back("KOLO_ELASTIC", "1");
     env.emplace_back(
@@ -118,7 +217,7 @@ std::vector<std::string> LaunchArgv(const LaunchOptions& options,
     case SpawnMode::kSsh:
       return {"/bin/sh", "-c",
               absl::StrCat(
-                  options.ssh_cmd, " ", ShellQuote(worker.host), " ",
+                  SshCommand(options), " ", ShellQuote(worker.host), " ",
                   ShellQuote(RemoteCommand(remote_env, cwd, options.command)))};
     case SpawnMode::kTemplate:
       return {
@@ -135,9 +234,7 @@ EnvList ForwardedEnv(const std::vector<std::string>& environ_strings) {
     size_t eq = kv.find('=');
     if (eq == std::string::npos) continue;
     std::string key = kv.substr(0, eq);
-    if (!absl::StartsWith(key, "KOLO_") && !absl::StartsWith(key, "HOROVOD_"))
-      continue;
-    if (key == "KOLO_SECRET") continue;
+    if (NotForwarded(key)) continue;
     env.emplace_back(key, kv.substr(eq + 1));
   }
   return env;

@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "common/knobs.h"
@@ -43,6 +44,9 @@ struct JobInfo {
   // long a newcomer may wait to be admitted) (kolorun --min-np).
   bool elastic = false;
   absl::Duration elastic_timeout = knobs::kElasticTimeout.default_duration;
+  // KOLO_IFACE: the interface whose IPv4 address workers advertise for the
+  // data plane (the first of --network-interface); empty: not set.
+  std::string iface{};
 };
 
 // The KOLO_* variables of one worker, in a fixed order, without the secret.
@@ -67,7 +71,7 @@ std::string ExpandTemplate(absl::string_view tmpl, absl::string_view host);
 
 // The argv that starts `worker` (what its guard execs):
 //   kLocal:    command
-//   kSsh:      /bin/sh -c "<ssh_cmd> <host> '<remote command>'"
+//   kSsh:      /bin/sh -c "<SshCommand> <host> '<remote command>'"
 //   kTemplate: /bin/sh -c "<template expanded> <remote command>"
 // `remote_env` is what RemoteCommand carries (ignored for kLocal).
 std::vector<std::string> LaunchArgv(const LaunchOptions& options,
@@ -75,9 +79,50 @@ std::vector<std::string> LaunchArgv(const LaunchOptions& options,
                                     const EnvList& remote_env,
                                     const std::string& cwd);
 
-// Environment variables of kolorun forwarded to remote workers (KOLO_* and
-// HOROVOD_*, except the secret), from `environ`-style "K=V" strings.
+// True for the variables of kolorun's environment that are NOT forwarded to
+// remote (ssh, --launcher-cmd) workers. They describe kolorun's own machine,
+// shell or login session, which the remote side sets for itself, or they
+// must not travel on a command line:
+//   KOLO_SECRET           travels on the worker's stdin, never in `env`
+//   BASH_FUNC_*           exported bash functions (bash's own encoding)
+//   CUDA_VISIBLE_DEVICES  chosen per host
+//   HOSTNAME              kolorun's host name, wrong on another host
+//   PWD, OLDPWD           kolorun's shell's directories (workers `cd` to
+//                         kolorun's working directory themselves)
+//   SHLVL, _              kolorun's shell's nesting and last command
+//   HOME, USER, LOGNAME,  the login the worker runs under, which ssh sets
+//   SHELL, MAIL           (and which may be another account)
+//   SSH_CLIENT, SSH_CONNECTION, SSH_TTY, SSH_AUTH_SOCK, SSH_AGENT_PID
+//                         kolorun's own ssh session and agent
+// Local workers inherit kolorun's whole environment, as before.
+bool NotForwarded(absl::string_view name);
+
+// kolorun's environment, from `environ`-style "K=V" strings, less the
+// variables NotForwarded names: what remote workers get first.
 EnvList ForwardedEnv(const std::vector<std::string>& environ_strings);
+
+// True for the variables kolorun sets for each worker itself (WorkerEnv's
+// identity, size and job variables, KOLO_IFACE, KOLO_SECRET, and the knobs
+// kolorun runs the coordinator with); -x cannot set them.
+bool OwnedByKolorun(absl::string_view name);
+
+// An error naming the first -x (extra_env) or worker variable (worker_vars)
+// that sets a variable kolorun owns (OwnedByKolorun); OK otherwise.
+absl::Status CheckUserVariables(const LaunchOptions& options);
+
+// `over` applied on top of `base`: a name already in `base` is replaced
+// (moved to the end, with the new value), so that every name appears once
+// and the last setting wins.
+void OverlayEnv(EnvList& base, const EnvList& over);
+
+// What every worker gets from kolorun's flags, local or remote, after the
+// forwarded environment and before its own variables: worker_vars (from
+// horovodrun's flags), then every -x (extra_env) in order.
+EnvList UserEnv(const LaunchOptions& options);
+
+// The ssh command for a remote worker: options.ssh_cmd, then `-p PORT` with
+// ssh_port > 0, then `-i FILE` (shell-quoted) with ssh_identity_file.
+std::string SshCommand(const LaunchOptions& options);
 
 }  // namespace kolo::launcher
 

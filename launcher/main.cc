@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/auth.h"
 #include "common/fd_limit.h"
@@ -34,6 +35,7 @@
 #include "launcher/fault_driver.h"
 #include "launcher/fault_report.h"
 #include "launcher/guard.h"
+#include "launcher/line_prefixer.h"
 #include "launcher/spawn.h"
 #include "launcher/supervisor.h"
 #include "worker_lib/config.h"
@@ -43,12 +45,16 @@ extern char** environ;
 namespace kolo::launcher {
 namespace {
 
-// The address workers dial: --coordinator-addr; 127.0.0.1 when every worker
-// is local; else this machine's address toward the first remote host, or its
-// host name when that host does not resolve (fake names under a template).
+// The address workers dial: --coordinator-addr; the IPv4 address of the
+// first --network-interface (`iface_addr`, "" without one); 127.0.0.1 when
+// every worker is local; else this machine's address toward the first remote
+// host, or its host name when that host does not resolve (fake names under a
+// template).
 std::string CoordinatorHost(const LaunchOptions& options,
-                            const std::vector<WorkerPlan>& plan) {
+                            const std::vector<WorkerPlan>& plan,
+                            const std::string& iface_addr) {
   if (!options.coordinator_addr.empty()) return options.coordinator_addr;
+  if (!iface_addr.empty()) return iface_addr;
   if (AllLocal(plan)) return "127.0.0.1";
   for (const WorkerPlan& w : plan) {
     if (w.mode == SpawnMode::kLocal) continue;
@@ -63,7 +69,8 @@ std::string CoordinatorHost(const LaunchOptions& options,
 struct SpawnContext {
   const LaunchOptions* options = nullptr;
   const std::map<std::string, std::string>* env = nullptr;  // kolorun's
-  EnvList forwarded;                                        // to remote workers
+  EnvList forwarded;  // to remote workers (ForwardedEnv)
+  EnvList user;       // to every worker: UserEnv (flags' variables, -x)
   JobInfo job;
   std::string secret;
   std::string cwd;
@@ -71,7 +78,10 @@ struct SpawnContext {
   const FaultDriver* faults = nullptr;  // null: no --fault
 };
 
-// The command and environment of `w` (its mode is worked out here).
+// The command and environment of `w` (its mode is worked out here). In
+// order, later settings winning: kolorun's environment (local workers: all
+// of it; remote ones: ForwardedEnv), then c.user (worker_vars, -x), then the
+// worker's own variables (WorkerEnv, fault injection), then the secret.
 GuardSpec BuildSpec(const SpawnContext& c, WorkerPlan w) {
   w.mode = ModeFor(*c.options, w.host, c.kernel_hostname);
   GuardSpec spec;
@@ -81,6 +91,7 @@ GuardSpec BuildSpec(const SpawnContext& c, WorkerPlan w) {
   }
   if (w.mode == SpawnMode::kLocal) {
     std::map<std::string, std::string> merged = *c.env;
+    for (const auto& [k, v] : c.user) merged[k] = v;
     for (const auto& [k, v] : worker_env) merged[k] = v;
     merged["KOLO_SECRET"] = c.secret;
     for (const auto& [k, v] : merged)
@@ -93,9 +104,21 @@ GuardSpec BuildSpec(const SpawnContext& c, WorkerPlan w) {
       if (k != "KOLO_SECRET") spec.env.push_back(absl::StrCat(k, "=", v));
     }
     EnvList remote_env = c.forwarded;
-    remote_env.insert(remote_env.end(), worker_env.begin(), worker_env.end());
+    OverlayEnv(remote_env, c.user);
+    OverlayEnv(remote_env, worker_env);
     spec.argv = LaunchArgv(*c.options, w, remote_env, c.cwd);
     spec.stdin_line = c.secret;
+    // Linux takes at most 128 KiB in one argument (MAX_ARG_STRLEN): past
+    // it the shell cannot be started (status 127), here or on the host.
+    constexpr size_t kMaxArgument = 128 * 1024;
+    if (spec.argv.back().size() >= kMaxArgument) {
+      GetLogger("kolorun")->warn(
+          "the command that starts worker {} is {} bytes, over Linux's limit "
+          "of {} for one argument: kolorun's environment, which remote "
+          "workers get on that command, is too large (unset its biggest "
+          "variables)",
+          w.worker_id, spec.argv.back().size(), kMaxArgument);
+    }
   }
   return spec;
 }
@@ -129,6 +152,34 @@ absl::Status DiscoverHosts(LaunchOptions& options) {
   }
   options.hosts = *std::move(hosts);
   options.np = static_cast<int>(start);
+  return absl::OkStatus();
+}
+
+// The runtime side of horovodrun's flags, before any worker starts: -x and
+// the flags' worker variables must not set what kolorun owns; every
+// --network-interface must exist here with an IPv4 address (`iface_addr`
+// gets the first one's); --output-filename's directory is created.
+absl::Status CheckRuntimeOptions(const LaunchOptions& options,
+                                 std::string& iface_addr) {
+  if (absl::Status st = CheckUserVariables(options); !st.ok()) return st;
+  for (const std::string& iface : options.network_interfaces) {
+    absl::StatusOr<std::string> addr = net::InterfaceAddress(iface);
+    if (!addr.ok()) {
+      // net's message starts "KOLO_IFACE=<iface>: " (the worker's view).
+      std::string why(addr.status().message());
+      const std::string lead = absl::StrCat("KOLO_IFACE=", iface, ": ");
+      if (absl::StartsWith(why, lead)) why.erase(0, lead.size());
+      return absl::InvalidArgumentError(
+          absl::StrCat("--network-interface ", iface, ": ", why));
+    }
+    if (iface_addr.empty()) iface_addr = *addr;
+  }
+  if (!options.output_dir.empty()) {
+    if (absl::Status st = CreateOutputDir(options.output_dir); !st.ok()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("--output-filename: ", st.message()));
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -219,6 +270,15 @@ int Main(int argc, char** argv) {
     log->warn("{}", w);
   }
 
+  // What the workers get from kolorun's flags, checked before anything
+  // starts (exit 2): variables kolorun owns, the interfaces, the output
+  // directory.
+  std::string iface_addr;
+  if (absl::Status st = CheckRuntimeOptions(options, iface_addr); !st.ok()) {
+    std::fprintf(stderr, "kolorun: %s\n", std::string(st.message()).c_str());
+    return 2;
+  }
+
   if (!options.discovery_script.empty()) {
     if (absl::Status st = DiscoverHosts(options); !st.ok()) {
       std::fprintf(stderr, "kolorun: %s\n", std::string(st.message()).c_str());
@@ -231,6 +291,7 @@ int Main(int argc, char** argv) {
   // coordinator listens on every address unless it is reached on loopback.
   const bool loopback_only =
       AllLocal(plan) &&
+      (iface_addr.empty() || absl::StartsWith(iface_addr, "127.")) &&
       (options.discovery_script.empty() || options.coordinator_addr.empty() ||
        options.coordinator_addr == "127.0.0.1" ||
        options.coordinator_addr == "localhost");
@@ -260,9 +321,9 @@ int Main(int argc, char** argv) {
   }
   JobInfo job;
   job.job_id = job_id;
-  job.coordinator =
-      net::HostPort{CoordinatorHost(options, plan), (*server)->port()}
-          .ToString();
+  job.coordinator = net::HostPort{CoordinatorHost(options, plan, iface_addr),
+                                  (*server)->port()}
+                        .ToString();
   job.size = first_size;
   job.start_timeout = options.knobs.start_timeout;
   if (options.log_level_given) job.log_level = options.knobs.log_level;
@@ -271,6 +332,9 @@ int Main(int argc, char** argv) {
   job.stall_shutdown = options.knobs.stall_shutdown;
   job.elastic = options.elastic();
   job.elastic_timeout = options.knobs.elastic_timeout;
+  if (!options.network_interfaces.empty()) {
+    job.iface = options.network_interfaces.front();
+  }
   log->info("job {}: {} workers, coordinator at {}", job_id, options.np,
             job.coordinator);
   // kolo-ctl reads the job's state with its secret (read-only).
@@ -328,6 +392,7 @@ int Main(int argc, char** argv) {
   spawn.options = &options;
   spawn.env = &env;
   spawn.forwarded = ForwardedEnv(environ_strings);
+  spawn.user = UserEnv(options);
   spawn.job = job;
   spawn.secret = secret;
   spawn.cwd = ::getcwd(cwd_buf, sizeof(cwd_buf)) != nullptr ? cwd_buf : "/";
@@ -338,6 +403,8 @@ int Main(int argc, char** argv) {
   sup_options.start_timeout = options.knobs.start_timeout;
   sup_options.coordinator_address = job.coordinator;
   sup_options.elastic = options.elastic();
+  sup_options.output_dir = options.output_dir;
+  sup_options.prefix_timestamp = options.prefix_timestamp;
   coordinator::CoordinatorServer& coord = **server;
   sup_options.end_job = [&coord](const std::string& reason,
                                  const std::string& failed_worker) {

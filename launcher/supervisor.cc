@@ -47,11 +47,30 @@ Supervisor::Supervisor(SupervisorOptions options,
     : options_(std::move(options)), probe_(std::move(probe)) {
   for (WorkerLaunch& l : workers) {
     auto w = std::make_unique<Worker>();
-    w->prefixers[0] = std::make_unique<LinePrefixer>(l.plan.rank, "stdout");
-    w->prefixers[1] = std::make_unique<LinePrefixer>(l.plan.rank, "stderr");
+    MakePrefixers(*w, l.plan.rank, /*append=*/false);
     w->plan = std::move(l.plan);
     w->spec = std::move(l.spec);
     workers_.push_back(std::move(w));
+  }
+}
+
+void Supervisor::MakePrefixers(Worker& w, int number, bool append) {
+  int i = 0;
+  for (const char* stream : {"stdout", "stderr"}) {
+    LinePrefixer::Options po;
+    po.timestamp = options_.prefix_timestamp;
+    if (!options_.output_dir.empty()) {
+      absl::StatusOr<int> fd =
+          OpenRankOutput(options_.output_dir, number, stream, append);
+      if (fd.ok()) {
+        po.copy_fd = *fd;
+      } else {
+        GetLogger("kolorun")->warn("--output-filename: {}",
+                                   std::string(fd.status().message()));
+      }
+    }
+    w.prefixers[i++] =
+        std::make_unique<LinePrefixer>(number, stream, std::move(po));
   }
 }
 

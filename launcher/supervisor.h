@@ -130,6 +130,14 @@ struct SupervisorOptions {
   std::function<void(absl::Time, const std::vector<LiveWorker>&)> on_tick;
   std::function<absl::Time()> next_due;
   std::function<void(const LiveWorker&, const std::string&)> on_worker_end;
+  // --output-filename DIR (created already; "" for none): each worker's
+  // stdout and stderr also go, raw, to DIR/rank.<N>/stdout and .../stderr,
+  // N as in its prefix; an elastic replacement (incarnation > 0) appends.
+  // A file that cannot be opened is a warning (the terminal has the lines).
+  std::string output_dir;
+  // --prefix-output-with-timestamp: a timestamp after each line's prefix
+  // (launcher/line_prefixer.h has the format).
+  bool prefix_timestamp = false;
 };
 
 // The launcher policy of an elastic job (see the file comment).
@@ -205,6 +213,9 @@ class Supervisor {
   std::string Describe(const Worker& w) const;
   int LiveGuards() const;
   bool Spawn(Worker& w);
+  // The prefixers (and output files) of a worker numbered `number` in the
+  // prefix; `append`: an elastic replacement's files are appended to.
+  void MakePrefixers(Worker& w, int number, bool append);
   // Elastic: starts a worker on every slot the table says may start.
   void SpawnReady();
   bool ReplacementsPending() const;

@@ -39,10 +39,7 @@ void Supervisor::SpawnReady() {
     w->plan.local_size = id.host_slots;
     w->slot = slot;
     w->spec = elastic_->make_spec(w->plan);
-    w->prefixers[0] =
-        std::make_unique<LinePrefixer>(id.worker_number, "stdout");
-    w->prefixers[1] =
-        std::make_unique<LinePrefixer>(id.worker_number, "stderr");
+    MakePrefixers(*w, id.worker_number, /*append=*/id.incarnation > 0);
     Worker& ref = *w;
     workers_.push_back(std::move(w));
     if (id.incarnation > 0 || epoch_formed_) {

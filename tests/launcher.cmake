@@ -14,6 +14,12 @@ kolo_add_test(launcher_process_test
   SOURCES launcher_process_test.cc
   LABELS multiprocess SERIAL)
 add_dependencies(launcher_process_test kolorun)
+# What a worker gets (launcher/command_line.h, line_prefixer.h): the
+# forwarded environment, -x, ssh port and identity, timestamps, output files.
+kolo_add_test(launcher_command_line_test
+  SOURCES launcher_command_line_test.cc
+  LIBS kolo_launcher_core
+  LABELS unit)
 kolo_add_test(launcher_slots_test
   SOURCES launcher_slots_test.cc
   LIBS kolo_launcher_core

@@ -682,14 +682,6 @@ TEST(CommandLineTest, LaunchArgvPerMode) {
                       RemoteCommand({{"K", "v"}}, "/d", {"echo", "hi there"}));
 }
 
-TEST(CommandLineTest, ForwardedEnvKeepsKoloAndHorovodButNotTheSecret) {
-  EnvList env =
-      ForwardedEnv({"PATH=/bin", "KOLO_TIMEOUT_SCALE=4",
-                    "HOROVOD_LOG_LEVEL=info", "KOLO_SECRET=x", "junk"});
-  EXPECT_EQ(env, (EnvList{{"KOLO_TIMEOUT_SCALE", "4"},
-                          {"HOROVOD_LOG_LEVEL", "info"}}));
-}
-
 TEST(LinePrefixerTest, CompleteLinesPartialLinesAndEof) {
   LinePrefixer p(3, "stdout");
   EXPECT_EQ(p.Append("hel"), "");

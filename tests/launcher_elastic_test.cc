@@ -27,6 +27,7 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "launcher/command_line.h"
+#include "launcher/line_prefixer.h"
 #include "launcher/supervisor.h"
 #include "tests/testing/timeouts.h"
 
@@ -380,6 +381,37 @@ TEST_F(ElasticSupervisorTest, ASecondSigtermStopsAGracefulTerm) {
   EXPECT_LT(absl::Now() - start, Scaled(absl::Seconds(30)));
   EXPECT_NE(s.failure_reason().find("SIGTERM"), std::string::npos)
       << s.failure_reason();
+}
+
+// --output-filename: a replacement appends to its worker number's files;
+// each file holds the raw output (launcher/line_prefixer.h).
+TEST_F(ElasticSupervisorTest, AReplacementAppendsToItsOutputFiles) {
+  const std::string script = absl::StrCat(
+      "echo \"start $KOLO_WORKER_ID $KOLO_WORKER_INCARNATION $KOLO_HOSTNAME "
+      "$KOLO_RANK\" >> \"$LOG\"; ",
+      "echo \"out $KOLO_WORKER_ID.$KOLO_WORKER_INCARNATION\"; ",
+      "printf 'err %s' $KOLO_WORKER_INCARNATION >&2; ",
+      "if [ $KOLO_WORKER_ID = w1 ] && [ $KOLO_WORKER_INCARNATION = 0 ]; then "
+      "exit 3; fi; ",
+      "while [ ! -e \"$STOP\" ]; do sleep 0.05; done");
+  const std::string log = log_, stop = stop_;
+  SupervisorOptions o = Options();
+  o.output_dir = dir_ + "/out";
+  // A file from an earlier job: truncated by the first incarnation.
+  ASSERT_TRUE(CreateOutputDir(dir_ + "/out/rank.0").ok());
+  WriteFile(dir_ + "/out/rank.0/stdout", "old job\n");
+  Supervisor s(o, MakeSetup({{"localhost", 2}}, 2, script), Probe([log, stop] {
+                 if (HasLine(log, "start w1 1 localhost 1")) {
+                   WriteFile(stop, "");
+                   return EndedOk();
+                 }
+                 return Running();
+               }));
+  EXPECT_EQ(s.Run(), 0) << s.failure_reason();
+  EXPECT_EQ(ReadFile(dir_ + "/out/rank.0/stdout"), "out w0.0\n");
+  EXPECT_EQ(ReadFile(dir_ + "/out/rank.0/stderr"), "err 0");
+  EXPECT_EQ(ReadFile(dir_ + "/out/rank.1/stdout"), "out w1.0\nout w1.1\n");
+  EXPECT_EQ(ReadFile(dir_ + "/out/rank.1/stderr"), "err 0err 1");
 }
 
 }  // namespace

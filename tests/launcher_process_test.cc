@@ -10,10 +10,12 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -355,6 +357,188 @@ TEST(KolorunProcessTest, SshPathCarriesEnvironmentAndSecretOnStdin) {
   EXPECT_NE(p->output().find("[1]<stderr>:fake-ssh to remote2"),
             std::string::npos)
       << p->output();
+}
+
+// A fake ssh that runs the remote command in an empty environment, as a
+// fresh login on another host would (only PATH, and ssh's own variables).
+std::string WriteBareSsh(const TempDir& dir) {
+  std::string fake_ssh = dir.file("bare-ssh");
+  {
+    std::ofstream f(fake_ssh);
+    f << "#!/bin/sh\n"
+         "# args: [-p N] [-i FILE] host command\n"
+         "echo \"bare-ssh $*\" > \"$(dirname \"$0\")/ssh-args.$$\"\n"
+         "while [ \"$1\" = -p ] || [ \"$1\" = -i ]; do shift 2; done\n"
+         "shift\n"
+         "exec env -i PATH=/usr/bin:/bin HOME=/remote-home "
+         "SSH_CONNECTION='1 2 3 4' sh -c \"$*\"\n";
+  }
+  fs::permissions(fake_ssh, fs::perms::owner_all);
+  return fake_ssh;
+}
+
+TEST(KolorunProcessTest, SshWorkersGetKolorunsEnvironmentLessTheDenylist) {
+  TempDir dir;
+  const std::string odd = "a b$c 'd' \"e\" `f` \\g;h";
+  Subprocess p(
+      {BinDir() + "/kolorun", "-np", "2", "-H", "remote1,remote2", "--ssh-cmd",
+       WriteBareSsh(dir), "sh", "-c",
+       "printf 'SEEN %s|%s|%s|%s|%s|%s|%s|%s|%s\\n' \"$FOO\" \"$PYTHONPATH\" "
+       "\"${HOSTNAME-unset}\" \"${CUDA_VISIBLE_DEVICES-unset}\" \"$HOME\" "
+       "\"$SSH_CONNECTION\" \"${MAIL-unset}\" \"$KOLO_RANK\" "
+       "\"${#KOLO_SECRET}\""},
+      {{"FOO", odd},
+       {"PYTHONPATH", "/some/value"},
+       {"HOSTNAME", "kolorun-host"},
+       {"CUDA_VISIBLE_DEVICES", "3"},
+       {"MAIL", "/var/mail/k"},
+       {"KOLO_RANK", "7"}});
+  ASSERT_TRUE(p.Start().ok());
+  ASSERT_TRUE(p.Wait(Scaled(absl::Seconds(30))).ok()) << p.output();
+  EXPECT_TRUE(p.exit_info().exited && p.exit_info().code == 0) << p.output();
+  for (int r = 0; r < 2; ++r) {
+    const std::string line = absl::StrCat(
+        "[", r, "]<stdout>:SEEN ", odd,
+        "|/some/value|unset|unset|/remote-home|1 2 3 4|unset|", r, "|64\n");
+    EXPECT_NE(p.output().find(line), std::string::npos) << line << "\n"
+                                                        << p.output();
+  }
+}
+
+// An environment too large for one argument (Linux: 128 KiB) cannot reach
+// a remote worker: kolorun says why before the worker fails with 127.
+TEST(KolorunProcessTest, AnEnvironmentTooLargeForTheRemoteCommandIsNamed) {
+  std::map<std::string, std::optional<std::string>> env;
+  for (int i = 0; i < 20; ++i)
+    env[absl::StrCat("KOLO_TEST_BIG", i)] = std::string(8000, 'x');
+  Subprocess p({BinDir() + "/kolorun", "-np", "1", "-H", "fakeh",
+                "--launcher-cmd", "env X={host}", "true"},
+               env);
+  ASSERT_TRUE(p.Start().ok());
+  ASSERT_TRUE(p.Wait(Scaled(absl::Seconds(30))).ok()) << p.output();
+  EXPECT_TRUE(p.exit_info().exited && p.exit_info().code == 127) << p.output();
+  EXPECT_NE(p.output().find("over Linux's limit of 131072 for one argument"),
+            std::string::npos)
+      << p.output();
+}
+
+// Runs kolorun with `flags` and --version: true when this kolorun parses
+// them (the parsing of horovodrun's flags may not be in this build yet).
+bool KolorunTakes(std::vector<std::string> flags) {
+  flags.push_back("--version");
+  auto p = RunKolorun(std::move(flags));
+  return p->exit_info().exited && p->exit_info().code == 0;
+}
+
+#define SKIP_UNLESS_KOLORUN_TAKES(...)                                      \
+  if (!KolorunTakes(__VA_ARGS__))                                           \
+  GTEST_SKIP() << "this kolorun does not parse these flags yet (they come " \
+                  "with the parsing of horovodrun's command line)"
+
+TEST(KolorunProcessTest, ExtraEnvForEveryWorkerButNotKolorunsOwn) {
+  SKIP_UNLESS_KOLORUN_TAKES({"-x", "A=1"});
+  TempDir dir;
+  auto p = RunKolorun({"-np", "2", "-H", "localhost,remote1", "--ssh-cmd",
+                       WriteBareSsh(dir), "-x", "BAR=1", "-x", "BAZ=x y", "sh",
+                       "-c", "echo \"X $BAR|$BAZ|$KOLO_RANK\""});
+  EXPECT_TRUE(p->exit_info().exited && p->exit_info().code == 0) << p->output();
+  EXPECT_NE(p->output().find("[0]<stdout>:X 1|x y|0\n"), std::string::npos)
+      << p->output();
+  EXPECT_NE(p->output().find("[1]<stdout>:X 1|x y|1\n"), std::string::npos)
+      << p->output();
+
+  auto bad =
+      RunKolorun({"-np", "1", "-x", "KOLO_RANK=3", "sh", "-c", "echo started"});
+  EXPECT_TRUE(bad->exit_info().exited && bad->exit_info().code == 2)
+      << bad->output();
+  EXPECT_NE(bad->output().find("-x sets KOLO_RANK, which kolorun sets for "
+                               "each worker itself"),
+            std::string::npos)
+      << bad->output();
+  EXPECT_EQ(bad->output().find("started"), std::string::npos) << bad->output();
+}
+
+TEST(KolorunProcessTest, SshPortAndIdentityGoToTheSshCommand) {
+  SKIP_UNLESS_KOLORUN_TAKES({"-p", "2222", "-i", "/k"});
+  TempDir dir;
+  auto p =
+      RunKolorun({"-np", "1", "-H", "remote1", "--ssh-cmd", WriteBareSsh(dir),
+                  "-p", "2222", "-i", dir.file("my key"), "true"});
+  EXPECT_TRUE(p->exit_info().exited && p->exit_info().code == 0) << p->output();
+  std::string args;
+  for (const auto& e : fs::directory_iterator(dir.path())) {
+    if (absl::StartsWith(e.path().filename().string(), "ssh-args."))
+      args = ReadFile(e.path());
+  }
+  EXPECT_TRUE(
+      absl::StartsWith(args, absl::StrCat("bare-ssh -p 2222 -i ",
+                                          dir.file("my key"), " remote1 env ")))
+      << args;
+}
+
+TEST(KolorunProcessTest, OutputFilesPerRankAndTimestamps) {
+  SKIP_UNLESS_KOLORUN_TAKES(
+      {"--output-filename", "/tmp", "--prefix-output-with-timestamp"});
+  TempDir dir;
+  const std::string out = dir.file("logs/run1");
+  auto p = RunKolorun({"-np", "2", "--output-filename", out,
+                       "--prefix-output-with-timestamp", "sh", "-c",
+                       "echo \"hello $KOLO_RANK\"; echo oops >&2; "
+                       "printf 'tail'"});
+  EXPECT_TRUE(p->exit_info().exited && p->exit_info().code == 0) << p->output();
+  for (int r = 0; r < 2; ++r) {
+    const std::string rank_dir = absl::StrCat(out, "/rank.", r);
+    EXPECT_EQ(ReadRaw(rank_dir + "/stdout"),
+              absl::StrCat("hello ", r, "\ntail"));
+    EXPECT_EQ(ReadRaw(rank_dir + "/stderr"), "oops\n");
+    // The terminal: [r]<stdout>:YYYY-MM-DD HH:MM:SS.mmm hello r
+    const std::string lead = absl::StrCat("[", r, "]<stdout>:");
+    size_t at = p->output().find(lead + "20");
+    ASSERT_NE(at, std::string::npos) << p->output();
+    const std::string line =
+        p->output().substr(at, p->output().find('\n', at) - at);
+    ASSERT_EQ(line.size(), lead.size() + 24 + absl::StrCat("hello ", r).size())
+        << line;
+    const std::string stamp = line.substr(lead.size(), 23);
+    EXPECT_EQ(stamp[4], '-') << line;
+    EXPECT_EQ(stamp[10], ' ') << line;
+    EXPECT_EQ(stamp[19], '.') << line;
+    EXPECT_EQ(line.substr(lead.size() + 23), absl::StrCat(" hello ", r));
+  }
+
+  // A directory that cannot be made: exit 2 before any worker, naming it.
+  { std::ofstream f(dir.file("plain-file")); }
+  auto bad =
+      RunKolorun({"-np", "1", "--output-filename", dir.file("plain-file/sub"),
+                  "sh", "-c", "echo started"});
+  EXPECT_TRUE(bad->exit_info().exited && bad->exit_info().code == 2)
+      << bad->output();
+  EXPECT_NE(
+      bad->output().find(absl::StrCat(
+          "cannot create ", dir.file("plain-file/sub"), ": Not a directory")),
+      std::string::npos)
+      << bad->output();
+  EXPECT_EQ(bad->output().find("started"), std::string::npos) << bad->output();
+}
+
+TEST(KolorunProcessTest, NetworkInterfaceGoesToTheWorkersAndMustExist) {
+  SKIP_UNLESS_KOLORUN_TAKES({"--network-interface", "lo"});
+  auto p = RunKolorun({"-np", "2", "--network-interface", "lo", "sh", "-c",
+                       "echo \"IF $KOLO_IFACE $KOLO_COORDINATOR\""});
+  EXPECT_TRUE(p->exit_info().exited && p->exit_info().code == 0) << p->output();
+  EXPECT_NE(p->output().find("[1]<stdout>:IF lo 127.0.0.1:"), std::string::npos)
+      << p->output();
+
+  auto bad = RunKolorun({"-np", "1", "--network-interface", "nosuchif0", "sh",
+                         "-c", "echo started"});
+  EXPECT_TRUE(bad->exit_info().exited && bad->exit_info().code == 2)
+      << bad->output();
+  EXPECT_NE(bad->output().find("--network-interface nosuchif0: no IPv4 "
+                               "address on that interface; this host has "
+                               "lo=127.0.0.1"),
+            std::string::npos)
+      << bad->output();
+  EXPECT_EQ(bad->output().find("started"), std::string::npos) << bad->output();
 }
 
 }  // namespace

@@ -19,6 +19,14 @@ kolo_add_test(multiprocess_netns_test SOURCES multiprocess_netns_test.cc
   LIBS kolo_mp_testing LABELS multiprocess SERIAL TIMEOUT 300)
 add_dependencies(multiprocess_netns_test kolo-mp-worker kolorun
   kolo-elastic-worker kolo-hier-worker)
+# kolorun over real OpenSSH: two namespaces, each with its own sshd; what a
+# remote worker gets (environment, -x, the secret kept off command lines).
+# Skipped without root, ip netns or sshd.
+kolo_add_test(multiprocess_sshd_test SOURCES multiprocess_sshd_test.cc
+  LIBS kolo_mp_testing LABELS multiprocess SERIAL TIMEOUT 300)
+target_compile_definitions(multiprocess_sshd_test PRIVATE
+  KOLO_ENV_REPORT_SH="${CMAKE_CURRENT_SOURCE_DIR}/workers/env_report.sh")
+add_dependencies(multiprocess_sshd_test kolo-mp-worker kolorun)
 
 # The collective grid of issue 3 point 6 through kolorun and the public API:
 # kolo-grid-worker loops over dtypes, ops and counts inside one job per world
