@@ -360,7 +360,12 @@ TEST(HorovodVariablesTest, StallCheckDisable) {
 }
 
 TEST(CheckBuildTest, ListsWhatKoloHas) {
-  const std::string text = CheckBuildText();
+  const std::string text = CheckBuildText(TorchState::kYes);
+  EXPECT_TRUE(absl::StrContains(
+      text, "Available Frameworks:\n    [X] PyTorch (kolo.torch)\n"))
+      << text;
+  EXPECT_TRUE(absl::StrContains(CheckBuildText(TorchState::kNo),
+                                "    [ ] PyTorch (python3 -c"));
   for (const char* line :
        {"Available Controllers:\n    [X] kolo coordinator\n",
         "    [X] TCP ring\n", "    [X] shared memory\n", " NCCL"}) {
