@@ -28,8 +28,8 @@ const char* Box(bool on) { return on ? "[X]" : "[ ]"; }
 TorchState ProbeTorch() {
   // timeout(1) bounds a python3 that hangs on import; its status 124 and
   // the shell's 126/127 (no python3, no timeout) say nothing about kolo.
-  const int rc = std::system(
-      "timeout 60 python3 -c 'import kolo.torch' >/dev/null 2>&1");
+  const int rc =
+      std::system("timeout 60 python3 -c 'import kolo.torch' >/dev/null 2>&1");
   if (rc == -1 || !WIFEXITED(rc)) return TorchState::kUnknown;
   const int code = WEXITSTATUS(rc);
   if (code == 0) return TorchState::kYes;
@@ -63,16 +63,15 @@ std::string CheckBuildText(TorchState torch) {
   const bool nccl = false;
   const std::string nccl_version;
 #endif
-  return absl::StrCat(
-      "kolo v", kVersionString, ":\n\n",  //
-      "Available Frameworks:\n",          //
-      TorchLine(torch), "\n",
-      "Available Controllers:\n",        //
-      "    [X] kolo coordinator\n\n",    //
-      "Available Tensor Operations:\n",  //
-      "    [X] TCP ring\n",              //
-      "    [X] shared memory\n",         //
-      "    ", Box(nccl), " NCCL", nccl_version, "\n");
+  return absl::StrCat("kolo v", kVersionString, ":\n\n",  //
+                      "Available Frameworks:\n",          //
+                      TorchLine(torch), "\n",
+                      "Available Controllers:\n",        //
+                      "    [X] kolo coordinator\n\n",    //
+                      "Available Tensor Operations:\n",  //
+                      "    [X] TCP ring\n",              //
+                      "    [X] shared memory\n",         //
+                      "    ", Box(nccl), " NCCL", nccl_version, "\n");
 }
 
 void PrintCheckBuild(std::FILE* out) {
