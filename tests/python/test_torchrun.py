@@ -5,10 +5,10 @@
   the workers) both work with nothing kolo-specific set: kolo takes its
   coordinator port and job secret through torchrun's store, the allreduce and
   broadcast_parameters give exact results, torch.distributed's own
-  process group still starts beside kolo, and the secret is on no command
-  line;
+  process group still starts beside kolo, init() works again after
+  shutdown(), and the secret is on no command line;
 - a user's KOLO_COORDINATOR and KOLO_SECRET_FILE are used as given, and the
-  store is left alone;
+  store is left alone; a user's KOLO_SECRET_FILE alone stays out of it;
 - a store that cannot be reached, or a rank 0 that never publishes, ends
   the start with an error naming what was waited for, within a deadline.
 
@@ -91,6 +91,10 @@ JOB = textwrap.dedent('''\
     dist.barrier()
     dist.destroy_process_group()
     hvd.shutdown()
+    hvd.init()  # again: what the store gave is kept, the secret too
+    again = hvd.allreduce(torch.ones(2) * (r + 1), op=hvd.Sum, name='y')
+    print('AGAIN rank=%d sum=%s' % (r, compact(again)), flush=True)
+    hvd.shutdown()
     ''')
 
 
@@ -144,6 +148,10 @@ def check(text, code, **want):
     assert sorted(got) == [0, 1], text
     for rank in (0, 1):
         assert got[rank] == expected(rank, **want), text
+    again = [l for l in text.splitlines()
+             if l.startswith('[default') and 'AGAIN ' in l]
+    assert sorted(l.split('AGAIN ', 1)[1] for l in again) == [
+        'rank=0 sum=[3.0,3.0]', 'rank=1 sum=[3.0,3.0]'], text
     assert code == 0, text
 
 
@@ -199,3 +207,62 @@ def test_rank0_that_never_publishes_is_a_clear_error(tmp_path):
             'MASTER_ADDR:MASTER_PORT=') in text, text
     assert 'for rank 0 to publish kolo\'s coordinator address' in text, text
     assert seconds < 80, text
+
+
+def test_user_secret_file_stays_out_of_the_store(tmp_path):
+    # Only the coordinator's address goes through the store.
+    secret = tmp_path / 'secret'
+    secret.write_text('cd' * 32 + '\n')
+    secret.chmod(0o600)
+    code, text, _, _ = torchrun(
+        tmp_path, ['--master_addr', '127.0.0.1', '--master_port',
+                   str(free_port())], env={'KOLO_SECRET_FILE': str(secret)})
+    check(text, code, published='False')
+
+
+# kolo.common.torchrun.prepare() on given environments, in this process.
+
+def torchrun_env(**extra):
+    env = {'RANK': '0', 'WORLD_SIZE': '1', 'LOCAL_RANK': '0',
+           'MASTER_ADDR': '127.0.0.1', 'MASTER_PORT': '29500',
+           'TORCHELASTIC_RUN_ID': f'unit-{time.monotonic_ns()}',
+           'TORCHELASTIC_RESTART_COUNT': '0',
+           'TORCHELASTIC_USE_AGENT_STORE': 'True'}
+    env.update(extra)
+    return env
+
+
+def test_prepare_one_worker_needs_no_store():
+    from kolo.common import torchrun as tr  # pylint: disable=import-outside-toplevel
+    env = torchrun_env()
+    tr.prepare(env)
+    assert env['KOLO_COORDINATOR'] == '127.0.0.1:0'
+    assert len(env['KOLO_SECRET']) == 64
+    first = env.pop('KOLO_SECRET')  # as init() removes it
+    tr.prepare(env)  # a later init() of the same attempt
+    assert env['KOLO_SECRET'] == first
+
+
+def test_prepare_leaves_other_launches_and_given_values_alone():
+    from kolo.common import torchrun as tr  # pylint: disable=import-outside-toplevel
+    for env in (torchrun_env(KOLO_LAUNCHER='kolorun'),
+                {'RANK': '0', 'WORLD_SIZE': '2', 'MASTER_ADDR': 'h',
+                 'MASTER_PORT': '1'},  # not torchrun's agent
+                torchrun_env(KOLO_COORDINATOR='h:2', KOLO_SECRET_FILE='/s')):
+        before = dict(env)
+        tr.prepare(env)
+        assert env == before
+    # The user's KOLO_SECRET stays theirs across init()s, which remove it.
+    env = torchrun_env(KOLO_COORDINATOR='h:2', KOLO_SECRET='x' * 32)
+    tr.prepare(env)
+    del env['KOLO_SECRET']
+    tr.prepare(env)
+    assert 'KOLO_SECRET' not in env
+
+
+def test_prepare_rejects_a_bad_start_timeout():
+    from kolo.common import torchrun as tr  # pylint: disable=import-outside-toplevel
+    env = torchrun_env(WORLD_SIZE='2', KOLO_START_TIMEOUT='soon')
+    with pytest.raises(tr.TorchrunStoreError,
+                       match="KOLO_START_TIMEOUT='soon' is not a number"):
+        tr.prepare(env)

@@ -9,11 +9,12 @@ torch.distributed store) and the job secret. ``prepare()`` fills in, for
 this process, whichever of KOLO_COORDINATOR and the secret (KOLO_SECRET or
 KOLO_SECRET_FILE) the user did not set:
 
-- rank 0 picks a free port on its host (MASTER_ADDR is rank 0's host: the
-  rendezvous puts global rank 0 on node 0, whose agent hosts the store there)
-  and draws a secret, and publishes both in the store under keys named by
-  TORCHELASTIC_RUN_ID and TORCHELASTIC_RESTART_COUNT (a restarted attempt
-  never reads the last attempt's values);
+- rank 0 picks a free port on its host, MASTER_ADDR (torch 1.13 puts global
+  rank 0 on node 0, and MASTER_ADDR names node 0: under the static
+  rendezvous the --master_addr where node 0's agent hosts the store, else
+  node 0's host name) and draws a secret, and publishes those the job lacks in the store under
+  keys named by TORCHELASTIC_RUN_ID and TORCHELASTIC_RESTART_COUNT (a
+  restarted attempt never reads the last attempt's values);
 - the other ranks read them, waiting at most the start timeout
   (KOLO_START_TIMEOUT or HOROVOD_START_TIMEOUT, 30 s by default).
 
@@ -69,9 +70,10 @@ def start_timeout(env):
             except ValueError:
                 raise TorchrunStoreError(
                     f'{name}={value!r} is not a number of seconds') from None
-            if seconds > 0:
+            if 0 < seconds <= 1e7:
                 return seconds
-            raise TorchrunStoreError(f'{name}={value!r} must be above 0')
+            raise TorchrunStoreError(
+                f'{name}={value!r} is not between 0 and 10000000 seconds')
     return _DEFAULT_START_TIMEOUT
 
 
@@ -82,23 +84,22 @@ def prepare(env=None):
     env = os.environ if env is None else env
     if not launched_by_torchrun(env):
         return
-    need_coordinator = not env.get('KOLO_COORDINATOR')
-    need_secret = not (env.get('KOLO_SECRET') or env.get('KOLO_SECRET_FILE'))
-    if not (need_coordinator or need_secret):
-        return
     attempt = (env.get('TORCHELASTIC_RUN_ID', ''),
                env.get('TORCHELASTIC_RESTART_COUNT', '0'))
     with _lock:
         learnt = _learnt.get(attempt)
         if learnt is None:
-            learnt = _learn(env, need_coordinator, need_secret, attempt)
+            # Decided once per attempt: init() removes KOLO_SECRET from the
+            # environment, and a later init() must not mistake the user's
+            # secret for a missing one.
+            need_coordinator = not env.get('KOLO_COORDINATOR')
+            need_secret = not (env.get('KOLO_SECRET') or
+                               env.get('KOLO_SECRET_FILE'))
+            learnt = {}
+            if need_coordinator or need_secret:
+                learnt = _learn(env, need_coordinator, need_secret, attempt)
             _learnt[attempt] = learnt
-    for name, value in learnt.items():
-        if name == 'KOLO_COORDINATOR' and not need_coordinator:
-            continue
-        if name == 'KOLO_SECRET' and not need_secret:
-            continue
-        env[name] = value
+    env.update(learnt)
 
 
 def _learn(env, need_coordinator, need_secret, attempt):
@@ -106,8 +107,12 @@ def _learn(env, need_coordinator, need_secret, attempt):
     size = int(env['WORLD_SIZE'])
     if size == 1:
         # Nobody else must find this worker: any port, any secret.
-        return {'KOLO_COORDINATOR': '127.0.0.1:0',
-                'KOLO_SECRET': secrets.token_hex(32)}
+        alone = {}
+        if need_coordinator:
+            alone['KOLO_COORDINATOR'] = '127.0.0.1:0'
+        if need_secret:
+            alone['KOLO_SECRET'] = secrets.token_hex(32)
+        return alone
     try:
         # pylint: disable=import-outside-toplevel
         from torch.distributed import TCPStore
@@ -121,6 +126,9 @@ def _learn(env, need_coordinator, need_secret, attempt):
     where = (f"torchrun's store at MASTER_ADDR:MASTER_PORT={host}:{port}"
              if agent_store else
              f'the store rank 0 hosts at MASTER_ADDR:MASTER_PORT={host}:{port}')
+    what = ' and '.join(
+        w for w, needed in (("kolo's coordinator address", need_coordinator),
+                            ('the job secret', need_secret)) if needed)
     try:
         store = TCPStore(host, port, size, hosts,
                          datetime.timedelta(seconds=timeout),
@@ -128,32 +136,39 @@ def _learn(env, need_coordinator, need_secret, attempt):
     except (RuntimeError, OSError) as e:
         raise TorchrunStoreError(
             f'rank {rank} could not {"open" if hosts else "reach"} {where} '
-            f'within {timeout:g} s to learn kolo\'s coordinator address and '
-            f'job secret ({e}); set KOLO_COORDINATOR=<rank 0 host>:<free '
-            'port> and KOLO_SECRET_FILE on every worker to start without '
-            'it') from None
+            f'within {timeout:g} s to learn {what} ({e}); set '
+            'KOLO_COORDINATOR=<rank 0 host>:<free port> and KOLO_SECRET_FILE '
+            'on every worker to start without it') from None
+    # Only what this job lacks goes into the store (a secret the user gave
+    # stays out of it); every rank sees the same variables.
     prefix = f'kolo/{attempt[0]}/{attempt[1]}/'
-    keys = [prefix + 'coordinator', prefix + 'secret']
+    keys = {}
+    if need_coordinator:
+        keys['KOLO_COORDINATOR'] = prefix + 'coordinator'
+    if need_secret:
+        keys['KOLO_SECRET'] = prefix + 'secret'
     if rank == 0:
-        learnt = {'KOLO_COORDINATOR': _free_coordinator_address(host),
-                  'KOLO_SECRET': secrets.token_hex(32)}
-        store.set(keys[0], learnt['KOLO_COORDINATOR'])
-        store.set(keys[1], learnt['KOLO_SECRET'])
+        learnt = {}
+        if need_coordinator:
+            learnt['KOLO_COORDINATOR'] = _free_coordinator_address(host)
+        if need_secret:
+            learnt['KOLO_SECRET'] = secrets.token_hex(32)
+        for name, key in keys.items():
+            store.set(key, learnt[name])
         if hosts:
             _wait_for_readers(store, prefix + 'read', size - 1, deadline,
                               where, timeout)
         return learnt
     try:
-        store.wait(keys, datetime.timedelta(
+        store.wait(list(keys.values()), datetime.timedelta(
             seconds=max(deadline - time.monotonic(), 0.001)))
-        learnt = {'KOLO_COORDINATOR': store.get(keys[0]).decode(),
-                  'KOLO_SECRET': store.get(keys[1]).decode()}
+        learnt = {name: store.get(key).decode() for name, key in keys.items()}
     except RuntimeError as e:
         raise TorchrunStoreError(
             f'rank {rank} waited {timeout:g} s in {where} for rank 0 to '
-            f'publish kolo\'s coordinator address and job secret (keys '
-            f'{keys[0]} and {keys[1]}), in vain ({e}): rank 0 did not reach '
-            'hvd.init() in time (raise KOLO_START_TIMEOUT if it starts '
+            f'publish {what} (key{"s" if len(keys) > 1 else ""} '
+            f'{" and ".join(keys.values())}), in vain ({e}): rank 0 did not '
+            'reach hvd.init() in time (raise KOLO_START_TIMEOUT if it starts '
             'slowly)') from None
     if not agent_store:
         store.add(prefix + 'read', 1)
@@ -166,8 +181,8 @@ def _wait_for_readers(store, key, readers, deadline, where, timeout):
         if time.monotonic() > deadline:
             raise TorchrunStoreError(
                 f'rank 0 waited {timeout:g} s for the {readers} other ranks '
-                f'to read kolo\'s coordinator address and job secret from '
-                f'{where}; {store.add(key, 0)} did: the others did not reach '
+                f'to read what kolo lacks from {where}; {store.add(key, 0)} '
+                'did: the others did not reach '
                 'hvd.init() in time (raise KOLO_START_TIMEOUT if they start '
                 'slowly)')
         time.sleep(0.01)
