@@ -6,7 +6,9 @@
   coordinator port and job secret through torchrun's store, the allreduce and
   broadcast_parameters give exact results, torch.distributed's own
   process group still starts beside kolo, init() works again after
-  shutdown(), and the secret is on no command line;
+  shutdown(), and the secret is on no command line; so does a launch of two
+  agents (--nnodes 2 on one host), and a restarted attempt reads its own
+  values, not the failed attempt's;
 - a user's KOLO_COORDINATOR and KOLO_SECRET_FILE are used as given, and the
   store is left alone; a user's KOLO_SECRET_FILE alone stays out of it;
 - a store that cannot be reached, or a rank 0 that never publishes, ends
@@ -46,8 +48,11 @@ JOB = textwrap.dedent('''\
         os.environ['MASTER_PORT'] = sys.argv[2]  # nothing listens there
     if mode == 'rank0-absent' and rank == 0:
         sys.exit(0)  # never publishes
+    restart = os.environ['TORCHELASTIC_RESTART_COUNT']
     given = os.environ.get('KOLO_COORDINATOR')
     hvd.init()
+    if mode == 'restart' and restart == '0' and rank == 1:
+        os._exit(3)  # torchrun restarts the job: a new attempt
     r, n = hvd.rank(), hvd.size()
     x = torch.arange(4, dtype=torch.float32) + 10 * r
     total = hvd.allreduce(x, op=hvd.Sum, name='x')
@@ -83,9 +88,9 @@ JOB = textwrap.dedent('''\
                     on_cmdline |= secret in f.read()
             except OSError:
                 pass
-    print('RESULT rank=%d size=%d sum=%s w=%s b=%s gloo=%d given=%s '
-          'published=%s secret_in_env=%s secret_on_cmdline=%s' % (
-              r, n, compact(total), compact(model.weight),
+    print('RESULT rank=%d size=%d restart=%s sum=%s w=%s b=%s gloo=%d '
+          'given=%s published=%s secret_in_env=%s secret_on_cmdline=%s' % (
+              r, n, restart, compact(total), compact(model.weight),
               compact(model.bias), int(g), given, published,
               'KOLO_SECRET' in os.environ, on_cmdline), flush=True)
     dist.barrier()
@@ -104,22 +109,31 @@ def free_port():
         return s.getsockname()[1]
 
 
-def torchrun(tmp_path, launch, mode='plain', args=(), env=None,
-             timeout=DEADLINE):
-    """Runs JOB under torchrun; returns (exit code, output, seconds, argv)."""
+def torchrun_argv(tmp_path, launch, mode='plain', args=(), nproc=2,
+                  restarts=0):
     script = tmp_path / 'job.py'
     script.write_text(JOB)
-    argv = [sys.executable, '-m', 'torch.distributed.run', '--nproc_per_node',
-            '2', '--redirects', '1', '--tee', '1', '--max_restarts', '0',
-            *launch, str(script), mode, *args]
+    return [sys.executable, '-m', 'torch.distributed.run', '--nproc_per_node',
+            str(nproc), '--redirects', '1', '--tee', '1', '--max_restarts',
+            str(restarts), *launch, str(script), mode, *args]
+
+
+def job_env(env):
     full_env = dict(os.environ, **(env or {}))
     for name in ('KOLO_SECRET', 'KOLO_SECRET_FILE', 'KOLO_COORDINATOR'):
         if env is None or name not in env:
             full_env.pop(name, None)
     full_env.setdefault('KOLO_START_TIMEOUT', '60')
+    return full_env
+
+
+def torchrun(tmp_path, launch, mode='plain', args=(), env=None,
+             timeout=DEADLINE, restarts=0):
+    """Runs JOB under torchrun; returns (exit code, output, seconds, argv)."""
+    argv = torchrun_argv(tmp_path, launch, mode, args, restarts=restarts)
     start = time.monotonic()
-    out = subprocess.run(argv, capture_output=True, text=True, env=full_env,
-                         timeout=timeout, check=False)
+    out = subprocess.run(argv, capture_output=True, text=True,
+                         env=job_env(env), timeout=timeout, check=False)
     return (out.returncode, out.stdout + out.stderr,
             time.monotonic() - start, argv)
 
@@ -136,8 +150,8 @@ def results(text):
     return found
 
 
-def expected(rank, given='None', published='True'):
-    return {'rank': str(rank), 'size': '2', 'sum': '[10.0,12.0,14.0,16.0]',
+def expected(rank, given='None', published='True', restart='0'):
+    return {'rank': str(rank), 'size': '2', 'restart': restart, 'sum': '[10.0,12.0,14.0,16.0]',
             'w': '[[1.0,1.0]]', 'b': '[5.0]', 'gloo': '3', 'given': given,
             'published': published, 'secret_in_env': 'False',
             'secret_on_cmdline': 'False'}
@@ -161,6 +175,42 @@ def test_plain_launch_takes_port_and_secret_from_torchruns_store(tmp_path):
                    str(free_port())])
     check(text, code)
     assert not any('SECRET' in a for a in argv)
+
+
+def test_two_agents_as_two_nodes(tmp_path):
+    # --nnodes 2 on one host: node 0's agent hosts the store at
+    # --master_addr, global rank 0 runs there and hosts kolo's coordinator.
+    port = free_port()
+    jobs = []
+    for node in (0, 1):
+        argv = torchrun_argv(
+            tmp_path, ['--nnodes', '2', '--node_rank', str(node),
+                       '--master_addr', '127.0.0.1', '--master_port',
+                       str(port)], nproc=1)
+        jobs.append(subprocess.Popen(argv, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True,
+                                     env=job_env(None)))
+    texts, codes = [], []
+    try:
+        for job in jobs:
+            texts.append(job.communicate(timeout=DEADLINE)[0])
+            codes.append(job.returncode)
+    finally:
+        for job in jobs:
+            if job.poll() is None:
+                job.kill()
+                job.wait()
+    text = '\n'.join(texts)
+    check(text, max(codes))
+
+
+def test_restarted_attempt_takes_fresh_values(tmp_path):
+    # Rank 1 dies after init() in attempt 0; torchrun restarts both, and
+    # attempt 1 reads its own keys, not attempt 0's.
+    code, text, _, _ = torchrun(
+        tmp_path, ['--master_addr', '127.0.0.1', '--master_port',
+                   str(free_port())], mode='restart', restarts=1)
+    check(text, code, restart='1')
 
 
 def test_standalone_launch(tmp_path):
