@@ -26,8 +26,14 @@ if(KOLO_HAVE_PYTHON)
   # kolo.torch jobs under kolorun, each with a deadline (issue 39).
   add_test(NAME python_stranded_test COMMAND ${_py_run} 1 test_stranded.py)
   set_tests_properties(python_stranded_test PROPERTIES RUN_SERIAL TRUE)
+  # kolo.torch under the real torchrun (python -m torch.distributed.run),
+  # 2 workers: its coordinator port and secret through torchrun's store, a
+  # user's KOLO_COORDINATOR/KOLO_SECRET_FILE, and the errors of a broken
+  # store, each job with a deadline.
+  add_test(NAME python_torchrun_test COMMAND ${_py_run} 1 test_torchrun.py)
+  set_tests_properties(python_torchrun_test PROPERTIES RUN_SERIAL TRUE)
   foreach(t python_package_test python_torch_np2_test python_torch_np3_test
-            python_elastic_test python_stranded_test)
+            python_elastic_test python_stranded_test python_torchrun_test)
     set_tests_properties(${t} PROPERTIES LABELS "python;multiprocess"
       TIMEOUT 300 SKIP_RETURN_CODE 77 ENVIRONMENT "${_py_env}")
   endforeach()

@@ -118,6 +118,45 @@ TEST(WorkerConfig, Torchrun) {
   EXPECT_EQ(c->coordinator_source, "KOLO_COORDINATOR");
 }
 
+// torchrun's static rendezvous (TORCHELASTIC_USE_AGENT_STORE=True): its
+// agent's store owns MASTER_PORT, so a worker without KOLO_COORDINATOR gets
+// one sentence naming what to set instead of a bind error at rank 0.
+TEST(WorkerConfig, TorchrunAgentStoreNeedsKoloCoordinator) {
+  EnvMap env = {{"RANK", "1"},
+                {"WORLD_SIZE", "2"},
+                {"MASTER_ADDR", "node1"},
+                {"MASTER_PORT", "29500"},
+                {"TORCHELASTIC_RUN_ID", "none"},
+                {"TORCHELASTIC_USE_AGENT_STORE", "True"}};
+  for (const char* rank : {"0", "1"}) {
+    env["RANK"] = rank;
+    auto c = Parse(env);
+    ASSERT_FALSE(c.ok()) << "rank " << rank;
+    EXPECT_EQ(c.status().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_THAT(c.status().message(),
+                HasSubstr("MASTER_PORT=29500 is torchrun's own rendezvous "
+                          "store"));
+    EXPECT_THAT(c.status().message(),
+                HasSubstr("set KOLO_COORDINATOR=node1:<a free port other than "
+                          "MASTER_PORT> and KOLO_SECRET_FILE="));
+    EXPECT_EQ(c.status().message().find(". "), absl::string_view::npos)
+        << "one sentence: " << c.status().message();
+  }
+  // What the message asks for works.
+  env["KOLO_COORDINATOR"] = "node1:29600";
+  env["KOLO_SECRET"] = "x-0123456789abcdef";
+  auto c = Parse(env);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->coordinator.ToString(), "node1:29600");
+  // Other rendezvous backends (c10d, --standalone) leave MASTER_PORT free
+  // for the workers: torch sets the variable to "False".
+  env.erase("KOLO_COORDINATOR");
+  env["TORCHELASTIC_USE_AGENT_STORE"] = "False";
+  c = Parse(env);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->coordinator.ToString(), "node1:29500");
+}
+
 TEST(WorkerConfig, HostingDecision) {
   EnvMap env = {{"RANK", "0"},
                 {"WORLD_SIZE", "2"},

@@ -180,7 +180,21 @@ absl::Status ParseCoordinator(const EnvMap& env, WorkerConfig& c) {
   } else {
     auto addr = Get(env, "MASTER_ADDR");
     auto port = Get(env, "MASTER_PORT");
-    if (addr && port) {
+    // torchrun's static rendezvous: its agent's own store listens on
+    // MASTER_PORT (torch compares the variable with "True" too).
+    const bool agent_store =
+        c.launch_mode == LaunchMode::kTorchrun && addr && port &&
+        Get(env, "TORCHELASTIC_USE_AGENT_STORE") == std::string("True");
+    if (agent_store) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "under torchrun MASTER_PORT=", *port,
+          " is torchrun's own rendezvous store, so kolo's coordinator cannot "
+          "run there: set KOLO_COORDINATOR=",
+          *addr,
+          ":<a free port other than MASTER_PORT> and KOLO_SECRET_FILE=<a file "
+          "holding the job secret> on every worker (kolo.torch sets both "
+          "itself through torchrun's store)"));
+    } else if (addr && port) {
       address = absl::StrCat(*addr, ":", *port);
       c.coordinator_source = "MASTER_ADDR:MASTER_PORT";
     } else if (single && !addr && !port && c.host_coordinator) {

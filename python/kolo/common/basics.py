@@ -16,6 +16,7 @@ import warnings
 
 from kolo import _kolo
 from kolo.common import process_sets as _ps
+from kolo.common import torchrun as _torchrun
 from kolo.common.exceptions import NOT_INITIALIZED, translate
 
 # Reduce ops: plain ints, Horovod's values.
@@ -101,6 +102,12 @@ def init(comm=None, process_sets=None):
         _atexit_registered = True
     if _kolo.is_initialized():
         return
+    try:
+        # Under torchrun: the coordinator's port and the secret through
+        # torchrun's store, unless the user set them.
+        _torchrun.prepare()
+    except _torchrun.TorchrunStoreError as e:
+        raise ValueError(f'Horovod initialization failed. {e}') from None
     try:
         _kolo.init([])
     except _kolo.Error as e:
