@@ -759,49 +759,4 @@ absl::StatusOr<LaunchOptions> ParseArgs(
   return o;
 }
 
-bool IsLocalHostName(absl::string_view host,
-                     absl::string_view kernel_hostname) {
-  return host == "localhost" || host == "127.0.0.1" ||
-         (!kernel_hostname.empty() && host == kernel_hostname);
-}
-
-SpawnMode ModeFor(const LaunchOptions& options, absl::string_view host,
-                  absl::string_view kernel_hostname) {
-  if (!options.launcher_cmd.empty()) return SpawnMode::kTemplate;
-  if (IsLocalHostName(host, kernel_hostname)) return SpawnMode::kLocal;
-  return SpawnMode::kSsh;
-}
-
-std::vector<WorkerPlan> PlanWorkers(const LaunchOptions& options,
-                                    absl::string_view kernel_hostname) {
-  std::vector<WorkerPlan> plan;
-  std::map<std::string, int> per_host;
-  for (const HostSlots& h : options.hosts) {
-    for (int s = 0; s < h.slots && static_cast<int>(plan.size()) < options.np;
-         ++s) {
-      WorkerPlan w;
-      w.rank = static_cast<int>(plan.size());
-      w.worker_id = absl::StrCat("w", w.rank);
-      w.host = h.name;
-      w.local_rank = per_host[h.name]++;
-      w.mode = ModeFor(options, h.name, kernel_hostname);
-      plan.push_back(std::move(w));
-    }
-  }
-  std::map<int, int> per_local_rank;
-  for (WorkerPlan& w : plan) {
-    w.local_size = per_host[w.host];
-    w.cross_rank = per_local_rank[w.local_rank]++;
-  }
-  for (WorkerPlan& w : plan) w.cross_size = per_local_rank[w.local_rank];
-  return plan;
-}
-
-bool AllLocal(const std::vector<WorkerPlan>& plan) {
-  for (const WorkerPlan& w : plan) {
-    if (w.mode != SpawnMode::kLocal) return false;
-  }
-  return true;
-}
-
 }  // namespace kolo::launcher

@@ -1,7 +1,7 @@
 // kolorun's command line: LaunchOptions (every knob kolorun has, with its
 // default and where it comes from), ParseArgs, and the plan that puts ranks
-// on host slots. horovodrun's flags are in launcher/horovod_flags.h, the
-// --help text in launcher/usage.cc.
+// on host slots (defined in launcher/plan.cc). horovodrun's flags are in
+// launcher/horovod_flags.h, the --help text in launcher/usage.cc.
 //
 // Pure functions: no I/O (but ReadFileFromDisk, and ParseArgs's overload that
 // uses it), no global state; the environment is passed in, so everything

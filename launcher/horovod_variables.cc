@@ -98,6 +98,9 @@ constexpr HorovodVariable kVariables[] = {
     {"HOROVOD_LOG_HIDE_TIME", Use::kNotUsed,
      "kolo's log lines have a fixed format; for timestamps on the workers' "
      "output use kolorun --prefix-output-with-timestamp"},
+    {"HOROVOD_SECRET_KEY", Use::kNotUsed,
+     "kolorun makes a job secret of its own and gives it to each worker on "
+     "its stdin; for starts without kolorun use KOLO_SECRET_FILE"},
 };
 
 }  // namespace
