@@ -422,21 +422,7 @@ TEST(KolorunProcessTest, AnEnvironmentTooLargeForTheRemoteCommandIsNamed) {
       << p.output();
 }
 
-// Runs kolorun with `flags` and --version: true when this kolorun parses
-// them (the parsing of horovodrun's flags may not be in this build yet).
-bool KolorunTakes(std::vector<std::string> flags) {
-  flags.push_back("--version");
-  auto p = RunKolorun(std::move(flags));
-  return p->exit_info().exited && p->exit_info().code == 0;
-}
-
-#define SKIP_UNLESS_KOLORUN_TAKES(...)                                      \
-  if (!KolorunTakes(__VA_ARGS__))                                           \
-  GTEST_SKIP() << "this kolorun does not parse these flags yet (they come " \
-                  "with the parsing of horovodrun's command line)"
-
 TEST(KolorunProcessTest, ExtraEnvForEveryWorkerButNotKolorunsOwn) {
-  SKIP_UNLESS_KOLORUN_TAKES({"-x", "A=1"});
   TempDir dir;
   auto p = RunKolorun({"-np", "2", "-H", "localhost,remote1", "--ssh-cmd",
                        WriteBareSsh(dir), "-x", "BAR=1", "-x", "BAZ=x y", "sh",
@@ -459,7 +445,6 @@ TEST(KolorunProcessTest, ExtraEnvForEveryWorkerButNotKolorunsOwn) {
 }
 
 TEST(KolorunProcessTest, SshPortAndIdentityGoToTheSshCommand) {
-  SKIP_UNLESS_KOLORUN_TAKES({"-p", "2222", "-i", "/k"});
   TempDir dir;
   auto p =
       RunKolorun({"-np", "1", "-H", "remote1", "--ssh-cmd", WriteBareSsh(dir),
@@ -477,8 +462,6 @@ TEST(KolorunProcessTest, SshPortAndIdentityGoToTheSshCommand) {
 }
 
 TEST(KolorunProcessTest, OutputFilesPerRankAndTimestamps) {
-  SKIP_UNLESS_KOLORUN_TAKES(
-      {"--output-filename", "/tmp", "--prefix-output-with-timestamp"});
   TempDir dir;
   const std::string out = dir.file("logs/run1");
   auto p = RunKolorun({"-np", "2", "--output-filename", out,
@@ -522,7 +505,6 @@ TEST(KolorunProcessTest, OutputFilesPerRankAndTimestamps) {
 }
 
 TEST(KolorunProcessTest, NetworkInterfaceGoesToTheWorkersAndMustExist) {
-  SKIP_UNLESS_KOLORUN_TAKES({"--network-interface", "lo"});
   auto p = RunKolorun({"-np", "2", "--network-interface", "lo", "sh", "-c",
                        "echo \"IF $KOLO_IFACE $KOLO_COORDINATOR\""});
   EXPECT_TRUE(p->exit_info().exited && p->exit_info().code == 0) << p->output();

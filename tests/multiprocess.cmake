@@ -5,7 +5,7 @@ add_executable(kolo-mp-worker workers/mp_worker.cc)
 target_link_libraries(kolo-mp-worker PRIVATE kolo_worker)
 kolo_target_warnings(kolo-mp-worker)
 
-add_library(kolo_mp_testing STATIC testing/topology.cc)
+add_library(kolo_mp_testing STATIC testing/topology.cc testing/netns.cc)
 target_link_libraries(kolo_mp_testing PUBLIC kolo_testing)
 kolo_target_warnings(kolo_mp_testing)
 

@@ -23,6 +23,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tests/testing/netns.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/timeouts.h"
 #include "tests/testing/topology.h"
@@ -32,78 +33,31 @@ namespace {
 
 std::string Bin(const std::string& name) { return BinDir() + "/" + name; }
 
-// Runs a shell command; true on exit status 0.
-bool Sh(const std::string& cmd) {
-  int rc = std::system((cmd + " >/dev/null 2>&1").c_str());
-  return rc != -1 && WIFEXITED(rc) && WEXITSTATUS(rc) == 0;
-}
-
 class NetnsTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (geteuid() != 0) GTEST_SKIP() << "needs root for ip netns";
-    if (!Sh("command -v ip")) GTEST_SKIP() << "needs iproute2 (ip)";
+    if (!RunQuietly("command -v ip")) GTEST_SKIP() << "needs iproute2 (ip)";
     const int id = getpid() % 100000;
-    const int net = 10 + id % 200;
-    // Both namespaces hang off one bridge in this namespace (one L2 segment,
-    // so that workers of the two "hosts" reach each other without routing):
-    // the bridge is 10.231.<net>.1, the hosts .2 and .3.
-    bridge_ = absl::StrCat("kb", id);
-    bridge_ip_ = absl::StrCat("10.231.", net, ".1");
-    if (!Sh("ip link add " + bridge_ + " type bridge") ||
-        !Sh(absl::StrCat("ip addr add ", bridge_ip_, "/24 dev ", bridge_)) ||
-        !Sh("ip link set " + bridge_ + " up")) {
-      GTEST_SKIP() << "cannot create bridge " << bridge_;
-    }
-    for (int h = 0; h < 2; ++h) {
-      Host host;
-      host.ns = absl::StrCat("kolo", id, h == 0 ? "a" : "b");
-      host.outer_if = absl::StrCat("kv", id, h == 0 ? "a" : "b", "0");
-      host.inner_if = absl::StrCat("kv", id, h == 0 ? "a" : "b", "1");
-      host.inner_ip = absl::StrCat("10.231.", net, ".", 2 + h);
-      hosts_.push_back(host);
-      const Host& x = hosts_.back();
-      bool ok =
-          Sh("ip netns add " + x.ns) &&
-          Sh(absl::StrCat("ip link add ", x.outer_if, " type veth peer name ",
-                          x.inner_if)) &&
-          Sh(absl::StrCat("ip link set ", x.inner_if, " netns ", x.ns)) &&
-          Sh(absl::StrCat("ip link set ", x.outer_if, " master ", bridge_)) &&
-          Sh(absl::StrCat("ip link set ", x.outer_if, " up")) &&
-          Sh(absl::StrCat("ip netns exec ", x.ns, " ip addr add ", x.inner_ip,
-                          "/24 dev ", x.inner_if)) &&
-          Sh(absl::StrCat("ip netns exec ", x.ns, " ip link set ", x.inner_if,
-                          " up")) &&
-          Sh(absl::StrCat("ip netns exec ", x.ns, " ip link set lo up"));
-      if (!ok)
-        GTEST_SKIP() << "cannot create network namespace " << x.ns
-                     << " with a veth pair";
+    if (absl::Status st = net_.Create("kolo", "kv", id, 10 + id % 200);
+        !st.ok()) {
+      GTEST_SKIP() << st.message();
     }
   }
 
-  void TearDown() override {
-    for (const Host& x : hosts_) {
-      Sh("ip link del " + x.outer_if);
-      Sh("ip netns del " + x.ns);
-    }
-    if (!bridge_.empty()) Sh("ip link del " + bridge_);
-  }
-
-  struct Host {
-    std::string ns, outer_if, inner_if, inner_ip;
-  };
-  std::string bridge_, bridge_ip_;
-  std::vector<Host> hosts_;
+  using Host = TwoNamespaces::Host;
+  TwoNamespaces net_;
 };
 
 TEST_F(NetnsTest, WorkersInTwoNamespaces) {
   // The coordinator (embedded in kolorun, in this namespace) is reached at the
   // bridge's address from both namespaces; the workers then build their data
   // plane across the namespaces and run every collective.
-  Subprocess p({Bin("kolorun"), "-np", "4", "-H",
-                absl::StrCat(hosts_[0].ns, ":2,", hosts_[1].ns, ":2"),
-                "--launcher-cmd", "ip netns exec {host}", "--coordinator-addr",
-                bridge_ip_, Bin("kolo-mp-worker"), "topology"});
+  Subprocess p(
+      {Bin("kolorun"), "-np", "4", "-H",
+       absl::StrCat(net_.hosts()[0].ns, ":2,", net_.hosts()[1].ns, ":2"),
+       "--launcher-cmd", "ip netns exec {host}", "--coordinator-addr",
+       net_.bridge_ip(), Bin("kolo-mp-worker"), "topology"});
   ASSERT_TRUE(p.Start().ok());
   ASSERT_TRUE(p.Wait(Scaled(absl::Seconds(60))).ok()) << p.output();
   ASSERT_TRUE(p.exit_info().exited && p.exit_info().code == 0)
@@ -116,26 +70,26 @@ TEST_F(NetnsTest, WorkersInTwoNamespaces) {
     ASSERT_GE(r, 0);
     ASSERT_LT(r, 4);
     SCOPED_TRACE(absl::StrCat("rank ", r));
-    const Host& h = hosts_[r / 2];
+    const Host& h = net_.hosts()[r / 2];
     EXPECT_EQ(f.at("host"), h.ns);
     EXPECT_EQ(IntField(f, "local_rank"), r % 2);
     EXPECT_EQ(IntField(f, "local_size"), 2);
     EXPECT_EQ(IntField(f, "cross_rank"), r / 2);
     EXPECT_EQ(IntField(f, "cross_size"), 2);
     // The data address is this namespace's own address, with a real port.
-    EXPECT_TRUE(absl::StartsWith(f.at("data"), h.inner_ip + ":"))
-        << f.at("data");
-    EXPECT_NE(f.at("data"), h.inner_ip + ":0");
+    EXPECT_TRUE(absl::StartsWith(f.at("data"), h.ip + ":")) << f.at("data");
+    EXPECT_NE(f.at("data"), h.ip + ":0");
   }
 
   // Every collective across the two namespaces: shared memory between the
   // two ranks of each namespace, TCP across (allreduce/shm/
   // hybrid_transport.h).
-  Subprocess c({Bin("kolorun"), "-np", "4", "-H",
-                absl::StrCat(hosts_[0].ns, ":2,", hosts_[1].ns, ":2"),
-                "--launcher-cmd", "ip netns exec {host}", "--coordinator-addr",
-                bridge_ip_, "--log-level", "info", Bin("kolo-mp-worker"),
-                "collectives"});
+  Subprocess c(
+      {Bin("kolorun"), "-np", "4", "-H",
+       absl::StrCat(net_.hosts()[0].ns, ":2,", net_.hosts()[1].ns, ":2"),
+       "--launcher-cmd", "ip netns exec {host}", "--coordinator-addr",
+       net_.bridge_ip(), "--log-level", "info", Bin("kolo-mp-worker"),
+       "collectives"});
   ASSERT_TRUE(c.Start().ok());
   ASSERT_TRUE(c.Wait(Scaled(absl::Seconds(120))).ok()) << c.output();
   EXPECT_TRUE(c.exit_info().exited && c.exit_info().code == 0)
@@ -161,23 +115,24 @@ TEST_F(NetnsTest, WorkersInTwoNamespaces) {
 // replacement), and the job ends at size 4, every rank with rank 0's
 // state.
 TEST_F(NetnsTest, PartitionedHostIsEvictedThenRejoins) {
-  Subprocess job({Bin("kolorun"), "-np", "4", "--min-np", "2", "-H",
-                  absl::StrCat(hosts_[0].ns, ":2,", hosts_[1].ns, ":2"),
-                  "--launcher-cmd", "ip netns exec {host}",
-                  "--coordinator-addr", bridge_ip_, Bin("kolo-elastic-worker"),
-                  "--seconds", "16", "--steps", "100000", "--step-ms", "20"});
+  Subprocess job(
+      {Bin("kolorun"), "-np", "4", "--min-np", "2", "-H",
+       absl::StrCat(net_.hosts()[0].ns, ":2,", net_.hosts()[1].ns, ":2"),
+       "--launcher-cmd", "ip netns exec {host}", "--coordinator-addr",
+       net_.bridge_ip(), Bin("kolo-elastic-worker"), "--seconds", "16",
+       "--steps", "100000", "--step-ms", "20"});
   ASSERT_TRUE(job.Start().ok());
   ASSERT_TRUE(job.WaitForOutput("EL_RECOVERED", Scaled(absl::Seconds(1))) ||
               job.WaitForOutput("EL_START", Scaled(absl::Seconds(30))))
       << job.output();
   absl::SleepFor(absl::Seconds(2));
   const absl::Time cut = absl::Now();
-  ASSERT_TRUE(Sh("ip link set " + hosts_[1].outer_if + " down"));
+  ASSERT_TRUE(RunQuietly("ip link set " + net_.hosts()[1].outer_if + " down"));
   EXPECT_TRUE(job.WaitForOutput("silent for", Scaled(absl::Seconds(10))))
       << job.output();
   const absl::Duration evicted_after = absl::Now() - cut;
   absl::SleepFor(absl::Seconds(5) - (absl::Now() - cut));
-  ASSERT_TRUE(Sh("ip link set " + hosts_[1].outer_if + " up"));
+  ASSERT_TRUE(RunQuietly("ip link set " + net_.hosts()[1].outer_if + " up"));
   ASSERT_TRUE(job.Wait(Scaled(absl::Seconds(90))).ok()) << job.output();
   const std::string& out = job.output();
   EXPECT_TRUE(job.exit_info().exited && job.exit_info().code == 0)
@@ -227,13 +182,13 @@ TEST_F(NetnsTest, PartitionFaultIsFiredHealedAndReported) {
        "--min-np",
        "2",
        "-H",
-       absl::StrCat(hosts_[0].ns, ":2,", hosts_[1].ns, ":2"),
+       absl::StrCat(net_.hosts()[0].ns, ":2,", net_.hosts()[1].ns, ":2"),
        "--launcher-cmd",
        "ip netns exec {host}",
        "--coordinator-addr",
-       bridge_ip_,
+       net_.bridge_ip(),
        "--fault",
-       absl::StrCat("partition:host=", hosts_[1].ns, ":after=3s:for=4s"),
+       absl::StrCat("partition:host=", net_.hosts()[1].ns, ":after=3s:for=4s"),
        "--fault-report",
        report,
        Bin("kolo-elastic-worker"),
@@ -262,7 +217,7 @@ TEST_F(NetnsTest, PartitionFaultIsFiredHealedAndReported) {
   EXPECT_TRUE(r.find("\"how\": \"heartbeat\"") != std::string::npos ||
               r.find("\"how\": \"data-plane\"") != std::string::npos)
       << r;
-  EXPECT_NE(r.find(absl::StrCat("\"host\": \"", hosts_[1].ns, "\"")),
+  EXPECT_NE(r.find(absl::StrCat("\"host\": \"", net_.hosts()[1].ns, "\"")),
             std::string::npos)
       << r;
   EXPECT_EQ(out.find("EL_STEP_BAD"), std::string::npos) << out;
@@ -282,9 +237,10 @@ TEST_F(NetnsTest, HierarchicalCollectivesMatchTheFlatOnes) {
           absl::StrCat(a, "+", b, " ranks, KOLO_HIERARCHICAL=", hierarchical));
       Subprocess p(
           {Bin("kolorun"), "-np", "4", "-H",
-           absl::StrCat(hosts_[0].ns, ":", a, ",", hosts_[1].ns, ":", b),
+           absl::StrCat(net_.hosts()[0].ns, ":", a, ",", net_.hosts()[1].ns,
+                        ":", b),
            "--launcher-cmd", "ip netns exec {host}", "--coordinator-addr",
-           bridge_ip_, "--log-level", "info", Bin("kolo-hier-worker")},
+           net_.bridge_ip(), "--log-level", "info", Bin("kolo-hier-worker")},
           {{"KOLO_HIERARCHICAL", absl::StrCat(hierarchical)}});
       ASSERT_TRUE(p.Start().ok());
       ASSERT_TRUE(p.Wait(Scaled(absl::Seconds(180))).ok()) << p.output();

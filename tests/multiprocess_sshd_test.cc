@@ -30,6 +30,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/netns.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/timeouts.h"
 
@@ -44,12 +45,6 @@ namespace fs = std::filesystem;
 
 std::string Bin(const std::string& name) {
   return fs::absolute(fs::path(BinDir()) / name).string();
-}
-
-// Runs a shell command quietly; true on exit status 0.
-bool Sh(const std::string& cmd) {
-  int rc = std::system((cmd + " >/dev/null 2>&1").c_str());
-  return rc != -1 && WIFEXITED(rc) && WEXITSTATUS(rc) == 0;
 }
 
 std::string ReadAll(const std::string& path) {
@@ -73,18 +68,19 @@ std::vector<std::string> AllCommandLines() {
 
 class SshdTest : public ::testing::Test {
  protected:
-  struct Host {
-    std::string ns, outer_if, inner_if, ip;
-    std::unique_ptr<Subprocess> sshd;
+  // One sshd per namespace, in the order of net_.hosts().
+  struct Sshd {
+    std::unique_ptr<Subprocess> process;
     std::string log;
   };
 
   void SetUp() override {
     if (geteuid() != 0) GTEST_SKIP() << "needs root (ip netns, sshd)";
-    if (!Sh("ip netns list")) GTEST_SKIP() << "needs iproute2's ip netns";
+    if (!RunQuietly("ip netns list"))
+      GTEST_SKIP() << "needs iproute2's ip netns";
     if (!fs::exists("/usr/sbin/sshd"))
       GTEST_SKIP() << "needs OpenSSH's server (/usr/sbin/sshd)";
-    if (!Sh("command -v ssh") || !Sh("command -v ssh-keygen"))
+    if (!RunQuietly("command -v ssh") || !RunQuietly("command -v ssh-keygen"))
       GTEST_SKIP() << "needs OpenSSH's client (ssh, ssh-keygen)";
     const int id = getpid() % 100000;
     const int net = 10 + (id + 97) % 200;
@@ -97,44 +93,21 @@ class SshdTest : public ::testing::Test {
     // boot, which a container may not have done).
     std::error_code ec;
     fs::create_directories("/run/sshd", ec);
-    ASSERT_TRUE(Sh(
+    ASSERT_TRUE(RunQuietly(
         absl::StrCat("ssh-keygen -q -t ed25519 -N '' -f ", dir_, "/host_key")));
-    ASSERT_TRUE(Sh(absl::StrCat("ssh-keygen -q -t ed25519 -N '' -f ", dir_,
-                                "/client_key")));
+    ASSERT_TRUE(RunQuietly(absl::StrCat("ssh-keygen -q -t ed25519 -N '' -f ",
+                                        dir_, "/client_key")));
     fs::copy_file(dir_ + "/client_key.pub", dir_ + "/authorized_keys");
 
-    bridge_ = absl::StrCat("ks", id);
-    bridge_ip_ = absl::StrCat("10.231.", net, ".1");
-    if (!Sh("ip link add " + bridge_ + " type bridge") ||
-        !Sh(absl::StrCat("ip addr add ", bridge_ip_, "/24 dev ", bridge_)) ||
-        !Sh("ip link set " + bridge_ + " up")) {
-      GTEST_SKIP() << "cannot create bridge " << bridge_;
+    if (absl::Status st = net_.Create("kolossh", "ks", id, net); !st.ok()) {
+      GTEST_SKIP() << st.message();
     }
-    for (int h = 0; h < 2; ++h) {
-      const char* tag = h == 0 ? "a" : "b";
-      hosts_.push_back(Host{
-          absl::StrCat("kolossh", id, tag), absl::StrCat("ks", id, tag, "0"),
-          absl::StrCat("ks", id, tag, "1"),
-          absl::StrCat("10.231.", net, ".", 2 + h), nullptr, ""});
-      Host& x = hosts_.back();
-      const bool ok =
-          Sh("ip netns add " + x.ns) &&
-          Sh(absl::StrCat("ip link add ", x.outer_if, " type veth peer name ",
-                          x.inner_if)) &&
-          Sh(absl::StrCat("ip link set ", x.inner_if, " netns ", x.ns)) &&
-          Sh(absl::StrCat("ip link set ", x.outer_if, " master ", bridge_)) &&
-          Sh(absl::StrCat("ip link set ", x.outer_if, " up")) &&
-          Sh(absl::StrCat("ip netns exec ", x.ns, " ip addr add ", x.ip,
-                          "/24 dev ", x.inner_if)) &&
-          Sh(absl::StrCat("ip netns exec ", x.ns, " ip link set ", x.inner_if,
-                          " up")) &&
-          Sh(absl::StrCat("ip netns exec ", x.ns, " ip link set lo up"));
-      if (!ok) GTEST_SKIP() << "cannot create network namespace " << x.ns;
+    for (const TwoNamespaces::Host& x : net_.hosts()) {
       ASSERT_NO_FATAL_FAILURE(StartSshd(x));
     }
   }
 
-  void StartSshd(Host& x) {
+  void StartSshd(const TwoNamespaces::Host& x) {
     const std::string config = absl::StrCat(dir_, "/sshd_config.", x.ns);
     {
       std::ofstream f(config);
@@ -150,54 +123,43 @@ class SshdTest : public ::testing::Test {
         << "LogLevel VERBOSE\n"
         << "PidFile " << dir_ << "/sshd." << x.ns << ".pid\n";
     }
-    x.log = absl::StrCat(dir_, "/sshd.", x.ns, ".log");
-    x.sshd = std::make_unique<Subprocess>(std::vector<std::string>{
+    Sshd& d = sshd_.emplace_back();
+    d.log = absl::StrCat(dir_, "/sshd.", x.ns, ".log");
+    d.process = std::make_unique<Subprocess>(std::vector<std::string>{
         "/usr/sbin/ip", "netns", "exec", x.ns, "/usr/sbin/sshd", "-D", "-f",
-        config, "-E", x.log});
-    ASSERT_TRUE(x.sshd->Start().ok());
+        config, "-E", d.log});
+    ASSERT_TRUE(d.process->Start().ok());
     const absl::Time deadline = absl::Now() + Scaled(absl::Seconds(15));
-    while (!absl::StrContains(ReadAll(x.log), "Server listening on")) {
-      ASSERT_TRUE(x.sshd->running())
-          << "sshd in " << x.ns << " ended: " << ReadAll(x.log)
-          << x.sshd->output();
+    while (!absl::StrContains(ReadAll(d.log), "Server listening on")) {
+      ASSERT_TRUE(d.process->running())
+          << "sshd in " << x.ns << " ended: " << ReadAll(d.log)
+          << d.process->output();
       ASSERT_LT(absl::Now(), deadline)
-          << "sshd in " << x.ns << " did not listen: " << ReadAll(x.log);
+          << "sshd in " << x.ns << " did not listen: " << ReadAll(d.log);
       absl::SleepFor(absl::Milliseconds(50));
     }
   }
 
   void TearDown() override {
-    for (Host& x : hosts_) {
-      if (x.sshd != nullptr && x.sshd->running()) {
-        x.sshd->Signal(SIGTERM);
-        if (!x.sshd->Wait(Scaled(absl::Seconds(5))).ok())
-          x.sshd->Signal(SIGKILL);
+    // (net_'s destructor then deletes the namespaces.)
+    for (Sshd& d : sshd_) {
+      if (d.process != nullptr && d.process->running()) {
+        d.process->Signal(SIGTERM);
+        if (!d.process->Wait(Scaled(absl::Seconds(5))).ok())
+          d.process->Signal(SIGKILL);
       }
-      x.sshd.reset();  // kills and reaps what is left
-      Sh("ip link del " + x.outer_if);
-      Sh("ip netns del " + x.ns);
+      d.process.reset();  // kills and reaps what is left
     }
-    if (!bridge_.empty()) Sh("ip link del " + bridge_);
     if (!dir_.empty()) {
       std::error_code ec;
       fs::remove_all(dir_, ec);
     }
   }
 
-  // kolorun parses `flags` (horovodrun's -x, -p, -i may not be in this
-  // build yet).
-  static bool KolorunTakes(std::vector<std::string> flags) {
-    flags.insert(flags.begin(), Bin("kolorun"));
-    flags.push_back("--version");
-    Subprocess p(flags);
-    if (!p.Start().ok() || !p.Wait(Scaled(absl::Seconds(10))).ok())
-      return false;
-    return p.exit_info().exited && p.exit_info().code == 0;
-  }
-
-  std::string dir_, bridge_, bridge_ip_;
+  TwoNamespaces net_;
+  std::string dir_;
   int port_ = 0;
-  std::vector<Host> hosts_;
+  std::vector<Sshd> sshd_;
 };
 
 TEST_F(SshdTest, TwoHostsTwoSlotsOverRealSsh) {
@@ -209,18 +171,9 @@ TEST_F(SshdTest, TwoHostsTwoSlotsOverRealSsh) {
       "-o UserKnownHostsFile=/dev/null -o BatchMode=yes -o LogLevel=ERROR";
   std::vector<std::string> args = {
       Bin("kolorun"), "-np", "4", "-H",
-      absl::StrCat(hosts_[0].ip, ":2,", hosts_[1].ip, ":2")};
-  const bool new_flags = KolorunTakes({"-x", "BAR=1", "-p", port, "-i", key});
-  if (new_flags) {
-    args.insert(args.end(),
-                {"--ssh-cmd", ssh_cmd, "-p", port, "-i", key, "-x", "BAR=1"});
-  } else {
-    std::printf(
-        "note: this kolorun does not parse -x/-p/-i yet: the port and key go "
-        "in --ssh-cmd, and BAR is not set\n");
-    args.insert(args.end(), {"--ssh-cmd",
-                             absl::StrCat(ssh_cmd, " -i ", key, " -p ", port)});
-  }
+      absl::StrCat(net_.hosts()[0].ip, ":2,", net_.hosts()[1].ip, ":2")};
+  args.insert(args.end(),
+              {"--ssh-cmd", ssh_cmd, "-p", port, "-i", key, "-x", "BAR=1"});
   args.insert(args.end(),
               {KOLO_ENV_REPORT_SH, dir_, Bin("kolo-mp-worker"), "collectives"});
   Subprocess job(args, {{"PYTHONPATH", "/some/value"},
@@ -252,7 +205,7 @@ TEST_F(SshdTest, TwoHostsTwoSlotsOverRealSsh) {
     ++scanned;
     // kolorun's `/bin/sh -c "ssh ..."`, or the ssh it became.
     if (absl::StrContains(cmdline, "BatchMode=yes") &&
-        absl::StrContains(cmdline, hosts_[0].ip)) {
+        absl::StrContains(cmdline, net_.hosts()[0].ip)) {
       ++ssh_seen;
     }
     EXPECT_FALSE(absl::StrContains(cmdline, secret))
@@ -261,7 +214,7 @@ TEST_F(SshdTest, TwoHostsTwoSlotsOverRealSsh) {
   std::printf(
       "searched %d command lines for the secret (%d ssh commands "
       "to %s among them): not found\n",
-      scanned, ssh_seen, hosts_[0].ip.c_str());
+      scanned, ssh_seen, net_.hosts()[0].ip.c_str());
   EXPECT_GE(ssh_seen, 2) << "kolorun's two ssh commands to host a";
   { std::ofstream(dir_ + "/scanned"); }
 
@@ -271,12 +224,12 @@ TEST_F(SshdTest, TwoHostsTwoSlotsOverRealSsh) {
       << job.exit_info().ToString() << "\n"
       << out;
   for (int r = 0; r < 4; ++r) {
-    const Host& h = hosts_[r / 2];
-    const std::string env_line =
-        absl::StrCat("[", r, "]<stdout>:ENV rank=", r, " host=", h.ip,
-                     " pythonpath=[/some/value] foo=[a b$c] bar=[",
-                     new_flags ? "1" : "unset",
-                     "] cuda=[unset] secret_len=64 ssh=[", bridge_ip_, " ");
+    const TwoNamespaces::Host& h = net_.hosts()[r / 2];
+    const std::string env_line = absl::StrCat(
+        "[", r, "]<stdout>:ENV rank=", r, " host=", h.ip,
+        " pythonpath=[/some/value] foo=[a b$c] bar=[1] cuda=[unset] "
+        "secret_len=64 ssh=[",
+        net_.bridge_ip(), " ");
     const size_t at = out.find(env_line);
     ASSERT_NE(at, std::string::npos) << env_line << "\n" << out;
     // sshd's SSH_CONNECTION: client ip and port, then its own ip and port.
@@ -291,8 +244,8 @@ TEST_F(SshdTest, TwoHostsTwoSlotsOverRealSsh) {
   }
   EXPECT_EQ(out.find("COLL_FAIL"), std::string::npos) << out;
   EXPECT_FALSE(absl::StrContains(out, secret));
-  for (const Host& h : hosts_) {
-    const std::string log = ReadAll(h.log);
+  for (const Sshd& d : sshd_) {
+    const std::string log = ReadAll(d.log);
     EXPECT_TRUE(absl::StrContains(log, "Accepted publickey for root")) << log;
     EXPECT_FALSE(absl::StrContains(log, secret)) << log;
   }
