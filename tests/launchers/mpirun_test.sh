@@ -11,14 +11,8 @@ set -euo pipefail
 
 bin=$(cd "${1:?usage: mpirun_test.sh BIN_DIR}" && pwd)
 here=$(cd "$(dirname "$0")" && pwd)
-skip() {
-  echo "SKIPPED: $*"
-  exit 77
-}
-fail() {
-  echo "FAILED: $*" >&2
-  exit 1
-}
+# shellcheck source=tests/launchers/lib.sh
+. "$here/lib.sh"
 command -v mpirun > /dev/null || skip "mpirun is not installed (Debian: openmpi-bin)"
 command -v python3 > /dev/null || skip "python3 (to pick a free port) is not installed"
 for b in kolo-mp-worker kolo-hello; do
@@ -28,18 +22,8 @@ mpirun --version 2>&1 | grep -q 'Open MPI' || skip "mpirun is not Open MPI's: $(
 
 tmp=$(mktemp -d /tmp/kolo-mpirun-test.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
-(umask 077 && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$tmp/secret")
+write_secret "$tmp/secret"
 
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])'
-}
-expect() { # expect NAME EXPECTED ACTUAL
-  if [ "$2" != "$3" ]; then
-    printf -- '---- expected\n%s\n---- got\n%s\n' "$2" "$3"
-    fail "$1"
-  fi
-  echo "ok: $1"
-}
 
 # Root needs --allow-run-as-root; --oversubscribe: 4 ranks on fewer cores.
 mpi=(mpirun --oversubscribe --mca btl "self,vader")

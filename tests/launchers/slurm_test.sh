@@ -27,15 +27,9 @@ bin=$(cd "${1:?usage: slurm_test.sh BIN_DIR SOURCE_DIR}" && pwd)
 src=$(cd "${2:?usage: slurm_test.sh BIN_DIR SOURCE_DIR}" && pwd)
 export PATH="$bin:$PATH:/usr/sbin:/sbin"
 unset SLURM_CONF
+# shellcheck source=tests/launchers/lib.sh
+. "$(dirname "$0")/lib.sh"
 
-skip() {
-  echo "SKIPPED: $*"
-  exit 77
-}
-fail() {
-  echo "FAILED: $*" >&2
-  exit 1
-}
 
 # discover_hosts.sh on what one node cannot show: compressed task counts
 # ("2(x3),1") over 4 nodes, one of them down (a fake scontrol and sinfo).
@@ -112,10 +106,6 @@ wait_for() {
   echo "ready: $what"
 }
 
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])'
-}
-
 # ---- munge: a key and a socket of our own.
 mungekey --create --keyfile="$tmp/munge.key" > /dev/null
 chmod 0600 "$tmp/munge.key"
@@ -171,18 +161,8 @@ wait_for 30 "node $host idle" node_idle ||
   skip "the private Slurm cluster did not come up: $(sinfo -h -o '%t %E' 2>&1; tail -n 3 "$tmp/slurmctld.out" "$tmp/slurmd.out")"
 
 # The job secret, readable by its owner only.
-(umask 077 && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$tmp/secret")
+write_secret "$tmp/secret"
 
-expect() { # expect NAME EXPECTED ACTUAL
-  if [ "$2" != "$3" ]; then
-    echo "---- expected"
-    echo "$2"
-    echo "---- got"
-    echo "$3"
-    fail "$1"
-  fi
-  echo "ok: $1"
-}
 coll_ok=$(printf 'COLL_OK rank=%d size=4\n' 0 1 2 3)
 
 # ---- 1. srun, rank 0 hosting the coordinator.
