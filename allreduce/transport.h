@@ -4,7 +4,7 @@
 // (allreduce/shm/: ShmTransport, and HybridTransport mixing it with TCP) and
 // SubsetTransport (a process set's view) implement it. NCCL does not: CUDA
 // tensors run whole collectives on an NCCL communicator (allreduce/nccl/,
-// driven by worker_lib/cuda_executor.h) or are staged through host memory
+// driven by worker_lib/exec/cuda_executor.h) or are staged through host memory
 // onto this interface.
 //
 // Model: point-to-point byte messages. Between two ranks, messages are

@@ -90,7 +90,7 @@ struct Knob {
 // - cycle time 1 ms, as Horovod: long enough to fuse a backward pass's burst
 //   of gradients, short next to a step. (A worker also holds a submission
 //   this long at most, to announce it with later ones while its caller waits
-//   for nothing: worker_lib/op_runtime.h.)
+//   for nothing: worker_lib/runtime/op_runtime.h.)
 // - stall check 60 s, as Horovod: longer than any sane step, so a warning
 //   (repeated while the stall lasts) means a rank took another path through
 //   the model.

@@ -1,7 +1,7 @@
 // LinkServer: the coordinator's end of the negotiation links — a TCP listener
 // beside the gRPC server and one thread that serves every link with epoll.
 // Wire format and handshake: the header comment of proto/kolo.proto; why:
-// worker_lib/negotiation_link.h.
+// worker_lib/session/negotiation_link.h.
 //
 // A connection first proves the job secret (auth::ServerHandshake, a fresh
 // nonce per connection, the coordinator proving first; the Hello's job id and

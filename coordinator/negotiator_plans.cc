@@ -69,7 +69,8 @@ fusion::Candidate CandidateOf(const proto::Response& response,
   }
   c.dtype = dtype;
   // The kind (-1 host, 0 CUDA): ordinals differ from rank to rank, and a
-  // rank's CUDA tensors run on its one device (worker_lib/cuda_executor.h).
+  // rank's CUDA tensors run on its one device
+  // (worker_lib/exec/cuda_executor.h).
   c.device = r.device() < 0 ? -1 : 0;
   c.bytes = bytes;
   if (bytes >= direct_bytes) c.op = fusion::OpKind::kOther;  // runs in place

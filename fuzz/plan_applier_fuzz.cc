@@ -1,9 +1,10 @@
 // Fuzz target: the worker's plan applier — what OpRuntime::RunPlan does with
-// a proto::Plan from the coordinator (worker_lib/op_runtime.cc): the cache
-// mirror's NameByBit and Apply (worker_lib/cache_mirror.h), then each
-// Response run against this rank's pending ops by Execute
-// (worker_lib/plan_executor.h) or ExecuteFused (worker_lib/fused_executor.h)
-// on a one-rank data plane, so that no peer is needed.
+// a proto::Plan from the coordinator (worker_lib/runtime/op_runtime.cc): the
+// cache mirror's NameByBit and Apply (worker_lib/session/cache_mirror.h), then
+// each Response run against this rank's pending ops by Execute
+// (worker_lib/exec/plan_executor.h) or ExecuteFused
+// (worker_lib/exec/fused_executor.h) on a one-rank data plane, so that no peer
+// is needed.
 //
 // Input (fuzz/byte_reader.h): the pending ops — a count (1..4), then per op
 // its type, dtype, reduce op, rank of shape and dims (small) — then plans,
@@ -28,11 +29,11 @@
 #include "fuzz/byte_reader.h"
 #include "google/protobuf/stubs/logging.h"
 #include "proto/kolo.pb.h"
-#include "worker_lib/cache_mirror.h"
-#include "worker_lib/data_plane.h"
-#include "worker_lib/fused_executor.h"
+#include "worker_lib/exec/fused_executor.h"
+#include "worker_lib/exec/plan_executor.h"
 #include "worker_lib/op_request.h"
-#include "worker_lib/plan_executor.h"
+#include "worker_lib/runtime/data_plane.h"
+#include "worker_lib/session/cache_mirror.h"
 
 namespace {
 

@@ -12,7 +12,7 @@
 #include "kolo/elastic.h"
 #include "kolo/kolo.h"
 #include "proto/membership_error.h"
-#include "worker_lib/api_internal.h"
+#include "worker_lib/api/api_internal.h"
 #include "worker_lib/fault_hook.h"
 
 namespace py = pybind11;

@@ -1,6 +1,6 @@
 // The elastic part of kolo._kolo (python/_kolo.cc): the calls that
 // kolo.common.elastic's run() makes between epochs, over kolo's C++ elastic
-// layer (include/kolo/elastic.h, worker_lib/api_internal.h), and the
+// layer (include/kolo/elastic.h, worker_lib/api/api_internal.h), and the
 // classification of a failed status that tells it what to do.
 //
 // Thread-safety: as _kolo.cc's functions (any Python thread; every wait

@@ -1,7 +1,7 @@
 // Tests of the negotiation link (proto/kolo.proto, "Negotiation link"): the
 // coordinator's LinkServer (coordinator/link_server.h) against the worker's
-// NegotiationLink (worker_lib/negotiation_link.h) and against raw sockets
-// that speak the frame protocol by hand, on 127.0.0.1.
+// NegotiationLink (worker_lib/session/negotiation_link.h) and against raw
+// sockets that speak the frame protocol by hand, on 127.0.0.1.
 //
 // Covered: the HMAC handshake and binding (right secret, wrong secret on
 // either side, wrong job, wrong incarnation, a refused bind), messages both
@@ -48,7 +48,7 @@
 #include "gtest/gtest.h"
 #include "proto/kolo.pb.h"
 #include "tests/testing/timeouts.h"
-#include "worker_lib/negotiation_link.h"
+#include "worker_lib/session/negotiation_link.h"
 
 namespace kolo::coordinator {
 namespace {

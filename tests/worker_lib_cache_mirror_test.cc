@@ -7,7 +7,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "worker_lib/cache_mirror.h"
+#include "worker_lib/session/cache_mirror.h"
 
 namespace kolo::worker {
 namespace {

@@ -1,4 +1,4 @@
-// worker_lib/cuda_executor.h on a real GPU with real NCCL, one rank (issue
+// worker_lib/exec/cuda_executor.h on a real GPU with real NCCL, one rank (issue
 // 23 point 5): the epoch ends (CudaExecutor::Abort, as OpRuntime's teardown
 // calls it, from another thread) while an NCCL allreduce is genuinely in
 // flight. The caller's ready_event is recorded on the caller's stream
@@ -47,10 +47,10 @@
 #include "gtest/gtest.h"
 #include "proto/kolo.pb.h"
 #include "tests/testing/solo_transport.h"
-#include "worker_lib/cuda_executor.h"
-#include "worker_lib/data_plane.h"
-#include "worker_lib/fused_executor.h"
+#include "worker_lib/exec/cuda_executor.h"
+#include "worker_lib/exec/fused_executor.h"
 #include "worker_lib/op_request.h"
+#include "worker_lib/runtime/data_plane.h"
 
 #if KOLO_HAVE_CUDA
 #include <cuda_runtime_api.h>

@@ -1,7 +1,7 @@
-// worker_lib/cuda_executor.h on fake devices (host memory that plays device
-// memory and records every copy; tests/testing/fake_device.h): the staging
-// path with 2 ranks over real TCP gives exactly the host path's results and
-// moves a fused group in one copy each way; the backend choice (NCCL for
+// worker_lib/exec/cuda_executor.h on fake devices (host memory that plays
+// device memory and records every copy; tests/testing/fake_device.h): the
+// staging path with 2 ranks over real TCP gives exactly the host path's results
+// and moves a fused group in one copy each way; the backend choice (NCCL for
 // what it computes as kolo does, staging otherwise or when forced); ready
 // and done events; an abort, also while an NCCL collective is in flight.
 #include <chrono>
@@ -23,10 +23,10 @@
 #include "testing/fake_device.h"
 #include "testing/fake_exchange.h"
 #include "tests/testing/solo_transport.h"
-#include "worker_lib/cuda_executor.h"
-#include "worker_lib/data_plane.h"
-#include "worker_lib/fused_executor.h"
+#include "worker_lib/exec/cuda_executor.h"
+#include "worker_lib/exec/fused_executor.h"
 #include "worker_lib/op_request.h"
+#include "worker_lib/runtime/data_plane.h"
 
 namespace kolo::worker {
 namespace {

@@ -1,11 +1,11 @@
-// IsFused (worker_lib/fused_executor.h): which responses run as one fused
+// IsFused (worker_lib/exec/fused_executor.h): which responses run as one fused
 // collective, whether they list their tensors by name or, for a plan of
 // cache hits, by bit only (Response.by_bit).
 #include <string>
 
 #include "gtest/gtest.h"
 #include "proto/kolo.pb.h"
-#include "worker_lib/fused_executor.h"
+#include "worker_lib/exec/fused_executor.h"
 
 namespace kolo::worker {
 namespace {

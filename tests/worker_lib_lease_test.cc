@@ -17,7 +17,7 @@
 #include "gtest/gtest.h"
 #include "proto/kolo.grpc.pb.h"
 #include "tests/testing/timeouts.h"
-#include "worker_lib/session_client.h"
+#include "worker_lib/session/session_client.h"
 
 namespace kolo::worker {
 namespace {

@@ -1,5 +1,5 @@
-// Execute (worker_lib/plan_executor.h) and ExecuteFused
-// (worker_lib/fused_executor.h) on a plan that disagrees with this rank's
+// Execute (worker_lib/exec/plan_executor.h) and ExecuteFused
+// (worker_lib/exec/fused_executor.h) on a plan that disagrees with this rank's
 // ops: an error for those ops, never undefined behaviour or a huge
 // allocation. Found by fuzz/plan_applier_fuzz.cc: an allgather plan for a
 // scalar wrote shape[0] of an empty shape; negative or huge per-rank rows
@@ -15,10 +15,10 @@
 #include "gtest/gtest.h"
 #include "proto/kolo.pb.h"
 #include "tests/testing/solo_transport.h"
-#include "worker_lib/data_plane.h"
-#include "worker_lib/fused_executor.h"
+#include "worker_lib/exec/fused_executor.h"
+#include "worker_lib/exec/plan_executor.h"
 #include "worker_lib/op_request.h"
-#include "worker_lib/plan_executor.h"
+#include "worker_lib/runtime/data_plane.h"
 
 namespace kolo::worker {
 namespace {

@@ -13,7 +13,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/timeouts.h"
-#include "worker_lib/session_client.h"
+#include "worker_lib/session/session_client.h"
 
 namespace kolo::worker {
 namespace {

@@ -17,7 +17,7 @@
 #include "common/mutex.h"
 #include "common/unique_fd.h"
 #include "nlohmann/json.hpp"
-#include "worker_lib/data_plane.h"
+#include "worker_lib/runtime/data_plane.h"
 #include "worker_lib/timeline.h"
 
 namespace kolo::worker::faults {

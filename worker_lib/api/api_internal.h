@@ -1,0 +1,64 @@
+// The seam between api.cc (init/shutdown, the process's one job) and the
+// negotiated API (api_async.cc) and the elastic API (elastic/): how they
+// find the current epoch's OpRuntime, and how an elastic retry moves the
+// job to the next epoch. Internal to kolo.
+//
+// Thread-safety: CurrentOps may be called from any thread; the returned
+// OpRuntime stays valid while held (after shutdown it fails every call).
+#ifndef KOLO_WORKER_LIB_API_API_INTERNAL_H_
+#define KOLO_WORKER_LIB_API_API_INTERNAL_H_
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "worker_lib/runtime/op_runtime.h"
+
+namespace kolo::internal {
+
+// The current job's OpRuntime, or kFailedPrecondition naming `op` when kolo
+// is not initialised.
+absl::StatusOr<std::shared_ptr<worker::OpRuntime>> CurrentOps(
+    absl::string_view op);
+// The OpRuntime of the epoch that gave out `handle` (a retired epoch's
+// answers with its ops' errors); the current one for an unknown handle.
+absl::StatusOr<std::shared_ptr<worker::OpRuntime>> OpsForHandle(
+    absl::string_view op, Handle handle);
+
+// Elastic jobs: when the current epoch has ended, waits for the next one
+// (at most `timeout`), stops the ended epoch's runtime and builds the new
+// epoch's data plane, link and runtime, and publishes the new rank and
+// size. OK at once when the current epoch is alive. An epoch that ends
+// while it forms is skipped for the one after. The Session's terminal
+// error when the job ends first.
+absl::Status AwaitNextEpoch(absl::Duration timeout);
+
+// Elastic jobs: after this worker was evicted (its Session is over), stops
+// its epoch and joins the job again as a newcomer with a new Session,
+// waiting (at most `timeout`) to be admitted; then publishes the new rank
+// and size. kFailedPrecondition outside elastic jobs.
+absl::Status Rejoin(absl::Duration timeout);
+
+// The Session's terminal error, waiting for it at most the lease
+// (KOLO_LEASE_SECONDS): after this worker's link to the coordinator broke
+// (kUnavailable from an op), the coordinator's verdict may still be on its
+// way — a partition that healed delivers the eviction after the broken
+// negotiation link. OK when the Session is still healthy at the lease;
+// kFailedPrecondition when kolo is not initialised.
+absl::Status AwaitSessionVerdict();
+
+// Elastic jobs: submits the membership check (State::commit,
+// check_host_updates; proto MEMBERSHIP_CHECK), leaving the job there if
+// `leave`.
+absl::StatusOr<Handle> MembershipCheckAsync(bool leave);
+// Whether this job is elastic (KOLO_ELASTIC); false when kolo is not
+// initialised.
+bool IsElasticJob();
+// Whether this worker was asked to leave at its next membership check
+// (SIGTERM in an elastic job, or kolo::elastic::request_leave()).
+bool LeaveRequested();
+void RequestLeave();
+
+}  // namespace kolo::internal
+
+#endif  // KOLO_WORKER_LIB_API_API_INTERNAL_H_

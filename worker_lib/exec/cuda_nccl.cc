@@ -1,0 +1,247 @@
+// CudaExecutor::RunNccl: a response on the set's NCCL communicator
+// (cuda_executor.h, backend 1). The collective is enqueued on kolo's stream
+// and the CompletionWatcher's thread sees it finish (the stream's marker
+// event) or fail (ncclCommGetAsyncError), bounded by the data-plane
+// timeout.
+//
+// A fused allreduce is packed into the persistent device fusion buffer
+// (device-to-device copies at the offsets fusion::AlignUp gives, as the
+// host path), reduced in place by one ncclAllReduce, and unpacked. A fused
+// allgather runs its members one after another in the response's order
+// (the same on every rank).
+#include <algorithm>
+#include <limits>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "allreduce/nccl/nccl_ops.h"
+#include "fusion/fusion_planner.h"
+#include "worker_lib/exec/cuda_executor.h"
+#include "worker_lib/exec/fused_executor.h"
+
+namespace kolo::worker {
+namespace {
+
+absl::Status Protocol(const PendingOp& op, absl::string_view what) {
+  return absl::InternalError(absl::StrCat(
+      "the plan for ", op.name, " ", what,
+      "; the coordinator and this worker disagree on the protocol"));
+}
+
+// Output memory from the op's allocator (device memory of the op's
+// device); on failure the problem, and the collective runs into `scratch`
+// (device memory the caller frees) so that the other ranks go on.
+void* DeviceOutput(PendingOp& op, const std::vector<int64_t>& shape,
+                   int64_t bytes, cuda::DeviceOps& device, void** scratch,
+                   absl::Status& problem) {
+  absl::StatusOr<void*> got = op.allocator(shape);
+  if (got.ok() && (*got != nullptr || bytes == 0)) return *got;
+  problem =
+      got.ok() ? absl::InvalidArgumentError("it returned null") : got.status();
+  problem = absl::Status(
+      problem.code(),
+      absl::StrCat(op.name, ": the output allocator failed (",
+                   problem.message(),
+                   "); the collective ran into scratch device memory so that "
+                   "the other ranks went on"));
+  absl::StatusOr<void*> s = device.AllocDevice(static_cast<size_t>(bytes));
+  if (!s.ok()) {
+    problem = s.status();
+    return nullptr;
+  }
+  *scratch = *s;
+  return *s;
+}
+
+}  // namespace
+
+std::vector<absl::Status> CudaExecutor::RunNccl(
+    const proto::Response& response, absl::Span<PendingOp* const> ops,
+    Device& device, int rank, int size) {
+  const size_t n = ops.size();
+  std::shared_ptr<nccl::Communicator> comm_ref;
+  std::shared_ptr<nccl::CompletionWatcher> watcher;
+  {
+    MutexLock lock(&mu_);
+    const NcclSet& state = nccl_sets_[response.process_set()];
+    comm_ref = state.comm;
+    watcher = state.watcher;
+  }
+  nccl::Communicator& comm = *comm_ref;
+  cuda::DeviceOps& dev = *device.ops;
+  void* const stream = dev.stream();
+  const absl::Time deadline = absl::Now() + options_.timeout;
+  for (const PendingOp* op : ops) {
+    for (const Tensor* t : {&op->input, &op->output}) {
+      if (t->device != kCpu && t->device != comm.options().device) {
+        return std::vector<absl::Status>(
+            n, absl::InvalidArgumentError(absl::StrCat(
+                   op->name, " is on CUDA device ", t->device,
+                   " but this rank's NCCL communicator uses device ",
+                   comm.options().device,
+                   " (the device of its first CUDA tensor); kolo uses one "
+                   "CUDA device per rank")));
+      }
+    }
+  }
+  if (absl::Status s = WaitReady(device, ops); !s.ok()) {
+    return std::vector<absl::Status>(n, s);
+  }
+  std::vector<absl::Status> results(n);
+  std::vector<void*> scratch;  // device scratch for failed allocators
+  absl::Status enqueued;
+  const PendingOp& first = *ops[0];
+  const DataType dtype = first.input.dtype;
+  const auto element = static_cast<int64_t>(DataTypeSize(dtype));
+
+  if (first.op == proto::ALLREDUCE && n > 1) {
+    std::vector<size_t> offsets;
+    size_t end = 0;
+    for (const PendingOp* op : ops) {
+      const size_t at = offsets.empty() ? 0 : fusion::AlignUp(end);
+      offsets.push_back(at);
+      end = at + static_cast<size_t>(op->input.num_bytes());
+    }
+    if (end > nccl_fusion_bytes_ || nccl_fusion_ == nullptr ||
+        nccl_fusion_device_ != &dev) {
+      // Grown, or moved to this set's device (the buffer is shared by the
+      // sets' communicators; a rank uses one device, so it moves rarely).
+      if (nccl_fusion_ != nullptr)
+        nccl_fusion_device_->FreeDevice(nccl_fusion_);
+      nccl_fusion_ = nullptr;
+      const size_t want = std::max(end, 2 * nccl_fusion_bytes_);
+      absl::StatusOr<void*> p = dev.AllocDevice(want);
+      if (!p.ok()) return std::vector<absl::Status>(n, p.status());
+      nccl_fusion_ = *p;
+      nccl_fusion_bytes_ = want;
+      nccl_fusion_device_ = &dev;
+    }
+    char* buf = static_cast<char*>(nccl_fusion_);
+    for (size_t i = 0; i < n && enqueued.ok(); ++i) {
+      enqueued = dev.Copy(buf + offsets[i], ops[i]->input.data,
+                          static_cast<size_t>(ops[i]->input.num_bytes()),
+                          cuda::CopyKind::kDeviceToDevice);
+      ops[i]->result.shape = ops[i]->output.shape;
+    }
+    if (enqueued.ok()) {
+      enqueued = nccl::Allreduce(comm, stream, dtype, first.reduce, buf, buf,
+                                 static_cast<int64_t>(end) / element);
+    }
+    for (size_t i = 0; i < n && enqueued.ok(); ++i) {
+      enqueued = dev.Copy(ops[i]->output.data, buf + offsets[i],
+                          static_cast<size_t>(ops[i]->output.num_bytes()),
+                          cuda::CopyKind::kDeviceToDevice);
+    }
+  } else {
+    for (size_t i = 0; i < n && enqueued.ok(); ++i) {
+      PendingOp& op = *ops[i];
+      const Tensor& in = op.input;
+      const int64_t row = RowElements(in.shape);
+      switch (op.op) {
+        case proto::ALLREDUCE:
+          op.result.shape = op.output.shape;
+          enqueued = nccl::Allreduce(comm, stream, dtype, op.reduce, in.data,
+                                     op.output.data, in.num_elements());
+          break;
+        case proto::BROADCAST:
+          op.result.shape = in.shape;
+          enqueued = nccl::Broadcast(comm, stream, in.data, in.num_bytes(),
+                                     op.set_root);
+          break;
+        case proto::REDUCESCATTER: {
+          std::vector<int64_t> counts;
+          for (int64_t rows : op.splits) counts.push_back(rows * row);
+          op.result.shape = op.output.shape;
+          op.result.splits = op.splits;
+          enqueued = nccl::Reducescatter(comm, stream, dtype, op.reduce,
+                                         in.data, counts, op.output.data);
+          break;
+        }
+        case proto::ALLGATHER:
+        case proto::ALLTOALL: {
+          const bool gather = op.op == proto::ALLGATHER;
+          // Rows from each rank: allgather's sizes of member i, or the
+          // alltoall matrix's column of this rank.
+          if (response.sizes_size() <
+              (gather ? static_cast<int>(i + 1) * size : size * size)) {
+            results[i] = Protocol(op, "carries too few sizes");
+            continue;
+          }
+          std::vector<int64_t> rows, bytes;
+          int64_t total = 0;
+          bool bad = false;
+          for (int r = 0; r < size; ++r) {
+            const int64_t k =
+                gather ? response.sizes(static_cast<int>(i) * size + r)
+                       : response.sizes(r * size + rank);
+            const int64_t row_bytes = std::max<int64_t>(row * element, 1);
+            if (k < 0 ||
+                k > (std::numeric_limits<int64_t>::max() / row_bytes) - total) {
+              bad = true;
+              break;
+            }
+            rows.push_back(k);
+            bytes.push_back(k * row * element);
+            total += k;
+          }
+          if (bad || (gather && rows[rank] * row != in.num_elements()) ||
+              (!gather && (op.splits.size() != static_cast<size_t>(size) ||
+                           rows[rank] != op.splits[rank]))) {
+            results[i] = Protocol(op,
+                                  "gives this rank other rows than it "
+                                  "announced");
+            continue;
+          }
+          op.result.shape = in.shape;
+          op.result.shape[0] = total;
+          op.result.splits = rows;
+          void* extra = nullptr;
+          void* out = DeviceOutput(op, op.result.shape, total * row * element,
+                                   dev, &extra, results[i]);
+          if (extra != nullptr) scratch.push_back(extra);
+          if (out == nullptr && total * row > 0) {
+            enqueued = results[i];  // cannot take part: the peers time out
+            break;
+          }
+          if (gather) {
+            enqueued = nccl::Allgatherv(comm, stream, in.data, bytes, out);
+          } else {
+            std::vector<int64_t> send;
+            for (int64_t s : op.splits) send.push_back(s * row * element);
+            enqueued = nccl::Alltoallv(comm, stream, in.data, send, out, bytes);
+          }
+          break;
+        }
+        default:
+          results[i] = Protocol(op, "is not a collective NCCL runs");
+      }
+    }
+  }
+  if (enqueued.ok()) enqueued = RecordDone(device, ops);
+  if (enqueued.ok()) enqueued = dev.Mark();
+  if (enqueued.ok()) {
+    enqueued = watcher->Await(
+        [&comm, &dev]() -> absl::StatusOr<bool> {
+          absl::Status async = comm.AsyncError();
+          if (!async.ok() && !absl::IsUnavailable(async)) return async;
+          return dev.Reached();
+        },
+        deadline,
+        absl::StrCat("NCCL ", first.name, " on rank ", rank, " (device ",
+                     comm.options().device, ")"));
+  }
+  if (!enqueued.ok()) {
+    // The stream may still use the buffers (and scratch); a failed
+    // communicator is aborted, which ends its kernels, before they go.
+    comm.Abort(enqueued);
+    (void)dev.Synchronize(absl::Now() + options_.timeout);
+  }
+  for (void* p : scratch) dev.FreeDevice(p);
+  for (absl::Status& s : results) {
+    if (s.ok()) s = enqueued;
+  }
+  return results;
+}
+
+}  // namespace kolo::worker

@@ -1,0 +1,148 @@
+// DataPlane: this worker's side of the collectives for one epoch — the TCP
+// transport to every peer of the epoch's membership (shared memory to the
+// peers with this worker's launcher host name, unless KOLO_SHM=0:
+// allreduce/shm/hybrid_transport.h), and the blocking
+// collectives of include/kolo/kolo.h run on it, one at a time, in call order.
+// When the ranks span several launcher hosts (KOLO_HIERARCHICAL, auto by
+// default), allreduce, allgather, broadcast and reducescatter run in two
+// levels, within each host and across hosts (allreduce/hierarchical.h); the
+// grouping is derived from the epoch's membership, so each epoch (and each
+// process set's subset) has its own.
+// It knows nothing of negotiation: the negotiated runtime (op_runtime.h)
+// runs it in plan order, which every rank shares; the raw calls
+// (kolo::raw::*) run on it directly, so their callers must call the
+// collectives in the same order on every rank, as with Gloo.
+//
+// Thread-safety: every method may be called from any thread; collectives are
+// serialised by an internal mutex. Abort() never waits for that mutex.
+// Lifetime: one per epoch: built after the epoch's Membership arrived;
+// destroyed (closing every data connection) when the epoch ends or the
+// worker shuts down. Connections are never reused across epochs.
+#ifndef KOLO_WORKER_LIB_RUNTIME_DATA_PLANE_H_
+#define KOLO_WORKER_LIB_RUNTIME_DATA_PLANE_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "allreduce/collectives.h"
+#include "allreduce/hierarchical.h"
+#include "allreduce/hierarchy.h"
+#include "allreduce/shm/shm_allreduce.h"
+#include "allreduce/tcp/acceptor.h"
+#include "allreduce/transport.h"
+#include "common/mutex.h"
+#include "proto/kolo.pb.h"
+#include "worker_lib/config.h"
+
+namespace kolo::worker {
+
+// How a data plane's ranks group into hosts, for the hierarchical
+// collectives.
+struct DataPlaneHosts {
+  HierarchicalMode mode = HierarchicalMode::kOff;  // KOLO_HIERARCHICAL
+  // The launcher host name of each rank of the transport; empty: no
+  // hierarchy.
+  std::vector<std::string> names;
+  // KOLO_SMALL_ALLREDUCE_BYTES, -1 if unset: then each level chooses by its
+  // own number of ranks (DefaultSmallBytes).
+  int64_t small_bytes = -1;
+};
+
+class DataPlane {
+ public:
+  // Connects to every peer of `membership` (epoch `epoch`), taking the
+  // connections of the borrowed `acceptor` (the data port's, which accepts
+  // all the time: allreduce/tcp/acceptor.h), until `deadline`; fails at once
+  // with kAborted when the borrowed `abort_fd` (if >= 0) becomes readable
+  // (the epoch ended while its data plane formed).
+  static absl::StatusOr<std::unique_ptr<DataPlane>> Connect(
+      const WorkerConfig& config, const proto::Membership& membership,
+      uint64_t epoch, tcp::Acceptor* acceptor, absl::Time deadline,
+      int abort_fd = -1);
+
+  absl::Status Allreduce(DataType type, const void* input, void* output,
+                         int64_t count, const ReduceOptions& reduce);
+  absl::Status Allgather(DataType type, const void* input, int64_t count,
+                         absl::Span<const int64_t> counts, void* output);
+  absl::Status Broadcast(DataType type, void* data, int64_t count, int root);
+  absl::Status Alltoall(DataType type, const void* input,
+                        absl::Span<const int64_t> send_splits, void* output,
+                        absl::Span<const int64_t> recv_splits);
+  absl::Status Reducescatter(DataType type, const void* input, int64_t count,
+                             absl::Span<const int64_t> counts, void* output,
+                             const ReduceOptions& reduce);
+  absl::Status Barrier();
+
+  // Makes every current and later collective fail with `why` at once.
+  void Abort(absl::Status why);
+
+  // Fault injection: cuts the connection to `peer` (-1: every peer); see
+  // Transport::CutForFault. REQUIRES: the thread that runs collectives.
+  absl::Status CutForFault(int peer) { return transport_->CutForFault(peer); }
+
+  // A collective that failed because of peers (its error names them:
+  // allreduce/transport.h PeersOf) returns what `handler` makes of the
+  // error instead: the API reports it to the coordinator and returns the
+  // coordinator's verdict on who failed (docs/design.md "Elastic": only the
+  // coordinator decides). Runs on the collective's thread, outside the data
+  // plane's lock; may block (bounded). Set before the first collective; shared
+  // with the Subset()s made later.
+  using PeerFaultHandler = std::function<absl::Status(const absl::Status&)>;
+  void OnPeerFault(PeerFaultHandler handler);
+
+  // The collectives that follow are stamped with sequence numbers from
+  // `first` on (the transport's frames carry them). The negotiated runtime
+  // derives it from the plan, so that every member of a process set stamps
+  // a collective alike even when other ranks skip the set's collectives.
+  void Stamp(uint64_t first);
+
+  // A data plane over the ranks `members` (ascending, this rank included)
+  // of this one's transport: a process set's. It shares the connections
+  // (SubsetTransport); this data plane must outlive it, and the two must
+  // not run collectives at the same time (the runtime runs one at a time).
+  std::unique_ptr<DataPlane> Subset(std::vector<int> members);
+
+  using Hosts = DataPlaneHosts;
+
+  DataPlane(std::unique_ptr<Transport> transport, AlgorithmOptions algorithms,
+            Hosts hosts = {});
+
+  // The hierarchy the collectives run on, or null when they run flat.
+  const Hierarchy* hierarchy() const {
+    return hierarchical_ ? &hierarchical_->hierarchy() : nullptr;
+  }
+
+ private:
+  // Stamps the next plan sequence number on the transport.
+  void Begin() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `status`, or the peer-fault handler's verdict on it.
+  absl::Status Judged(absl::Status status) const;
+
+  const std::unique_ptr<Transport> transport_;  // Abort() is thread-safe
+  const AlgorithmOptions algorithms_;
+  const Hosts hosts_;
+  // Null when the collectives run flat; else on transport_, with the
+  // algorithm choices of each level (allreduce's; the other collectives
+  // never force one).
+  std::unique_ptr<HierarchicalCollectives> hierarchical_;
+  HierarchicalOptions levels_;
+  // Set by Connect when every rank shares this host: allreduce then runs
+  // through the shared segment (borrowing transport_'s shared memory).
+  std::unique_ptr<ShmAllreduce> shm_allreduce_;
+  Mutex mu_;
+  uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
+  // Set once before the collectives start, then only read.
+  std::shared_ptr<PeerFaultHandler> on_peer_fault_ =
+      std::make_shared<PeerFaultHandler>();
+};
+
+}  // namespace kolo::worker
+
+#endif  // KOLO_WORKER_LIB_RUNTIME_DATA_PLANE_H_

@@ -1,0 +1,725 @@
+// OpRuntime (op_runtime.h), part 1 of 3: construction, Stop and Fail,
+// submission, process-set registration, and the callers' handles (poll,
+// synchronize, wait_any). Running plans: op_runtime_plans.cc; talking to
+// the coordinator: op_runtime_link.cc.
+#include "worker_lib/runtime/op_runtime.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "absl/container/inlined_vector.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/types/span.h"
+#include "proto/op_names.h"
+#include "worker_lib/runtime/op_runtime_internal.h"
+
+namespace kolo::worker {
+
+using op_runtime_internal::Log;
+using op_runtime_internal::Upper;
+
+namespace {
+
+// The CUDA executor's options: the runtime's, and the control-plane
+// exchange of its session (NCCL's unique id).
+CudaOptions CudaOptionsFor(const RuntimeOptions& o,
+                           const std::shared_ptr<SessionClient>& session) {
+  CudaOptions c;
+  c.epoch = o.epoch;
+  c.force_staging = o.cuda_staging;
+  c.timeout = o.cuda_timeout;
+  std::weak_ptr<SessionClient> weak = session;
+  c.exchange =
+      [weak](
+          const std::string& key, int32_t process_set, const std::string& value,
+          absl::Duration timeout) -> absl::StatusOr<std::vector<std::string>> {
+    std::shared_ptr<SessionClient> s = weak.lock();
+    if (s == nullptr) return absl::AbortedError("the session ended");
+    return s->Exchange(key, value, timeout, process_set);
+  };
+  c.nccl = nccl::RealNcclApi();
+  return c;
+}
+
+// An outbox this big goes out at once.
+constexpr size_t kOutboxBytes = 64 * 1024;
+// Finished ops kept for reuse (a training step's tensors, and some).
+constexpr size_t kPoolSize = 1024;
+
+// "[2,3]"
+std::string ShapeText(const std::vector<int64_t>& shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ","), "]");
+}
+
+}  // namespace
+
+OpRuntime::OpRuntime(std::shared_ptr<SessionClient> session,
+                     std::unique_ptr<NegotiationLink> link, DataPlane* data,
+                     int rank, int size, RuntimeOptions options)
+    : session_(std::move(session)),
+      link_(std::move(link)),
+      data_(data),
+      rank_(rank),
+      size_(size),
+      timeline_(std::move(options.timeline)),
+      timeline_dynamic_(options.timeline_dynamic),
+      announce_window_(options.announce_window),
+      epoch_(options.epoch),
+      dissolved_sets_(std::move(options.dissolved_sets)),
+      cuda_(std::make_unique<CudaExecutor>(CudaOptionsFor(options, session_))) {
+  {
+    MutexLock lock(&mu_);
+    next_handle_ = std::max<Handle>(1, options.first_handle);
+    settings_.set_fusion_threshold(
+        static_cast<uint64_t>(std::max<int64_t>(0, options.fusion_threshold)));
+    settings_.set_fusion_direct_bytes(static_cast<uint64_t>(
+        std::max<int64_t>(0, options.fusion_direct_bytes)));
+    settings_.set_cache_capacity(static_cast<uint32_t>(
+        std::clamp<int64_t>(options.cache_capacity, 0, UINT32_MAX)));
+    settings_.set_timeline(timeline_ != nullptr || timeline_dynamic_);
+    settings_.set_disable_group_fusion(options.disable_group_fusion);
+  }
+  thread_ = std::thread([this] { ThreadMain(); });
+}
+
+OpRuntime::~OpRuntime() { (void)Stop(); }
+
+Handle OpRuntime::next_handle() {
+  MutexLock lock(&mu_);
+  return next_handle_;
+}
+
+std::shared_ptr<PendingOp> OpRuntime::NewOp() {
+  {
+    MutexLock lock(&pool_mu_);
+    if (!pool_.empty()) {
+      std::shared_ptr<PendingOp> op = std::move(pool_.back());
+      pool_.pop_back();
+      return op;
+    }
+  }
+  return std::make_shared<PendingOp>();
+}
+
+void OpRuntime::Recycle(std::vector<std::shared_ptr<PendingOp>>& taken) {
+  size_t kept = 0;
+  for (std::shared_ptr<PendingOp>& op : taken) {
+    // Only a sole owner may reset it (a plan's run may still hold one, and
+    // nothing can take a new reference to a taken op). Stand-ins of a joined
+    // rank are never taken.
+    if (op.use_count() != 1) continue;
+    op->Reset();
+    taken[kept++] = std::move(op);
+  }
+  taken.resize(kept);
+  MutexLock lock(&pool_mu_);
+  for (std::shared_ptr<PendingOp>& op : taken) {
+    if (pool_.size() >= kPoolSize) break;
+    pool_.push_back(std::move(op));
+  }
+}
+
+absl::Status OpRuntime::SetFusionThreshold(int64_t bytes) {
+  if (bytes < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "set_fusion_threshold(", bytes,
+        "): the threshold is a number of bytes >= 0 (0 turns fusion off)"));
+  }
+  MutexLock lock(&mu_);
+  if (!terminal_.ok()) return terminal_;
+  settings_.set_fusion_threshold(static_cast<uint64_t>(bytes));
+  settings_changed_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status OpRuntime::SetCacheCapacity(int64_t entries) {
+  if (entries < 0 || entries > UINT32_MAX) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("set_cache_capacity(", entries,
+                     "): the capacity is a number of entries in 0..",
+                     UINT32_MAX, " (0 turns the response cache off)"));
+  }
+  MutexLock lock(&mu_);
+  if (!terminal_.ok()) return terminal_;
+  settings_.set_cache_capacity(static_cast<uint32_t>(entries));
+  settings_changed_ = true;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Handle> OpRuntime::Submit(std::shared_ptr<PendingOp> op) {
+  return SubmitOps(absl::MakeSpan(&op, 1), /*group=*/false, "");
+}
+
+absl::StatusOr<Handle> OpRuntime::SubmitGroup(
+    std::vector<std::shared_ptr<PendingOp>> members, absl::string_view name) {
+  if (members.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("grouped op '", name, "' on rank ", rank_,
+                     ": a group needs at least one tensor"));
+  }
+  return SubmitOps(absl::MakeSpan(members), /*group=*/true, name);
+}
+
+absl::StatusOr<Handle> OpRuntime::SubmitOps(
+    absl::Span<std::shared_ptr<PendingOp>> ops, bool group,
+    absl::string_view group_name) {
+  Handle result = 0;
+  bool send_now = false, wake = false;
+  absl::Time now;
+  {
+    MutexLock lock(&mu_);
+    if (!terminal_.ok()) return terminal_;
+    const PendingOp& head = *ops[0];
+    const int32_t set = head.process_set;
+    // What the caller submitted, for messages: "allreduce 'x'" or
+    // "grouped_allreduce 'g'" (made only for an error: not on the hot path).
+    auto what = [&] {
+      const std::string op_name = proto::OpTypeName(head.op);
+      return group ? absl::StrCat("grouped_", op_name, " '", group_name, "'")
+                   : absl::StrCat(op_name, " '", head.name, "'");
+    };
+    // The set: this rank's place in it.
+    int set_rank = rank_, set_size = size_;
+    const std::vector<int>* members = nullptr;
+    if (set != 0) {
+      auto it = sets_.find(set);
+      if (it == sets_.end() &&
+          std::find(dissolved_sets_.begin(), dissolved_sets_.end(), set) !=
+              dissolved_sets_.end()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            what(), " on rank ", rank_, ": process set ", set,
+            " was dissolved by the membership change that formed epoch ",
+            epoch_,
+            " (its ranks no longer mean the same); add the set again with "
+            "add_process_set in a reset callback and use the id it returns"));
+      }
+      if (it == sets_.end()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            what(), " on rank ", rank_, ": process set ", set,
+            " does not exist (ids come from add_process_set; a removed set "
+            "is gone)"));
+      }
+      members = &it->second;
+      auto me = std::find(members->begin(), members->end(), rank_);
+      if (me == members->end()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(what(), " on rank ", rank_,
+                         ": this rank is not a member of process set ", set,
+                         " (ranks ", absl::StrJoin(*members, ","), ")"));
+      }
+      set_rank = static_cast<int>(me - members->begin());
+      set_size = static_cast<int>(members->size());
+    }
+    auto qualify = [set](std::string name) {
+      if (set != 0) absl::StrAppend(&name, " (process set ", set, ")");
+      return name;
+    };
+    // Names: made up per set when empty; a group's members are
+    // "<group>.<i>".
+    std::string group_key;
+    if (group) {
+      std::string base(group_name);
+      if (base.empty()) {
+        base = absl::StrCat("grouped_", proto::OpTypeName(head.op), ".noname.",
+                            next_noname_[set]++);
+      }
+      for (size_t i = 0; i < ops.size(); ++i) {
+        ops[i]->name = qualify(absl::StrCat(base, ".", i));
+      }
+      group_key = qualify(base);
+    } else if (ops[0]->name.empty()) {
+      ops[0]->name = qualify(absl::StrCat(proto::OpTypeName(head.op),
+                                          ".noname.", next_noname_[set]++));
+    } else if (set != 0) {
+      ops[0]->name = qualify(std::move(ops[0]->name));
+    }
+    for (const auto& op : ops) {
+      if (op->name.size() > kMaxNameBytes) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            proto::OpTypeName(op->op), " '", op->name.substr(0, 64),
+            "...' on rank ", rank_, ": the name is ", op->name.size(),
+            " bytes long; kolo takes names of at most ", kMaxNameBytes,
+            " bytes (with the process set's and group's parts): use a "
+            "shorter name"));
+      }
+      if (auto it = names_.find(op->name); it != names_.end()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            proto::OpTypeName(op->op), " '", op->name, "' on rank ", rank_,
+            ": an op with this name is already in flight on this rank "
+            "(handle ",
+            it->second, "); wait for it, or give each op a distinct name"));
+      }
+    }
+    now = absl::Now();
+    absl::InlinedVector<Handle, 1> handles;
+    for (auto& op : ops) {
+      const Handle handle = op->handle = next_handle_++;
+      handles.push_back(handle);
+      if (members != nullptr) op->members = *members;
+      if (group) {
+        op->group = group_key;
+        op->group_size = static_cast<int32_t>(ops.size());
+      }
+      // Built in the reused scratch Request (no allocation in the steady
+      // state); kept in the op only when it goes in full.
+      FillRequest(*op, set_rank, set_size, &scratch_);
+      if (std::optional<uint32_t> bit = cache_.BitFor(scratch_)) {
+        outbox_.add_cached(*bit);
+        op->cache_bit = *bit;
+      } else {
+        op->request = scratch_;
+        *outbox_.add_requests() = scratch_;
+      }
+      op->submitted = now;
+      outbox_bytes_ += op->name.size() + 32;
+      std::shared_ptr<PendingOp> shared = std::move(op);
+      names_[absl::string_view(shared->name)] = handle;
+      if (shared->cache_bit >= 0) {
+        const auto bit = static_cast<size_t>(shared->cache_bit);
+        if (bit >= by_bit_.size()) by_bit_.resize(bit + 1, 0);
+        by_bit_[bit] = handle;
+      }
+      if (timeline_ != nullptr) {
+        timeline_->Begin(
+            shared->name,
+            absl::StrCat("NEGOTIATE_", Upper(proto::OpTypeName(shared->op))),
+            now,
+            {{"dtype", std::string(DataTypeName(shared->input.dtype))},
+             {"shape", ShapeText(shared->input.shape)}});
+      }
+      ops_[handle] = std::move(shared);
+    }
+    result = handles[0];
+    if (group) {
+      result = next_handle_++;
+      groups_[result] = std::vector<Handle>(handles.begin(), handles.end());
+    }
+    last_submit_ = now;
+    if (link_ == nullptr) {
+      send_now = true;
+    } else if (flush_at_ == absl::InfiniteFuture()) {  // the outbox was empty
+      flush_at_ = now + announce_window_;
+      // The background thread sends it if nobody else does first; wake it
+      // unless it will wake up in time anyway.
+      wake = bg_wakes_at_ > flush_at_;
+    } else {
+      send_now = now >= flush_at_ || outbox_bytes_ > kOutboxBytes;
+    }
+  }
+  if (wake) {
+    link_->Wake();
+    plan_cv_.SignalAll();  // when parked
+  }
+  if (send_now) {
+    // Whatever the outbox holds when this write takes it (other threads'
+    // submissions too) goes in it; writes leave in the order they take it.
+    MutexLock send_lock(&send_mu_);
+    if (absl::Status s = Flush(); !s.ok()) OnFlushError(s);
+  }
+  return result;
+}
+
+absl::StatusOr<int> OpRuntime::Join(absl::Duration timeout) {
+  Handle handle = 0;
+  {
+    MutexLock lock(&mu_);
+    handle = join_handle_;
+  }
+  if (handle == 0) {
+    auto op = std::make_shared<PendingOp>();
+    op->op = proto::JOIN;
+    op->name = "join";
+    absl::StatusOr<Handle> submitted = Submit(std::move(op));
+    if (!submitted.ok()) return submitted.status();
+    handle = *submitted;
+    MutexLock lock(&mu_);
+    join_handle_ = handle;
+  }
+  OpResult result;
+  absl::Status s = Synchronize(handle, timeout, &result);
+  if (absl::IsDeadlineExceeded(s)) return s;  // still joined: call again
+  {
+    MutexLock lock(&mu_);
+    if (join_handle_ == handle) join_handle_ = 0;
+  }
+  if (!s.ok()) return s;
+  return static_cast<int>(result.splits.at(0));
+}
+
+absl::StatusOr<int32_t> OpRuntime::AddProcessSet(std::vector<int> ranks) {
+  std::sort(ranks.begin(), ranks.end());
+  auto op = std::make_shared<PendingOp>();
+  op->op = proto::PROCESS_SET_ADD;
+  op->splits.assign(ranks.begin(), ranks.end());
+  {
+    MutexLock lock(&mu_);
+    op->name = absl::StrCat("process_set.", registrations_++);
+  }
+  absl::StatusOr<Handle> submitted = Submit(std::move(op));
+  if (!submitted.ok()) return submitted.status();
+  OpResult result;
+  absl::Status s = Synchronize(*submitted, absl::InfiniteDuration(), &result);
+  if (!s.ok()) return s;
+  return static_cast<int32_t>(result.splits.at(0));
+}
+
+absl::Status OpRuntime::RemoveProcessSet(int32_t id) {
+  auto op = std::make_shared<PendingOp>();
+  op->op = proto::PROCESS_SET_REMOVE;
+  op->root = id;
+  {
+    MutexLock lock(&mu_);
+    op->name = absl::StrCat("process_set.", registrations_++);
+  }
+  absl::StatusOr<Handle> submitted = Submit(std::move(op));
+  if (!submitted.ok()) return submitted.status();
+  return Synchronize(*submitted, absl::InfiniteDuration(), nullptr);
+}
+
+absl::StatusOr<std::vector<int>> OpRuntime::ProcessSetRanks(int32_t id) {
+  if (id == 0) {
+    std::vector<int> all(static_cast<size_t>(size_));
+    for (int r = 0; r < size_; ++r) all[static_cast<size_t>(r)] = r;
+    return all;
+  }
+  MutexLock lock(&mu_);
+  auto it = sets_.find(id);
+  if (it == sets_.end()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("process set ", id, " does not exist on rank ", rank_));
+  }
+  return it->second;
+}
+
+std::vector<int32_t> OpRuntime::ProcessSetIds() {
+  MutexLock lock(&mu_);
+  std::vector<int32_t> ids = {0};
+  for (const auto& [id, members] : sets_) ids.push_back(id);
+  return ids;
+}
+
+void OpRuntime::Fail(absl::Status why) {
+  // First: a collective on the device returns at once (its ops are running,
+  // so Fail leaves them to it).
+  cuda_->Abort(why);
+  MutexLock lock(&mu_);
+  if (terminal_.ok()) terminal_ = std::move(why);
+  int failed = 0;
+  for (auto& [handle, op] : ops_) {
+    // An op on the data plane completes when its collective returns (the
+    // aborted data plane makes that prompt): its buffers are in use.
+    if (op->done || op->running) continue;
+    op->done = true;
+    op->status = terminal_;
+    ++failed;
+  }
+  names_.clear();
+  std::fill(by_bit_.begin(), by_bit_.end(), 0);
+  plans_.clear();
+  outbox_.Clear();
+  outbox_bytes_ = 0;
+  flush_at_ = absl::InfiniteFuture();
+  if (failed > 0) {
+    Log()->info("{} pending op(s) failed: {}", failed,
+                std::string(terminal_.message()));
+  }
+  plan_cv_.SignalAll();
+  done_cv_.SignalAll();
+  if (link_ != nullptr) link_->Wake();
+}
+
+std::shared_ptr<Timeline> OpRuntime::timeline() {
+  MutexLock lock(&mu_);
+  return timeline_;
+}
+
+absl::Status OpRuntime::Stop(bool close_timeline) {
+  std::vector<std::string> abandoned;
+  {
+    MutexLock lock(&mu_);
+    if (stop_ && !thread_.joinable()) return absl::OkStatus();
+    stop_ = true;
+    if (terminal_.ok()) {  // after the job ended, the ops failed with it
+      std::vector<const PendingOp*> open;
+      for (const auto& [handle, op] : ops_) {
+        if (!op->done) open.push_back(op.get());
+      }
+      std::sort(open.begin(), open.end(),
+                [](const PendingOp* a, const PendingOp* b) {
+                  return a->handle < b->handle;
+                });
+      const absl::Time now = absl::Now();
+      for (const PendingOp* op : open) {
+        abandoned.push_back(absl::StrCat(
+            "'", op->name.substr(0, 200), "' (", proto::OpTypeName(op->op),
+            ", submitted ",
+            absl::StrFormat("%.3f", absl::ToDoubleSeconds(now - op->submitted)),
+            " s ago, ",
+            op->running ? "running on the data plane"
+                        : "waiting for every rank of its process set to "
+                          "submit it (the coordinator's stall warnings name "
+                          "the missing ranks)",
+            ")"));
+      }
+    }
+  }
+  absl::Status result;
+  if (!abandoned.empty()) {
+    const size_t shown = std::min<size_t>(abandoned.size(), 20);
+    result = absl::FailedPreconditionError(absl::StrCat(
+        "kolo::shutdown() on rank ", rank_, " abandoned ", abandoned.size(),
+        " op(s) still in flight: ",
+        absl::StrJoin(abandoned.begin(), abandoned.begin() + shown, "; "),
+        abandoned.size() > shown ? "; ..." : "",
+        ". Wait for every op (synchronize) before shutdown(); an op that "
+        "only some ranks submit never completes"));
+    Log()->warn("{}", std::string(result.message()));
+  }
+  absl::Status why =
+      absl::AbortedError(absl::StrCat("kolo::shutdown() was called on rank ",
+                                      rank_, " while this op was pending"));
+  Fail(why);
+  data_->Abort(why);  // a collective in flight returns at once
+  if (thread_.joinable()) thread_.join();
+  {
+    // A caller running a plan uses the data plane: it lets go promptly (the
+    // link was woken, the data plane aborted).
+    MutexLock lock(&mu_);
+    const absl::Time by = absl::Now() + absl::Seconds(10);
+    while (reader_busy_) {
+      if (done_cv_.WaitWithDeadline(&mu_, by)) {
+        Log()->error("a caller still runs a plan 10 s after shutdown");
+        break;
+      }
+    }
+    // Nothing runs plans any more: the process sets' data planes go now,
+    // before the epoch's data plane whose connections they use (an elastic
+    // job closes it when the epoch is retired; epoch_runtime.h).
+    if (!reader_busy_) set_planes_.clear();
+  }
+  std::shared_ptr<Timeline> timeline;
+  {
+    MutexLock lock(&mu_);
+    timeline = timeline_;
+  }
+  if (timeline != nullptr && close_timeline) timeline->Close();
+  return result;
+}
+
+absl::Status OpRuntime::StartTimeline(const std::string& path) {
+  if (!timeline_dynamic_) {
+    return absl::FailedPreconditionError(
+        "start_timeline: the timeline is not dynamic; start the job with "
+        "KOLO_TIMELINE=DYNAMIC (or HOROVOD_TIMELINE=DYNAMIC)");
+  }
+  if (rank_ != 0) return absl::OkStatus();  // as Horovod: rank 0 writes it
+  absl::StatusOr<std::unique_ptr<Timeline>> opened =
+      Timeline::Open(path, rank_);
+  if (!opened.ok()) return opened.status();
+  std::shared_ptr<Timeline> old;
+  {
+    MutexLock lock(&mu_);
+    old =
+        std::exchange(timeline_, std::shared_ptr<Timeline>(*std::move(opened)));
+  }
+  if (old != nullptr) old->Close();
+  return absl::OkStatus();
+}
+
+absl::Status OpRuntime::StopTimeline() {
+  if (!timeline_dynamic_) {
+    return absl::FailedPreconditionError(
+        "stop_timeline: the timeline is not dynamic; start the job with "
+        "KOLO_TIMELINE=DYNAMIC (or HOROVOD_TIMELINE=DYNAMIC)");
+  }
+  std::shared_ptr<Timeline> old;
+  {
+    MutexLock lock(&mu_);
+    old = std::move(timeline_);
+    timeline_ = nullptr;
+  }
+  if (old != nullptr) old->Close();
+  return absl::OkStatus();
+}
+
+absl::Status OpRuntime::Unknown(Handle handle) const {
+  return absl::NotFoundError(
+      absl::StrCat("handle ", handle, " is not pending on rank ", rank_,
+                   ": it was never returned by a *_async call of this job, or "
+                   "synchronize() already released it"));
+}
+
+std::optional<bool> OpRuntime::Finished(Handle handle) const {
+  if (auto g = groups_.find(handle); g != groups_.end()) {
+    for (Handle member : g->second) {
+      if (!ops_.at(member)->done) return false;
+    }
+    return true;
+  }
+  auto it = ops_.find(handle);
+  if (it == ops_.end()) return std::nullopt;
+  return it->second->done;
+}
+
+absl::Status OpRuntime::Take(Handle handle, OpResult* result,
+                             std::vector<std::shared_ptr<PendingOp>>* taken) {
+  if (auto g = groups_.find(handle); g != groups_.end()) {
+    const std::vector<Handle> members = std::move(g->second);
+    groups_.erase(g);
+    absl::Status first;
+    if (result != nullptr) *result = OpResult{};
+    for (Handle member : members) {
+      OpResult r;
+      absl::Status s = Take(member, &r, taken);
+      if (first.ok()) first = s;
+      if (result != nullptr) result->members.push_back(std::move(r));
+    }
+    return first;
+  }
+  auto it = ops_.find(handle);
+  std::shared_ptr<PendingOp> op = std::move(it->second);
+  ops_.erase(it);
+  if (result != nullptr) *result = std::move(op->result);
+  absl::Status status = op->status;
+  if (taken != nullptr) taken->push_back(std::move(op));
+  return status;
+}
+
+absl::StatusOr<bool> OpRuntime::Poll(Handle handle) {
+  {
+    // A finished op sends nothing: a pending Done stays for the next
+    // announcement (see "Announcements" in op_runtime.h).
+    MutexLock lock(&mu_);
+    std::optional<bool> finished = Finished(handle);
+    if (!finished.has_value()) return Unknown(handle);
+    if (*finished) return true;
+  }
+  FlushOutbox();  // the caller waits: nothing more comes soon
+  MutexLock lock(&mu_);
+  std::optional<bool> finished = Finished(handle);
+  if (!finished.has_value()) return Unknown(handle);
+  return *finished;
+}
+
+absl::StatusOr<bool> OpRuntime::TrySynchronize(Handle handle,
+                                               OpResult* result) {
+  // A finished op is taken at once and sends nothing (as in Poll): after
+  // the first handle of a step, the others of its plan are finished, and
+  // the plan's Done rides with the next step's announcements, as with
+  // SynchronizeAll. Recycled after the unlock, as there; one scratch list
+  // per thread, so that a caller that synchronizes handle by handle
+  // (Horovod's optimizer through kolo.torch) allocates nothing per call.
+  thread_local std::vector<std::shared_ptr<PendingOp>> taken;
+  absl::Status status;
+  bool finished = false;
+  {
+    MutexLock lock(&mu_);
+    std::optional<bool> known = Finished(handle);
+    if (!known.has_value()) return Unknown(handle);
+    finished = *known;
+    if (finished) status = Take(handle, result, &taken);
+  }
+  if (!finished) {
+    FlushOutbox();  // the caller waits: nothing more comes soon
+    return false;
+  }
+  Recycle(taken);
+  taken.clear();
+  if (!status.ok()) return status;
+  return true;
+}
+
+absl::Status OpRuntime::Synchronize(Handle handle, absl::Duration timeout,
+                                    OpResult* result) {
+  // Finished (or failed, or unknown): as TrySynchronize says. Else the
+  // outbox went (the caller waits) and this waits for it.
+  absl::StatusOr<bool> done = TrySynchronize(handle, result);
+  if (!done.ok()) return done.status();
+  if (*done) return absl::OkStatus();
+  thread_local std::vector<std::shared_ptr<PendingOp>> taken;
+  absl::Status status;
+  {
+    const absl::Time deadline = absl::Now() + timeout;
+    MutexLock lock(&mu_);
+    status = SynchronizeLocked(handle, deadline, timeout, result, &taken);
+  }
+  Recycle(taken);
+  taken.clear();
+  return status;
+}
+
+absl::Status OpRuntime::SynchronizeLocked(
+    Handle handle, absl::Time deadline, absl::Duration timeout,
+    OpResult* result, std::vector<std::shared_ptr<PendingOp>>* taken) {
+  std::optional<bool> finished = Finished(handle);
+  if (!finished.has_value()) return Unknown(handle);
+  while (!*finished) {
+    if (AwaitProgress(deadline)) {
+      finished = Finished(handle);
+      if (*finished) break;
+      auto g = groups_.find(handle);
+      const PendingOp& op =
+          *ops_.at(g == groups_.end() ? handle : g->second[0]);
+      return absl::DeadlineExceededError(absl::StrCat(
+          g == groups_.end() ? "" : "grouped ", proto::OpTypeName(op.op), " '",
+          op.name, "' on rank ", rank_, " did not finish within ",
+          absl::FormatDuration(timeout),
+          "; the handle stays valid (the coordinator's stall warnings name "
+          "ranks that have not submitted it)"));
+    }
+    finished = Finished(handle);
+  }
+  return Take(handle, result, taken);
+}
+
+std::vector<absl::Status> OpRuntime::SynchronizeAll(
+    absl::Span<const Handle> handles, absl::Duration timeout) {
+  FlushOutbox();  // the caller waits: nothing more comes soon
+  const absl::Time deadline = absl::Now() + timeout;
+  std::vector<absl::Status> out;
+  out.reserve(handles.size());
+  // Recycled after the unlock: resetting or freeing hundreds of ops under
+  // the lock would hold up the background thread.
+  std::vector<std::shared_ptr<PendingOp>> taken;
+  taken.reserve(handles.size());
+  {
+    // One lock for all: a step's hundreds of handles usually complete in one
+    // plan, and each wake-up then releases every handle it finished.
+    MutexLock lock(&mu_);
+    for (Handle h : handles) {
+      out.push_back(SynchronizeLocked(h, deadline, timeout, nullptr, &taken));
+    }
+  }
+  Recycle(taken);
+  return out;
+}
+
+absl::StatusOr<size_t> OpRuntime::WaitAny(absl::Span<const Handle> handles,
+                                          absl::Duration timeout) {
+  FlushOutbox();  // the caller waits: nothing more comes soon
+  const absl::Time deadline = absl::Now() + timeout;
+  MutexLock lock(&mu_);
+  if (handles.empty()) {
+    return absl::InvalidArgumentError("wait_any() needs at least one handle");
+  }
+  bool timed_out = false;
+  while (true) {
+    for (size_t i = 0; i < handles.size(); ++i) {
+      std::optional<bool> finished = Finished(handles[i]);
+      if (!finished.has_value()) return Unknown(handles[i]);
+      if (*finished) return i;
+    }
+    if (timed_out) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("none of ", handles.size(), " ops on rank ", rank_,
+                       " finished within ", absl::FormatDuration(timeout)));
+    }
+    timed_out = AwaitProgress(deadline);
+  }
+}
+
+}  // namespace kolo::worker

@@ -1,0 +1,284 @@
+// OpRuntime (op_runtime.h), part 3 of 3: talking to the coordinator — the
+// outbox of announcements and the Done that rides with it (TakeOutbox,
+// Flush), and reading plans from the negotiation link, by the background
+// thread (NextPlanFromLink) or by a waiting caller (AwaitProgress).
+#include <algorithm>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
+#include "worker_lib/runtime/op_runtime.h"
+#include "worker_lib/runtime/op_runtime_internal.h"
+
+namespace kolo::worker {
+
+using op_runtime_internal::kDoneDelay;
+using op_runtime_internal::Log;
+
+namespace {
+
+// The background thread keeps waking once per announce window for this
+// long after the last submission (see NextPlanFromLink).
+constexpr absl::Duration kActive = absl::Seconds(1);
+
+}  // namespace
+
+std::optional<proto::WorkerMessage> OpRuntime::TakeOutbox() {
+  if (outbox_.requests_size() == 0 && outbox_.cached_size() == 0) {
+    return std::nullopt;
+  }
+  proto::WorkerMessage msg;
+  proto::Announce& announce = *msg.mutable_announce();
+  announce.Swap(&outbox_);
+  if (settings_changed_) {
+    *announce.mutable_settings() = settings_;
+    settings_changed_ = false;
+  }
+  flush_at_ = absl::InfiniteFuture();
+  outbox_bytes_ = 0;
+  return msg;
+}
+
+absl::Status OpRuntime::Flush() {
+  std::optional<proto::WorkerMessage> announce;
+  uint64_t done = 0;
+  {
+    MutexLock lock(&mu_);
+    announce = TakeOutbox();
+    done = std::exchange(unsent_done_, 0);
+  }
+  if (link_ == nullptr) {
+    if (announce.has_value()) {
+      absl::Status s =
+          session_->Announce(std::move(*announce->mutable_announce()));
+      if (!s.ok()) return s;
+    }
+    return done != 0 ? session_->Done(done) : absl::OkStatus();
+  }
+  proto::WorkerMessage msgs[2];
+  size_t n = 0;
+  if (announce.has_value()) msgs[n++] = std::move(*announce);
+  if (done != 0) msgs[n++].mutable_done()->set_seq(done);
+  if (n == 0) return absl::OkStatus();
+  return link_->SendAll(absl::MakeSpan(msgs, n));
+}
+
+void OpRuntime::FlushFromUnderLock() {
+  mu_.Unlock();  // send_mu_ is taken before mu_
+  {
+    MutexLock send_lock(&send_mu_);
+    (void)Flush();
+  }
+  mu_.Lock();
+}
+
+void OpRuntime::FlushOutbox() {
+  {
+    MutexLock lock(&mu_);
+    // Nothing to announce and no Done held back for the announcements.
+    if (flush_at_ == absl::InfiniteFuture() && unsent_done_ == 0) return;
+  }
+  MutexLock send_lock(&send_mu_);
+  if (absl::Status s = Flush(); !s.ok()) OnFlushError(s);
+}
+
+void OpRuntime::OnFlushError(const absl::Status& s) {
+  if (link_ == nullptr) {
+    Fail(s);  // the session ended: nothing can be negotiated any more
+    return;
+  }
+  // The link broke: the coordinator closes links when the job or the epoch
+  // ends, and the Session's verdict (the job's end, the membership error, an
+  // eviction) is what the ops must fail with. The background thread waits
+  // for it a little, then gives the link's error (NextPlanFromLink).
+  MutexLock lock(&mu_);
+  link_broken_ = true;
+  plan_cv_.SignalAll();
+}
+
+std::optional<proto::Plan> OpRuntime::NextPlanFromLink() {
+  while (true) {
+    bool done_waits = false;
+    absl::Duration timeout = absl::Seconds(1);
+    {
+      MutexLock lock(&mu_);
+      while (true) {
+        if (stop_) {
+          unsent_done_ = 0;  // shutting down: nothing follows
+          return std::nullopt;
+        }
+        const absl::Time now = absl::Now();
+        if (flush_at_ <= now) {  // the outbox's window ended: it goes
+          FlushFromUnderLock();
+          continue;
+        }
+        // Off the link while a waiting caller reads it; for kDoneDelay after
+        // this thread ran a plan that left nothing pending here (the caller
+        // comes back with its next step); and while the caller is submitting
+        // (the outbox waits). The caller then waits for the plan and reads
+        // the link itself, and runs the plan without a wake-up of this
+        // thread and one of its own. The outbox's window bounds the park:
+        // then this thread sends the outbox and reads again, so that plans
+        // that come while the caller keeps submitting run within one
+        // announce window.
+        const bool after_plan = now < bg_park_until_;
+        if (!reader_busy_) {
+          if (!plans_.empty()) {
+            proto::Plan plan = std::move(plans_.front());
+            plans_.pop_front();
+            reader_busy_ = true;  // let go in ThreadMain after the run
+            return plan;
+          }
+          // A caller found the link broken: read it now for the verdict.
+          if ((flush_at_ == absl::InfiniteFuture() && !after_plan) ||
+              link_broken_) {
+            break;
+          }
+        }
+        absl::Time until = flush_at_;
+        if (after_plan) until = std::min(until, bg_park_until_);
+        if (reader_busy_) {
+          // A caller that lets go of the link does not wake this thread:
+          // it comes back by the end of the park.
+          until = std::min(
+              until, now + (now - last_submit_ < kActive ? announce_window_
+                                                         : absl::Seconds(1)));
+        }
+        bg_wakes_at_ = until;
+        const bool ended = plan_cv_.WaitWithDeadline(&mu_, until);
+        bg_wakes_at_ = absl::InfinitePast();
+        // A Done with nothing to ride with (no submission since its plan)
+        // goes at the end of the park.
+        if (ended && !stop_ && !reader_busy_ && unsent_done_ != 0 &&
+            flush_at_ == absl::InfiniteFuture() &&
+            absl::Now() >= bg_park_until_) {
+          FlushFromUnderLock();
+        }
+      }
+      reader_busy_ = true;
+      // A Done waits for the caller's next announcement (see RunPlan): up to
+      // kDoneDelay for the first, then with the outbox.
+      done_waits = unsent_done_ != 0;
+      if (done_waits && flush_at_ == absl::InfiniteFuture()) {
+        timeout = kDoneDelay;
+      }
+      const absl::Time now = absl::Now();
+      // While the caller submits, wake at least once per announce window,
+      // so that a submission never needs a wake-up of its own (a Wake per
+      // op costs a context switch on a busy host).
+      if (now - last_submit_ < kActive) {
+        timeout = std::min(timeout, announce_window_);
+      }
+      if (flush_at_ != absl::InfiniteFuture()) {
+        timeout =
+            std::min(timeout, std::max(absl::ZeroDuration(), flush_at_ - now));
+      }
+      bg_wakes_at_ = now + timeout;
+    }
+    absl::StatusOr<std::optional<proto::CoordinatorMessage>> msg =
+        link_->Receive(timeout);
+    const bool got_plan = msg.ok() && msg->has_value() && (*msg)->has_plan();
+    bool flush = false;
+    {
+      MutexLock lock(&mu_);
+      reader_busy_ = got_plan;  // a plan: let go in ThreadMain after the run
+      bg_wakes_at_ = absl::InfinitePast();  // awake
+      const absl::Time now = absl::Now();
+      if (flush_at_ <= now) {
+        flush = true;  // the outbox's window ended: everything goes
+      } else if (done_waits && unsent_done_ != 0 &&
+                 flush_at_ == absl::InfiniteFuture()) {
+        // No submission came to take the Done along: it goes alone. While
+        // the caller is submitting, it stays with the outbox (the caller's
+        // wait or the window's end sends both): the coordinator holds what
+        // becomes ready until it comes, so the step's tensors go in one
+        // plan and one write.
+        flush = true;
+      }
+      if (stop_) flush = false;
+    }
+    if (flush) {
+      MutexLock send_lock(&send_mu_);
+      (void)Flush();
+    }
+    if (msg.ok()) {
+      if (got_plan) return std::move(*(*msg)->mutable_plan());
+      if (msg->has_value()) {
+        Log()->warn("ignored a message of kind {} on the negotiation link",
+                    (*msg)->body_case());
+      }
+      continue;
+    }
+    // The link broke: wait for the Session's verdict a little, then give
+    // ours (announcements cannot reach the coordinator any more either).
+    bool verdict = false;
+    {
+      MutexLock lock(&mu_);
+      const absl::Time verdict_by = absl::Now() + absl::Seconds(2);
+      while (terminal_.ok() && !stop_) {
+        if (plan_cv_.WaitWithDeadline(&mu_, verdict_by)) break;
+      }
+      verdict = !terminal_.ok() || stop_;
+    }
+    if (!verdict) {
+      Fail(absl::UnavailableError(
+          absl::StrCat("rank ", rank_, ": ", msg.status().message(),
+                       "; no plan can reach this rank any more")));
+    }
+    MutexLock lock(&mu_);
+    while (!stop_) plan_cv_.Wait(&mu_);  // Fail cleared the queue for good
+    return std::nullopt;
+  }
+}
+
+bool OpRuntime::AwaitProgress(absl::Time deadline) {
+  if (link_ == nullptr || reader_busy_ || link_broken_ || stop_ ||
+      !terminal_.ok() || !plans_.empty()) {
+    return done_cv_.WaitWithDeadline(&mu_, deadline);
+  }
+  // The link is free: this caller reads it and runs what comes (a Done
+  // this caller leaves unsent is the background thread's, see
+  // NextPlanFromLink).
+  reader_busy_ = true;
+  absl::Time now = absl::Now();
+  const absl::Time until =
+      std::min({deadline, flush_at_, now + absl::Seconds(1)});
+  mu_.Unlock();
+  absl::StatusOr<std::optional<proto::CoordinatorMessage>> msg =
+      link_->Receive(std::max(absl::ZeroDuration(), until - now));
+  std::optional<proto::Plan> plan;
+  if (msg.ok() && msg->has_value()) {
+    if ((*msg)->has_plan()) {
+      plan = std::move(*(*msg)->mutable_plan());
+    } else {
+      Log()->warn("ignored a message of kind {} on the negotiation link",
+                  (*msg)->body_case());
+    }
+  }
+  if (plan.has_value()) RunPlan(*plan, absl::Now());
+  mu_.Lock();
+  reader_busy_ = false;
+  now = absl::Now();
+  const bool flush = !stop_ && flush_at_ <= now;  // another thread's outbox
+  if (!msg.ok()) {
+    // The background thread gives the verdict (NextPlanFromLink).
+    link_broken_ = true;
+    plan_cv_.SignalAll();
+  }
+  // Others waiting may take the link now; Stop may be waiting for it. The
+  // background thread runs queued plans, and sends a Done left unsent here
+  // when nothing comes to take it along: it comes back by itself within an
+  // announce window, else it is woken.
+  done_cv_.SignalAll();
+  if (!plans_.empty() ||
+      (unsent_done_ != 0 && bg_wakes_at_ > now + announce_window_)) {
+    plan_cv_.SignalAll();
+  }
+  if (flush) {
+    FlushFromUnderLock();
+  }
+  return absl::Now() >= deadline;
+}
+
+}  // namespace kolo::worker

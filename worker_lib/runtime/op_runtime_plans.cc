@@ -1,0 +1,384 @@
+// OpRuntime (op_runtime.h), part 2 of 3: running plans — the background
+// thread's loop, the plans that come on the stream (Deliver), each plan's
+// run on the data plane (RunPlan) and its timeline events.
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "allreduce/kernels.h"
+#include "proto/op_names.h"
+#include "worker_lib/exec/plan_executor.h"
+#include "worker_lib/fault_hook.h"
+#include "worker_lib/runtime/op_runtime.h"
+#include "worker_lib/runtime/op_runtime_internal.h"
+
+namespace kolo::worker {
+
+using op_runtime_internal::kDoneDelay;
+using op_runtime_internal::Log;
+using op_runtime_internal::Upper;
+
+void OpRuntime::Deliver(const proto::Plan& plan) {
+  MutexLock lock(&mu_);
+  if (!terminal_.ok()) return;
+  plans_.push_back(plan);
+  plan_cv_.SignalAll();
+  if (link_ != nullptr) link_->Wake();
+}
+
+void OpRuntime::ThreadMain() {
+  if (link_ != nullptr) {
+    while (std::optional<proto::Plan> plan = NextPlanFromLink()) {
+      RunPlan(*plan, absl::Now());
+      MutexLock lock(&mu_);
+      reader_busy_ = false;
+      // Its Done waits for the caller's next step (see NextPlanFromLink).
+      if (unsent_done_ != 0) bg_park_until_ = absl::Now() + kDoneDelay;
+    }
+    return;
+  }
+  while (true) {
+    proto::Plan plan;
+    {
+      MutexLock lock(&mu_);
+      while (plans_.empty() && !stop_) plan_cv_.Wait(&mu_);
+      if (stop_) return;
+      plan = std::move(plans_.front());
+      plans_.pop_front();
+    }
+    RunPlan(plan, absl::Now());
+  }
+}
+
+void OpRuntime::TracePlan(Timeline& timeline, const proto::Plan& plan,
+                          absl::Time arrived,
+                          const absl::flat_hash_set<std::string>& mine) {
+  size_t tensors = 0;
+  for (const proto::Response& r : plan.responses()) {
+    tensors += static_cast<size_t>(r.names_size());
+    for (int i = 0; i < r.names_size(); ++i) {
+      const std::string& name = r.names(i);
+      if (!mine.contains(name)) continue;  // another set's, or joined
+      // Each rank's ready tick, placed back from the arrival by how much
+      // earlier than the last rank it announced (the coordinator's clock).
+      if (r.ready_us_size() == r.names_size() * size_) {
+        int64_t last = 0;
+        for (int k = 0; k < size_; ++k) {
+          last = std::max(last, r.ready_us(i * size_ + k));
+        }
+        for (int k = 0; k < size_; ++k) {
+          timeline.Instant(
+              name, absl::StrCat("rank ", k, " ready"),
+              arrived - absl::Microseconds(last - r.ready_us(i * size_ + k)));
+        }
+      }
+      timeline.End(name, arrived);  // NEGOTIATE_*
+      timeline.Begin(name, "QUEUE", arrived);
+    }
+  }
+  timeline.Marker(absl::StrCat("plan ", plan.seq()), arrived,
+                  {{"responses", absl::StrCat(plan.responses_size())},
+                   {"tensors", absl::StrCat(tensors)}});
+}
+
+namespace {
+
+// An allreduce this rank runs without having submitted it (it has joined):
+// its input and output are a buffer of the reduce op's identity.
+struct JoinedOp : PendingOp {
+  std::vector<char> buffer;
+};
+
+// The op a joined rank runs for names(i) of `r`, or null when it cannot.
+std::shared_ptr<PendingOp> MakeJoinedOp(const proto::Response& r, int i) {
+  if (r.counts_size() != r.names_size() || r.dtype() < 0 ||
+      r.dtype() >= kNumDataTypes || r.reduce_op() < 0 ||
+      r.reduce_op() >= kNumReduceOps) {
+    return nullptr;
+  }
+  auto op = std::make_shared<JoinedOp>();
+  op->name = r.names(i);
+  op->op = proto::ALLREDUCE;
+  const auto dtype = static_cast<DataType>(r.dtype());
+  const int64_t count = r.counts(i);
+  if (count < 0) return nullptr;
+  op->buffer.resize(static_cast<size_t>(count) * DataTypeSize(dtype));
+  op->input = Tensor{dtype, {count}, op->buffer.data(), kCpu};
+  op->output = op->input;
+  op->reduce.op = static_cast<ReduceOp>(r.reduce_op());
+  op->reduce.postscale = r.postscale();  // the prescale is for real inputs
+  if (!FillIdentity(dtype, op->reduce.op, op->buffer.data(),
+                    static_cast<size_t>(count))
+           .ok()) {
+    return nullptr;
+  }
+  return op;
+}
+
+// Whether a step has a CUDA tensor (cuda_executor.h runs it).
+bool OnCuda(const std::vector<std::shared_ptr<PendingOp>>& ops) {
+  for (const auto& op : ops) {
+    if (op != nullptr &&
+        (op->input.device != kCpu || op->output.device != kCpu)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// The sequence number a response's first collective is stamped with: the
+// same on every rank that runs it (see the header).
+uint64_t StampOf(uint64_t plan_seq, size_t response) {
+  return (plan_seq << 32) | (static_cast<uint64_t>(response) << 8);
+}
+
+}  // namespace
+
+DataPlane& OpRuntime::PlaneFor(int32_t set, const std::vector<int>& members) {
+  if (set == 0) return *data_;
+  std::unique_ptr<DataPlane>& plane = set_planes_[set];
+  if (plane == nullptr) plane = data_->Subset(members);
+  return *plane;
+}
+
+void OpRuntime::RunPlan(proto::Plan& plan, absl::Time arrived) {
+  // Resolve the names first (the table may change meanwhile: only this
+  // thread completes ops, but Fail may complete them all). ops[i] is the op
+  // of names(i), null when it is not pending here.
+  struct Step {
+    const proto::Response* response;
+    std::vector<std::shared_ptr<PendingOp>> ops;
+    bool member = true;  // of the response's process set
+    std::vector<int> members;
+    int rank = 0, size = 0;  // in the set
+  };
+  std::vector<Step> steps;
+  size_t in_plan = 0;
+  absl::flat_hash_set<std::string> traced;  // this rank's ops (timeline)
+  std::shared_ptr<Timeline> plan_timeline;  // this plan's, may be null
+  {
+    MutexLock lock(&mu_);
+    plan_timeline = timeline_;
+    if (!terminal_.ok()) return;
+    if (plan.seq() != last_seq_ + 1) {
+      Log()->error("plan {} arrived after plan {}; plans must arrive in order",
+                   plan.seq(), last_seq_);
+    }
+    last_seq_ = plan.seq();
+    // The cache changes apply before this plan can be reported done (see
+    // cache_mirror.h).
+    // A plan of hits lists them by bit (Response.by_bit); they resolve to
+    // this rank's ops by the bits they were announced by. Names are filled
+    // in only for the timeline, or when a bit names no op pending here (the
+    // error message).
+    bool need_names = plan_timeline != nullptr;
+    for (const proto::Response& r : plan.responses()) {
+      if (need_names) break;
+      if (!r.by_bit() || r.names_size() != 0) continue;
+      for (int32_t bit : r.cache_bits()) {
+        if (bit < 0 || static_cast<size_t>(bit) >= by_bit_.size() ||
+            by_bit_[static_cast<size_t>(bit)] == 0) {
+          need_names = true;
+          break;
+        }
+      }
+    }
+    if (need_names) cache_.NameByBit(plan);
+    cache_.Apply(plan, [&](const std::string& name) -> const proto::Request* {
+      mu_.AssertHeld();  // called by Apply, under the lock above
+      auto it = names_.find(name);
+      if (it == names_.end()) return nullptr;
+      const proto::Request& request = ops_.at(it->second)->request;
+      // Announced by its bit: the mirror holds the same Request.
+      return request.name().empty() ? cache_.RequestOf(name) : &request;
+    });
+    const bool joined = join_handle_ != 0;
+    for (const proto::Response& r : plan.responses()) {
+      Step step{&r, {}, true, {}, rank_, size_};
+      if (const int32_t set = r.process_set(); set != 0) {
+        auto it = sets_.find(set);
+        if (it != sets_.end()) step.members = it->second;
+        auto me = std::find(step.members.begin(), step.members.end(), rank_);
+        if (me == step.members.end()) {
+          step.member = false;  // another set's names: nothing to do here
+          steps.push_back(std::move(step));
+          continue;
+        }
+        step.rank = static_cast<int>(me - step.members.begin());
+        step.size = static_cast<int>(step.members.size());
+      }
+      if (r.by_bit() && r.names_size() == 0) {  // every bit resolves here
+        for (int32_t bit : r.cache_bits()) {
+          std::shared_ptr<PendingOp> op =
+              ops_.at(by_bit_[static_cast<size_t>(bit)]);
+          op->running = true;
+          step.ops.push_back(std::move(op));
+          ++in_plan;
+        }
+        steps.push_back(std::move(step));
+        continue;
+      }
+      const bool joined_here = std::find(r.joined().begin(), r.joined().end(),
+                                         rank_) != r.joined().end();
+      for (int i = 0; i < r.names_size(); ++i) {
+        const std::string& name = r.names(i);
+        auto it = names_.find(name);
+        if (it == names_.end()) {
+          std::shared_ptr<PendingOp> stand_in;
+          if (joined_here) stand_in = MakeJoinedOp(r, i);
+          // An error for a name this rank never submitted (a group whose
+          // members the ranks disagree on) concerns the ranks that did.
+          if (stand_in == nullptr && !joined && r.error_code() == 0) {
+            Log()->error("plan {} names '{}', which is not pending on rank {}",
+                         plan.seq(), name, rank_);
+          }
+          step.ops.push_back(std::move(stand_in));
+          continue;
+        }
+        std::shared_ptr<PendingOp> op = ops_.at(it->second);
+        op->running = true;
+        if (plan_timeline != nullptr) traced.insert(name);
+        step.ops.push_back(std::move(op));
+        ++in_plan;
+      }
+      steps.push_back(std::move(step));
+    }
+  }
+  if (plan_timeline != nullptr)
+    TracePlan(*plan_timeline, plan, arrived, traced);
+  // Fault injection (fault_hook.h): one relaxed load when no fault is armed.
+  const bool faults_armed = faults::Armed();
+  absl::Time run_start;
+  if (faults_armed) {
+    faults::BeforePlan({epoch_, rank_, size_, data_});
+    run_start = absl::Now();
+  }
+  std::vector<std::vector<absl::Status>> results;
+  for (size_t k = 0; k < steps.size(); ++k) {
+    Step& step = steps[k];
+    std::vector<absl::Status>& out = results.emplace_back();
+    if (!step.member) continue;
+    const int32_t set = step.response->process_set();
+    DataPlane& plane = PlaneFor(set, step.members);
+    plane.Stamp(StampOf(plan.seq(), k));
+    // Stand-ins of a joined rank (handle 0) have no timeline rows.
+    const bool stand_ins = std::any_of(
+        step.ops.begin(), step.ops.end(),
+        [](const auto& op) { return op != nullptr && op->handle == 0; });
+    Timeline* const timeline = stand_ins ? nullptr : plan_timeline.get();
+    if (timeline != nullptr) {
+      const absl::Time now = absl::Now();
+      for (auto& op : step.ops) {
+        if (op != nullptr) timeline->End(op->name, now);  // QUEUE
+      }
+    }
+    if (OnCuda(step.ops)) {
+      std::vector<PendingOp*> ops;
+      for (auto& op : step.ops) ops.push_back(op.get());
+      out = cuda_->Run(*step.response, ops, plane, step.rank, step.size,
+                       fusion_buffer_, timeline);
+      continue;
+    }
+    if (IsFused(*step.response)) {
+      std::vector<PendingOp*> ops;
+      for (auto& op : step.ops) ops.push_back(op.get());
+      out = ExecuteFused(*step.response, ops, plane, step.rank, step.size,
+                         fusion_buffer_, timeline);
+      continue;
+    }
+    for (auto& op : step.ops) {
+      if (op == nullptr) {
+        out.emplace_back();
+        continue;
+      }
+      const bool trace =
+          timeline != nullptr && step.response->error_code() == 0;
+      if (trace) {
+        timeline->Begin(op->name, Upper(proto::OpTypeName(op->op)),
+                        absl::Now());
+      }
+      out.push_back(Execute(*step.response, *op, plane, step.rank, step.size,
+                            &op->result));
+      if (trace) timeline->End(op->name, absl::Now());
+    }
+  }
+  if (faults_armed) {
+    int completed = 0, failed = 0;
+    for (size_t k = 0; k < steps.size(); ++k) {
+      for (size_t i = 0; i < steps[k].ops.size() && i < results[k].size();
+           ++i) {
+        if (steps[k].ops[i] == nullptr) continue;
+        if (results[k][i].ok()) {
+          ++completed;
+        } else {
+          ++failed;
+        }
+      }
+    }
+    faults::AfterPlan({epoch_, rank_, size_, data_}, completed, failed,
+                      absl::Now() - run_start);
+  }
+  // A removed process set's data plane goes (this thread's).
+  for (size_t k = 0; k < steps.size(); ++k) {
+    for (size_t i = 0; i < steps[k].ops.size(); ++i) {
+      const PendingOp* op = steps[k].ops[i].get();
+      if (op != nullptr && op->op == proto::PROCESS_SET_REMOVE &&
+          results[k][i].ok()) {
+        set_planes_.erase(op->root);
+      }
+    }
+  }
+  // Done(seq). On the stream, and whenever ops of this rank still wait for
+  // plans (the coordinator may hold their responses until this rank is
+  // idle), it goes now, before the callers wake: their next announcement
+  // must not reach the coordinator ahead of it (the coordinator would think
+  // this rank busy). Otherwise, on a link, it waits (unsent_done_) to go in
+  // the same write as the callers' next announcements (up to one announce
+  // window), or alone after kDoneDelay when none comes.
+  bool send_done;
+  {
+    MutexLock lock(&mu_);
+    unsent_done_ = plan.seq();
+    send_done = link_ == nullptr || names_.size() > in_plan;
+  }
+  if (send_done) {
+    MutexLock send_lock(&send_mu_);
+    (void)Flush();
+  }
+  {
+    MutexLock lock(&mu_);
+    for (size_t k = 0; k < steps.size(); ++k) {
+      for (size_t i = 0; i < steps[k].ops.size(); ++i) {
+        PendingOp* op = steps[k].ops[i].get();
+        if (op == nullptr) continue;
+        op->running = false;
+        op->done = true;
+        op->status = std::move(results[k][i]);
+        if (op->status.ok() && op->op == proto::PROCESS_SET_ADD) {
+          sets_[static_cast<int32_t>(op->result.splits.at(0))] =
+              std::vector<int>(op->splits.begin(), op->splits.end());
+        } else if (op->status.ok() && op->op == proto::PROCESS_SET_REMOVE) {
+          sets_.erase(op->root);
+        }
+        if (auto it = names_.find(op->name);
+            it != names_.end() && it->second == op->handle) {
+          names_.erase(it);
+        }
+        if (op->cache_bit >= 0 &&
+            by_bit_[static_cast<size_t>(op->cache_bit)] == op->handle) {
+          by_bit_[static_cast<size_t>(op->cache_bit)] = 0;
+        }
+      }
+    }
+  }
+  // After the unlock: a caller woken under the lock would block on it at
+  // once and need a second wake-up.
+  done_cv_.SignalAll();
+}
+
+}  // namespace kolo::worker

@@ -1,0 +1,406 @@
+#include "worker_lib/session/session_client.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/socket_util.h"
+#include "worker_lib/session/session_reactor.h"
+
+namespace kolo::worker {
+namespace {
+
+// The start's probe (issue 39): while no coordinator has challenged this
+// worker, it checks every kProbeEvery what listens at the coordinator's
+// address. Nothing (refused): the coordinator is not up yet, waiting is
+// right. A program that does not speak HTTP/2 (gRPC) for
+// kNotACoordinatorAfter: another program holds the port (rank 0 then could
+// not host the coordinator there), which waiting for the start timeout
+// would not change. (gRPC's channel cannot tell: it is READY once TCP
+// connects.)
+constexpr absl::Duration kProbeEvery = absl::Milliseconds(500);
+constexpr absl::Duration kProbeTimeout = absl::Seconds(1);
+constexpr absl::Duration kNotACoordinatorAfter = absl::Seconds(3);
+
+enum class Listener { kNone, kHttp2, kOther };
+
+// Waits until `fd` has `events` or `until` passes.
+bool PollUntil(int fd, short events, absl::Time until) {
+  while (true) {
+    const int64_t ms = absl::ToInt64Milliseconds(until - absl::Now());
+    if (ms < 0) return false;
+    pollfd p{fd, events, 0};
+    const int rc = ::poll(&p, 1, static_cast<int>(ms));
+    if (rc > 0) return true;
+    if (rc == 0 || errno != EINTR) return false;
+  }
+}
+
+// What listens at `addr`: given HTTP/2's client preface and an empty
+// SETTINGS frame, an HTTP/2 server (a gRPC server: a kolo coordinator)
+// answers with its SETTINGS frame (9 bytes of header, type 4) within
+// `timeout`.
+Listener ProbeListener(const net::SockAddr& addr, absl::Duration timeout) {
+  const absl::Time until = absl::Now() + timeout;
+  absl::StatusOr<net::UniqueFd> fd = net::StartConnect(addr);
+  if (!fd.ok() || !PollUntil(fd->get(), POLLOUT, until) ||
+      !net::FinishConnect(fd->get()).ok()) {
+    return Listener::kNone;
+  }
+  static constexpr char kPreface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+  std::string hello(kPreface, sizeof(kPreface) - 1);
+  hello.append({0, 0, 0, 4, 0, 0, 0, 0, 0});  // SETTINGS, no parameters
+  if (::send(fd->get(), hello.data(), hello.size(), MSG_NOSIGNAL) !=
+      static_cast<ssize_t>(hello.size())) {
+    return Listener::kOther;
+  }
+  unsigned char header[9];
+  size_t got = 0;
+  while (got < sizeof(header)) {
+    if (!PollUntil(fd->get(), POLLIN, until)) return Listener::kOther;
+    const ssize_t n = ::recv(fd->get(), header + got, sizeof(header) - got, 0);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (n <= 0) return Listener::kOther;
+    got += static_cast<size_t>(n);
+  }
+  return header[3] == 4 ? Listener::kHttp2 : Listener::kOther;
+}
+
+}  // namespace
+
+// ---- Reactor: the blocking calls --------------------------------------------
+
+absl::Status SessionClient::Reactor::NotACoordinator() const {
+  const std::string& from = options_.coordinator_source;
+  const std::string fix =
+      from == "MASTER_ADDR:MASTER_PORT"
+          ? "choose a free port in MASTER_PORT (under torchrun, MASTER_PORT is "
+            "torchrun's own rendezvous store: set KOLO_COORDINATOR=<rank 0 "
+            "host>:<free port> on every worker)"
+      : from.empty() ? "choose a free port for the coordinator"
+                     : absl::StrCat("choose a free port in ", from,
+                                    " (the same on every worker)");
+  return absl::UnavailableError(absl::StrCat(
+      "something accepts connections at ", options_.coordinator,
+      " but it is not a kolo coordinator (it did not answer as a gRPC server "
+      "for ",
+      absl::FormatDuration(kNotACoordinatorAfter), "; worker ",
+      options_.worker_id,
+      "): another program holds that port, so rank 0 could not host the "
+      "coordinator there (its log says so); ",
+      fix));
+}
+
+absl::Status SessionClient::Reactor::WaitForMembership(absl::Time start,
+                                                       absl::Time deadline,
+                                                       SessionClient& client) {
+  // Resolved once for the probe (a host name waits for the system's
+  // resolver and its timeouts, as gRPC's own resolution does); without an
+  // address there is no probe, only the start deadline.
+  const absl::StatusOr<net::SockAddr> addr =
+      net::ResolveAddress(options_.coordinator);
+  absl::Time other_since = absl::InfiniteFuture();
+  while (true) {
+    {
+      MutexLock lock(&mu_);
+      const absl::Time now = absl::Now();
+      if (membership_.has_value() || !terminal_.ok() || now >= deadline) break;
+      const bool probe = !challenged_ && addr.ok();
+      const absl::Time wake =
+          probe ? std::min(deadline, now + kProbeEvery) : deadline;
+      while (!membership_.has_value() && terminal_.ok()) {
+        if (cv_.WaitWithDeadline(&mu_, wake)) break;
+      }
+      if (!probe || challenged_ || membership_.has_value() || !terminal_.ok())
+        continue;
+    }
+    // Not challenged yet: is another program at the address?
+    if (ProbeListener(*addr, std::min(kProbeTimeout, deadline - absl::Now())) !=
+        Listener::kOther) {
+      other_since = absl::InfiniteFuture();
+      continue;
+    }
+    other_since = std::min(other_since, absl::Now());
+    if (absl::Now() - other_since >= kNotACoordinatorAfter) {
+      MutexLock lock(&mu_);
+      if (!challenged_) Fail(NotACoordinator(), /*lost=*/false);
+    }
+  }
+  MutexLock lock(&mu_);
+  if (!terminal_.ok()) return terminal_;
+  if (membership_.has_value()) {
+    client.incarnation_ = incarnation_;
+    return absl::OkStatus();
+  }
+  std::string waited = Secs(deadline - start);
+  absl::Status s =
+      challenged_
+          ? absl::DeadlineExceededError(absl::StrCat(
+                "no membership from ", Who(), " within ", waited,
+                " for worker ", options_.worker_id,
+                ": waiting for the other workers; raise KOLO_START_TIMEOUT "
+                "or check that every worker started"))
+          : absl::DeadlineExceededError(absl::StrCat(
+                "could not reach ", Who(), " within ", waited, " (worker ",
+                options_.worker_id,
+                "): check that it runs (kolorun, rank 0 or kolo-coordinator) "
+                "and that KOLO_COORDINATOR or MASTER_ADDR/MASTER_PORT point at "
+                "it from this host; raise KOLO_START_TIMEOUT if it starts "
+                "slowly"));
+  Fail(s, /*lost=*/false);
+  return s;
+}
+
+absl::StatusOr<std::vector<std::string>> SessionClient::Reactor::Exchange(
+    absl::string_view key, absl::string_view value, absl::Duration timeout,
+    int32_t process_set) {
+  if (key.size() > kMaxExchangeKeyBytes ||
+      value.size() > kMaxExchangeValueBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "control_allgather('", key.substr(0, 64),
+        key.size() > 64 ? "...'" : "'", ") on worker ", options_.worker_id,
+        ": the key is ", key.size(), " bytes and the value ", value.size(),
+        " bytes; it takes keys of at most ", kMaxExchangeKeyBytes,
+        " and values of at most ", kMaxExchangeValueBytes,
+        " bytes (it is for small control values; send data with the "
+        "collectives)"));
+  }
+  const std::string k(key);
+  const absl::Time deadline = absl::Now() + timeout;
+  {
+    MutexLock lock(&mu_);
+    if (!terminal_.ok()) return terminal_;
+    if (phase_ != Phase::kMember) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "control_allgather('", k, "') on worker ", options_.worker_id,
+          ": the session is not running (call it after init() and before "
+          "shutdown())"));
+    }
+    if (!epoch_error_.ok()) return epoch_error_;
+    if (exchanges_.contains(k)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "control_allgather('", k, "') is already pending on worker ",
+          options_.worker_id, "; use a distinct key per concurrent call"));
+    }
+    exchanges_[k] = std::nullopt;
+    proto::WorkerMessage msg;
+    msg.mutable_exchange()->set_key(k);
+    msg.mutable_exchange()->set_value(std::string(value));
+    msg.mutable_exchange()->set_process_set(process_set);
+    Enqueue(std::move(msg));
+  }
+  MaybeStartWrite(/*from_reaction=*/false);
+  MutexLock lock(&mu_);
+  while (!exchanges_[k].has_value() && terminal_.ok() && epoch_error_.ok()) {
+    if (cv_.WaitWithDeadline(&mu_, deadline)) break;
+  }
+  auto it = exchanges_.find(k);
+  if (it->second.has_value()) {
+    std::vector<std::string> values = std::move(*it->second);
+    exchanges_.erase(it);
+    return values;
+  }
+  exchanges_.erase(it);
+  if (!terminal_.ok()) return terminal_;
+  if (!epoch_error_.ok()) return epoch_error_;
+  return absl::DeadlineExceededError(absl::StrCat(
+      "control_allgather('", k, "') on worker ", options_.worker_id, " (rank ",
+      membership_->rank(), "): no result from ", Who(), " within ",
+      Secs(timeout), ": some rank has not called it with this key"));
+}
+
+absl::Status SessionClient::Reactor::Leave(absl::Duration timeout) {
+  absl::Status result;
+  {
+    MutexLock lock(&mu_);
+    if (phase_ == Phase::kLeaving || phase_ == Phase::kClosing) {
+      return absl::OkStatus();
+    }
+    if (!terminal_.ok() || done_ || writes_broken_) {
+      // Nothing to leave: the job ended or the coordinator is gone, which
+      // the caller has been told.
+      phase_ = Phase::kClosing;
+      return absl::OkStatus();
+    }
+    phase_ = Phase::kLeaving;
+    proto::WorkerMessage msg;
+    msg.mutable_leave()->set_reason("shutdown");
+    Enqueue(std::move(msg));
+  }
+  MaybeStartWrite(/*from_reaction=*/false);
+  {
+    MutexLock lock(&mu_);
+    const absl::Time deadline = absl::Now() + timeout;
+    while (!leave_acked_ && !done_ && terminal_.ok()) {
+      if (cv_.WaitWithDeadline(&mu_, deadline)) break;
+    }
+    if (!leave_acked_ && terminal_.ok()) {
+      result = absl::DeadlineExceededError(
+          absl::StrCat(Who(), " did not acknowledge the Leave of worker ",
+                       options_.worker_id, " within ", Secs(timeout),
+                       (done_ ? " (the stream closed)" : "")));
+      SessionLog()->warn("{}", std::string(result.message()));
+    }
+    writes_done_requested_ = true;
+  }
+  MaybeStartWrite(/*from_reaction=*/false);
+  return result;
+}
+
+void SessionClient::Reactor::Abort() {
+  {
+    MutexLock lock(&mu_);
+    if (phase_ != Phase::kLeaving) phase_ = Phase::kClosing;
+    if (done_) return;
+  }
+  context_.TryCancel();
+}
+
+bool SessionClient::Reactor::Close(absl::Duration timeout) {
+  // From here on only reactions start operations (a WritesDone requested by
+  // Leave may still go out from OnWriteDone); OnDone may come.
+  ReleaseHold();
+  bool done = false;
+  for (int attempt = 0; attempt < 2 && !done; ++attempt) {
+    {
+      MutexLock lock(&mu_);
+      if (phase_ != Phase::kLeaving) phase_ = Phase::kClosing;
+      const absl::Time deadline = absl::Now() + timeout;
+      while (!done_) {
+        if (cv_.WaitWithDeadline(&mu_, deadline)) break;
+      }
+      done = done_;
+    }
+    if (!done && attempt == 0) {
+      SessionLog()->warn(
+          "{} did not end the Session of worker {} within {}; cancelling it",
+          Who(), options_.worker_id, Secs(timeout));
+      context_.TryCancel();
+    }
+  }
+  {
+    MutexLock lock(&mu_);
+    phase_ = Phase::kClosing;  // from here on, losing the coordinator is fine
+    Fail(absl::CancelledError(absl::StrCat("worker ", options_.worker_id,
+                                           " has shut down its session")),
+         /*lost=*/false);
+    stop_thread_ = true;
+    cv_.SignalAll();
+  }
+  if (thread_.joinable()) thread_.join();
+  return done;
+}
+
+// ---- SessionClient
+// ------------------------------------------------------------
+
+SessionClient::SessionClient(std::unique_ptr<Reactor> reactor)
+    : reactor_(std::move(reactor)) {}
+
+absl::StatusOr<std::unique_ptr<SessionClient>> SessionClient::Connect(
+    const SessionOptions& options, absl::Time deadline) {
+  const absl::Time start = absl::Now();
+  auto client =
+      std::make_unique<SessionClient>(std::make_unique<Reactor>(options));
+  client->reactor_->Start();
+  absl::Status s =
+      client->reactor_->WaitForMembership(start, deadline, *client);
+  if (!s.ok()) return s;  // ~SessionClient cancels the stream
+  return client;
+}
+
+SessionClient::~SessionClient() {
+  if (reactor_ == nullptr) return;
+  if (!shut_down_) reactor_->Abort();
+  if (!reactor_->Close(absl::Seconds(5))) {
+    // gRPC still holds the reactor: destroying it would be a use after free.
+    SessionLog()->error(
+        "the Session stream did not end after cancellation; leaking "
+        "its reactor");
+    (void)reactor_.release();
+  }
+}
+
+absl::StatusOr<std::vector<std::string>> SessionClient::Exchange(
+    absl::string_view key, absl::string_view value, absl::Duration timeout,
+    int32_t process_set) {
+  if (shut_down_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("control_allgather('", key, "') after shutdown()"));
+  }
+  return reactor_->Exchange(key, value, timeout, process_set);
+}
+
+absl::Status SessionClient::Announce(proto::Announce announce) {
+  proto::WorkerMessage msg;
+  *msg.mutable_announce() = std::move(announce);
+  return reactor_->SendMessage(std::move(msg));
+}
+
+absl::Status SessionClient::Done(uint64_t seq) {
+  proto::WorkerMessage msg;
+  msg.mutable_done()->set_seq(seq);
+  return reactor_->SendMessage(std::move(msg));
+}
+
+absl::Status SessionClient::ReportPeerFault(const absl::Status& error,
+                                            absl::Span<const int> peers,
+                                            absl::Duration wait) {
+  proto::WorkerMessage msg;
+  msg.mutable_peer_fault()->mutable_peers()->Add(peers.begin(), peers.end());
+  msg.mutable_peer_fault()->set_error(
+      std::string(error.message().substr(0, 4096)));
+  absl::Status sent = reactor_->SendMessage(std::move(msg));
+  if (!sent.ok())
+    return sent.code() == absl::StatusCode::kAborted ||
+                   sent.code() == absl::StatusCode::kUnavailable
+               ? sent  // the verdict (or the loss) is known
+               : error;
+  absl::Status verdict = reactor_->WaitForVerdict(absl::Now() + wait);
+  if (!verdict.ok()) return verdict;
+  return absl::Status(error.code(),
+                      absl::StrCat(error.message(),
+                                   " (reported to the coordinator, which "
+                                   "declared no worker failed within ",
+                                   Secs(wait), ")"));
+}
+
+void SessionClient::OnPlan(std::function<void(const proto::Plan&)> sink) {
+  reactor_->OnPlan(std::move(sink));
+}
+
+absl::Status SessionClient::Shutdown(absl::Duration timeout) {
+  if (shut_down_.exchange(true)) return absl::OkStatus();
+  absl::Status s = reactor_->Leave(timeout);
+  // If gRPC does not let go of the stream, the destructor tries once more.
+  (void)reactor_->Close(timeout);
+  return s;
+}
+
+absl::Status SessionClient::health() const { return reactor_->health(); }
+
+SessionClient::EpochView SessionClient::current() const {
+  return reactor_->Current();
+}
+
+void SessionClient::OnEpochEnd(
+    std::function<void(const absl::Status&, uint64_t)> observer) {
+  reactor_->OnEpochEnd(std::move(observer));
+}
+
+absl::StatusOr<SessionClient::EpochView> SessionClient::WaitForEpochAfter(
+    uint64_t epoch, absl::Time deadline) {
+  return reactor_->WaitForEpochAfter(epoch, deadline);
+}
+
+void SessionClient::OnTerminal(
+    std::function<void(const absl::Status&)> observer) {
+  reactor_->OnTerminal(std::move(observer));
+}
+
+}  // namespace kolo::worker
