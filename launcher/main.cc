@@ -325,13 +325,9 @@ int Main(int argc, char** argv) {
                                   (*server)->port()}
                         .ToString();
   job.size = first_size;
-  job.start_timeout = options.knobs.start_timeout;
-  if (options.log_level_given) job.log_level = options.knobs.log_level;
-  job.cycle_time = options.knobs.cycle_time;
-  job.stall_check = options.knobs.stall_check;
-  job.stall_shutdown = options.knobs.stall_shutdown;
+  job.knobs = options.knobs;
+  job.log_level_given = options.log_level_given;
   job.elastic = options.elastic();
-  job.elastic_timeout = options.knobs.elastic_timeout;
   if (!options.network_interfaces.empty()) {
     job.iface = options.network_interfaces.front();
   }
