@@ -70,7 +70,7 @@ class CoordinatorServer {
       const ServerOptions& options);
   virtual ~CoordinatorServer() = default;
 
-  // The bound port (the real one when options.port was 0).
+  // The bound port (the real one when options.listen.port was 0).
   virtual int port() const = 0;
   // Random per start; every message carries it.
   virtual uint64_t incarnation() const = 0;
