@@ -11,6 +11,8 @@
 // A KOLO_* variable wins over its alias, a flag over both; an empty value
 // counts as unset. Knobs only one program reads (KOLO_LEASE_SECONDS, the
 // fusion and data-plane tuning of the worker, kolorun's -H) stay with it.
+// Every variable, shared or not, has its row in common/variables.h, which
+// takes the shared knobs' aliases and defaults from this table.
 //
 // Thread-safety: the table is immutable and the functions are pure, except
 // GetProcessEnv, which reads the process environment (not safe against a

@@ -304,11 +304,8 @@ void CoordinatorCore::FormEpoch(uint64_t number,
     msg.mutable_membership()->set_link_port(options_.link_port);
     Send(ep_.members[r].session, std::move(msg), out);
   }
-  NegotiatorOptions no;
+  NegotiatorOptions no = options_.negotiator;
   no.size = static_cast<int>(ep_.members.size());
-  no.cycle_time = options_.cycle_time;
-  no.stall_check = options_.stall_check;
-  no.stall_shutdown = options_.stall_shutdown;
   ep_.negotiator = std::make_unique<Negotiator>(no);
   record.set_epoch(number);
   record.set_formed_unix_ms(absl::ToUnixMillis(options_.clock()));

@@ -107,6 +107,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/auth.h"
+#include "common/knobs.h"
 #include "common/mutex.h"
 #include "coordinator/negotiator.h"
 #include "proto/kolo.pb.h"
@@ -121,12 +122,12 @@ struct CoreOptions {
   std::string job_id;
   std::string secret;        // job secret (never logged)
   uint64_t incarnation = 0;  // random per coordinator start
-  absl::Duration heartbeat_interval = absl::Milliseconds(500);
-  absl::Duration heartbeat_timeout = absl::Milliseconds(2500);
-  // Negotiation (coordinator/negotiator.h has the meaning of each).
-  absl::Duration cycle_time = absl::Milliseconds(1);
-  absl::Duration stall_check = absl::Seconds(60);
-  absl::Duration stall_shutdown = absl::ZeroDuration();
+  absl::Duration heartbeat_interval =
+      knobs::kHeartbeatInterval.default_duration;
+  absl::Duration heartbeat_timeout = knobs::kHeartbeatTimeout.default_duration;
+  // Negotiation: each epoch's Negotiator starts from these (its size set to
+  // the epoch's).
+  NegotiatorOptions negotiator;
   // The negotiation link port told to members in their Membership (0: none;
   // coordinator/link_server.h).
   int link_port = 0;
@@ -136,7 +137,7 @@ struct CoreOptions {
   bool elastic = false;
   int min_size = 1;
   int max_size = 0;  // the most workers an epoch may have; 0: no cap
-  absl::Duration elastic_timeout = absl::Seconds(600);
+  absl::Duration elastic_timeout = knobs::kElasticTimeout.default_duration;
   int reset_limit = -1;
   // When a message arrives (for liveness). Tests inject a fake clock and pass
   // the same clock's time to OnTick.

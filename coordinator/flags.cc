@@ -110,13 +110,9 @@ std::string ParseInt(const char* flag, const Given& given, int min, int max,
   return "";
 }
 
-}  // namespace
-
-std::string CoordinatorUsage() { return FillKnobDefaults(kUsage, kFlagKnobs); }
-
-FlagsOutcome ParseCoordinatorFlags(int argc, const char* const* argv,
-                                   EnvLookup env) {
-  // --help and --version win over every error, so that they always work.
+// --help and --version win over every error, so that they always work:
+// their outcome when argv has one of them.
+std::optional<FlagsOutcome> HelpOrVersion(int argc, const char* const* argv) {
   for (int i = 1; i < argc; ++i) {
     absl::string_view a = argv[i];
     if (a == "--help" || a == "-h" || a == "--version") {
@@ -129,13 +125,40 @@ FlagsOutcome ParseCoordinatorFlags(int argc, const char* const* argv,
       return help;
     }
   }
-  CoordinatorFlags f;
-  // A bad variable is reported after the flags.
-  const absl::Status env_error = SetKnobsFromEnv(kEnvKnobs, env, f.knobs);
+  return std::nullopt;
+}
 
+// Runs `app` over argv; "" on success, else the message (a flag without a
+// value, an unknown argument).
+std::string RunParser(CLI::App& app, int argc, const char* const* argv) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ArgumentMismatch& e) {
+    // "--port: 1 required TEXT missing": a flag given last, without a value.
+    std::string what = e.what();
+    return absl::StrCat(what.substr(0, what.find(':')), " needs a value");
+  } catch (const CLI::ParseError& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  if (std::vector<std::string> extras = app.remaining(); !extras.empty()) {
+    const std::string& extra = extras.front();
+    return absl::StrCat(
+        "unknown argument '",
+        extra.substr(0, absl::StartsWith(extra, "--") ? extra.find('=')
+                                                      : std::string::npos),
+        "'");
+  }
+  return "";
+}
+
+// Reads argv's flags into `f` (over the knobs' values from the
+// environment); "" on success, else the first message.
+std::string ReadFlags(int argc, const char* const* argv, CoordinatorFlags& f) {
   CLI::App app("kolo-coordinator", "kolo-coordinator");
   app.set_help_flag();  // the usage above is the help (kolo's own wording)
-  app.allow_extras();   // reported as "unknown argument" below
+  app.allow_extras();   // reported as "unknown argument" by RunParser
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   Given port, np, min_np, max_np, reset_limit;
   port.option = app.add_option("--port", port.text);
@@ -152,26 +175,8 @@ FlagsOutcome ParseCoordinatorFlags(int argc, const char* const* argv,
     knob_text[i].option =
         app.add_option(kFlagKnobs[i]->flag, knob_text[i].text);
   }
-
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ArgumentMismatch& e) {
-    // "--port: 1 required TEXT missing": a flag given last, without a value.
-    std::string what = e.what();
-    return Error(
-        absl::StrCat(what.substr(0, what.find(':')), " needs a value"));
-  } catch (const CLI::ParseError& e) {
-    return Error(e.what());
-  } catch (const std::exception& e) {
-    return Error(e.what());
-  }
-  if (std::vector<std::string> extras = app.remaining(); !extras.empty()) {
-    const std::string& extra = extras.front();
-    return Error(absl::StrCat(
-        "unknown argument '",
-        extra.substr(0, absl::StartsWith(extra, "--") ? extra.find('=')
-                                                      : std::string::npos),
-        "'"));
+  if (std::string error = RunParser(app, argc, argv); !error.empty()) {
+    return error;
   }
 
   for (size_t i = 0; i < std::size(kFlagKnobs); ++i) {
@@ -179,7 +184,7 @@ FlagsOutcome ParseCoordinatorFlags(int argc, const char* const* argv,
     if (!text.has_value()) continue;
     if (absl::Status st = SetKnobFromFlag(*kFlagKnobs[i], *text, f.knobs);
         !st.ok()) {
-      return Error(std::string(st.message()));
+      return std::string(st.message());
     }
   }
   for (const std::string& error :
@@ -192,30 +197,57 @@ FlagsOutcome ParseCoordinatorFlags(int argc, const char* const* argv,
         ParseInt("--reset-limit", reset_limit, 0, INT_MAX,
                  "a number of membership changes (0 or more)",
                  f.reset_limit)}) {
-    if (!error.empty()) return Error(error);
+    if (!error.empty()) return error;
   }
+  return "";
+}
 
+// Makes the job elastic when KOLO_ELASTIC=1 or --max-np alone asks for it.
+void ImplyElastic(EnvLookup env, CoordinatorFlags& f) {
   if (std::optional<std::string> e = env("KOLO_ELASTIC");
       e.has_value() && *e == "1" && f.min_np == 0) {
     f.min_np = 1;
   }
   if (f.max_np > 0 && f.min_np == 0) f.min_np = 1;
-  if (!env_error.ok()) return Error(std::string(env_error.message()));
-  if (f.port < 0)
-    return Error("--port is required (0 lets the kernel pick one)");
-  if (f.np < 1) return Error("--np is required (the number of workers)");
+}
+
+// Checks the required flags and that the sizes agree; "" when they do.
+std::string CheckSizes(const CoordinatorFlags& f) {
+  if (f.port < 0) return "--port is required (0 lets the kernel pick one)";
+  if (f.np < 1) return "--np is required (the number of workers)";
   if (f.min_np > f.np) {
-    return Error(
-        absl::StrCat("--min-np ", f.min_np, " is more than --np ", f.np));
+    return absl::StrCat("--min-np ", f.min_np, " is more than --np ", f.np);
   }
   if (f.max_np > 0 && f.max_np < f.min_np) {
-    return Error(absl::StrCat("--max-np ", f.max_np, " is less than --min-np ",
-                              f.min_np));
+    return absl::StrCat("--max-np ", f.max_np, " is less than --min-np ",
+                        f.min_np);
   }
   if (f.max_np > 0 && f.max_np < f.np) {
-    return Error(absl::StrCat("--max-np ", f.max_np, " is less than --np ",
-                              f.np,
-                              " (the workers that form the first epoch)"));
+    return absl::StrCat("--max-np ", f.max_np, " is less than --np ", f.np,
+                        " (the workers that form the first epoch)");
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string CoordinatorUsage() { return FillKnobDefaults(kUsage, kFlagKnobs); }
+
+FlagsOutcome ParseCoordinatorFlags(int argc, const char* const* argv,
+                                   EnvLookup env) {
+  if (std::optional<FlagsOutcome> help = HelpOrVersion(argc, argv)) {
+    return *std::move(help);
+  }
+  CoordinatorFlags f;
+  // A bad variable is reported after the flags.
+  const absl::Status env_error = SetKnobsFromEnv(kEnvKnobs, env, f.knobs);
+  if (std::string error = ReadFlags(argc, argv, f); !error.empty()) {
+    return Error(std::move(error));
+  }
+  ImplyElastic(env, f);
+  if (!env_error.ok()) return Error(std::string(env_error.message()));
+  if (std::string error = CheckSizes(f); !error.empty()) {
+    return Error(std::move(error));
   }
 
   FlagsOutcome out;

@@ -36,7 +36,7 @@ struct CoordinatorFlags {
   std::string port_file;
   KnobValues knobs;      // the table's defaults, variables, then flags
   int min_np = 0;        // 0: not elastic
-  int max_np = 0;        // 0: no cap (ServerOptions::max_size)
+  int max_np = 0;        // 0: no cap (CoreOptions::max_size)
   int reset_limit = -1;  // -1: unlimited
 };
 

@@ -111,15 +111,15 @@ int main(int argc, char** argv) {
 
   kolo::coordinator::ServerOptions options =
       kolo::coordinator::ServerOptionsFromKnobs(flags.knobs);
-  options.bind_host = flags.bind;
-  options.port = flags.port;
-  options.expected_size = flags.np;
-  options.job_id = flags.job_id;
-  options.secret = *secret;
-  options.elastic = flags.min_np > 0;
-  options.min_size = std::max(1, flags.min_np);
-  options.max_size = flags.max_np;
-  options.reset_limit = flags.reset_limit;
+  options.listen.bind_host = flags.bind;
+  options.listen.port = flags.port;
+  options.core.expected_size = flags.np;
+  options.core.job_id = flags.job_id;
+  options.core.secret = *secret;
+  options.core.elastic = flags.min_np > 0;
+  options.core.min_size = std::max(1, flags.min_np);
+  options.core.max_size = flags.max_np;
+  options.core.reset_limit = flags.reset_limit;
   auto server = kolo::coordinator::CoordinatorServer::Start(options);
   if (!server.ok()) return Fail(std::string(server.status().message()));
 

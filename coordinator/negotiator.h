@@ -84,6 +84,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/time/time.h"
+#include "common/knobs.h"
 #include "coordinator/partial_order.h"
 #include "coordinator/response_cache.h"
 #include "fusion/fusion_planner.h"
@@ -95,11 +96,11 @@ struct NegotiatorOptions {
   int size = 1;  // members of the epoch, ranks 0..size-1
   // KOLO_CYCLE_TIME_MS: the longest a ready response waits while the data
   // plane is busy.
-  absl::Duration cycle_time = absl::Milliseconds(1);
+  absl::Duration cycle_time = knobs::kCycleTime.default_duration;
   // KOLO_STALL_CHECK_TIME_SECONDS; zero or negative disables the warning.
-  absl::Duration stall_check = absl::Seconds(60);
+  absl::Duration stall_check = knobs::kStallCheck.default_duration;
   // KOLO_STALL_SHUTDOWN_TIME_SECONDS; zero = never.
-  absl::Duration stall_shutdown = absl::ZeroDuration();
+  absl::Duration stall_shutdown = knobs::kStallShutdown.default_duration;
   // The settings used until every rank sent its own (proto Settings).
   uint64_t fusion_threshold = uint64_t{128} << 20;
   uint64_t fusion_direct_bytes = uint64_t{1} << 20;

@@ -35,8 +35,8 @@ uint64_t RandomIncarnation() {
 }
 
 // Tries `address` before gRPC binds it (as gRPC does: SO_REUSEADDR), so
-// that a taken port is said plainly, with `options.port_hint`, rather than
-// in gRPC's own error line on stderr. Other failures are left to gRPC.
+// that a taken port is said plainly, with `options.listen.port_hint`, rather
+// than in gRPC's own error line on stderr. Other failures are left to gRPC.
 absl::Status CheckPortFree(const std::string& address,
                            const std::string& hint) {
   absl::StatusOr<net::SockAddr> sa = net::ResolveAddress(address);
@@ -57,24 +57,13 @@ absl::Status CheckPortFree(const std::string& address,
                    hint.empty() ? "" : "; ", hint));
 }
 
+// The job's core options, with the facts of this start: its incarnation and
+// the negotiation link port (0: none).
 CoreOptions MakeCoreOptions(const ServerOptions& options, uint64_t incarnation,
                             int link_port) {
-  CoreOptions core;
-  core.link_port = link_port;
-  core.expected_size = options.expected_size;
-  core.job_id = options.job_id;
-  core.secret = options.secret;
+  CoreOptions core = options.core;
   core.incarnation = incarnation;
-  core.heartbeat_interval = options.heartbeat_interval;
-  core.heartbeat_timeout = options.heartbeat_timeout;
-  core.cycle_time = options.cycle_time;
-  core.stall_check = options.stall_check;
-  core.stall_shutdown = options.stall_shutdown;
-  core.elastic = options.elastic;
-  core.min_size = options.min_size;
-  core.max_size = options.max_size;
-  core.elastic_timeout = options.elastic_timeout;
-  core.reset_limit = options.reset_limit;
+  core.link_port = link_port;
   return core;
 }
 
@@ -92,26 +81,29 @@ class ServerImpl final : public CoordinatorServer {
 
   absl::Status Listen() {
     std::string address =
-        options_.bind_host.find(':') != std::string::npos
-            ? absl::StrCat("[", options_.bind_host, "]:", options_.port)
-            : absl::StrCat(options_.bind_host, ":", options_.port);
-    if (options_.port != 0) {
-      absl::Status free = CheckPortFree(address, options_.port_hint);
+        options_.listen.bind_host.find(':') != std::string::npos
+            ? absl::StrCat("[", options_.listen.bind_host,
+                           "]:", options_.listen.port)
+            : absl::StrCat(options_.listen.bind_host, ":",
+                           options_.listen.port);
+    if (options_.listen.port != 0) {
+      absl::Status free = CheckPortFree(address, options_.listen.port_hint);
       if (!free.ok()) return free;
     }
     auto fail = [&](absl::string_view why) {
-      return absl::UnavailableError(absl::StrCat(
-          "cannot listen on ", address, ": ", why,
-          options_.port_hint.empty() ? "" : "; ", options_.port_hint));
+      return absl::UnavailableError(
+          absl::StrCat("cannot listen on ", address, ": ", why,
+                       options_.listen.port_hint.empty() ? "" : "; ",
+                       options_.listen.port_hint));
     };
     // The gate owns the port (no SO_REUSEPORT: a second coordinator fails
     // instead of sharing it) and hands proven-to-be-HTTP/2 connections over.
     GrpcGateOptions gate;
-    gate.bind_host = options_.bind_host;
-    gate.port = options_.port;
-    gate.handshake_timeout = options_.handshake_timeout;
-    gate.max_unproven_per_host = options_.max_unauthenticated_per_host;
-    gate.max_unproven = options_.max_unauthenticated;
+    gate.bind_host = options_.listen.bind_host;
+    gate.port = options_.listen.port;
+    gate.handshake_timeout = options_.listen.handshake_timeout;
+    gate.max_unproven_per_host = options_.listen.max_unauthenticated_per_host;
+    gate.max_unproven = options_.listen.max_unauthenticated;
     absl::StatusOr<std::unique_ptr<GrpcGate>> listening =
         GrpcGate::Listen(gate);
     if (!listening.ok()) return fail(listening.status().message());
@@ -148,7 +140,8 @@ class ServerImpl final : public CoordinatorServer {
         ->info(
             "listening on {}:{} (job {}, expecting {} workers; "
             "negotiation links on port {})",
-            options_.bind_host, port_, options_.job_id, options_.expected_size,
+            options_.listen.bind_host, port_, options_.core.job_id,
+            options_.core.expected_size,
             links_ != nullptr ? links_->port() : 0);
     return absl::OkStatus();
   }
@@ -255,7 +248,7 @@ class ServerImpl final : public CoordinatorServer {
  private:
   void TickLoop() {
     absl::Duration period =
-        std::max(options_.heartbeat_interval / 2, absl::Milliseconds(10));
+        std::max(options_.core.heartbeat_interval / 2, absl::Milliseconds(10));
     absl::Time next_periodic = absl::Now() + period;
     while (true) {
       // The service's deadline is read before taking mu_ (lock order:
@@ -300,35 +293,36 @@ class ServerImpl final : public CoordinatorServer {
 
 ServerOptions ServerOptionsFromKnobs(const KnobValues& knobs) {
   ServerOptions options;
-  options.heartbeat_interval = knobs.heartbeat_interval;
-  options.heartbeat_timeout = knobs.heartbeat_timeout;
-  options.cycle_time = knobs.cycle_time;
-  options.stall_check = knobs.stall_check;
-  options.stall_shutdown = knobs.stall_shutdown;
-  options.elastic_timeout = knobs.elastic_timeout;
+  CoreOptions& core = options.core;
+  core.heartbeat_interval = knobs.heartbeat_interval;
+  core.heartbeat_timeout = knobs.heartbeat_timeout;
+  core.negotiator.cycle_time = knobs.cycle_time;
+  core.negotiator.stall_check = knobs.stall_check;
+  core.negotiator.stall_shutdown = knobs.stall_shutdown;
+  core.elastic_timeout = knobs.elastic_timeout;
   return options;
 }
 
 absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
     const ServerOptions& options) {
-  if (options.expected_size < 1) {
+  if (options.core.expected_size < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("the coordinator needs at least 1 expected worker, got ",
-                     options.expected_size));
+                     options.core.expected_size));
   }
-  if (options.secret.empty()) {
+  if (options.core.secret.empty()) {
     return absl::InvalidArgumentError(
         "the coordinator needs a job secret; give one with KOLO_SECRET_FILE");
   }
   const uint64_t incarnation = RandomIncarnation();
   std::unique_ptr<LinkServer> links;
-  if (options.negotiation_links) {
+  if (options.listen.negotiation_links) {
     LinkServerOptions lo;
-    lo.bind_host = options.bind_host;
-    lo.job_id = options.job_id;
-    lo.secret = options.secret;
+    lo.bind_host = options.listen.bind_host;
+    lo.job_id = options.core.job_id;
+    lo.secret = options.core.secret;
     lo.incarnation = incarnation;
-    lo.handshake_timeout = options.handshake_timeout;
+    lo.handshake_timeout = options.listen.handshake_timeout;
     absl::StatusOr<std::unique_ptr<LinkServer>> listening =
         LinkServer::Listen(lo);
     if (!listening.ok()) {

@@ -21,36 +21,19 @@
 #include "absl/time/time.h"
 #include "common/auth.h"
 #include "common/knobs.h"
+#include "coordinator/core.h"
 #include "proto/kolo.pb.h"
 
 namespace kolo::coordinator {
 
-struct ServerOptions {
+// Where and how the server listens: its gRPC port, the negotiation links'
+// port, and the guard against connections that never prove the secret.
+struct ListenOptions {
   std::string bind_host = "127.0.0.1";  // "0.0.0.0" to accept other hosts
   int port = 0;                         // 0: the kernel picks a free port
-  int expected_size = 1;                // workers that form epoch 1
-  std::string job_id;
-  std::string secret;  // job secret (never logged)
-  // The job's knobs (common/knobs.h has each one's meaning, variable and
-  // default; ServerOptionsFromKnobs sets them from parsed values). A zero
-  // stall_check disables the warning; a zero stall_shutdown never ends the
-  // job.
-  absl::Duration heartbeat_interval =
-      knobs::kHeartbeatInterval.default_duration;
-  absl::Duration heartbeat_timeout = knobs::kHeartbeatTimeout.default_duration;
-  absl::Duration cycle_time = knobs::kCycleTime.default_duration;
-  absl::Duration stall_check = knobs::kStallCheck.default_duration;
-  absl::Duration stall_shutdown = knobs::kStallShutdown.default_duration;
   // Listen for negotiation links (coordinator/link_server.h) on a
   // kernel-chosen port of bind_host, told to workers in their Membership.
   bool negotiation_links = true;
-  // Elastic membership (coordinator/core.h, "Elastic jobs"; kolorun
-  // --min-np / kolo-coordinator --min-np).
-  bool elastic = false;
-  int min_size = 1;
-  int max_size = 0;  // 0: no cap (kolorun --max-np)
-  absl::Duration elastic_timeout = absl::Seconds(600);
-  int reset_limit = -1;  // -1: unlimited
   // Connections from outside (coordinator/grpc_gate.h): a connection to the
   // gRPC port or the negotiation-link port that has not proven the job
   // secret this long after it was accepted is closed; at most so many
@@ -64,9 +47,18 @@ struct ServerOptions {
       "pick another port with --port, or 0 to let the kernel choose";
 };
 
+// The server's options: where to listen, and the job its core runs
+// (coordinator/core.h; the server sets the core's incarnation and link port
+// itself when it starts).
+struct ServerOptions {
+  ListenOptions listen;
+  CoreOptions core;
+};
+
 // Options with the coordinator's knobs set from `knobs` (heartbeat interval
-// and timeout, cycle time, stall check and shutdown), the rest at their
-// defaults for the caller to fill in (where to listen, the job). kolorun's
+// and timeout, cycle time, stall check and shutdown, elastic timeout), the
+// rest at their defaults for the caller to fill in (where to listen, the
+// job). kolorun's
 // embedded coordinator, kolo-coordinator and a worker that hosts the
 // coordinator all start from here.
 ServerOptions ServerOptionsFromKnobs(const KnobValues& knobs);
@@ -78,7 +70,7 @@ class CoordinatorServer {
       const ServerOptions& options);
   virtual ~CoordinatorServer() = default;
 
-  // The bound port (the real one when options.port was 0).
+  // The bound port (the real one when options.listen.port was 0).
   virtual int port() const = 0;
   // Random per start; every message carries it.
   virtual uint64_t incarnation() const = 0;

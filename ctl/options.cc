@@ -1,6 +1,7 @@
 #include "ctl/options.h"
 
 #include <exception>
+#include <optional>
 #include <sstream>
 
 #include "CLI/CLI.hpp"
@@ -47,11 +48,11 @@ std::string CheckAddress(const std::string& address) {
   return "";
 }
 
-}  // namespace
-
-ParseOutcome ParseCtlArgs(int argc, const char* const* argv, EnvLookup env) {
-  // A secret on the command line shows in `ps` and in shell history: refuse
-  // it by name rather than as an unknown flag.
+// What the command line says before CLI11 reads it: a secret given on it
+// (it shows in `ps` and in shell history: refused by name rather than as an
+// unknown flag) or a misspelt command (CLI11 would call it "a subcommand is
+// required"); nullopt when neither.
+std::optional<ParseOutcome> RefuseEarly(int argc, const char* const* argv) {
   for (int i = 1; i < argc; ++i) {
     absl::string_view a = argv[i];
     if (a == "--secret" || absl::StartsWith(a, "--secret=")) {
@@ -61,33 +62,23 @@ ParseOutcome ParseCtlArgs(int argc, const char* const* argv, EnvLookup env) {
           "set KOLO_SECRET or KOLO_SECRET_FILE");
     }
   }
-
-  // The one command; CLI11 would call a misspelt one "a subcommand is
-  // required".
   if (argc > 1 && argv[1][0] != '-' && absl::string_view(argv[1]) != "status") {
     return Error(absl::StrCat("kolo-ctl: unknown command '", argv[1],
                               "'; the command is `kolo-ctl status` (see "
                               "kolo-ctl --help)"));
   }
+  return std::nullopt;
+}
 
-  CtlOptions o;
-  o.coordinator = Env(env, "KOLO_COORDINATOR");
-  if (std::string job = Env(env, "KOLO_JOB_ID"); !job.empty()) o.job_id = job;
-  KnobValues knobs;
-  const Knob* const stall_knobs[] = {&knobs::kStallCheck};
-  if (absl::Status st = SetKnobsFromEnv(stall_knobs, env, knobs); !st.ok()) {
-    return Error(absl::StrCat("kolo-ctl: ", st.message()));
-  }
+// The values CLI11 reads as text, for checking after the parse.
+struct StatusTexts {
+  std::string interval;
+  std::string stall_check;
+};
 
-  CLI::App app(
-      "kolo-ctl: a read-only view of a running kolo job, from its "
-      "coordinator's Status RPC",
-      "kolo-ctl");
-  app.set_version_flag("--version",
-                       absl::StrCat("kolo-ctl (kolo) ", kVersionString,
-                                    ", protocol ", kProtocolVersion));
-  app.require_subcommand(1);
-  app.footer(kFooter);
+// Adds the `status` command and its flags to `app`, reading into `o` and
+// `texts`.
+void AddStatusCommand(CLI::App& app, CtlOptions& o, StatusTexts& texts) {
   CLI::App* status = app.add_subcommand(
       "status",
       "Show the job (phase, epoch, elastic bounds), its workers, the tensors "
@@ -111,25 +102,28 @@ ParseOutcome ParseCtlArgs(int argc, const char* const* argv, EnvLookup env) {
       "--watch", o.watch,
       "poll until interrupted, redrawing the screen (with --json: one object "
       "per line); a failed poll is shown and the watch goes on");
-  std::string interval_text;
   status
-      ->add_option("--interval", interval_text,
+      ->add_option("--interval", texts.interval,
                    "seconds between polls of --watch (default 1)")
       ->type_name("SECONDS")
       ->needs(watch);
   status->add_flag("--json", o.json,
                    "print one JSON object per poll instead of text");
-  std::string stall_text;
   status
       ->add_option(
-          "--stall-check-time-seconds", stall_text,
+          "--stall-check-time-seconds", texts.stall_check,
           absl::StrCat("show tensors pending this long as stalled; 0 = never "
                        "(default: $KOLO_STALL_CHECK_TIME_SECONDS, "
                        "$HOROVOD_STALL_CHECK_TIME_SECONDS or ",
                        KnobDefaultText(knobs::kStallCheck, KnobSpelling::kFlag),
                        ", as the coordinator)"))
       ->type_name("S");
+}
 
+// Runs `app` over argv: nullopt when it parsed, else the outcome (the help,
+// the version or the error).
+std::optional<ParseOutcome> RunParser(CLI::App& app, int argc,
+                                      const char* const* argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -146,37 +140,80 @@ ParseOutcome ParseCtlArgs(int argc, const char* const* argv, EnvLookup env) {
   } catch (const std::exception& e) {
     return Error(absl::StrCat("kolo-ctl: ", e.what()));
   }
+  return std::nullopt;
+}
 
-  if (!interval_text.empty()) {
+// Sets `o`'s interval and stall threshold from `texts`; "" on success, else
+// the message.
+std::string ApplyTexts(const StatusTexts& texts, CtlOptions& o) {
+  if (!texts.interval.empty()) {
     double s = 0;
-    if (!absl::SimpleAtod(interval_text, &s) ||
+    if (!absl::SimpleAtod(texts.interval, &s) ||
         !(absl::Seconds(s) >= kMinInterval) ||
         !(absl::Seconds(s) <= kMaxInterval)) {
-      return Error(absl::StrCat(
+      return absl::StrCat(
           "kolo-ctl: --interval must be a number of seconds from ",
           absl::ToDoubleSeconds(kMinInterval), " to ",
-          absl::ToDoubleSeconds(kMaxInterval), ", got '", interval_text, "'"));
+          absl::ToDoubleSeconds(kMaxInterval), ", got '", texts.interval, "'");
     }
     o.interval = absl::Seconds(s);
   }
-  if (!stall_text.empty()) {
+  if (!texts.stall_check.empty()) {
     if (absl::Status st =
-            SetKnobFromFlag(knobs::kStallCheck, stall_text, knobs);
+            SetKnobFromFlag(knobs::kStallCheck, texts.stall_check, o.knobs);
         !st.ok()) {
-      return Error(absl::StrCat("kolo-ctl: ", st.message()));
+      return absl::StrCat("kolo-ctl: ", st.message());
     }
   }
-  o.stall_check = knobs.stall_check;
+  return "";
+}
+
+// "" when `o` names a coordinator and a job, else the message.
+std::string CheckTarget(const CtlOptions& o) {
   if (o.coordinator.empty()) {
-    return Error(
-        "kolo-ctl: which coordinator? give --coordinator HOST:PORT or set "
-        "KOLO_COORDINATOR (kolorun and kolo-coordinator print the address "
-        "they listen on)");
+    return "kolo-ctl: which coordinator? give --coordinator HOST:PORT or set "
+           "KOLO_COORDINATOR (kolorun and kolo-coordinator print the address "
+           "they listen on)";
   }
   if (std::string bad = CheckAddress(o.coordinator); !bad.empty()) {
-    return Error(absl::StrCat("kolo-ctl: ", bad));
+    return absl::StrCat("kolo-ctl: ", bad);
   }
-  if (o.job_id.empty()) return Error("kolo-ctl: --job-id must not be empty");
+  if (o.job_id.empty()) return "kolo-ctl: --job-id must not be empty";
+  return "";
+}
+
+}  // namespace
+
+ParseOutcome ParseCtlArgs(int argc, const char* const* argv, EnvLookup env) {
+  if (std::optional<ParseOutcome> refused = RefuseEarly(argc, argv)) {
+    return *std::move(refused);
+  }
+
+  CtlOptions o;
+  o.coordinator = Env(env, "KOLO_COORDINATOR");
+  if (std::string job = Env(env, "KOLO_JOB_ID"); !job.empty()) o.job_id = job;
+  const Knob* const stall_knobs[] = {&knobs::kStallCheck};
+  if (absl::Status st = SetKnobsFromEnv(stall_knobs, env, o.knobs); !st.ok()) {
+    return Error(absl::StrCat("kolo-ctl: ", st.message()));
+  }
+
+  CLI::App app(
+      "kolo-ctl: a read-only view of a running kolo job, from its "
+      "coordinator's Status RPC",
+      "kolo-ctl");
+  app.set_version_flag("--version",
+                       absl::StrCat("kolo-ctl (kolo) ", kVersionString,
+                                    ", protocol ", kProtocolVersion));
+  app.require_subcommand(1);
+  app.footer(kFooter);
+  StatusTexts texts;
+  AddStatusCommand(app, o, texts);
+  if (std::optional<ParseOutcome> done = RunParser(app, argc, argv)) {
+    return *std::move(done);
+  }
+  for (const std::string& error : {ApplyTexts(texts, o), CheckTarget(o)}) {
+    if (!error.empty()) return Error(error);
+  }
 
   ParseOutcome out;
   out.kind = ParseOutcome::Kind::kRun;

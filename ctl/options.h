@@ -36,7 +36,9 @@ struct CtlOptions {
   bool watch = false;
   absl::Duration interval = kDefaultInterval;
   bool json = false;
-  absl::Duration stall_check = knobs::kStallCheck.default_duration;
+  // The knobs kolo-ctl reads (the stall check only), at the table's defaults
+  // until the environment or a flag sets them.
+  KnobValues knobs;
 };
 
 // What the command line asked for.

@@ -14,7 +14,7 @@ bool PrintPoll(const CtlOptions& o, const RunIo& io) {
   absl::StatusOr<proto::StatusReply> reply = io.poll();
   FormatContext ctx;
   ctx.now = io.clock();
-  ctx.stall_check = o.stall_check;
+  ctx.stall_check = o.knobs.stall_check;
   ctx.coordinator = o.coordinator;
   std::ostream& out = *io.out;
   if (o.json) {

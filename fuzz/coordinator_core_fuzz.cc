@@ -65,8 +65,8 @@ struct Harness {
     o.secret = kSecret;
     o.incarnation = kIncarnation;
     o.link_port = 1234;
-    o.stall_check = absl::Seconds(2);
-    o.stall_shutdown = absl::Seconds(20);
+    o.negotiator.stall_check = absl::Seconds(2);
+    o.negotiator.stall_shutdown = absl::Seconds(20);
     o.clock = [now] { return *now; };
     return o;
   }

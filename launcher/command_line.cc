@@ -160,21 +160,21 @@ EnvList WorkerEnv(const JobInfo& job, const WorkerPlan& worker) {
   }
   for (const auto& [knob, value] :
        {std::pair<const Knob*, absl::Duration>{&knobs::kStartTimeout,
-                                               job.start_timeout},
-        {&knobs::kCycleTime, job.cycle_time},
-        {&knobs::kStallCheck, job.stall_check},
-        {&knobs::kStallShutdown, job.stall_shutdown}}) {
+                                               job.knobs.start_timeout},
+        {&knobs::kCycleTime, job.knobs.cycle_time},
+        {&knobs::kStallCheck, job.knobs.stall_check},
+        {&knobs::kStallShutdown, job.knobs.stall_shutdown}}) {
     env.emplace_back(knob->variable, KnobVariableText(*knob, value));
   }
-  if (!job.log_level.empty()) {
-    env.emplace_back(knobs::kLogLevel.variable, job.log_level);
+  if (job.log_level_given) {
+    env.emplace_back(knobs::kLogLevel.variable, job.knobs.log_level);
   }
   if (!job.iface.empty()) env.emplace_back("KOLO_IFACE", job.iface);
   if (job.elastic) {
     env.emplace_back("KOLO_ELASTIC", "1");
     env.emplace_back(
         knobs::kElasticTimeout.variable,
-        KnobVariableText(knobs::kElasticTimeout, job.elastic_timeout));
+        KnobVariableText(knobs::kElasticTimeout, job.knobs.elastic_timeout));
   }
   return env;
 }

@@ -34,16 +34,13 @@ struct JobInfo {
   int size = 0;
   // Knobs (common/knobs.h) passed on in their variables: the start timeout
   // (the workers' init() deadline) and the embedded coordinator's
-  // negotiation knobs, so that workers see what the job runs with.
-  absl::Duration start_timeout = knobs::kStartTimeout.default_duration;
-  std::string log_level;  // empty: not set
-  absl::Duration cycle_time = knobs::kCycleTime.default_duration;
-  absl::Duration stall_check = knobs::kStallCheck.default_duration;
-  absl::Duration stall_shutdown = knobs::kStallShutdown.default_duration;
-  // KOLO_ELASTIC=1, KOLO_WORKER_INCARNATION and the elastic timeout (how
-  // long a newcomer may wait to be admitted) (kolorun --min-np).
+  // negotiation knobs, so that workers see what the job runs with; the log
+  // level when `log_level_given`; the elastic timeout (how long a newcomer
+  // may wait to be admitted) when `elastic`.
+  KnobValues knobs;
+  bool log_level_given = false;
+  // KOLO_ELASTIC=1 and KOLO_WORKER_INCARNATION (kolorun --min-np).
   bool elastic = false;
-  absl::Duration elastic_timeout = knobs::kElasticTimeout.default_duration;
   // KOLO_IFACE: the interface whose IPv4 address workers advertise for the
   // data plane (the first of --network-interface); empty: not set.
   std::string iface{};

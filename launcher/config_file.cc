@@ -9,6 +9,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "common/edit_distance.h"
 #include "yaml-cpp/yaml.h"
 
 namespace kolo::launcher {
@@ -72,26 +73,6 @@ std::string KeyName(const ConfigKey& k) {
   return *k.section == '\0' ? k.name : absl::StrCat(k.section, ".", k.name);
 }
 
-// Edit distance (insertions, deletions, substitutions), ignoring case.
-size_t KeyDistance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t up = row[j];
-      const bool same =
-          absl::ascii_tolower(static_cast<unsigned char>(a[i - 1])) ==
-          absl::ascii_tolower(static_cast<unsigned char>(b[j - 1]));
-      row[j] =
-          std::min({row[j] + 1, row[j - 1] + 1, diagonal + (same ? 0 : 1)});
-      diagonal = up;
-    }
-  }
-  return row[b.size()];
-}
-
 // The known key (or section) closest to `name`, within a third of its
 // length, or "".
 std::string ClosestKey(const std::string& name, bool section) {
@@ -100,7 +81,7 @@ std::string ClosestKey(const std::string& name, bool section) {
   for (const ConfigKey& k : kConfigKeys) {
     const std::string known =
         section ? std::string(*k.section ? k.section : k.name) : KeyName(k);
-    const size_t d = KeyDistance(name, known);
+    const size_t d = EditDistance(name, known, EditOps::kLevenshtein);
     if (d < best_distance) {
       best = known;
       best_distance = d;

@@ -300,18 +300,18 @@ int Main(int argc, char** argv) {
 
   coordinator::ServerOptions server_options =
       coordinator::ServerOptionsFromKnobs(options.knobs);
-  server_options.bind_host = loopback_only ? "127.0.0.1" : "0.0.0.0";
-  server_options.port = 0;
+  server_options.listen.bind_host = loopback_only ? "127.0.0.1" : "0.0.0.0";
+  server_options.listen.port = 0;
   // A short start (fewer slots than --min-np) forms its first epoch once
   // --min-np workers joined.
   const int first_size = std::max({1, options.np, options.min_np});
-  server_options.expected_size = first_size;
-  server_options.job_id = job_id;
-  server_options.secret = secret;
-  server_options.elastic = options.elastic();
-  server_options.min_size = std::max(1, options.min_np);
-  server_options.max_size = options.max_np;
-  server_options.reset_limit = options.reset_limit;
+  server_options.core.expected_size = first_size;
+  server_options.core.job_id = job_id;
+  server_options.core.secret = secret;
+  server_options.core.elastic = options.elastic();
+  server_options.core.min_size = std::max(1, options.min_np);
+  server_options.core.max_size = options.max_np;
+  server_options.core.reset_limit = options.reset_limit;
   absl::StatusOr<std::unique_ptr<coordinator::CoordinatorServer>> server =
       coordinator::CoordinatorServer::Start(server_options);
   if (!server.ok()) {
@@ -325,13 +325,9 @@ int Main(int argc, char** argv) {
                                   (*server)->port()}
                         .ToString();
   job.size = first_size;
-  job.start_timeout = options.knobs.start_timeout;
-  if (options.log_level_given) job.log_level = options.knobs.log_level;
-  job.cycle_time = options.knobs.cycle_time;
-  job.stall_check = options.knobs.stall_check;
-  job.stall_shutdown = options.knobs.stall_shutdown;
+  job.knobs = options.knobs;
+  job.log_level_given = options.log_level_given;
   job.elastic = options.elastic();
-  job.elastic_timeout = options.knobs.elastic_timeout;
   if (!options.network_interfaces.empty()) {
     job.iface = options.network_interfaces.front();
   }

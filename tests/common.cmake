@@ -10,3 +10,7 @@ kolo_add_test(common_socket_test SOURCES common_socket_test.cc LIBS kolo_common 
 kolo_add_test(common_knobs_test SOURCES common_knobs_test.cc LIBS kolo_common LABELS unit tsan)
 kolo_add_test(common_fault_spec_test SOURCES common_fault_spec_test.cc LIBS kolo_common LABELS unit tsan)
 kolo_add_test(common_fd_limit_test SOURCES common_fd_limit_test.cc LIBS kolo_common LABELS unit tsan)
+# The table of variables against docs/configuration.md's tables.
+kolo_add_test(common_variables_test SOURCES common_variables_test.cc LIBS kolo_common LABELS unit tsan)
+target_compile_definitions(common_variables_test PRIVATE
+  KOLO_SOURCE_DIR="${PROJECT_SOURCE_DIR}")

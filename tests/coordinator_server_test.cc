@@ -136,13 +136,13 @@ std::unique_ptr<CoordinatorServer> StartServer(
     int n, absl::Duration heartbeat_timeout = Scaled(absl::Seconds(5)),
     const std::function<void(ServerOptions&)>& tweak = {}) {
   ServerOptions o;
-  o.bind_host = "127.0.0.1";
-  o.port = 0;
-  o.expected_size = n;
-  o.job_id = kJob;
-  o.secret = kSecret;
-  o.heartbeat_interval = absl::Milliseconds(100);
-  o.heartbeat_timeout = heartbeat_timeout;
+  o.listen.bind_host = "127.0.0.1";
+  o.listen.port = 0;
+  o.core.expected_size = n;
+  o.core.job_id = kJob;
+  o.core.secret = kSecret;
+  o.core.heartbeat_interval = absl::Milliseconds(100);
+  o.core.heartbeat_timeout = heartbeat_timeout;
   if (tweak) tweak(o);
   absl::StatusOr<std::unique_ptr<CoordinatorServer>> s =
       CoordinatorServer::Start(o);
@@ -359,11 +359,11 @@ TEST(CoordinatorServerTest, PortInUseIsAClearError) {
   auto first = StartServer(1);
   ASSERT_NE(first, nullptr);
   ServerOptions o;
-  o.bind_host = "127.0.0.1";
-  o.port = first->port();
-  o.expected_size = 1;
-  o.job_id = kJob;
-  o.secret = kSecret;
+  o.listen.bind_host = "127.0.0.1";
+  o.listen.port = first->port();
+  o.core.expected_size = 1;
+  o.core.job_id = kJob;
+  o.core.secret = kSecret;
   auto second = CoordinatorServer::Start(o);
   ASSERT_FALSE(second.ok());
   EXPECT_THAT(
@@ -402,7 +402,7 @@ class CoordinatorLog {
 TEST(CoordinatorServerTest, IdleRawConnectionsAreClosedAtTheHandshakeDeadline) {
   CoordinatorLog log;
   auto server = StartServer(1, Scaled(absl::Seconds(5)), [](ServerOptions& o) {
-    o.handshake_timeout = absl::Milliseconds(500);
+    o.listen.handshake_timeout = absl::Milliseconds(500);
   });
   ASSERT_NE(server, nullptr);
   const absl::Time start = absl::Now();
@@ -427,7 +427,7 @@ TEST(CoordinatorServerTest, IdleRawConnectionsAreClosedAtTheHandshakeDeadline) {
 
 TEST(CoordinatorServerTest, HttpTwoConnectionThatNeverProvesIsClosed) {
   auto server = StartServer(1, Scaled(absl::Seconds(5)), [](ServerOptions& o) {
-    o.handshake_timeout = absl::Milliseconds(500);
+    o.listen.handshake_timeout = absl::Milliseconds(500);
   });
   ASSERT_NE(server, nullptr);
   grpc::ChannelArguments args;
@@ -450,8 +450,9 @@ TEST(CoordinatorServerTest, HttpTwoConnectionThatNeverProvesIsClosed) {
 TEST(CoordinatorServerTest, AFloodFromOneAddressIsCappedAndWorkersStillJoin) {
   CoordinatorLog log;
   auto server = StartServer(2, Scaled(absl::Seconds(5)), [](ServerOptions& o) {
-    o.handshake_timeout = Scaled(absl::Seconds(60));  // the cap acts, not it
-    o.max_unauthenticated_per_host = 8;
+    o.listen.handshake_timeout =
+        Scaled(absl::Seconds(60));  // the cap acts, not it
+    o.listen.max_unauthenticated_per_host = 8;
   });
   ASSERT_NE(server, nullptr);
   std::vector<net::UniqueFd> flood;
@@ -484,7 +485,7 @@ TEST(CoordinatorServerTest, GarbageOnThePortIsLogged) {
 
 TEST(CoordinatorServerTest, AVerifiedStatusCallProvesItsConnection) {
   auto server = StartServer(1, Scaled(absl::Seconds(5)), [](ServerOptions& o) {
-    o.handshake_timeout = absl::Milliseconds(500);
+    o.listen.handshake_timeout = absl::Milliseconds(500);
   });
   ASSERT_NE(server, nullptr);
   auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", server->port()),

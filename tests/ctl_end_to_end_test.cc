@@ -45,11 +45,11 @@ class CtlEndToEndTest : public ::testing::Test {
  protected:
   void SetUp() override {
     coordinator::ServerOptions o;
-    o.bind_host = "127.0.0.1";
-    o.port = 0;
-    o.expected_size = 2;
-    o.job_id = kJob;
-    o.secret = kSecret;
+    o.listen.bind_host = "127.0.0.1";
+    o.listen.port = 0;
+    o.core.expected_size = 2;
+    o.core.job_id = kJob;
+    o.core.secret = kSecret;
     absl::StatusOr<std::unique_ptr<coordinator::CoordinatorServer>> s =
         coordinator::CoordinatorServer::Start(o);
     ASSERT_TRUE(s.ok()) << s.status();

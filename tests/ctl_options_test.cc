@@ -37,7 +37,7 @@ TEST(CtlOptionsTest, DefaultsFromTheEnvironment) {
   EXPECT_FALSE(p.options.watch);
   EXPECT_FALSE(p.options.json);
   EXPECT_EQ(p.options.interval, absl::Seconds(1));
-  EXPECT_EQ(p.options.stall_check, absl::Seconds(60));
+  EXPECT_EQ(p.options.knobs.stall_check, absl::Seconds(60));
   EXPECT_EQ(p.options.secret_file, "");
 }
 
@@ -56,7 +56,7 @@ TEST(CtlOptionsTest, FlagsWinOverTheEnvironment) {
   EXPECT_EQ(p.options.interval, absl::Milliseconds(500));
   EXPECT_TRUE(p.options.json);
   EXPECT_EQ(p.options.secret_file, "/s");
-  EXPECT_EQ(p.options.stall_check, absl::ZeroDuration());
+  EXPECT_EQ(p.options.knobs.stall_check, absl::ZeroDuration());
 }
 
 TEST(CtlOptionsTest, JobIdDefaultsToKoloCoordinatorsDefault) {
@@ -69,7 +69,7 @@ TEST(CtlOptionsTest, StallThresholdFromTheCoordinatorsVariables) {
   ParseOutcome p = Parse({"status", "--coordinator", "h:1"},
                          {{"HOROVOD_STALL_CHECK_TIME_SECONDS", "15"}});
   ASSERT_EQ(p.kind, Kind::kRun) << p.text;
-  EXPECT_EQ(p.options.stall_check, absl::Seconds(15));
+  EXPECT_EQ(p.options.knobs.stall_check, absl::Seconds(15));
   p = Parse({"status", "--coordinator", "h:1"},
             {{"KOLO_STALL_CHECK_TIME_SECONDS", "soon"}});
   ASSERT_EQ(p.kind, Kind::kError);

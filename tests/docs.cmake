@@ -1,6 +1,6 @@
 # Documentation checks. docs_reference_test: tests/docs/check_reference.py
 # holds docs/configuration.md against every variable kolo knows
-# (worker_lib/known_variables.cc, the Horovod aliases), docs/running.md
+# (common/variables.cc, the Horovod aliases), docs/running.md
 # against `kolorun --help`, and docs/api/python.md against kolo.torch's
 # names; it needs no torch and no Doxygen. (scripts/docs.sh builds the site
 # itself, strictly, and also checks docs/api/cpp.md against Doxygen's view

@@ -546,14 +546,16 @@ TEST(PlanWorkersTest, LocalHostsAreLocalUnlessATemplateApplies) {
 }
 
 TEST(CommandLineTest, WorkerEnvironment) {
-  JobInfo job{"kolo-1",
-              "127.0.0.1:5000",
-              4,
-              absl::Seconds(30),
-              "info",
-              absl::Microseconds(500),
-              absl::Seconds(45),
-              absl::ZeroDuration()};
+  JobInfo job;
+  job.job_id = "kolo-1";
+  job.coordinator = "127.0.0.1:5000";
+  job.size = 4;
+  job.knobs.start_timeout = absl::Seconds(30);
+  job.knobs.log_level = "info";
+  job.log_level_given = true;
+  job.knobs.cycle_time = absl::Microseconds(500);
+  job.knobs.stall_check = absl::Seconds(45);
+  job.knobs.stall_shutdown = absl::ZeroDuration();
   WorkerPlan w{2, "w2", "hostB", 1, 2, SpawnMode::kLocal};
   EnvList env = WorkerEnv(job, w);
   std::map<std::string, std::string> m(env.begin(), env.end());

@@ -146,9 +146,9 @@ TEST(Api, TorchrunStyleStartScrubsTheSecret) {
 
 TEST(Api, JoinsACoordinatorThatAlreadyRuns) {
   coordinator::ServerOptions so;
-  so.expected_size = 1;
-  so.job_id = "standalone";
-  so.secret = "abc-0123456789abcdef";
+  so.core.expected_size = 1;
+  so.core.job_id = "standalone";
+  so.core.secret = "abc-0123456789abcdef";
   auto server = coordinator::CoordinatorServer::Start(so);
   ASSERT_TRUE(server.ok()) << server.status();
   auto vars = Clean();

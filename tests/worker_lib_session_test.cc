@@ -28,13 +28,13 @@ constexpr char kSecret[] = "the-job-secret";
 std::unique_ptr<coordinator::CoordinatorServer> StartServer(int expected,
                                                             int port = 0) {
   coordinator::ServerOptions o;
-  o.bind_host = "127.0.0.1";
-  o.port = port;
-  o.expected_size = expected;
-  o.job_id = "job";
-  o.secret = kSecret;
-  o.heartbeat_interval = absl::Milliseconds(100);
-  o.heartbeat_timeout = Scaled(absl::Seconds(5));
+  o.listen.bind_host = "127.0.0.1";
+  o.listen.port = port;
+  o.core.expected_size = expected;
+  o.core.job_id = "job";
+  o.core.secret = kSecret;
+  o.core.heartbeat_interval = absl::Milliseconds(100);
+  o.core.heartbeat_timeout = Scaled(absl::Seconds(5));
   auto s = coordinator::CoordinatorServer::Start(o);
   EXPECT_TRUE(s.ok()) << s.status();
   return s.ok() ? *std::move(s) : nullptr;

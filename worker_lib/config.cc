@@ -251,7 +251,9 @@ absl::Status ParseSecret(const EnvMap& env, WorkerConfig& c) {
   return absl::OkStatus();
 }
 
-absl::Status ParseTiming(const EnvMap& env, WorkerConfig& c) {
+// KOLO_LEASE_SECONDS (checked against the heartbeat interval by
+// CheckLease, once every variable is read).
+absl::Status ParseLease(const EnvMap& env, WorkerConfig& c) {
   if (auto f = First(env, {"KOLO_LEASE_SECONDS"})) {
     double s = 0;
     if (!absl::SimpleAtod(f->value, &s) || !(s > 0) || s > 1e7) {
@@ -260,6 +262,12 @@ absl::Status ParseTiming(const EnvMap& env, WorkerConfig& c) {
     }
     c.lease = absl::Seconds(s);
   }
+  return absl::OkStatus();
+}
+
+// How this worker takes part in the job: elastic or not, and whether it
+// negotiates on a link of its own.
+absl::Status ParseJobMode(const EnvMap& env, WorkerConfig& c) {
   if (auto f = First(env, {"KOLO_ELASTIC"})) {
     auto v = ParseBool(*f);
     if (!v.ok()) return v.status();
@@ -279,30 +287,26 @@ absl::Status ParseTiming(const EnvMap& env, WorkerConfig& c) {
     if (!v.ok()) return v.status();
     c.negotiation_link = *v;
   }
+  return absl::OkStatus();
+}
+
+// The data plane's waiting, sizes and shared memory.
+absl::Status ParseDataPlane(const EnvMap& env, WorkerConfig& c) {
   if (auto f = First(env, {"KOLO_SPIN_US"})) {
     auto us = ParseInt(f->name, f->value, 0, 1000000);
     if (!us.ok()) return us.status();
     c.spin = absl::Microseconds(*us);
   }
-  if (auto f = First(env, {"KOLO_SMALL_ALLREDUCE_BYTES"})) {
-    auto b = ParseInt(f->name, f->value, 0, 1 << 30);
-    if (!b.ok()) return b.status();
-    c.small_allreduce_bytes = *b;
-  }
-  if (auto f = First(env, {"KOLO_SEGMENT_BYTES"})) {
-    auto b = ParseInt(f->name, f->value, 0, 1 << 30);
-    if (!b.ok()) return b.status();
-    c.segment_bytes = *b;
-  }
-  if (auto f = First(env, {"KOLO_SOCKET_SNDBUF"})) {
-    auto b = ParseInt(f->name, f->value, 0, 1 << 30);
-    if (!b.ok()) return b.status();
-    c.socket_sndbuf = *b;
-  }
-  if (auto f = First(env, {"KOLO_SOCKET_RCVBUF"})) {
-    auto b = ParseInt(f->name, f->value, 0, 1 << 30);
-    if (!b.ok()) return b.status();
-    c.socket_rcvbuf = *b;
+  for (auto [name, field] :
+       {std::pair{"KOLO_SMALL_ALLREDUCE_BYTES", &c.small_allreduce_bytes},
+        std::pair{"KOLO_SEGMENT_BYTES", &c.segment_bytes},
+        std::pair{"KOLO_SOCKET_SNDBUF", &c.socket_sndbuf},
+        std::pair{"KOLO_SOCKET_RCVBUF", &c.socket_rcvbuf}}) {
+    if (auto f = First(env, {name})) {
+      auto b = ParseInt(f->name, f->value, 0, 1 << 30);
+      if (!b.ok()) return b.status();
+      *field = *b;
+    }
   }
   if (auto f = First(env, {"KOLO_SHM"})) {
     auto v = ParseBool(*f);
@@ -314,6 +318,11 @@ absl::Status ParseTiming(const EnvMap& env, WorkerConfig& c) {
     if (!b.ok()) return b.status();
     c.shm_bytes = *b;
   }
+  return absl::OkStatus();
+}
+
+// KOLO_HIERARCHICAL (or Horovod's allreduce-only switch).
+absl::Status ParseHierarchical(const EnvMap& env, WorkerConfig& c) {
   if (auto f =
           First(env, {"KOLO_HIERARCHICAL", "HOROVOD_HIERARCHICAL_ALLREDUCE"})) {
     if (absl::AsciiStrToLower(f->value) == "auto") {
@@ -324,6 +333,11 @@ absl::Status ParseTiming(const EnvMap& env, WorkerConfig& c) {
       c.hierarchical = *v ? HierarchicalMode::kOn : HierarchicalMode::kOff;
     }
   }
+  return absl::OkStatus();
+}
+
+// KOLO_TCP_CONGESTION: names the kernel may accept, or "system".
+absl::Status ParseTcpCongestion(const EnvMap& env, WorkerConfig& c) {
   if (auto f = First(env, {"KOLO_TCP_CONGESTION"})) {
     std::vector<std::string> names = absl::StrSplit(
         absl::AsciiStrToLower(f->value), ',', absl::SkipWhitespace());
@@ -341,6 +355,11 @@ absl::Status ParseTiming(const EnvMap& env, WorkerConfig& c) {
     if (names.size() == 1 && names[0] == "system") names.clear();
     c.tcp_congestion = std::move(names);
   }
+  return absl::OkStatus();
+}
+
+// KOLO_ALLREDUCE_ALGORITHM.
+absl::Status ParseAllreduceAlgorithm(const EnvMap& env, WorkerConfig& c) {
   if (auto f = First(env, {"KOLO_ALLREDUCE_ALGORITHM"})) {
     const std::string v = absl::AsciiStrToLower(f->value);
     if (v == "auto") {
@@ -353,6 +372,11 @@ absl::Status ParseTiming(const EnvMap& env, WorkerConfig& c) {
       return Bad(f->name, f->value, "auto, ring or small");
     }
   }
+  return absl::OkStatus();
+}
+
+// The lease must outlast the heartbeat interval.
+absl::Status CheckLease(const EnvMap&, WorkerConfig& c) {
   if (c.lease <= c.knobs.heartbeat_interval) {
     return absl::InvalidArgumentError(absl::StrCat(
         "KOLO_LEASE_SECONDS (", absl::FormatDuration(c.lease),
@@ -480,10 +504,14 @@ absl::StatusOr<WorkerConfig> ParseWorkerConfig(
       !s.ok()) {
     return s;
   }
-  if (absl::Status s = ParseTiming(env, c); !s.ok()) return s;
-  if (absl::Status s = ParseNegotiation(env, c); !s.ok()) return s;
-  if (absl::Status s = ParseMisc(env, c); !s.ok()) return s;
-  if (absl::Status s = ParseFaults(env, c); !s.ok()) return s;
+  // The worker's own knobs, each step a group of them, in this order (the
+  // first bad value is the error).
+  using Step = absl::Status (*)(const EnvMap&, WorkerConfig&);
+  for (Step step : {ParseLease, ParseJobMode, ParseDataPlane, ParseHierarchical,
+                    ParseTcpCongestion, ParseAllreduceAlgorithm, CheckLease,
+                    ParseNegotiation, ParseMisc, ParseFaults}) {
+    if (absl::Status s = step(env, c); !s.ok()) return s;
+  }
   return c;
 }
 

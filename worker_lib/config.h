@@ -230,8 +230,9 @@ absl::StatusOr<WorkerConfig> ParseWorkerConfig(
 std::vector<std::string> UnknownVariableWarnings(const EnvMap& env);
 
 // Every KOLO_* environment variable some part of kolo reads (the worker
-// library, kolorun, kolo-coordinator, kolo-bench, the tests and scripts),
-// sorted. UnknownVariableWarnings checks against it.
+// library, kolorun, kolo-coordinator, kolo-bench, the tests and scripts:
+// common/variables.h's table), sorted. UnknownVariableWarnings checks
+// against it.
 std::vector<std::string> KnownVariables();
 
 // The real environment as an EnvMap. A KOLO_SECRET scrubbed earlier by

@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """Checks the documentation's reference pages against the code.
 
-- docs/configuration.md: every variable of kKnownVariables
-  (worker_lib/known_variables.cc) that is not internal has a row (its name
+- docs/configuration.md: every variable of kVariables
+  (common/variables.cc) that is not internal has a row (its name
   in the first column of a table), and so has every Horovod variable kolo
   reads or sets (the aliases of common/knobs.h's kKnobTable and every
   "HOROVOD_..." string in the worker library, kolorun, kolo-coordinator and
@@ -45,21 +45,23 @@ def read(root, path):
 # ---- What the code knows -----------------------------------------------------
 
 def known_variables(root):
-    """{name: internal} from kKnownVariables."""
-    text = read(root, 'worker_lib/known_variables.cc')
-    table = text[text.index('kKnownVariables[]'):]
-    table = table[:table.index('};')]
-    entry = (r'\{\s*"(KOLO_[A-Z0-9_]+)"\s*,'
-             r'\s*(?:"(?:[^"\\]|\\.)*"\s*)+,\s*(true|false)\s*\}')
-    entries = re.findall(entry, table)
-    names = re.findall(r'\{\s*"(KOLO_[A-Z0-9_]+)"', table)
-    if not entries or len(entries) != len(names):
-        raise SystemExit(
-            'check_reference: cannot read kKnownVariables in '
-            f'worker_lib/known_variables.cc ({len(names)} names, '
-            f'{len(entries)} entries of the form {{"NAME", "read by", '
-            f'internal}})')
-    return {name: internal == 'true' for name, internal in entries}
+    """{name: internal} of the KOLO_* rows of kVariables."""
+    text = read(root, 'common/variables.cc')
+    table = text[text.index('kVariables[]'):]
+    table = table[:table.index('\n};')]
+    rows = re.split(r'\n\s*\{\.name = ', table)[1:]
+    known = {}
+    for row in rows:
+        name = re.match(r'"([A-Z0-9_, ]+)"', row)
+        if name is None:
+            raise SystemExit('check_reference: cannot read a row of '
+                             'kVariables in common/variables.cc')
+        if name.group(1).startswith('KOLO_'):
+            known[name.group(1)] = '.internal = true' in row
+    if not known:
+        raise SystemExit('check_reference: cannot read kVariables in '
+                         'common/variables.cc')
+    return known
 
 
 def horovod_variables(root):
@@ -169,7 +171,7 @@ def check_configuration(root, problems):
     for name, internal in sorted(known.items()):
         if not internal and name not in documented:
             problems.append(
-                f'{page}: {name} (worker_lib/known_variables.cc) has no row')
+                f'{page}: {name} (common/variables.cc) has no row')
     table = horovod_table(root)
     for name in table:
         horovod.setdefault(name, 'launcher/horovod_variables.cc')
@@ -189,7 +191,7 @@ def check_configuration(root, problems):
             if name not in known and name not in horovod:
                 problems.append(
                     f'{page}:{number}: {name} is not a variable kolo knows '
-                    '(worker_lib/known_variables.cc, common/knobs.h)')
+                    '(common/variables.cc, common/knobs.h)')
 
 
 def check_running(root, kolorun, problems):

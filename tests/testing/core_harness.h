@@ -57,8 +57,8 @@ class CoreTest : public ::testing::Test {
     o.heartbeat_interval = absl::Milliseconds(500);
     o.heartbeat_timeout = absl::Seconds(5);
     o.clock = [this] { return now_; };
-    o.stall_check = absl::Seconds(2);
-    o.stall_shutdown = stall_shutdown_;
+    o.negotiator.stall_check = absl::Seconds(2);
+    o.negotiator.stall_shutdown = stall_shutdown_;
     if (tweak_) tweak_(o);
     core_ = std::make_unique<CoordinatorCore>(std::move(o));
   }

@@ -72,14 +72,14 @@ absl::Status WithMessage(const absl::Status& s, absl::string_view message) {
 absl::StatusOr<std::unique_ptr<coordinator::CoordinatorServer>> HostCoordinator(
     const worker::WorkerConfig& c) {
   coordinator::ServerOptions so = coordinator::ServerOptionsFromKnobs(c.knobs);
-  so.bind_host =
+  so.listen.bind_host =
       net::IsIpLiteral(c.coordinator.host) ? c.coordinator.host : "0.0.0.0";
-  so.port = c.coordinator.port;
-  so.expected_size = c.size;
-  so.job_id = c.job_id;
-  so.secret = c.secret;
+  so.listen.port = c.coordinator.port;
+  so.core.expected_size = c.size;
+  so.core.job_id = c.job_id;
+  so.core.secret = c.secret;
   // The port came from a variable, not a flag: name it.
-  so.port_hint =
+  so.listen.port_hint =
       c.coordinator_source == "MASTER_ADDR:MASTER_PORT"
           ? "choose a free port in MASTER_PORT on every worker; under "
             "torchrun, MASTER_PORT is taken by torchrun's own rendezvous "

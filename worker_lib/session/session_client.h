@@ -54,6 +54,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "common/knobs.h"
 #include "common/version.h"
 #include "proto/kolo.pb.h"
 
@@ -84,7 +85,8 @@ struct SessionOptions {
   int requested_rank = -1;
   int expected_size = 0;
   std::string secret;
-  absl::Duration heartbeat_interval = absl::Milliseconds(500);
+  absl::Duration heartbeat_interval =
+      knobs::kHeartbeatInterval.default_duration;
   absl::Duration lease = absl::Seconds(10);
   // Exit the process when the coordinator is lost after the Membership
   // arrived (the API turns this on; tests observe the failure instead).
