@@ -112,16 +112,34 @@ absl::Status CheckAllreduce(absl::string_view collective, DataType type,
   return CheckReduce(collective, type, reduce);
 }
 
-absl::Status CheckAllgather(absl::string_view collective, DataType type,
-                            const void* input, int64_t input_count,
-                            absl::Span<const int64_t> counts,
-                            const void* output, int rank, int world_size) {
+namespace {
+
+// What allgather and reducescatter check first: the type, the input count
+// and the per-rank counts.
+absl::Status CheckInputCounts(absl::string_view collective, DataType type,
+                              int64_t input_count,
+                              absl::Span<const int64_t> counts,
+                              int world_size) {
   if (absl::Status s = CheckType(collective, type); !s.ok()) return s;
   if (absl::Status s = CheckCount(collective, "input count", input_count);
       !s.ok()) {
     return s;
   }
   if (absl::Status s = CheckCounts(collective, "counts", counts, world_size);
+      !s.ok()) {
+    return s;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CheckAllgather(absl::string_view collective, DataType type,
+                            const void* input, int64_t input_count,
+                            absl::Span<const int64_t> counts,
+                            const void* output, int rank, int world_size) {
+  if (absl::Status s =
+          CheckInputCounts(collective, type, input_count, counts, world_size);
       !s.ok()) {
     return s;
   }
@@ -148,12 +166,8 @@ absl::Status CheckReducescatter(absl::string_view collective, DataType type,
                                 absl::Span<const int64_t> counts,
                                 const void* output, const ReduceOptions& reduce,
                                 int rank, int world_size) {
-  if (absl::Status s = CheckType(collective, type); !s.ok()) return s;
-  if (absl::Status s = CheckCount(collective, "input count", input_count);
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = CheckCounts(collective, "counts", counts, world_size);
+  if (absl::Status s =
+          CheckInputCounts(collective, type, input_count, counts, world_size);
       !s.ok()) {
     return s;
   }
