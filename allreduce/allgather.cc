@@ -19,31 +19,12 @@ absl::Status Allgather(Transport& transport, DataType type, const void* input,
   constexpr absl::string_view kName = "allgather";
   const int n = transport.size();
   const int rank = transport.rank();
-  if (absl::Status s = internal::CheckType(kName, type); !s.ok()) return s;
-  if (absl::Status s = internal::CheckCount(kName, "input count", input_count);
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = internal::CheckCounts(kName, "counts", counts, n);
-      !s.ok()) {
-    return s;
-  }
-  if (counts[rank] != input_count) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(kName, ": rank ", rank, " passes ", input_count,
-                     " elements but counts[", rank, "] is ", counts[rank],
-                     "; each rank's input must have the count listed for it"));
-  }
-  if (absl::Status s =
-          internal::CheckBuffer(kName, "input", input, input_count);
+  if (absl::Status s = internal::CheckAllgather(kName, type, input, input_count,
+                                                counts, output, rank, n);
       !s.ok()) {
     return s;
   }
   const int64_t total = internal::Total(counts);
-  if (absl::Status s = internal::CheckBuffer(kName, "output", output, total);
-      !s.ok()) {
-    return s;
-  }
   if (total == 0) return absl::OkStatus();
 
   const size_t elem = DataTypeSize(type);

@@ -112,6 +112,85 @@ absl::Status CheckAllreduce(absl::string_view collective, DataType type,
   return CheckReduce(collective, type, reduce);
 }
 
+namespace {
+
+// What allgather and reducescatter check first: the type, the input count
+// and the per-rank counts.
+absl::Status CheckInputCounts(absl::string_view collective, DataType type,
+                              int64_t input_count,
+                              absl::Span<const int64_t> counts,
+                              int world_size) {
+  if (absl::Status s = CheckType(collective, type); !s.ok()) return s;
+  if (absl::Status s = CheckCount(collective, "input count", input_count);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = CheckCounts(collective, "counts", counts, world_size);
+      !s.ok()) {
+    return s;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CheckAllgather(absl::string_view collective, DataType type,
+                            const void* input, int64_t input_count,
+                            absl::Span<const int64_t> counts,
+                            const void* output, int rank, int world_size) {
+  if (absl::Status s =
+          CheckInputCounts(collective, type, input_count, counts, world_size);
+      !s.ok()) {
+    return s;
+  }
+  if (counts[rank] != input_count) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(collective, ": rank ", rank, " passes ", input_count,
+                     " elements but counts[", rank, "] is ", counts[rank],
+                     "; each rank's input must have the count listed for it"));
+  }
+  if (absl::Status s = CheckBuffer(collective, "input", input, input_count);
+      !s.ok()) {
+    return s;
+  }
+  const int64_t total = Total(counts);
+  if (absl::Status s = CheckBuffer(collective, "output", output, total);
+      !s.ok()) {
+    return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckReducescatter(absl::string_view collective, DataType type,
+                                const void* input, int64_t input_count,
+                                absl::Span<const int64_t> counts,
+                                const void* output, const ReduceOptions& reduce,
+                                int rank, int world_size) {
+  if (absl::Status s =
+          CheckInputCounts(collective, type, input_count, counts, world_size);
+      !s.ok()) {
+    return s;
+  }
+  const int64_t total = Total(counts);
+  if (total != input_count) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        collective, ": counts sum to ", total, " elements but the input has ",
+        input_count, "; the per-rank counts must cover the input exactly"));
+  }
+  if (absl::Status s = CheckBuffer(collective, "input", input, input_count);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = CheckBuffer(collective, "output", output, counts[rank]);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = CheckReduce(collective, type, reduce); !s.ok()) {
+    return s;
+  }
+  return absl::OkStatus();
+}
+
 int64_t Total(absl::Span<const int64_t> counts) {
   int64_t total = 0;
   for (int64_t c : counts) total += c;

@@ -47,6 +47,23 @@ absl::Status CheckAllreduce(absl::string_view collective, DataType type,
                             const void* input, const void* output,
                             int64_t count, const ReduceOptions& reduce);
 
+// All of allgather's own checks on `rank` of `world_size`, in order: type,
+// input count, counts, the input count listed for this rank, input and
+// output buffers.
+absl::Status CheckAllgather(absl::string_view collective, DataType type,
+                            const void* input, int64_t input_count,
+                            absl::Span<const int64_t> counts,
+                            const void* output, int rank, int world_size);
+
+// All of reducescatter's own checks on `rank` of `world_size`, in order:
+// type, input count, counts (covering the input exactly), input and output
+// buffers, op and scale factors.
+absl::Status CheckReducescatter(absl::string_view collective, DataType type,
+                                const void* input, int64_t input_count,
+                                absl::Span<const int64_t> counts,
+                                const void* output, const ReduceOptions& reduce,
+                                int rank, int world_size);
+
 // Sum of `counts`.
 int64_t Total(absl::Span<const int64_t> counts);
 

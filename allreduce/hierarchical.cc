@@ -53,6 +53,36 @@ void Permute(const char* from, const std::vector<int64_t>& from_at, char* to,
   }
 }
 
+// The leader's scatter within the host: local rank i gets its block of
+// `mine` (where the host's blocks follow one another in the host's rank
+// order, `mates`); the leader's own goes to `out`.
+absl::Status ScatterBlocks(Transport& local, const std::vector<int>& mates,
+                           absl::Span<const int64_t> counts, const char* mine,
+                           char* out, size_t elem) {
+  std::vector<OpId> sends;
+  int64_t next = 0;
+  for (size_t i = 0; i < mates.size(); ++i) {
+    const int p = mates[i];
+    const char* block = mine + next * elem;
+    next += counts[p];
+    if (counts[p] == 0) continue;
+    const size_t len = static_cast<size_t>(counts[p]) * elem;
+    if (i == 0) {
+      std::memcpy(out, block, len);
+      continue;
+    }
+    auto id = local.StartSend(static_cast<int>(i), block, len);
+    if (!id.ok()) {
+      return internal::Fail(local, "scatter", id.status());
+    }
+    sends.push_back(*id);
+  }
+  if (absl::Status s = local.WaitAll(sends); !s.ok()) {
+    return internal::Fail(local, "scatter", s);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 HierarchicalCollectives::HierarchicalCollectives(Transport* transport,
@@ -244,31 +274,12 @@ absl::Status HierarchicalCollectives::Allgather(
     const HierarchicalOptions& options) {
   constexpr absl::string_view kName = "allgather";
   const int n = transport_->size();
-  if (absl::Status s = internal::CheckType(kName, type); !s.ok()) return s;
-  if (absl::Status s = internal::CheckCount(kName, "input count", input_count);
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = internal::CheckCounts(kName, "counts", counts, n);
-      !s.ok()) {
-    return s;
-  }
-  if (counts[rank_] != input_count) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(kName, ": rank ", rank_, " passes ", input_count,
-                     " elements but counts[", rank_, "] is ", counts[rank_],
-                     "; each rank's input must have the count listed for it"));
-  }
-  if (absl::Status s =
-          internal::CheckBuffer(kName, "input", input, input_count);
+  if (absl::Status s = internal::CheckAllgather(kName, type, input, input_count,
+                                                counts, output, rank_, n);
       !s.ok()) {
     return s;
   }
   const int64_t total = internal::Total(counts);
-  if (absl::Status s = internal::CheckBuffer(kName, "output", output, total);
-      !s.ok()) {
-    return s;
-  }
   if (total == 0) return absl::OkStatus();
 
   const size_t elem = DataTypeSize(type);
@@ -391,34 +402,12 @@ absl::Status HierarchicalCollectives::Reducescatter(
     const HierarchicalOptions& options) {
   constexpr absl::string_view kName = "reducescatter";
   const int n = transport_->size();
-  if (absl::Status s = internal::CheckType(kName, type); !s.ok()) return s;
-  if (absl::Status s = internal::CheckCount(kName, "input count", input_count);
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = internal::CheckCounts(kName, "counts", counts, n);
+  if (absl::Status s = internal::CheckReducescatter(
+          kName, type, input, input_count, counts, output, reduce, rank_, n);
       !s.ok()) {
     return s;
   }
   const int64_t total = internal::Total(counts);
-  if (total != input_count) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        kName, ": counts sum to ", total, " elements but the input has ",
-        input_count, "; the per-rank counts must cover the input exactly"));
-  }
-  if (absl::Status s =
-          internal::CheckBuffer(kName, "input", input, input_count);
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s =
-          internal::CheckBuffer(kName, "output", output, counts[rank_]);
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = internal::CheckReduce(kName, type, reduce); !s.ok()) {
-    return s;
-  }
   if (total == 0) return absl::OkStatus();
 
   const size_t elem = DataTypeSize(type);
@@ -490,28 +479,10 @@ absl::Status HierarchicalCollectives::Reducescatter(
   }
   // Each rank of the host its block: they follow one another in `mine` in
   // the host's rank order.
-  std::vector<OpId> sends;
-  int64_t next = 0;
-  for (size_t i = 0; i < mates.size(); ++i) {
-    const int p = mates[i];
-    const char* block = mine.get() + next * elem;
-    next += counts[p];
-    if (counts[p] == 0) continue;
-    const size_t len = static_cast<size_t>(counts[p]) * elem;
-    if (i == 0) {
-      std::memcpy(out, block, len);
-      continue;
-    }
-    auto id = local_.StartSend(static_cast<int>(i), block, len);
-    if (!id.ok()) {
-      return InPhase(kName, "scatter within the host",
-                     internal::Fail(local_, "scatter", id.status()));
-    }
-    sends.push_back(*id);
-  }
-  if (absl::Status s = local_.WaitAll(sends); !s.ok()) {
-    return InPhase(kName, "scatter within the host",
-                   internal::Fail(local_, "scatter", s));
+  if (absl::Status s =
+          ScatterBlocks(local_, mates, counts, mine.get(), out, elem);
+      !s.ok()) {
+    return InPhase(kName, "scatter within the host", s);
   }
   return absl::OkStatus();
 }

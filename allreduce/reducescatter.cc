@@ -24,34 +24,12 @@ absl::Status Reducescatter(Transport& transport, DataType type,
   constexpr absl::string_view kName = "reducescatter";
   const int n = transport.size();
   const int rank = transport.rank();
-  if (absl::Status s = internal::CheckType(kName, type); !s.ok()) return s;
-  if (absl::Status s = internal::CheckCount(kName, "input count", input_count);
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = internal::CheckCounts(kName, "counts", counts, n);
+  if (absl::Status s = internal::CheckReducescatter(
+          kName, type, input, input_count, counts, output, reduce, rank, n);
       !s.ok()) {
     return s;
   }
   const int64_t total = internal::Total(counts);
-  if (total != input_count) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        kName, ": counts sum to ", total, " elements but the input has ",
-        input_count, "; the per-rank counts must cover the input exactly"));
-  }
-  if (absl::Status s =
-          internal::CheckBuffer(kName, "input", input, input_count);
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s =
-          internal::CheckBuffer(kName, "output", output, counts[rank]);
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = internal::CheckReduce(kName, type, reduce); !s.ok()) {
-    return s;
-  }
   if (total == 0) return absl::OkStatus();
 
   const size_t elem = DataTypeSize(type);

@@ -188,14 +188,11 @@ std::vector<int64_t> SizeSeries(int64_t min_bytes, int64_t max_bytes,
   return sizes;
 }
 
-absl::StatusOr<BenchOptions> ParseBenchOptions(
-    const std::vector<std::string>& args) {
-  // The flags are declared to CLI11 without variables: it matches the names
-  // and counts the values; the values are then checked in the order they
-  // were given (app.parse_order()), so that the first bad one is reported,
-  // the last of a repeated flag wins, and the first flag of each mode is
-  // known.
-  CLI::App app("kolo-bench", "kolo-bench");
+namespace {
+
+// Declares kolo-bench's flags to CLI11 without variables: it matches the
+// names and counts the values. Returns each option's flag name.
+std::map<const CLI::Option*, std::string> DeclareFlags(CLI::App& app) {
   app.set_help_flag();  // Usage() is the help
   app.allow_extras();   // reported as unknown flags below
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
@@ -225,6 +222,12 @@ absl::StatusOr<BenchOptions> ParseBenchOptions(
                            "--plot-peers"}) {
     names[app.add_option(name)] = name;
   }
+  return names;
+}
+
+// Runs CLI11 over `args`; returns its error ("" without one), which is
+// reported after the values read before it.
+std::string RunCli(CLI::App& app, const std::vector<std::string>& args) {
   // CLI11 reads "--flag=" as "--flag" and takes the next argument as the
   // value; for a flag that takes one, it is the empty value, as in "--flag
   // ''". CLI11 reads the arguments in reverse.
@@ -240,7 +243,7 @@ absl::StatusOr<BenchOptions> ParseBenchOptions(
       reversed.push_back(*arg);
     }
   }
-  std::string parse_error;  // reported after the values read before it
+  std::string parse_error;
   try {
     app.parse(reversed);
   } catch (const CLI::ArgumentMismatch& e) {
@@ -265,141 +268,144 @@ absl::StatusOr<BenchOptions> ParseBenchOptions(
   } catch (const std::exception& e) {
     parse_error = e.what();
   }
+  return parse_error;
+}
 
-  BenchOptions o;
-  bool reduce_given = false, iters_given = false, seconds_given = false;
-  bool op_given = false, dtype_given = false;
-  std::string sweep_flag, step_flag;  // the first flag of each mode given
-  std::map<const CLI::Option*, size_t> used;  // results read, per option
-  for (const CLI::Option* option : app.parse_order()) {
-    const std::string& flag = names.at(option);
-    const std::string& v = option->results()[used[option]++];
-    if (flag == "--min-bytes" || flag == "--max-bytes" || flag == "--factor" ||
-        flag == "--iters" || flag == "--seconds" || flag == "--root" ||
-        flag == "--device" || flag == "--plot" || flag == "--plot-peers") {
-      if (sweep_flag.empty()) sweep_flag = flag;
-    } else if (flag == "--preset" || flag == "--steps" ||
-               flag == "--fusion-threshold" || flag == "--cache-capacity") {
-      if (step_flag.empty()) step_flag = flag;
+// What the flags given say beyond their values: which were given, and the
+// first flag of each mode.
+struct GivenFlags {
+  bool reduce = false, iters = false, seconds = false;
+  bool op = false, dtype = false;
+  std::string sweep_flag, step_flag;
+};
+
+// Reads the value `v` of one of --mode step's own flags into `o`.
+absl::Status ReadStepFlag(const std::string& flag, const std::string& v,
+                          BenchOptions& o) {
+  if (flag == "--preset") {
+    absl::StatusOr<Preset> preset = ParsePreset(v);
+    if (!preset.ok()) return preset.status();
+    o.preset = *preset;
+  } else if (flag == "--steps") {
+    if (!absl::SimpleAtoi(v, &o.steps) || o.steps < 1) {
+      return Bad(flag, v, "a whole number >= 1");
     }
-    if (flag == "--help") {
-      o.help = true;
-    } else if (flag == "--version") {
-      o.version = true;
-    } else if (flag == "--inplace") {
-      o.inplace = true;
-    } else if (flag == "--op") {
-      absl::StatusOr<Collective> op = ParseCollective(v);
-      if (!op.ok()) return op.status();
-      o.op = *op;
-      op_given = true;
-    } else if (flag == "--device") {
-      if (v != "cpu" && v != "cuda") return Bad(flag, v, "cpu or cuda");
-      o.cuda = v == "cuda";
-    } else if (flag == "--mode") {
-      absl::StatusOr<Mode> mode = ParseMode(v);
-      if (!mode.ok()) return mode.status();
-      o.mode = *mode;
-    } else if (flag == "--dtype") {
-      absl::StatusOr<DataType> t = ParseDataType(v);
-      if (!t.ok()) return Bad(flag, v, t.status().message());
-      o.dtype = *t;
-      dtype_given = true;
-    } else if (flag == "--reduce") {
-      absl::StatusOr<ReduceOp> r = ParseReduceOp(v);
-      if (!r.ok()) return Bad(flag, v, r.status().message());
-      o.reduce = *r;
-      reduce_given = true;
-    } else if (flag == "--min-bytes" || flag == "--max-bytes") {
-      absl::StatusOr<int64_t> b = ParseBytes(v);
-      if (!b.ok()) return Bad(flag, v, "a byte count like 4, 1K or 64M");
-      (flag == "--min-bytes" ? o.min_bytes : o.max_bytes) = *b;
-    } else if (flag == "--factor") {
-      if (!absl::SimpleAtod(v, &o.factor) || !(o.factor > 1) ||
-          !std::isfinite(o.factor)) {
-        return Bad(flag, v, "a number > 1");
-      }
-    } else if (flag == "--iters") {
-      if (!absl::SimpleAtoi(v, &o.iters) || o.iters < 1) {
-        return Bad(flag, v, "a whole number >= 1");
-      }
-      iters_given = true;
-    } else if (flag == "--seconds") {
-      if (!absl::SimpleAtod(v, &o.seconds) || !(o.seconds > 0) ||
-          !std::isfinite(o.seconds)) {
-        return Bad(flag, v, "a number of seconds > 0");
-      }
-      seconds_given = true;
-    } else if (flag == "--warmup") {
-      if (!absl::SimpleAtoi(v, &o.warmup) || o.warmup < 0) {
-        return Bad(flag, v, "a whole number >= 0");
-      }
-    } else if (flag == "--root") {
-      if (!absl::SimpleAtoi(v, &o.root) || o.root < 0) {
-        return Bad(flag, v, "a rank >= 0");
-      }
-    } else if (flag == "--json") {
-      o.json_path = v;
-    } else if (flag == "--plot") {
-      if (absl::StatusOr<PlotFormat> f = PlotFormatOf(v); !f.ok()) {
-        return f.status();
-      }
-      o.plot_path = v;
-    } else if (flag == "--plot-peers") {
-      if (v.empty()) return Bad(flag, v, "a scripts/peer-bench.sh report");
-      o.plot_peers_path = v;
-    } else if (flag == "--corrupt-rank") {
-      if (!absl::SimpleAtoi(v, &o.corrupt_rank) || o.corrupt_rank < 0) {
-        return Bad(flag, v, "a rank >= 0");
-      }
-    } else if (flag == "--preset") {
-      absl::StatusOr<Preset> preset = ParsePreset(v);
-      if (!preset.ok()) return preset.status();
-      o.preset = *preset;
-    } else if (flag == "--steps") {
-      if (!absl::SimpleAtoi(v, &o.steps) || o.steps < 1) {
-        return Bad(flag, v, "a whole number >= 1");
-      }
-    } else if (flag == "--fusion-threshold") {
-      absl::StatusOr<std::vector<int64_t>> list =
-          ParseList(flag, v, "byte counts like 0, 64M or 128M", ParseBytes);
-      if (!list.ok()) return list.status();
-      o.fusion_thresholds = *std::move(list);
-    } else if (flag == "--cache-capacity") {
-      absl::StatusOr<std::vector<int64_t>> list =
-          ParseList(flag, v, "entry counts >= 0 like 0 or 1024", ParseCount);
-      if (!list.ok()) return list.status();
-      o.cache_capacities = *std::move(list);
+  } else if (flag == "--fusion-threshold") {
+    absl::StatusOr<std::vector<int64_t>> list =
+        ParseList(flag, v, "byte counts like 0, 64M or 128M", ParseBytes);
+    if (!list.ok()) return list.status();
+    o.fusion_thresholds = *std::move(list);
+  } else if (flag == "--cache-capacity") {
+    absl::StatusOr<std::vector<int64_t>> list =
+        ParseList(flag, v, "entry counts >= 0 like 0 or 1024", ParseCount);
+    if (!list.ok()) return list.status();
+    o.cache_capacities = *std::move(list);
+  }
+  return absl::OkStatus();
+}
+
+// Reads the value `v` of one `flag` into `o`.
+absl::Status ReadFlag(const std::string& flag, const std::string& v,
+                      BenchOptions& o, GivenFlags& given) {
+  if (flag == "--min-bytes" || flag == "--max-bytes" || flag == "--factor" ||
+      flag == "--iters" || flag == "--seconds" || flag == "--root" ||
+      flag == "--device" || flag == "--plot" || flag == "--plot-peers") {
+    if (given.sweep_flag.empty()) given.sweep_flag = flag;
+  } else if (flag == "--preset" || flag == "--steps" ||
+             flag == "--fusion-threshold" || flag == "--cache-capacity") {
+    if (given.step_flag.empty()) given.step_flag = flag;
+    return ReadStepFlag(flag, v, o);
+  }
+  if (flag == "--help") {
+    o.help = true;
+  } else if (flag == "--version") {
+    o.version = true;
+  } else if (flag == "--inplace") {
+    o.inplace = true;
+  } else if (flag == "--op") {
+    absl::StatusOr<Collective> op = ParseCollective(v);
+    if (!op.ok()) return op.status();
+    o.op = *op;
+    given.op = true;
+  } else if (flag == "--device") {
+    if (v != "cpu" && v != "cuda") return Bad(flag, v, "cpu or cuda");
+    o.cuda = v == "cuda";
+  } else if (flag == "--mode") {
+    absl::StatusOr<Mode> mode = ParseMode(v);
+    if (!mode.ok()) return mode.status();
+    o.mode = *mode;
+  } else if (flag == "--dtype") {
+    absl::StatusOr<DataType> t = ParseDataType(v);
+    if (!t.ok()) return Bad(flag, v, t.status().message());
+    o.dtype = *t;
+    given.dtype = true;
+  } else if (flag == "--reduce") {
+    absl::StatusOr<ReduceOp> r = ParseReduceOp(v);
+    if (!r.ok()) return Bad(flag, v, r.status().message());
+    o.reduce = *r;
+    given.reduce = true;
+  } else if (flag == "--min-bytes" || flag == "--max-bytes") {
+    absl::StatusOr<int64_t> b = ParseBytes(v);
+    if (!b.ok()) return Bad(flag, v, "a byte count like 4, 1K or 64M");
+    (flag == "--min-bytes" ? o.min_bytes : o.max_bytes) = *b;
+  } else if (flag == "--factor") {
+    if (!absl::SimpleAtod(v, &o.factor) || !(o.factor > 1) ||
+        !std::isfinite(o.factor)) {
+      return Bad(flag, v, "a number > 1");
+    }
+  } else if (flag == "--iters") {
+    if (!absl::SimpleAtoi(v, &o.iters) || o.iters < 1) {
+      return Bad(flag, v, "a whole number >= 1");
+    }
+    given.iters = true;
+  } else if (flag == "--seconds") {
+    if (!absl::SimpleAtod(v, &o.seconds) || !(o.seconds > 0) ||
+        !std::isfinite(o.seconds)) {
+      return Bad(flag, v, "a number of seconds > 0");
+    }
+    given.seconds = true;
+  } else if (flag == "--warmup") {
+    if (!absl::SimpleAtoi(v, &o.warmup) || o.warmup < 0) {
+      return Bad(flag, v, "a whole number >= 0");
+    }
+  } else if (flag == "--root") {
+    if (!absl::SimpleAtoi(v, &o.root) || o.root < 0) {
+      return Bad(flag, v, "a rank >= 0");
+    }
+  } else if (flag == "--json") {
+    o.json_path = v;
+  } else if (flag == "--plot") {
+    if (absl::StatusOr<PlotFormat> f = PlotFormatOf(v); !f.ok()) {
+      return f.status();
+    }
+    o.plot_path = v;
+  } else if (flag == "--plot-peers") {
+    if (v.empty()) return Bad(flag, v, "a scripts/peer-bench.sh report");
+    o.plot_peers_path = v;
+  } else if (flag == "--corrupt-rank") {
+    if (!absl::SimpleAtoi(v, &o.corrupt_rank) || o.corrupt_rank < 0) {
+      return Bad(flag, v, "a rank >= 0");
     }
   }
-  if (!parse_error.empty()) return absl::InvalidArgumentError(parse_error);
-  if (const std::vector<std::string> rest = app.remaining(); !rest.empty()) {
+  return absl::OkStatus();
+}
+
+// The flags of a size sweep (--mode raw or negotiated), checked together.
+absl::Status CheckSweepMode(const BenchOptions& o, const GivenFlags& given) {
+  if (!given.step_flag.empty()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("unknown flag '", rest.front(), "' (see --help)"));
-  }
-  if (o.mode == Mode::kStep) {
-    if (absl::Status st =
-            CheckStepMode(o, op_given, dtype_given, reduce_given, sweep_flag);
-        !st.ok()) {
-      return st;
-    }
-    o.reduce = ReduceOp::kAverage;
-    return o;
-  }
-  if (!step_flag.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(step_flag, " applies to --mode step only"));
+        absl::StrCat(given.step_flag, " applies to --mode step only"));
   }
   if (o.min_bytes > o.max_bytes) {
     return absl::InvalidArgumentError(absl::StrCat("--min-bytes (", o.min_bytes,
                                                    ") is above --max-bytes (",
                                                    o.max_bytes, ")"));
   }
-  if (iters_given && seconds_given) {
+  if (given.iters && given.seconds) {
     return absl::InvalidArgumentError(
         "--iters and --seconds both given; use one of them");
   }
-  if (reduce_given && !Reduces(o.op)) {
+  if (given.reduce && !Reduces(o.op)) {
     return absl::InvalidArgumentError(
         absl::StrCat("--reduce applies to allreduce and reducescatter, not ",
                      CollectiveName(o.op)));
@@ -410,7 +416,6 @@ absl::StatusOr<BenchOptions> ParseBenchOptions(
         "--inplace applies to allreduce (broadcast is always in place), not ",
         CollectiveName(o.op)));
   }
-  if (o.op == Collective::kBroadcast) o.inplace = true;
   if (o.cuda && o.mode != Mode::kNegotiated) {
     return absl::InvalidArgumentError(
         "--device cuda needs --mode negotiated (kolo::raw::* take host "
@@ -430,6 +435,43 @@ absl::StatusOr<BenchOptions> ParseBenchOptions(
         "peers go with --op allreduce, not ",
         CollectiveName(o.op)));
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<BenchOptions> ParseBenchOptions(
+    const std::vector<std::string>& args) {
+  // The values are checked in the order they were given
+  // (app.parse_order()), so that the first bad one is reported, the last of
+  // a repeated flag wins, and the first flag of each mode is known.
+  CLI::App app("kolo-bench", "kolo-bench");
+  const std::map<const CLI::Option*, std::string> names = DeclareFlags(app);
+  const std::string parse_error = RunCli(app, args);
+  BenchOptions o;
+  GivenFlags given;
+  std::map<const CLI::Option*, size_t> used;  // results read, per option
+  for (const CLI::Option* option : app.parse_order()) {
+    const std::string& flag = names.at(option);
+    const std::string& v = option->results()[used[option]++];
+    if (absl::Status st = ReadFlag(flag, v, o, given); !st.ok()) return st;
+  }
+  if (!parse_error.empty()) return absl::InvalidArgumentError(parse_error);
+  if (const std::vector<std::string> rest = app.remaining(); !rest.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown flag '", rest.front(), "' (see --help)"));
+  }
+  if (o.mode == Mode::kStep) {
+    if (absl::Status st = CheckStepMode(o, given.op, given.dtype, given.reduce,
+                                        given.sweep_flag);
+        !st.ok()) {
+      return st;
+    }
+    o.reduce = ReduceOp::kAverage;
+    return o;
+  }
+  if (absl::Status st = CheckSweepMode(o, given); !st.ok()) return st;
+  if (o.op == Collective::kBroadcast) o.inplace = true;
   return o;
 }
 

@@ -168,148 +168,158 @@ bool FiredByWorker(const FaultSpec& spec) {
   }
 }
 
-absl::StatusOr<FaultSpec> ParseFaultSpec(absl::string_view raw) {
-  const absl::string_view text = absl::StripAsciiWhitespace(raw);
-  // (A null view, as "2" split at '=' gives, splits into no parts at all.)
-  std::vector<absl::string_view> parts = absl::StrSplit(text, ':');
-  if (text.empty() || parts.empty()) {
-    return Bad(text, "no fault kind",
-               absl::StrCat("the kinds are ", KindList()));
+namespace {
+
+// Whether `key` (of `part`, "key=value") may be given here: once, with a
+// value, and applying to the kind.
+absl::Status CheckKey(absl::string_view text, absl::string_view part,
+                      const std::string& key, absl::string_view value,
+                      const KindInfo& info, std::set<std::string>& seen,
+                      const std::string& usage) {
+  if (value.empty()) {
+    return Bad(text, absl::StrCat("'", part, "' is not key=value"), usage);
   }
-  const KindInfo* info = FindKind(parts[0]);
-  if (info == nullptr) {
-    return Bad(text, absl::StrCat("unknown fault kind '", parts[0], "'"),
-               absl::StrCat("the kinds are ", KindList()));
+  if (!seen.insert(key).second) {
+    return Bad(text, absl::StrCat("'", key, "' is given twice"), usage);
   }
-  FaultSpec spec;
-  spec.kind = info->kind;
-  const std::string usage = absl::StrCat("expected ", info->help);
-  std::set<std::string> seen;
-  bool trigger_time = false;
-  for (size_t i = 1; i < parts.size(); ++i) {
-    std::pair<absl::string_view, absl::string_view> kv =
-        absl::StrSplit(parts[i], absl::MaxSplits('=', 1));
-    const std::string key(kv.first);
-    const absl::string_view value = kv.second;
-    if (value.empty()) {
-      return Bad(text, absl::StrCat("'", parts[i], "' is not key=value"),
-                 usage);
+  const bool target_key = key == "rank" || key == "worker" || key == "pick";
+  const bool extra =
+      std::find(info.keys.begin(), info.keys.end(), key) != info.keys.end();
+  const bool trigger_key = key == "after" || (key == "at-op" && info.at_op);
+  if (!(extra || trigger_key || (target_key && info.has_target)) ||
+      (info.kind == FaultKind::kRandom && key == "after")) {
+    return Bad(text, absl::StrCat("'", key, "' does not apply to ", info.name),
+               usage);
+  }
+  return absl::OkStatus();
+}
+
+// rank=, worker= or pick=: the one worker a fault strikes.
+absl::Status ParseTarget(absl::string_view text, const std::string& key,
+                         absl::string_view value, FaultSpec& spec) {
+  if (key == "rank") {
+    int r = 0;
+    if (!absl::SimpleAtoi(value, &r) || r < 0) {
+      return Bad(text, absl::StrCat("rank '", value, "' is not a rank"),
+                 "a rank is an integer >= 0");
     }
-    if (!seen.insert(key).second) {
-      return Bad(text, absl::StrCat("'", key, "' is given twice"), usage);
+    spec.target.kind = FaultTarget::Kind::kRank;
+    spec.target.rank = r;
+  } else if (key == "worker") {
+    spec.target.kind = FaultTarget::Kind::kWorker;
+    spec.target.name = std::string(value);
+  } else {
+    double u = 0;
+    if (!absl::SimpleAtod(value, &u) || !(u >= 0 && u < 1)) {
+      return Bad(text, absl::StrCat("pick '", value, "' is not in [0, 1)"),
+                 "pick=U chooses rank floor(U * size) at firing");
     }
-    const bool target_key = key == "rank" || key == "worker" || key == "pick";
-    const bool extra = std::find(info->keys.begin(), info->keys.end(), key) !=
-                       info->keys.end();
-    const bool trigger_key = key == "after" || (key == "at-op" && info->at_op);
-    if (!(extra || trigger_key || (target_key && info->has_target)) ||
-        (info->kind == FaultKind::kRandom && key == "after")) {
+    spec.target.kind = FaultTarget::Kind::kPick;
+    spec.target.pick = u;
+  }
+  return absl::OkStatus();
+}
+
+// rate=R/min or R/s (random).
+absl::Status ParseRate(absl::string_view text, absl::string_view value,
+                       FaultSpec& spec) {
+  absl::string_view r = value;
+  double per = 0;
+  if (absl::ConsumeSuffix(&r, "/min")) {
+    per = 1;
+  } else if (absl::ConsumeSuffix(&r, "/s")) {
+    per = 60;
+  }
+  double v = 0;
+  if (per == 0 || !absl::SimpleAtod(r, &v) || !(v > 0) || v * per > 6000) {
+    return Bad(text, absl::StrCat("rate '", value, "' is not a rate"),
+               "rate=R/min or R/s, at most 100/s");
+  }
+  spec.rate_per_minute = v * per;
+  return absl::OkStatus();
+}
+
+// kinds=: the kinds a random fault draws from.
+absl::Status ParseKinds(absl::string_view text, absl::string_view value,
+                        FaultSpec& spec) {
+  for (absl::string_view k : absl::StrSplit(value, ',')) {
+    const KindInfo* ki = FindKind(k);
+    if (ki == nullptr || !ki->has_target) {
+      return Bad(text, absl::StrCat("'", k, "' cannot be a random fault"),
+                 "kinds= lists some of kill, stop, term, delay, drop, "
+                 "slow");
+    }
+    spec.kinds.push_back(ki->kind);
+  }
+  return absl::OkStatus();
+}
+
+// Every other key's value (the trigger, the duration, the kind's own keys).
+absl::Status ParseSetting(absl::string_view text, const std::string& key,
+                          absl::string_view value, FaultSpec& spec) {
+  if (key == "after") {
+    if (!ParseDur(value, &spec.after)) {
+      return Bad(text, absl::StrCat("after '", value, "' is not a duration"),
+                 kDurHelp);
+    }
+  } else if (key == "at-op") {
+    if (!absl::SimpleAtoi(value, &spec.at_op) || spec.at_op < 0) {
+      return Bad(text, absl::StrCat("at-op '", value, "' is not a count"),
+                 "at-op=N counts the target's completed collectives, N >= 0");
+    }
+  } else if (key == "for") {
+    if (!ParseDur(value, &spec.duration) ||
+        spec.duration <= absl::ZeroDuration()) {
       return Bad(text,
-                 absl::StrCat("'", key, "' does not apply to ", info->name),
-                 usage);
+                 absl::StrCat("for '", value, "' is not a positive duration"),
+                 kDurHelp);
     }
-    if (target_key) {
-      if (spec.target.kind != FaultTarget::Kind::kNone) {
-        return Bad(text, "more than one target", usage);
-      }
-      if (key == "rank") {
-        int r = 0;
-        if (!absl::SimpleAtoi(value, &r) || r < 0) {
-          return Bad(text, absl::StrCat("rank '", value, "' is not a rank"),
-                     "a rank is an integer >= 0");
-        }
-        spec.target.kind = FaultTarget::Kind::kRank;
-        spec.target.rank = r;
-      } else if (key == "worker") {
-        spec.target.kind = FaultTarget::Kind::kWorker;
-        spec.target.name = std::string(value);
-      } else {
-        double u = 0;
-        if (!absl::SimpleAtod(value, &u) || !(u >= 0 && u < 1)) {
-          return Bad(text, absl::StrCat("pick '", value, "' is not in [0, 1)"),
-                     "pick=U chooses rank floor(U * size) at firing");
-        }
-        spec.target.kind = FaultTarget::Kind::kPick;
-        spec.target.pick = u;
-      }
-    } else if (key == "after") {
-      if (!ParseDur(value, &spec.after)) {
-        return Bad(text, absl::StrCat("after '", value, "' is not a duration"),
-                   kDurHelp);
-      }
-      trigger_time = true;
-    } else if (key == "at-op") {
-      if (!absl::SimpleAtoi(value, &spec.at_op) || spec.at_op < 0) {
-        return Bad(text, absl::StrCat("at-op '", value, "' is not a count"),
-                   "at-op=N counts the target's completed collectives, N >= 0");
-      }
-    } else if (key == "for") {
-      if (!ParseDur(value, &spec.duration) ||
-          spec.duration <= absl::ZeroDuration()) {
-        return Bad(text,
-                   absl::StrCat("for '", value, "' is not a positive duration"),
-                   kDurHelp);
-      }
-    } else if (key == "ms") {
-      if (!absl::SimpleAtoi(value, &spec.delay_ms) || spec.delay_ms < 1 ||
-          spec.delay_ms > 60000) {
-        return Bad(text, absl::StrCat("ms '", value, "' is out of range"),
-                   "ms=N delays each collective of the target by N ms, "
-                   "1 <= N <= 60000");
-      }
-    } else if (key == "peer") {
-      if (!absl::SimpleAtoi(value, &spec.peer) || spec.peer < 0) {
-        return Bad(text, absl::StrCat("peer '", value, "' is not a rank"),
-                   "peer=N names the rank at the other end, N >= 0");
-      }
-    } else if (key == "factor") {
-      if (!absl::SimpleAtod(value, &spec.factor) || !(spec.factor > 1) ||
-          spec.factor > 100) {
-        return Bad(text, absl::StrCat("factor '", value, "' is out of range"),
-                   "factor=F makes each collective of the target take F "
-                   "times as long, 1 < F <= 100");
-      }
-    } else if (key == "host") {
-      spec.target.kind = FaultTarget::Kind::kHost;
-      spec.target.name = std::string(value);
-    } else if (key == "rate") {
-      absl::string_view r = value;
-      double per = 0;
-      if (absl::ConsumeSuffix(&r, "/min")) {
-        per = 1;
-      } else if (absl::ConsumeSuffix(&r, "/s")) {
-        per = 60;
-      }
-      double v = 0;
-      if (per == 0 || !absl::SimpleAtod(r, &v) || !(v > 0) || v * per > 6000) {
-        return Bad(text, absl::StrCat("rate '", value, "' is not a rate"),
-                   "rate=R/min or R/s, at most 100/s");
-      }
-      spec.rate_per_minute = v * per;
-    } else if (key == "until") {
-      if (!ParseDur(value, &spec.until) || spec.until <= absl::ZeroDuration()) {
-        return Bad(text,
-                   absl::StrCat("until '", value,
-                                "' is not a positive "
-                                "duration"),
-                   kDurHelp);
-      }
-    } else if (key == "kinds") {
-      for (absl::string_view k : absl::StrSplit(value, ',')) {
-        const KindInfo* ki = FindKind(k);
-        if (ki == nullptr || !ki->has_target) {
-          return Bad(text, absl::StrCat("'", k, "' cannot be a random fault"),
-                     "kinds= lists some of kill, stop, term, delay, drop, "
-                     "slow");
-        }
-        spec.kinds.push_back(ki->kind);
-      }
+  } else if (key == "ms") {
+    if (!absl::SimpleAtoi(value, &spec.delay_ms) || spec.delay_ms < 1 ||
+        spec.delay_ms > 60000) {
+      return Bad(text, absl::StrCat("ms '", value, "' is out of range"),
+                 "ms=N delays each collective of the target by N ms, "
+                 "1 <= N <= 60000");
     }
+  } else if (key == "peer") {
+    if (!absl::SimpleAtoi(value, &spec.peer) || spec.peer < 0) {
+      return Bad(text, absl::StrCat("peer '", value, "' is not a rank"),
+                 "peer=N names the rank at the other end, N >= 0");
+    }
+  } else if (key == "factor") {
+    if (!absl::SimpleAtod(value, &spec.factor) || !(spec.factor > 1) ||
+        spec.factor > 100) {
+      return Bad(text, absl::StrCat("factor '", value, "' is out of range"),
+                 "factor=F makes each collective of the target take F "
+                 "times as long, 1 < F <= 100");
+    }
+  } else if (key == "host") {
+    spec.target.kind = FaultTarget::Kind::kHost;
+    spec.target.name = std::string(value);
+  } else if (key == "rate") {
+    return ParseRate(text, value, spec);
+  } else if (key == "until") {
+    if (!ParseDur(value, &spec.until) || spec.until <= absl::ZeroDuration()) {
+      return Bad(text,
+                 absl::StrCat("until '", value,
+                              "' is not a positive "
+                              "duration"),
+                 kDurHelp);
+    }
+  } else if (key == "kinds") {
+    return ParseKinds(text, value, spec);
   }
+  return absl::OkStatus();
+}
+
+// What the kind requires of the whole spec, once every key is read.
+absl::Status CheckComplete(absl::string_view text, const KindInfo& info,
+                           const FaultSpec& spec, bool trigger_time,
+                           const std::string& usage) {
   if (trigger_time && spec.at_op >= 0) {
     return Bad(text, "both after= and at-op= are given", "give one trigger");
   }
-  if (info->has_target && spec.target.kind == FaultTarget::Kind::kNone) {
+  if (info.has_target && spec.target.kind == FaultTarget::Kind::kNone) {
     return Bad(text, "no target", usage);
   }
   if (spec.kind == FaultKind::kPartition && spec.target.name.empty()) {
@@ -334,9 +344,59 @@ absl::StatusOr<FaultSpec> ParseFaultSpec(absl::string_view raw) {
                  "kolorun started up to which it draws faults)",
                  usage);
     }
-    if (spec.kinds.empty()) {
-      spec.kinds = {FaultKind::kKill, FaultKind::kStop, FaultKind::kDelay};
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<FaultSpec> ParseFaultSpec(absl::string_view raw) {
+  const absl::string_view text = absl::StripAsciiWhitespace(raw);
+  // (A null view, as "2" split at '=' gives, splits into no parts at all.)
+  std::vector<absl::string_view> parts = absl::StrSplit(text, ':');
+  if (text.empty() || parts.empty()) {
+    return Bad(text, "no fault kind",
+               absl::StrCat("the kinds are ", KindList()));
+  }
+  const KindInfo* info = FindKind(parts[0]);
+  if (info == nullptr) {
+    return Bad(text, absl::StrCat("unknown fault kind '", parts[0], "'"),
+               absl::StrCat("the kinds are ", KindList()));
+  }
+  FaultSpec spec;
+  spec.kind = info->kind;
+  const std::string usage = absl::StrCat("expected ", info->help);
+  std::set<std::string> seen;
+  bool trigger_time = false;
+  for (size_t i = 1; i < parts.size(); ++i) {
+    std::pair<absl::string_view, absl::string_view> kv =
+        absl::StrSplit(parts[i], absl::MaxSplits('=', 1));
+    const std::string key(kv.first);
+    const absl::string_view value = kv.second;
+    if (absl::Status st =
+            CheckKey(text, parts[i], key, value, *info, seen, usage);
+        !st.ok()) {
+      return st;
     }
+    if (key == "rank" || key == "worker" || key == "pick") {
+      if (spec.target.kind != FaultTarget::Kind::kNone) {
+        return Bad(text, "more than one target", usage);
+      }
+      if (absl::Status st = ParseTarget(text, key, value, spec); !st.ok()) {
+        return st;
+      }
+    } else if (absl::Status st = ParseSetting(text, key, value, spec);
+               !st.ok()) {
+      return st;
+    }
+    if (key == "after") trigger_time = true;
+  }
+  if (absl::Status st = CheckComplete(text, *info, spec, trigger_time, usage);
+      !st.ok()) {
+    return st;
+  }
+  if (spec.kind == FaultKind::kRandom && spec.kinds.empty()) {
+    spec.kinds = {FaultKind::kKill, FaultKind::kStop, FaultKind::kDelay};
   }
   return spec;
 }

@@ -166,6 +166,114 @@ json Median(std::vector<double> v) {
                            : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
 }
 
+// How the fault's end was detected: the epoch it ended and what ended it
+// (`lost`: the coordinator's record of the lost worker, if any).
+json DetectionJson(const FaultRecord& r, const proto::EpochRecord& next,
+                   const proto::LostWorker* lost) {
+  const FaultSpec& s = r.fault.spec;
+  json det = {{"epoch_ended", next.epoch() - 1},
+              {"next_epoch", next.epoch()},
+              {"next_epoch_formed_after_s",
+               Secs(FromMs(next.formed_unix_ms()) - r.fired_at)},
+              {"how", "left"},
+              {"cause", "left at its commit (SIGTERM)"},
+              {"after_s", nullptr}};
+  const bool left = std::find(next.left().begin(), next.left().end(),
+                              r.worker_id) != next.left().end();
+  if (lost == nullptr && next.cause() == "reformed") {
+    det["how"] = "data-plane";
+    det["cause"] =
+        "the workers reported the broken connection while every one of them "
+        "heartbeated: the epoch was reformed with the same members";
+  } else if (lost == nullptr && s.kind == FaultKind::kDrop) {
+    det["how"] = "data-plane";
+    det["cause"] =
+        absl::StrCat("the epoch ended with another change (", next.cause(),
+                     ") before the broken connection was judged on its own");
+  } else if (lost == nullptr && !(s.kind == FaultKind::kTerm && left)) {
+    det["how"] = "replaced";
+    det["cause"] =
+        "a replacement of the worker joined and superseded the old process";
+  }
+  if (lost != nullptr) {
+    det["how"] = lost->detection();
+    det["cause"] = lost->cause();
+    det["after_s"] = Secs(FromMs(lost->detected_unix_ms()) - r.fired_at);
+  }
+  return det;
+}
+
+// The survivors' first completed collective in the next epoch.
+json RecoveryJson(const ReportInputs& in, const FaultRecord& r,
+                  const proto::EpochRecord& next) {
+  std::set<std::string> joined(next.joined().begin(), next.joined().end());
+  json survivors = json::array();
+  std::vector<double> times;
+  std::set<std::string> seen;
+  for (const json& e : in.driver->events()) {
+    if (e.value("ev", "") != "first_op" ||
+        e.value("epoch", uint64_t{0}) != next.epoch()) {
+      continue;
+    }
+    const std::string w = e.value("worker", "");
+    if (joined.count(w) != 0 || !seen.insert(w).second) continue;
+    const double t = Secs(EventTime(e) - r.fired_at);
+    times.push_back(t);
+    survivors.push_back({{"worker", w}, {"after_s", t}});
+  }
+  return {{"survivors", survivors},
+          {"median_s", Median(times)},
+          {"max_s", times.empty()
+                        ? json(nullptr)
+                        : json(*std::max_element(times.begin(), times.end()))}};
+}
+
+// The rollbacks between the fault and the next epoch.
+json RollbacksJson(const ReportInputs& in, const FaultRecord& r,
+                   const proto::EpochRecord& next) {
+  json rollbacks = json::array();
+  const absl::Time formed = FromMs(next.formed_unix_ms());
+  for (const json& e : in.driver->events()) {
+    if (e.value("ev", "") != "rollback") continue;
+    const absl::Time t = EventTime(e);
+    if (t < r.fired_at - absl::Milliseconds(200) ||
+        t > formed + absl::Seconds(1)) {
+      continue;
+    }
+    rollbacks.push_back(
+        {{"worker", e.value("worker", "")},
+         {"commit", e.value("commit", int64_t{0})},
+         {"ops_discarded", e.value("ops_discarded", int64_t{0})}});
+  }
+  return rollbacks;
+}
+
+// A replacement: the victim's worker id joining a later epoch (null
+// without one).
+json ReplacementJson(const ReportInputs& in, const FaultRecord& r,
+                     const proto::EpochRecord& next) {
+  for (const proto::EpochRecord& e : in.status.history()) {
+    if (e.epoch() < next.epoch()) continue;
+    if (std::find(e.joined().begin(), e.joined().end(), r.worker_id) ==
+        e.joined().end()) {
+      continue;
+    }
+    int inc = -1;
+    for (const json& ev : in.driver->events()) {
+      if (ev.value("ev", "") == "armed" &&
+          ev.value("worker", "") == r.worker_id && EventTime(ev) > r.fired_at) {
+        inc = ev.value("inc", -1);
+        break;
+      }
+    }
+    return {{"worker", r.worker_id},
+            {"incarnation", inc >= 0 ? json(inc) : json(nullptr)},
+            {"joined_epoch", e.epoch()},
+            {"after_s", Secs(FromMs(e.formed_unix_ms()) - r.fired_at)}};
+  }
+  return nullptr;
+}
+
 json FaultJson(const ReportInputs& in, const LossOwners& owners,
                const FaultRecord& r) {
   const absl::Time origin = in.driver->options().origin;
@@ -220,96 +328,10 @@ json FaultJson(const ReportInputs& in, const LossOwners& owners,
   const proto::LostWorker* lost = nullptr;
   const proto::EpochRecord* next = EpochAfter(in.status, owners, r, &lost);
   if (next == nullptr) return f;
-  json det = {{"epoch_ended", next->epoch() - 1},
-              {"next_epoch", next->epoch()},
-              {"next_epoch_formed_after_s",
-               Secs(FromMs(next->formed_unix_ms()) - r.fired_at)},
-              {"how", "left"},
-              {"cause", "left at its commit (SIGTERM)"},
-              {"after_s", nullptr}};
-  const bool left = std::find(next->left().begin(), next->left().end(),
-                              r.worker_id) != next->left().end();
-  if (lost == nullptr && next->cause() == "reformed") {
-    det["how"] = "data-plane";
-    det["cause"] =
-        "the workers reported the broken connection while every one of them "
-        "heartbeated: the epoch was reformed with the same members";
-  } else if (lost == nullptr && s.kind == FaultKind::kDrop) {
-    det["how"] = "data-plane";
-    det["cause"] =
-        absl::StrCat("the epoch ended with another change (", next->cause(),
-                     ") before the broken connection was judged on its own");
-  } else if (lost == nullptr && !(s.kind == FaultKind::kTerm && left)) {
-    det["how"] = "replaced";
-    det["cause"] =
-        "a replacement of the worker joined and superseded the old process";
-  }
-  if (lost != nullptr) {
-    det["how"] = lost->detection();
-    det["cause"] = lost->cause();
-    det["after_s"] = Secs(FromMs(lost->detected_unix_ms()) - r.fired_at);
-  }
-  f["detection"] = det;
-  // The survivors' first completed collective in the next epoch.
-  std::set<std::string> joined(next->joined().begin(), next->joined().end());
-  json survivors = json::array();
-  std::vector<double> times;
-  std::set<std::string> seen;
-  for (const json& e : in.driver->events()) {
-    if (e.value("ev", "") != "first_op" ||
-        e.value("epoch", uint64_t{0}) != next->epoch()) {
-      continue;
-    }
-    const std::string w = e.value("worker", "");
-    if (joined.count(w) != 0 || !seen.insert(w).second) continue;
-    const double t = Secs(EventTime(e) - r.fired_at);
-    times.push_back(t);
-    survivors.push_back({{"worker", w}, {"after_s", t}});
-  }
-  f["recovery"] = {{"survivors", survivors},
-                   {"median_s", Median(times)},
-                   {"max_s", times.empty() ? json(nullptr)
-                                           : json(*std::max_element(
-                                                 times.begin(), times.end()))}};
-  // Rollbacks between the fault and the next epoch.
-  const absl::Time formed = FromMs(next->formed_unix_ms());
-  for (const json& e : in.driver->events()) {
-    if (e.value("ev", "") != "rollback") continue;
-    const absl::Time t = EventTime(e);
-    if (t < r.fired_at - absl::Milliseconds(200) ||
-        t > formed + absl::Seconds(1)) {
-      continue;
-    }
-    f["rollbacks"].push_back(
-        {{"worker", e.value("worker", "")},
-         {"commit", e.value("commit", int64_t{0})},
-         {"ops_discarded", e.value("ops_discarded", int64_t{0})}});
-  }
-  // A replacement: the victim's worker id joining a later epoch.
-  if (!r.worker_id.empty()) {
-    for (const proto::EpochRecord& e : in.status.history()) {
-      if (e.epoch() < next->epoch()) continue;
-      if (std::find(e.joined().begin(), e.joined().end(), r.worker_id) ==
-          e.joined().end()) {
-        continue;
-      }
-      int inc = -1;
-      for (const json& ev : in.driver->events()) {
-        if (ev.value("ev", "") == "armed" &&
-            ev.value("worker", "") == r.worker_id &&
-            EventTime(ev) > r.fired_at) {
-          inc = ev.value("inc", -1);
-          break;
-        }
-      }
-      f["replacement"] = {
-          {"worker", r.worker_id},
-          {"incarnation", inc >= 0 ? json(inc) : json(nullptr)},
-          {"joined_epoch", e.epoch()},
-          {"after_s", Secs(FromMs(e.formed_unix_ms()) - r.fired_at)}};
-      break;
-    }
-  }
+  f["detection"] = DetectionJson(r, *next, lost);
+  f["recovery"] = RecoveryJson(in, r, *next);
+  f["rollbacks"] = RollbacksJson(in, r, *next);
+  if (!r.worker_id.empty()) f["replacement"] = ReplacementJson(in, r, *next);
   return f;
 }
 

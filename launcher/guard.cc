@@ -85,6 +85,74 @@ void ParseGuardRecords(absl::string_view text, GuardReport* report) {
   }
 }
 
+namespace {
+
+// The guard's process state: the signals it handles come on the returned
+// signalfd (-1 if none could be made); it gets SIGTERM when kolorun dies,
+// and it adopts the worker's orphans.
+int SetUpGuard() {
+  sigset_t handled;
+  sigemptyset(&handled);
+  for (int s : {SIGTERM, SIGINT, SIGHUP, SIGCHLD}) sigaddset(&handled, s);
+  ::sigprocmask(SIG_BLOCK, &handled, nullptr);
+  int sfd = ::signalfd(-1, &handled, SFD_CLOEXEC | SFD_NONBLOCK);
+  ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  return sfd;
+}
+
+// Forks the worker (`argv`, in its own process group, killed with the
+// guard `self`) and reports its pid; -1 (reported) when fork fails.
+pid_t StartWorker(char** argv, int sfd, pid_t self) {
+  pid_t worker = ::fork();
+  if (worker == 0) {
+    ::setpgid(0, 0);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != self) ::_exit(128 + SIGKILL);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    if (sfd >= 0) ::close(sfd);
+    ::execvp(argv[0], argv);
+    std::fprintf(stderr, "kolorun: cannot run '%s': %s\n", argv[0],
+                 std::strerror(errno));
+    ::_exit(127);
+  }
+  if (worker < 0) {
+    std::fprintf(stderr, "kolorun: fork failed: %s\n", std::strerror(errno));
+    Report("exit 127");
+    return -1;
+  }
+  ::setpgid(worker,
+            worker);  // as the child does: no window without its group
+  Report(absl::StrCat("pid ", worker));
+  return worker;
+}
+
+// Reaps the children that ended; the worker's end is reported once
+// (`worker_done`, its status as an exit code in `result`). Returns whether
+// children are still alive.
+bool ReapChildren(pid_t worker, bool& worker_done, int& result) {
+  while (true) {
+    int status = 0;
+    pid_t r = ::waitpid(-1, &status, WNOHANG);
+    if (r == 0) return true;
+    if (r < 0) return false;  // ECHILD: nothing left
+    if (r == worker && !worker_done) {
+      worker_done = true;
+      if (WIFEXITED(status)) {
+        result = WEXITSTATUS(status);
+        Report(absl::StrCat("exit ", result));
+      } else if (WIFSIGNALED(status)) {
+        result = 128 + WTERMSIG(status);
+        Report(absl::StrCat("signal ", WTERMSIG(status)));
+      }
+    }
+  }
+}
+
+}  // namespace
+
 int RunGuard(int argc, char** argv) {
   if (argc < 5 || std::strcmp(argv[3], "--") != 0) {
     std::fprintf(stderr, "kolorun: %s is internal to kolorun\n", kGuardFlag);
@@ -95,40 +163,14 @@ int RunGuard(int argc, char** argv) {
   const pid_t parent = parent_arg;
   ::fcntl(kGuardStatusFd, F_SETFD, FD_CLOEXEC);
 
-  sigset_t handled;
-  sigemptyset(&handled);
-  for (int s : {SIGTERM, SIGINT, SIGHUP, SIGCHLD}) sigaddset(&handled, s);
-  ::sigprocmask(SIG_BLOCK, &handled, nullptr);
-  int sfd = ::signalfd(-1, &handled, SFD_CLOEXEC | SFD_NONBLOCK);
-  ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  const int sfd = SetUpGuard();
   bool terminating = ::getppid() != parent;  // kolorun already gone
   const pid_t self = ::getpid();
 
   pid_t worker = -1;
   if (!terminating) {
-    worker = ::fork();
-    if (worker == 0) {
-      ::setpgid(0, 0);
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (::getppid() != self) ::_exit(128 + SIGKILL);
-      sigset_t none;
-      sigemptyset(&none);
-      ::sigprocmask(SIG_SETMASK, &none, nullptr);
-      if (sfd >= 0) ::close(sfd);
-      ::execvp(argv[4], argv + 4);
-      std::fprintf(stderr, "kolorun: cannot run '%s': %s\n", argv[4],
-                   std::strerror(errno));
-      ::_exit(127);
-    }
-    if (worker < 0) {
-      std::fprintf(stderr, "kolorun: fork failed: %s\n", std::strerror(errno));
-      Report("exit 127");
-      return 127;
-    }
-    ::setpgid(worker,
-              worker);  // as the child does: no window without its group
-    Report(absl::StrCat("pid ", worker));
+    worker = StartWorker(argv + 4, sfd, self);
+    if (worker < 0) return 127;
   }
 
   int result = 1;  // the worker's status as an exit code
@@ -145,26 +187,7 @@ int RunGuard(int argc, char** argv) {
   if (terminating) begin_termination();
 
   while (true) {
-    bool have_children = false;
-    while (true) {
-      int status = 0;
-      pid_t r = ::waitpid(-1, &status, WNOHANG);
-      if (r == 0) {
-        have_children = true;
-        break;
-      }
-      if (r < 0) break;  // ECHILD: nothing left
-      if (r == worker && !worker_done) {
-        worker_done = true;
-        if (WIFEXITED(status)) {
-          result = WEXITSTATUS(status);
-          Report(absl::StrCat("exit ", result));
-        } else if (WIFSIGNALED(status)) {
-          result = 128 + WTERMSIG(status);
-          Report(absl::StrCat("signal ", WTERMSIG(status)));
-        }
-      }
-    }
+    const bool have_children = ReapChildren(worker, worker_done, result);
     if (worker_done && !have_children) break;
     // Whatever the worker left behind goes with it; so does a worker whose
     // kolorun has gone.

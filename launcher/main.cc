@@ -215,39 +215,48 @@ CoordinatorView Probe(coordinator::CoordinatorServer& server) {
   return view;
 }
 
-int Main(int argc, char** argv) {
-  sigset_t blocked;
-  BlockSupervisorSignals(&blocked);  // before any thread exists
+// kolorun's environment: by name, and as the "NAME=value" strings.
+struct Environment {
+  std::map<std::string, std::string> vars;
+  std::vector<std::string> strings;
+};
 
-  std::map<std::string, std::string> env;
-  std::vector<std::string> environ_strings;
+Environment ReadEnvironment() {
+  Environment env;
   for (char** e = environ; *e != nullptr; ++e) {
-    environ_strings.emplace_back(*e);
-    const std::string& kv = environ_strings.back();
+    env.strings.emplace_back(*e);
+    const std::string& kv = env.strings.back();
     size_t eq = kv.find('=');
-    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
+    if (eq != std::string::npos) env.vars[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
-  absl::StatusOr<LaunchOptions> parsed =
-      ParseArgs(std::vector<std::string>(argv + 1, argv + argc), env);
-  if (!parsed.ok()) {
-    std::fprintf(stderr, "kolorun: %s\nRun 'kolorun --help' for usage.\n",
-                 std::string(parsed.status().message()).c_str());
-    return 2;
-  }
-  LaunchOptions& options = *parsed;
+  return env;
+}
+
+// --help, --version and --check-build: prints the answer and returns true.
+bool AnswerInfoFlag(const LaunchOptions& options) {
   if (options.help) {
     std::fputs(UsageText().c_str(), stdout);
-    return 0;
+    return true;
   }
   if (options.version) {
     std::printf("kolorun (kolo) %s, protocol %u\n", kVersionString,
                 kProtocolVersion);
-    return 0;
+    return true;
   }
   if (options.check_build) {
     PrintCheckBuild();
-    return 0;
+    return true;
   }
+  return false;
+}
+
+// Everything before the coordinator starts: the notices, logging, the
+// descriptor limit, a word on misspelt variables, then what the workers get
+// from kolorun's flags (variables kolorun owns, the interfaces, the output
+// directory) and the discovered hosts. An error means exit 2.
+absl::Status Prepare(LaunchOptions& options,
+                     const std::map<std::string, std::string>& env,
+                     std::string& iface_addr) {
   // horovodrun flags and HOROVOD_* variables kolo accepts but does not need.
   for (const std::string& notice : options.notices) {
     std::fprintf(stderr, "kolorun: %s\n", notice.c_str());
@@ -256,157 +265,134 @@ int Main(int argc, char** argv) {
   // --log-level, else KOLO_LOG_LEVEL, else HOROVOD_LOG_LEVEL, else warn
   // (ParseArgs checked it).
   if (absl::Status st = SetLogLevel(options.knobs.log_level); !st.ok()) {
-    std::fprintf(stderr, "kolorun: %s\n", std::string(st.message()).c_str());
-    return 2;
+    return st;
   }
   // Before the coordinator and the workers' pipes: a flood of connections
   // must not starve the job of descriptors (issue 39).
   RaiseOpenFileLimitAndLog("kolorun");
-  auto log = GetLogger("kolorun");
   // kolorun reads a few of the variables the workers read and passes them
   // all on: a misspelt one is worth a word before the job starts.
   for (const std::string& w : worker::UnknownVariableWarnings(
            worker::EnvMap(env.begin(), env.end()))) {
-    log->warn("{}", w);
+    GetLogger("kolorun")->warn("{}", w);
   }
-
-  // What the workers get from kolorun's flags, checked before anything
-  // starts (exit 2): variables kolorun owns, the interfaces, the output
-  // directory.
-  std::string iface_addr;
   if (absl::Status st = CheckRuntimeOptions(options, iface_addr); !st.ok()) {
-    std::fprintf(stderr, "kolorun: %s\n", std::string(st.message()).c_str());
-    return 2;
+    return st;
   }
+  if (!options.discovery_script.empty()) return DiscoverHosts(options);
+  return absl::OkStatus();
+}
 
-  if (!options.discovery_script.empty()) {
-    if (absl::Status st = DiscoverHosts(options); !st.ok()) {
-      std::fprintf(stderr, "kolorun: %s\n", std::string(st.message()).c_str());
-      return 2;
-    }
-  }
-  const std::string kernel_hostname = net::KernelHostName();
-  std::vector<WorkerPlan> plan = PlanWorkers(options, kernel_hostname);
-  // With a discovery script, hosts that appear later may be remote: the
-  // coordinator listens on every address unless it is reached on loopback.
+// The job's identity, fixed before the coordinator starts.
+struct JobIdentity {
+  std::string job_id;
+  std::string secret;
+  int first_size = 1;  // the first epoch's size
+};
+
+// Starts the embedded coordinator. With a discovery script, hosts that
+// appear later may be remote: it listens on every address unless it is
+// reached on loopback.
+absl::StatusOr<std::unique_ptr<coordinator::CoordinatorServer>>
+StartCoordinator(const LaunchOptions& options,
+                 const std::vector<WorkerPlan>& plan,
+                 const std::string& iface_addr, const JobIdentity& id) {
   const bool loopback_only =
       AllLocal(plan) &&
       (iface_addr.empty() || absl::StartsWith(iface_addr, "127.")) &&
       (options.discovery_script.empty() || options.coordinator_addr.empty() ||
        options.coordinator_addr == "127.0.0.1" ||
        options.coordinator_addr == "localhost");
-  const std::string secret = auth::RandomHex(32);
-  const std::string job_id = absl::StrCat("kolo-", auth::RandomHex(4));
-
   coordinator::ServerOptions server_options =
       coordinator::ServerOptionsFromKnobs(options.knobs);
   server_options.listen.bind_host = loopback_only ? "127.0.0.1" : "0.0.0.0";
   server_options.listen.port = 0;
-  // A short start (fewer slots than --min-np) forms its first epoch once
-  // --min-np workers joined.
-  const int first_size = std::max({1, options.np, options.min_np});
-  server_options.core.expected_size = first_size;
-  server_options.core.job_id = job_id;
-  server_options.core.secret = secret;
+  server_options.core.expected_size = id.first_size;
+  server_options.core.job_id = id.job_id;
+  server_options.core.secret = id.secret;
   server_options.core.elastic = options.elastic();
   server_options.core.min_size = std::max(1, options.min_np);
   server_options.core.max_size = options.max_np;
   server_options.core.reset_limit = options.reset_limit;
-  absl::StatusOr<std::unique_ptr<coordinator::CoordinatorServer>> server =
-      coordinator::CoordinatorServer::Start(server_options);
-  if (!server.ok()) {
-    std::fprintf(stderr, "kolorun: cannot start the coordinator: %s\n",
-                 std::string(server.status().message()).c_str());
-    return 1;
-  }
+  return coordinator::CoordinatorServer::Start(server_options);
+}
+
+// What every worker is told of the job.
+JobInfo MakeJobInfo(const LaunchOptions& options, const JobIdentity& id,
+                    const std::string& coordinator_address) {
   JobInfo job;
-  job.job_id = job_id;
-  job.coordinator = net::HostPort{CoordinatorHost(options, plan, iface_addr),
-                                  (*server)->port()}
-                        .ToString();
-  job.size = first_size;
+  job.job_id = id.job_id;
+  job.coordinator = coordinator_address;
+  job.size = id.first_size;
   job.knobs = options.knobs;
   job.log_level_given = options.log_level_given;
   job.elastic = options.elastic();
   if (!options.network_interfaces.empty()) {
     job.iface = options.network_interfaces.front();
   }
-  log->info("job {}: {} workers, coordinator at {}", job_id, options.np,
-            job.coordinator);
-  // kolo-ctl reads the job's state with its secret (read-only).
-  CtlAccess ctl(secret, job_id, job.coordinator);
-  if (ctl.path().empty()) {
-    log->info("kolo-ctl cannot reach this job: {}", ctl.error());
-  } else {
-    log->info("job state: {}", ctl.command());
-  }
+  return job;
+}
 
-  // --fault: the driver fires kolorun's faults and gathers the report.
-  std::unique_ptr<FaultDriver> faults;
-  std::string fault_dir;
-  if (!options.faults.empty()) {
-    char dir_template[] = "/tmp/kolo-faults-XXXXXX";
-    if (::mkdtemp(dir_template) == nullptr) {
-      std::fprintf(stderr,
-                   "kolorun: cannot create a directory for the fault "
-                   "events in /tmp: %s\n",
-                   std::strerror(errno));
-      (*server)->Shutdown(true, "kolorun could not set up fault injection");
-      return 1;
-    }
-    fault_dir = dir_template;
-    FaultDriver::Options fo;
-    fo.specs = options.faults;
-    fo.seed = options.fault_seed;
-    fo.events_path = fault_dir + "/events.jsonl";
-    fo.origin = absl::Now();
-    coordinator::CoordinatorServer* coord = server->get();
-    fo.job_view = [coord] {
-      JobView view;
-      proto::StatusReply reply = coord->Status();
-      view.epoch = reply.epoch();
-      for (const proto::WorkerStatus& w : reply.workers()) {
-        if (w.state() == proto::MEMBER_STATE_MEMBER && w.rank() >= 0) {
-          view.rank_of[w.worker_id()] = w.rank();
-          ++view.size;
-        }
+// --fault: the driver fires kolorun's faults and gathers the report; its
+// events go to a fresh directory (`fault_dir`). Null, after saying why, when
+// that directory cannot be created.
+std::unique_ptr<FaultDriver> StartFaultDriver(
+    const LaunchOptions& options, coordinator::CoordinatorServer* coord,
+    std::string& fault_dir) {
+  char dir_template[] = "/tmp/kolo-faults-XXXXXX";
+  if (::mkdtemp(dir_template) == nullptr) {
+    std::fprintf(stderr,
+                 "kolorun: cannot create a directory for the fault "
+                 "events in /tmp: %s\n",
+                 std::strerror(errno));
+    return nullptr;
+  }
+  fault_dir = dir_template;
+  FaultDriver::Options fo;
+  fo.specs = options.faults;
+  fo.seed = options.fault_seed;
+  fo.events_path = fault_dir + "/events.jsonl";
+  fo.origin = absl::Now();
+  fo.job_view = [coord] {
+    JobView view;
+    proto::StatusReply reply = coord->Status();
+    view.epoch = reply.epoch();
+    for (const proto::WorkerStatus& w : reply.workers()) {
+      if (w.state() == proto::MEMBER_STATE_MEMBER && w.rank() >= 0) {
+        view.rank_of[w.worker_id()] = w.rank();
+        ++view.size;
       }
-      return view;
-    };
-    fo.kill_coordinator = [coord] { coord->Kill(); };
-    if (options.min_np > 0) fo.min_members = options.min_np;
-    faults = std::make_unique<FaultDriver>(std::move(fo));
-    for (const FaultRecord& r : faults->records()) {
-      log->info("fault {}: {} (fired by {})", r.fault.id,
-                FaultSpecText(r.fault.spec),
-                r.by_worker ? "the worker" : "kolorun");
     }
+    return view;
+  };
+  fo.kill_coordinator = [coord] { coord->Kill(); };
+  if (options.min_np > 0) fo.min_members = options.min_np;
+  auto faults = std::make_unique<FaultDriver>(std::move(fo));
+  for (const FaultRecord& r : faults->records()) {
+    GetLogger("kolorun")->info("fault {}: {} (fired by {})", r.fault.id,
+                               FaultSpecText(r.fault.spec),
+                               r.by_worker ? "the worker" : "kolorun");
   }
+  return faults;
+}
 
-  char cwd_buf[4096];
-  SpawnContext spawn;
-  spawn.options = &options;
-  spawn.env = &env;
-  spawn.forwarded = ForwardedEnv(environ_strings);
-  spawn.user = UserEnv(options);
-  spawn.job = job;
-  spawn.secret = secret;
-  spawn.cwd = ::getcwd(cwd_buf, sizeof(cwd_buf)) != nullptr ? cwd_buf : "/";
-  spawn.kernel_hostname = kernel_hostname;
-  spawn.faults = faults.get();
-
+// The supervisor of the job's workers: elastic (it spawns them as slots
+// appear, through `spawn`, which must outlive it) or fixed (`plan`).
+std::unique_ptr<Supervisor> MakeSupervisor(
+    const LaunchOptions& options, const JobInfo& job,
+    const std::vector<WorkerPlan>& plan, const SpawnContext& spawn,
+    coordinator::CoordinatorServer& coord, FaultDriver* faults) {
   SupervisorOptions sup_options;
   sup_options.start_timeout = options.knobs.start_timeout;
   sup_options.coordinator_address = job.coordinator;
   sup_options.elastic = options.elastic();
   sup_options.output_dir = options.output_dir;
   sup_options.prefix_timestamp = options.prefix_timestamp;
-  coordinator::CoordinatorServer& coord = **server;
   sup_options.end_job = [&coord](const std::string& reason,
                                  const std::string& failed_worker) {
     coord.EndJob(true, reason, failed_worker);
   };
-  CoordinatorProbe probe = [&coord, &faults] {
+  CoordinatorProbe probe = [&coord, faults] {
     if (faults != nullptr && faults->coordinator_killed()) {
       CoordinatorView view;
       view.phase = CoordinatorView::Phase::kEndedFailure;
@@ -417,18 +403,16 @@ int Main(int argc, char** argv) {
     return Probe(coord);
   };
   if (faults != nullptr) {
-    FaultDriver* driver = faults.get();
-    sup_options.on_tick = [driver](absl::Time now,
+    sup_options.on_tick = [faults](absl::Time now,
                                    const std::vector<LiveWorker>& live) {
-      driver->Tick(now, live);
+      faults->Tick(now, live);
     };
-    sup_options.next_due = [driver] { return driver->NextDue(); };
-    sup_options.on_worker_end = [driver](const LiveWorker& w,
+    sup_options.next_due = [faults] { return faults->NextDue(); };
+    sup_options.on_worker_end = [faults](const LiveWorker& w,
                                          const std::string& what) {
-      driver->OnWorkerEnded(w, what);
+      faults->OnWorkerEnded(w, what);
     };
   }
-  std::unique_ptr<Supervisor> supervisor;
   if (options.elastic()) {
     ElasticSetup elastic;
     elastic.hosts = options.hosts;
@@ -445,39 +429,119 @@ int Main(int argc, char** argv) {
     elastic.make_spec = [&spawn](const WorkerPlan& w) {
       return BuildSpec(spawn, w);
     };
-    supervisor =
-        std::make_unique<Supervisor>(sup_options, std::move(elastic), probe);
-  } else {
-    std::vector<WorkerLaunch> launches;
-    for (const WorkerPlan& w : plan) {
-      launches.push_back(WorkerLaunch{w, BuildSpec(spawn, w)});
-    }
-    supervisor =
-        std::make_unique<Supervisor>(sup_options, std::move(launches), probe);
+    return std::make_unique<Supervisor>(sup_options, std::move(elastic), probe);
   }
+  std::vector<WorkerLaunch> launches;
+  for (const WorkerPlan& w : plan) {
+    launches.push_back(WorkerLaunch{w, BuildSpec(spawn, w)});
+  }
+  return std::make_unique<Supervisor>(sup_options, std::move(launches), probe);
+}
+
+// After the job ended under --fault: the report (on stderr, and as JSON to
+// --fault-report), then the events directory goes.
+void ReportFaults(const LaunchOptions& options, FaultDriver& faults,
+                  const Supervisor& supervisor,
+                  coordinator::CoordinatorServer& coord, int code,
+                  const std::string& fault_dir) {
+  faults.Finish(supervisor.Live());
+  ReportInputs report_in;
+  report_in.driver = &faults;
+  report_in.status = coord.Status();
+  report_in.exit_code = code;
+  report_in.failure_reason = code != 0 ? supervisor.failure_reason() : "";
+  const nlohmann::json report = BuildFaultReport(report_in);
+  std::fputs(FaultReportText(report).c_str(), stderr);
+  if (!options.fault_report.empty()) {
+    if (FILE* f = std::fopen(options.fault_report.c_str(), "w")) {
+      const std::string text = report.dump(2) + "\n";
+      std::fwrite(text.data(), 1, text.size(), f);
+      std::fclose(f);
+    } else {
+      std::fprintf(stderr, "kolorun: cannot write the fault report to %s: %s\n",
+                   options.fault_report.c_str(), std::strerror(errno));
+    }
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(fault_dir, ec);
+}
+
+int Main(int argc, char** argv) {
+  sigset_t blocked;
+  BlockSupervisorSignals(&blocked);  // before any thread exists
+
+  const Environment env = ReadEnvironment();
+  absl::StatusOr<LaunchOptions> parsed =
+      ParseArgs(std::vector<std::string>(argv + 1, argv + argc), env.vars);
+  if (!parsed.ok()) {
+    std::fprintf(stderr, "kolorun: %s\nRun 'kolorun --help' for usage.\n",
+                 std::string(parsed.status().message()).c_str());
+    return 2;
+  }
+  LaunchOptions& options = *parsed;
+  if (AnswerInfoFlag(options)) return 0;
+  std::string iface_addr;
+  if (absl::Status st = Prepare(options, env.vars, iface_addr); !st.ok()) {
+    std::fprintf(stderr, "kolorun: %s\n", std::string(st.message()).c_str());
+    return 2;
+  }
+  auto log = GetLogger("kolorun");
+  const std::string kernel_hostname = net::KernelHostName();
+  std::vector<WorkerPlan> plan = PlanWorkers(options, kernel_hostname);
+  JobIdentity id;
+  id.secret = auth::RandomHex(32);
+  id.job_id = absl::StrCat("kolo-", auth::RandomHex(4));
+  // A short start (fewer slots than --min-np) forms its first epoch once
+  // --min-np workers joined.
+  id.first_size = std::max({1, options.np, options.min_np});
+  absl::StatusOr<std::unique_ptr<coordinator::CoordinatorServer>> server =
+      StartCoordinator(options, plan, iface_addr, id);
+  if (!server.ok()) {
+    std::fprintf(stderr, "kolorun: cannot start the coordinator: %s\n",
+                 std::string(server.status().message()).c_str());
+    return 1;
+  }
+  coordinator::CoordinatorServer& coord = **server;
+  const JobInfo job = MakeJobInfo(
+      options, id,
+      net::HostPort{CoordinatorHost(options, plan, iface_addr), coord.port()}
+          .ToString());
+  log->info("job {}: {} workers, coordinator at {}", id.job_id, options.np,
+            job.coordinator);
+  // kolo-ctl reads the job's state with its secret (read-only).
+  CtlAccess ctl(id.secret, id.job_id, job.coordinator);
+  if (ctl.path().empty()) {
+    log->info("kolo-ctl cannot reach this job: {}", ctl.error());
+  } else {
+    log->info("job state: {}", ctl.command());
+  }
+
+  std::unique_ptr<FaultDriver> faults;
+  std::string fault_dir;
+  if (!options.faults.empty()) {
+    faults = StartFaultDriver(options, &coord, fault_dir);
+    if (faults == nullptr) {
+      coord.Shutdown(true, "kolorun could not set up fault injection");
+      return 1;
+    }
+  }
+
+  char cwd_buf[4096];
+  SpawnContext spawn;
+  spawn.options = &options;
+  spawn.env = &env.vars;
+  spawn.forwarded = ForwardedEnv(env.strings);
+  spawn.user = UserEnv(options);
+  spawn.job = job;
+  spawn.secret = id.secret;
+  spawn.cwd = ::getcwd(cwd_buf, sizeof(cwd_buf)) != nullptr ? cwd_buf : "/";
+  spawn.kernel_hostname = kernel_hostname;
+  spawn.faults = faults.get();
+  std::unique_ptr<Supervisor> supervisor =
+      MakeSupervisor(options, job, plan, spawn, coord, faults.get());
   int code = supervisor->Run();
   if (faults != nullptr) {
-    faults->Finish(supervisor->Live());
-    ReportInputs report_in;
-    report_in.driver = faults.get();
-    report_in.status = coord.Status();
-    report_in.exit_code = code;
-    report_in.failure_reason = code != 0 ? supervisor->failure_reason() : "";
-    const nlohmann::json report = BuildFaultReport(report_in);
-    std::fputs(FaultReportText(report).c_str(), stderr);
-    if (!options.fault_report.empty()) {
-      if (FILE* f = std::fopen(options.fault_report.c_str(), "w")) {
-        const std::string text = report.dump(2) + "\n";
-        std::fwrite(text.data(), 1, text.size(), f);
-        std::fclose(f);
-      } else {
-        std::fprintf(stderr,
-                     "kolorun: cannot write the fault report to %s: %s\n",
-                     options.fault_report.c_str(), std::strerror(errno));
-      }
-    }
-    std::error_code ec;
-    std::filesystem::remove_all(fault_dir, ec);
+    ReportFaults(options, *faults, *supervisor, coord, code, fault_dir);
   }
   // Every worker is gone: end the coordinator's sessions and stop it.
   coord.Shutdown(code != 0, code != 0 ? supervisor->failure_reason()

@@ -145,7 +145,7 @@ void Supervisor::SpawnAll() {
   }
 }
 
-int Supervisor::Run() {
+bool Supervisor::OpenSignalFd() {
   sigset_t handled;
   sigemptyset(&handled);
   for (int s : {SIGCHLD, SIGINT, SIGTERM, SIGHUP}) sigaddset(&handled, s);
@@ -153,76 +153,75 @@ int Supervisor::Run() {
   if (signal_fd_ < 0) {
     WriteAll(2,
              absl::StrCat("kolorun: signalfd: ", std::strerror(errno), "\n"));
-    return 1;
+    return false;
   }
-  start_ = absl::Now();
-  next_probe_ = start_;
-  if (elastic_ != nullptr && !elastic_->discovery_script.empty())
-    next_discovery_ = start_ + elastic_->discovery_interval;
-  SpawnAll();
+  return true;
+}
 
-  absl::Time drain_until = absl::InfiniteFuture();
-  std::vector<pollfd> pfds;
-  std::vector<std::pair<Worker*, int>> owners;
-  while (true) {
-    absl::Time now = absl::Now();
-    if (elastic_ != nullptr) {
-      // Workers that ended and whose output is drained are done with.
-      std::erase_if(workers_, [this](const std::unique_ptr<Worker>& w) {
-        return w->ended && (w->guard <= 0 || w->reaped) && w->fds[0] < 0 &&
-               w->fds[1] < 0 && w->fds[2] < 0 && w.get() != failed_first_;
-      });
-    }
-    if (LiveGuards() == 0 && !ReplacementsPending() && !WaitingForMinimum()) {
-      // A failure still waiting for the coordinator's verdict ends now.
-      if (failed_first_ != nullptr && !terminating_) Tick(now);
-      if (drain_until == absl::InfiniteFuture()) drain_until = now + kDrain;
-      bool open = false;
-      for (auto& w : workers_) open = open || w->fds[0] >= 0 || w->fds[1] >= 0;
-      if (!open || now >= drain_until) break;
-    }
-    if (now >= give_up_at_) {
-      WriteAll(2,
-               absl::StrCat(
-                   "kolorun: ", LiveGuards(),
-                   " worker guard(s) did not end after SIGKILL; giving up\n"));
-      break;
-    }
-    pfds.clear();
-    owners.clear();
-    pfds.push_back({signal_fd_, POLLIN, 0});
-    owners.emplace_back(nullptr, -1);
-    for (auto& w : workers_) {
-      for (int i = 0; i < 3; ++i) {
-        if (w->fds[i] < 0) continue;
-        pfds.push_back({w->fds[i], POLLIN, 0});
-        owners.emplace_back(w.get(), i);
-      }
-    }
-    const size_t worker_fds_end = pfds.size();
-    if (discovery_run_ != nullptr) {
-      for (int fd : discovery_run_->fds()) {
-        pfds.push_back({fd, POLLIN, 0});
-        owners.emplace_back(nullptr, -1);
-      }
-    }
-    absl::Duration wait = kProbeInterval;
-    if (options_.next_due) {
-      wait = std::clamp(options_.next_due() - absl::Now(),
-                        absl::Milliseconds(1), kProbeInterval);
-    }
-    ::poll(pfds.data(), pfds.size(),
-           static_cast<int>(absl::ToInt64Milliseconds(wait)));
-    if (pfds[0].revents != 0) HandleSignals();
-    for (size_t i = 1; i < worker_fds_end; ++i) {
-      if (pfds[i].revents != 0) ReadFd(*owners[i].first, owners[i].second);
-    }
-    ReapGuards();
-    if (discovery_run_ != nullptr && discovery_run_->Poll(absl::Now()))
-      OnDiscovery();
-    Tick(absl::Now());
-    if (options_.on_tick) options_.on_tick(absl::Now(), Live());
+bool Supervisor::Ended(absl::Time now, absl::Time& drain_until) {
+  if (elastic_ != nullptr) {
+    // Workers that ended and whose output is drained are done with.
+    std::erase_if(workers_, [this](const std::unique_ptr<Worker>& w) {
+      return w->ended && (w->guard <= 0 || w->reaped) && w->fds[0] < 0 &&
+             w->fds[1] < 0 && w->fds[2] < 0 && w.get() != failed_first_;
+    });
   }
+  if (LiveGuards() == 0 && !ReplacementsPending() && !WaitingForMinimum()) {
+    // A failure still waiting for the coordinator's verdict ends now.
+    if (failed_first_ != nullptr && !terminating_) Tick(now);
+    if (drain_until == absl::InfiniteFuture()) drain_until = now + kDrain;
+    bool open = false;
+    for (auto& w : workers_) open = open || w->fds[0] >= 0 || w->fds[1] >= 0;
+    if (!open || now >= drain_until) return true;
+  }
+  if (now >= give_up_at_) {
+    WriteAll(2, absl::StrCat(
+                    "kolorun: ", LiveGuards(),
+                    " worker guard(s) did not end after SIGKILL; giving up\n"));
+    return true;
+  }
+  return false;
+}
+
+void Supervisor::PollOnce(std::vector<pollfd>& pfds,
+                          std::vector<std::pair<Worker*, int>>& owners) {
+  pfds.clear();
+  owners.clear();
+  pfds.push_back({signal_fd_, POLLIN, 0});
+  owners.emplace_back(nullptr, -1);
+  for (auto& w : workers_) {
+    for (int i = 0; i < 3; ++i) {
+      if (w->fds[i] < 0) continue;
+      pfds.push_back({w->fds[i], POLLIN, 0});
+      owners.emplace_back(w.get(), i);
+    }
+  }
+  const size_t worker_fds_end = pfds.size();
+  if (discovery_run_ != nullptr) {
+    for (int fd : discovery_run_->fds()) {
+      pfds.push_back({fd, POLLIN, 0});
+      owners.emplace_back(nullptr, -1);
+    }
+  }
+  absl::Duration wait = kProbeInterval;
+  if (options_.next_due) {
+    wait = std::clamp(options_.next_due() - absl::Now(), absl::Milliseconds(1),
+                      kProbeInterval);
+  }
+  ::poll(pfds.data(), pfds.size(),
+         static_cast<int>(absl::ToInt64Milliseconds(wait)));
+  if (pfds[0].revents != 0) HandleSignals();
+  for (size_t i = 1; i < worker_fds_end; ++i) {
+    if (pfds[i].revents != 0) ReadFd(*owners[i].first, owners[i].second);
+  }
+  ReapGuards();
+  if (discovery_run_ != nullptr && discovery_run_->Poll(absl::Now()))
+    OnDiscovery();
+  Tick(absl::Now());
+  if (options_.on_tick) options_.on_tick(absl::Now(), Live());
+}
+
+int Supervisor::Conclude() {
   for (auto& w : workers_) {
     for (int i = 0; i < 2; ++i) WriteAll(i + 1, w->prefixers[i]->Finish());
   }
@@ -255,6 +254,21 @@ int Supervisor::Run() {
     }
   }
   return exit_code_;
+}
+
+int Supervisor::Run() {
+  if (!OpenSignalFd()) return 1;
+  start_ = absl::Now();
+  next_probe_ = start_;
+  if (elastic_ != nullptr && !elastic_->discovery_script.empty())
+    next_discovery_ = start_ + elastic_->discovery_interval;
+  SpawnAll();
+
+  absl::Time drain_until = absl::InfiniteFuture();
+  std::vector<pollfd> pfds;
+  std::vector<std::pair<Worker*, int>> owners;
+  while (!Ended(absl::Now(), drain_until)) PollOnce(pfds, owners);
+  return Conclude();
 }
 
 void Supervisor::HandleSignals() {

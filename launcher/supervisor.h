@@ -62,6 +62,7 @@
 #ifndef KOLO_LAUNCHER_SUPERVISOR_H_
 #define KOLO_LAUNCHER_SUPERVISOR_H_
 
+#include <poll.h>
 #include <sys/types.h>
 
 #include <functional>
@@ -194,6 +195,19 @@ class Supervisor {
   struct Worker;
 
   void SpawnAll();
+  // The signals Run handles arrive on signal_fd_; false (said on stderr)
+  // when it cannot be made.
+  bool OpenSignalFd();
+  // Whether the loop of Run is over at `now`: every guard ended and the
+  // output drained (for at most kDrain; `drain_until` keeps when), or
+  // guards outlived SIGKILL.
+  bool Ended(absl::Time now, absl::Time& drain_until);
+  // One turn of Run: polls the signals, the workers' pipes and the
+  // discovery script (`pfds`, `owners`: reused buffers), then ticks.
+  void PollOnce(std::vector<pollfd>& pfds,
+                std::vector<std::pair<Worker*, int>>& owners);
+  // After the loop: flushes the output; returns the job's exit status.
+  int Conclude();
   void HandleSignals();
   void ReadFd(Worker& w, int which);
   void ReapGuards();

@@ -553,14 +553,9 @@ AllreduceOptions Reduce(int op, double prescale, double postscale) {
 // without NCCL; kolo.torch stages CUDA tensors through host memory then).
 int NcclVersion() { return nccl_built(); }
 
-}  // namespace
-}  // namespace kolo::python
-
-PYBIND11_MODULE(_kolo, m) {
-  using namespace kolo;          // NOLINT
-  using namespace kolo::python;  // NOLINT
-  m.doc() = "kolo's native module (raw buffers); use kolo / kolo.torch";
-
+// kolo._kolo.Error and the translator that raises every failed status as
+// one (ErrorArgs); the fast path raises it too (error_type).
+void BindErrors(py::module_& m) {
   static py::exception<StatusError> error(m, "Error", PyExc_RuntimeError);
   py::register_exception_translator([](std::exception_ptr p) {
     try {
@@ -571,7 +566,12 @@ PYBIND11_MODULE(_kolo, m) {
       Py_XDECREF(args);
     }
   });
+  error_type = error.ptr();
+}
 
+// The output buffers (buffer protocol; DLPack for CUDA ones) and the pointer
+// arguments.
+void BindBuffers(py::module_& m) {
   py::class_<Buffer, std::shared_ptr<Buffer>>(m, "Buffer",
                                               py::buffer_protocol())
       .def_buffer([](Buffer& b) {
@@ -606,7 +606,11 @@ PYBIND11_MODULE(_kolo, m) {
       "A DLPack capsule over a CUDA output buffer "
       "(torch.utils.dlpack.from_dlpack).");
   m.attr("DEVICE_BUFFERS") = DeviceBuffersBuilt();
+}
 
+// The dtype and op codes (an index into DTYPES / REDUCE_OPS) and the CPU
+// device.
+void BindCodes(py::module_& m) {
   py::list dtypes;
   for (int i = 0; i < kNumDataTypes; ++i) {
     dtypes.append(std::string(DataTypeName(static_cast<DataType>(i))));
@@ -618,7 +622,10 @@ PYBIND11_MODULE(_kolo, m) {
   }
   m.attr("REDUCE_OPS") = ops;  // index = the op code
   m.attr("CPU") = kCpu;
+}
 
+// init, shutdown and the job's facts.
+void BindLifecycle(py::module_& m) {
   m.def("init", &Init, py::arg("process_sets"));
   m.def("shutdown", &Shutdown);
   m.def("is_initialized", &is_initialized);
@@ -630,7 +637,10 @@ PYBIND11_MODULE(_kolo, m) {
   m.def("cross_size", &cross_size);
   m.def("nccl_version", &NcclVersion);
   m.def("cuda_built", [] { return cuda_built(); });
+}
 
+// The reducing collectives: allreduce and reducescatter, alone or grouped.
+void BindReductions(py::module_& m) {
   m.def(
       "allreduce_async",
       [](const DevicePointer& in, const DevicePointer& out,
@@ -663,6 +673,41 @@ PYBIND11_MODULE(_kolo, m) {
       py::arg("members"), py::arg("op"), py::arg("prescale"),
       py::arg("postscale"), py::arg("name"), py::arg("process_set"));
 
+  m.def(
+      "reducescatter_async",
+      [](const DevicePointer& in, std::vector<int64_t> shape, int dtype,
+         const DevicePointer& out, std::vector<int64_t> out_shape, int op,
+         double pre, double post, const std::string& name, int ps) {
+        return Value(
+            reducescatter_async(MakeTensor(in, std::move(shape), dtype),
+                                MakeTensor(out, std::move(out_shape), dtype),
+                                Reduce(op, pre, post), {}, name, ps));
+      },
+      py::arg("input"), py::arg("shape"), py::arg("dtype"), py::arg("output"),
+      py::arg("output_shape"), py::arg("op"), py::arg("prescale"),
+      py::arg("postscale"), py::arg("name"), py::arg("process_set"));
+
+  using RsMember = std::tuple<DevicePointer, std::vector<int64_t>, int,
+                              DevicePointer, std::vector<int64_t>>;
+  m.def(
+      "grouped_reducescatter_async",
+      [](const std::vector<RsMember>& members, int op, double pre, double post,
+         const std::string& name, int ps) {
+        std::vector<Tensor> inputs, outputs;
+        for (const auto& [in, shape, dtype, out, out_shape] : members) {
+          inputs.push_back(MakeTensor(in, shape, dtype));
+          outputs.push_back(MakeTensor(out, out_shape, dtype));
+        }
+        return Value(grouped_reducescatter_async(
+            inputs, outputs, Reduce(op, pre, post), name, ps));
+      },
+      py::arg("members"), py::arg("op"), py::arg("prescale"),
+      py::arg("postscale"), py::arg("name"), py::arg("process_set"));
+}
+
+// The collectives whose output is allocated here or in place: allgather
+// (alone or grouped), broadcast, alltoall, and the barrier.
+void BindGathers(py::module_& m) {
   m.def(
       "allgather_async",
       [](const DevicePointer& in, std::vector<int64_t> shape, int dtype,
@@ -722,43 +767,16 @@ PYBIND11_MODULE(_kolo, m) {
       py::arg("name"), py::arg("process_set"));
 
   m.def(
-      "reducescatter_async",
-      [](const DevicePointer& in, std::vector<int64_t> shape, int dtype,
-         const DevicePointer& out, std::vector<int64_t> out_shape, int op,
-         double pre, double post, const std::string& name, int ps) {
-        return Value(
-            reducescatter_async(MakeTensor(in, std::move(shape), dtype),
-                                MakeTensor(out, std::move(out_shape), dtype),
-                                Reduce(op, pre, post), {}, name, ps));
-      },
-      py::arg("input"), py::arg("shape"), py::arg("dtype"), py::arg("output"),
-      py::arg("output_shape"), py::arg("op"), py::arg("prescale"),
-      py::arg("postscale"), py::arg("name"), py::arg("process_set"));
-
-  using RsMember = std::tuple<DevicePointer, std::vector<int64_t>, int,
-                              DevicePointer, std::vector<int64_t>>;
-  m.def(
-      "grouped_reducescatter_async",
-      [](const std::vector<RsMember>& members, int op, double pre, double post,
-         const std::string& name, int ps) {
-        std::vector<Tensor> inputs, outputs;
-        for (const auto& [in, shape, dtype, out, out_shape] : members) {
-          inputs.push_back(MakeTensor(in, shape, dtype));
-          outputs.push_back(MakeTensor(out, out_shape, dtype));
-        }
-        return Value(grouped_reducescatter_async(
-            inputs, outputs, Reduce(op, pre, post), name, ps));
-      },
-      py::arg("members"), py::arg("op"), py::arg("prescale"),
-      py::arg("postscale"), py::arg("name"), py::arg("process_set"));
-
-  m.def(
       "barrier_async",
       [](const std::string& name, int ps) {
         return Value(barrier_async(name, ps));
       },
       py::arg("name"), py::arg("process_set"));
+}
 
+// Waiting for ops: poll, synchronize, wait and join, and the C fast path of
+// a training step.
+void BindWaits(py::module_& m) {
   m.def(
       "poll", [](Handle h) { return Value(poll(h)); }, py::arg("handle"));
   m.def("synchronize", &Synchronize, py::arg("handle"),
@@ -766,7 +784,6 @@ PYBIND11_MODULE(_kolo, m) {
         "None, members).");
   m.def("wait", &Wait, py::arg("handle"),
         "synchronize() without a result (GIL released while waiting).");
-  error_type = error.ptr();
   m.attr("allreduce_async_fast") = py::reinterpret_steal<py::object>(
       PyCFunction_New(&fast_allreduce_def, nullptr));
   m.attr("wait_fast") = py::reinterpret_steal<py::object>(
@@ -781,7 +798,10 @@ PYBIND11_MODULE(_kolo, m) {
       PyCFunction_New(&fast_synchronize_def, nullptr));
   m.def("join", &Join, py::arg("timeout_seconds") = -1.0,
         "Joins (GIL released); returns the last rank to join.");
+}
 
+// Process sets and the timeline.
+void BindProcessSetsAndTimeline(py::module_& m) {
   m.def(
       "add_process_set",
       [](const std::vector<int>& ranks) {
@@ -815,5 +835,21 @@ PYBIND11_MODULE(_kolo, m) {
       },
       py::arg("path"), py::arg("mark_cycles") = false);
   m.def("stop_timeline", [] { Check(stop_timeline()); });
+}
+
+}  // namespace
+}  // namespace kolo::python
+
+PYBIND11_MODULE(_kolo, m) {
+  using namespace kolo::python;  // NOLINT
+  m.doc() = "kolo's native module (raw buffers); use kolo / kolo.torch";
+  BindErrors(m);
+  BindBuffers(m);
+  BindCodes(m);
+  BindLifecycle(m);
+  BindReductions(m);
+  BindGathers(m);
+  BindWaits(m);
+  BindProcessSetsAndTimeline(m);
   BindElastic(m);
 }

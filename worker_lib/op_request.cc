@@ -99,6 +99,132 @@ std::string CheckSplits(const char* op, const char* what,
   return "";
 }
 
+// add_process_set: ranks (in op.splits) in range, sorted, none twice.
+std::string ValidateProcessSetAdd(const PendingOp& op, int size) {
+  const std::vector<int64_t>& ranks = op.splits;
+  if (ranks.empty()) return "add_process_set: no ranks given";
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    if (ranks[i] < 0 || ranks[i] >= size) {
+      return absl::StrCat("add_process_set: rank ", ranks[i],
+                          " is out of range for ", size, " ranks (0..",
+                          size - 1, ")");
+    }
+    if (i > 0 && ranks[i] == ranks[i - 1]) {
+      return absl::StrCat("add_process_set: rank ", ranks[i],
+                          " is given twice");
+    }
+  }
+  return "";
+}
+
+// allreduce: the output is like the input, on the same device.
+std::string ValidateAllreduce(const PendingOp& op, const char* name) {
+  const std::vector<int64_t>& shape = op.input.shape;
+  if (op.output.device != op.input.device) {
+    return absl::StrCat("allreduce: the output is on ",
+                        DeviceName(op.output.device), " but the input on ",
+                        DeviceName(op.input.device),
+                        "; both must be on the same device");
+  }
+  if (op.output.shape != shape || op.output.dtype != op.input.dtype) {
+    return absl::StrCat(
+        "allreduce: the output (", DataTypeName(op.output.dtype), " ",
+        Shape(op.output.shape), ") must have the input's dtype and shape (",
+        DataTypeName(op.input.dtype), " ", Shape(shape), ")");
+  }
+  return CheckTensor(name, "the output", op.output);
+}
+
+// reducescatter: the counts (op.splits; even when not given) cover the
+// first dimension; this rank's output holds its rows.
+std::string ValidateReducescatter(PendingOp& op, const char* name, int rank,
+                                  int size) {
+  const std::vector<int64_t>& shape = op.input.shape;
+  if (shape.empty()) {
+    return "reducescatter: the input is a scalar; it needs a first "
+           "dimension to scatter";
+  }
+  if (op.splits.empty()) {
+    for (int r = 0; r < size; ++r) {
+      op.splits.push_back(shape[0] / size + (r < shape[0] % size ? 1 : 0));
+    }
+  } else if (std::string b =
+                 CheckSplits(name, "counts", op.splits, shape[0], size);
+             !b.empty()) {
+    op.splits.clear();
+    return b;
+  }
+  if (op.output.device != op.input.device) {
+    return absl::StrCat("reducescatter: the output is on ",
+                        DeviceName(op.output.device), " but the input on ",
+                        DeviceName(op.input.device),
+                        "; both must be on the same device");
+  }
+  std::vector<int64_t> want = shape;
+  want[0] = op.splits[rank];
+  if (op.output.shape != want || op.output.dtype != op.input.dtype) {
+    return absl::StrCat("reducescatter: rank ", rank, "'s output (",
+                        DataTypeName(op.output.dtype), " ",
+                        Shape(op.output.shape), ") must be ",
+                        DataTypeName(op.input.dtype), " ", Shape(want));
+  }
+  return CheckTensor(name, "the output", op.output);
+}
+
+// broadcast: the root is a rank of the job, or a member of the process set
+// (op.set_root: its index there).
+std::string ValidateBroadcast(PendingOp& op, int size) {
+  if (op.members.empty()) {
+    if (op.root < 0 || op.root >= size) {
+      return absl::StrCat("broadcast: root ", op.root, " is out of range for ",
+                          size, " ranks (0..", size - 1, ")");
+    }
+    op.set_root = op.root;
+    return "";
+  }
+  for (size_t i = 0; i < op.members.size(); ++i) {
+    if (op.members[i] == op.root) {
+      op.set_root = static_cast<int>(i);
+      return "";
+    }
+  }
+  return absl::StrCat("broadcast: root ", op.root,
+                      " is not a member of process set ", op.process_set,
+                      " (ranks ", absl::StrJoin(op.members, ","), ")");
+}
+
+// allgather and alltoall: an allocator for the output, a first dimension,
+// and (alltoall) splits of it (even when not given).
+std::string ValidateGather(PendingOp& op, const char* name, int size) {
+  const std::vector<int64_t>& shape = op.input.shape;
+  if (!op.allocator) {
+    return absl::StrCat(name, ": no output allocator given");
+  }
+  if (shape.empty()) {
+    return absl::StrCat(
+        name,
+        ": the input is a scalar (0-d); it needs a "
+        "first dimension to ",
+        op.op == proto::ALLGATHER ? "concatenate along" : "split");
+  }
+  if (op.op == proto::ALLGATHER) return "";
+  if (op.splits.empty()) {
+    if (shape[0] % size != 0) {
+      return absl::StrCat("alltoall: without splits the first dimension (",
+                          shape[0], ") must divide by the ", size,
+                          " ranks; pass splits");
+    }
+    op.splits.assign(size, shape[0] / size);
+    return "";
+  }
+  if (std::string b = CheckSplits(name, "splits", op.splits, shape[0], size);
+      !b.empty()) {
+    op.splits.clear();
+    return b;
+  }
+  return "";
+}
+
 std::string Validate(PendingOp& op, int rank, int size) {
   const std::string op_name = proto::OpTypeName(op.op);
   const char* name = op_name.c_str();
@@ -106,127 +232,25 @@ std::string Validate(PendingOp& op, int rank, int size) {
       op.op == proto::MEMBERSHIP_CHECK || op.op == proto::PROCESS_SET_REMOVE) {
     return "";
   }
-  if (op.op == proto::PROCESS_SET_ADD) {
-    const std::vector<int64_t>& ranks = op.splits;
-    if (ranks.empty()) return "add_process_set: no ranks given";
-    for (size_t i = 0; i < ranks.size(); ++i) {
-      if (ranks[i] < 0 || ranks[i] >= size) {
-        return absl::StrCat("add_process_set: rank ", ranks[i],
-                            " is out of range for ", size, " ranks (0..",
-                            size - 1, ")");
-      }
-      if (i > 0 && ranks[i] == ranks[i - 1]) {
-        return absl::StrCat("add_process_set: rank ", ranks[i],
-                            " is given twice");
-      }
-    }
-    return "";
-  }
+  if (op.op == proto::PROCESS_SET_ADD) return ValidateProcessSetAdd(op, size);
   std::string bad = CheckTensor(name, "the input", op.input);
   if (!bad.empty()) return bad;
-  const std::vector<int64_t>& shape = op.input.shape;
   switch (op.op) {
     case proto::ALLREDUCE:
-    case proto::REDUCESCATTER: {
+    case proto::REDUCESCATTER:
       if (absl::Status s =
               internal::CheckReduce(name, op.input.dtype, op.reduce);
           !s.ok()) {
         return std::string(s.message());
       }
-      if (op.op == proto::ALLREDUCE) {
-        if (op.output.device != op.input.device) {
-          return absl::StrCat("allreduce: the output is on ",
-                              DeviceName(op.output.device),
-                              " but the input on ", DeviceName(op.input.device),
-                              "; both must be on the same device");
-        }
-        if (op.output.shape != shape || op.output.dtype != op.input.dtype) {
-          return absl::StrCat(
-              "allreduce: the output (", DataTypeName(op.output.dtype), " ",
-              Shape(op.output.shape),
-              ") must have the input's dtype and shape (",
-              DataTypeName(op.input.dtype), " ", Shape(shape), ")");
-        }
-        return CheckTensor(name, "the output", op.output);
-      }
-      if (shape.empty()) {
-        return "reducescatter: the input is a scalar; it needs a first "
-               "dimension to scatter";
-      }
-      if (op.splits.empty()) {
-        for (int r = 0; r < size; ++r) {
-          op.splits.push_back(shape[0] / size + (r < shape[0] % size ? 1 : 0));
-        }
-      } else if (std::string b =
-                     CheckSplits(name, "counts", op.splits, shape[0], size);
-                 !b.empty()) {
-        op.splits.clear();
-        return b;
-      }
-      if (op.output.device != op.input.device) {
-        return absl::StrCat("reducescatter: the output is on ",
-                            DeviceName(op.output.device), " but the input on ",
-                            DeviceName(op.input.device),
-                            "; both must be on the same device");
-      }
-      std::vector<int64_t> want = shape;
-      want[0] = op.splits[rank];
-      if (op.output.shape != want || op.output.dtype != op.input.dtype) {
-        return absl::StrCat("reducescatter: rank ", rank, "'s output (",
-                            DataTypeName(op.output.dtype), " ",
-                            Shape(op.output.shape), ") must be ",
-                            DataTypeName(op.input.dtype), " ", Shape(want));
-      }
-      return CheckTensor(name, "the output", op.output);
-    }
+      return op.op == proto::ALLREDUCE
+                 ? ValidateAllreduce(op, name)
+                 : ValidateReducescatter(op, name, rank, size);
     case proto::BROADCAST:
-      if (op.members.empty()) {
-        if (op.root < 0 || op.root >= size) {
-          return absl::StrCat("broadcast: root ", op.root,
-                              " is out of range for ", size, " ranks (0..",
-                              size - 1, ")");
-        }
-        op.set_root = op.root;
-        return "";
-      }
-      for (size_t i = 0; i < op.members.size(); ++i) {
-        if (op.members[i] == op.root) {
-          op.set_root = static_cast<int>(i);
-          return "";
-        }
-      }
-      return absl::StrCat("broadcast: root ", op.root,
-                          " is not a member of process set ", op.process_set,
-                          " (ranks ", absl::StrJoin(op.members, ","), ")");
+      return ValidateBroadcast(op, size);
     case proto::ALLGATHER:
     case proto::ALLTOALL:
-      if (!op.allocator) {
-        return absl::StrCat(name, ": no output allocator given");
-      }
-      if (shape.empty()) {
-        return absl::StrCat(
-            name,
-            ": the input is a scalar (0-d); it needs a "
-            "first dimension to ",
-            op.op == proto::ALLGATHER ? "concatenate along" : "split");
-      }
-      if (op.op == proto::ALLGATHER) return "";
-      if (op.splits.empty()) {
-        if (shape[0] % size != 0) {
-          return absl::StrCat("alltoall: without splits the first dimension (",
-                              shape[0], ") must divide by the ", size,
-                              " ranks; pass splits");
-        }
-        op.splits.assign(size, shape[0] / size);
-        return "";
-      }
-      if (std::string b =
-              CheckSplits(name, "splits", op.splits, shape[0], size);
-          !b.empty()) {
-        op.splits.clear();
-        return b;
-      }
-      return "";
+      return ValidateGather(op, name, size);
     default:
       return absl::StrCat("unknown op type ", static_cast<int>(op.op));
   }

@@ -174,6 +174,157 @@ absl::StatusOr<net::UniqueFd> Fetch(const char* name, pid_t leader,
   return net::UniqueFd(fd);
 }
 
+// What one rank holds while the segment is set up.
+struct SetupState {
+  Offer offer;
+  net::UniqueFd listener;  // the leader's hand-over socket
+  std::unique_ptr<shm::Segment> segment;
+  std::string why;  // why this rank cannot use the segment ("": it can)
+};
+
+// The leader creates the segment and binds the hand-over socket its peers
+// fetch the descriptor from; `st.offer` says where (or that it failed).
+void CreateSegment(const ShmSetupOptions& o, int n, SetupState& st) {
+  const std::string nonce = auth::RandomBytes(shm::kNonceBytes);
+  const std::string name = absl::StrCat("kolo-", auth::RandomHex(13));
+  absl::StatusOr<shm::SegmentPlan> plan = shm::Segment::PlanFor(n, o.bytes);
+  absl::StatusOr<std::unique_ptr<shm::Segment>> created =
+      plan.ok() ? shm::Segment::Create(n, plan->ring_bytes, o.epoch, nonce,
+                                       plan->slot_bytes)
+                : absl::StatusOr<std::unique_ptr<shm::Segment>>(plan.status());
+  if (!created.ok()) {
+    st.why = std::string(created.status().message());
+    return;
+  }
+  st.listener = net::UniqueFd(
+      ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  socklen_t alen;
+  sockaddr_un a = AbstractAddress(name.c_str(), &alen);
+  if (!st.listener.valid() ||
+      ::bind(st.listener.get(), reinterpret_cast<sockaddr*>(&a), alen) != 0 ||
+      ::listen(st.listener.get(), n + 8) != 0) {
+    st.why = Errno("binding the hand-over socket").ToString();
+    return;
+  }
+  st.segment = *std::move(created);
+  st.offer.ok = 1;
+  std::memcpy(st.offer.nonce, nonce.data(), shm::kNonceBytes);
+  std::memcpy(st.offer.name, name.data(), name.size());
+}
+
+// Step 1, the leader's side: every peer's process id up; the offer (socket
+// name, nonce, every pid) down.
+absl::Status SendOffer(Transport& control, const ShmSetupOptions& o, int n,
+                       ShmJoin& join, SetupState& st) {
+  std::vector<std::string> hellos(n, std::string(sizeof(pid_t), '\0'));
+  std::vector<std::pair<int, std::string*>> recvs;
+  for (int i = 1; i < n; ++i) recvs.emplace_back(o.local[i], &hellos[i]);
+  if (absl::Status s = Exchange(control, {}, recvs); !s.ok()) return s;
+  for (int i = 1; i < n; ++i) {
+    std::memcpy(&join.pids[i], hellos[i].data(), sizeof(pid_t));
+  }
+  CreateSegment(o, n, st);
+  std::string offer_bytes(sizeof(Offer) + sizeof(pid_t) * n, '\0');
+  std::memcpy(offer_bytes.data(), &st.offer, sizeof(Offer));
+  std::memcpy(offer_bytes.data() + sizeof(Offer), join.pids.data(),
+              sizeof(pid_t) * n);
+  std::vector<std::pair<int, std::string>> sends;
+  for (int i = 1; i < n; ++i) sends.emplace_back(o.local[i], offer_bytes);
+  return Exchange(control, sends, {});
+}
+
+// Step 1, a peer's side: its process id up, the offer down.
+absl::Status TakeOffer(Transport& control, const ShmSetupOptions& o, int n,
+                       ShmJoin& join, SetupState& st) {
+  const int leader_rank = o.local[0];
+  std::string offer_bytes(sizeof(Offer) + sizeof(pid_t) * n, '\0');
+  std::string hello(sizeof(pid_t), '\0');
+  std::memcpy(hello.data(), &join.pids[join.local_rank], sizeof(pid_t));
+  if (absl::Status s = Exchange(control, {{leader_rank, hello}},
+                                {{leader_rank, &offer_bytes}});
+      !s.ok()) {
+    return s;
+  }
+  std::memcpy(&st.offer, offer_bytes.data(), sizeof(Offer));
+  std::memcpy(join.pids.data(), offer_bytes.data() + sizeof(Offer),
+              sizeof(pid_t) * n);
+  if (!st.offer.ok) st.why = "the leader could not create the segment";
+  return absl::OkStatus();
+}
+
+// Step 2: the descriptor, over the abstract socket; each peer maps it.
+void ShareDescriptor(const ShmSetupOptions& o, int n, bool leader,
+                     const ShmJoin& join, SetupState& st) {
+  if (leader && st.segment != nullptr) {
+    absl::Status s = HandOut(st.listener.get(), join.pids, st.segment->fd(),
+                             std::min(o.deadline, absl::Now() + kHandOver));
+    st.listener.Reset();
+    if (!s.ok()) st.why = std::string(s.message());
+  } else if (!leader && st.offer.ok) {
+    char name[kNameBytes + 1] = {};
+    std::memcpy(name, st.offer.name, kNameBytes);
+    absl::StatusOr<net::UniqueFd> fd = Fetch(
+        name, join.pids[0], std::min(o.deadline, absl::Now() + kHandOver));
+    absl::StatusOr<std::unique_ptr<shm::Segment>> mapped =
+        fd.ok()
+            ? shm::Segment::Map(*std::move(fd), n, o.epoch,
+                                std::string(st.offer.nonce, shm::kNonceBytes))
+            : absl::StatusOr<std::unique_ptr<shm::Segment>>(fd.status());
+    if (mapped.ok()) {
+      st.segment = *std::move(mapped);
+    } else {
+      st.why = std::string(mapped.status().message());
+    }
+  }
+  if (st.segment != nullptr) st.segment->CloseFd();
+}
+
+// Step 3, the leader's side: every peer's report up; the verdict (its own
+// failure, else the first peer's) down. `why` becomes the verdict.
+absl::Status Decide(Transport& control, const ShmSetupOptions& o, int n,
+                    std::string& why) {
+  std::vector<std::string> reports(n, std::string(kReasonBytes, '\0'));
+  std::vector<std::pair<int, std::string*>> recvs;
+  for (int i = 1; i < n; ++i) recvs.emplace_back(o.local[i], &reports[i]);
+  if (absl::Status s = Exchange(control, {}, recvs); !s.ok()) return s;
+  std::string verdict(kReasonBytes, '\0');
+  if (!why.empty()) {
+    verdict =
+        absl::StrCat("rank ", o.rank, ": ", why).substr(0, kReasonBytes - 1);
+  }
+  for (int i = 1; i < n && why.empty(); ++i) {
+    if (reports[i][0] != '\0') {
+      why = std::string(reports[i].c_str());
+      verdict = why.substr(0, kReasonBytes - 1);
+    }
+  }
+  verdict.resize(kReasonBytes, '\0');
+  std::vector<std::pair<int, std::string>> sends;
+  for (int i = 1; i < n; ++i) sends.emplace_back(o.local[i], verdict);
+  return Exchange(control, sends, {});
+}
+
+// Step 3, a peer's side: its report up, the leader's verdict down (into
+// `why` when it is a failure).
+absl::Status AwaitVerdict(Transport& control, const ShmSetupOptions& o,
+                          std::string& why) {
+  const int leader_rank = o.local[0];
+  std::string report(kReasonBytes, '\0');
+  if (!why.empty()) {
+    report =
+        absl::StrCat("rank ", o.rank, ": ", why).substr(0, kReasonBytes - 1);
+    report.resize(kReasonBytes, '\0');
+  }
+  std::string verdict(kReasonBytes, '\0');
+  if (absl::Status s =
+          Exchange(control, {{leader_rank, report}}, {{leader_rank, &verdict}});
+      !s.ok()) {
+    return s;
+  }
+  if (verdict[0] != '\0') why = std::string(verdict.c_str());
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<ShmJoin> JoinSegment(Transport& control,
@@ -185,135 +336,26 @@ absl::StatusOr<ShmJoin> JoinSegment(Transport& control,
       std::find(o.local.begin(), o.local.end(), o.rank) - o.local.begin());
   KOLO_CHECK(join.local_rank < n);
   const bool leader = join.local_rank == 0;
-  const int leader_rank = o.local[0];
   control.BeginOperation(kSetupSeq);
-  const auto self = absl::StrCat("rank ", o.rank);
-
-  // 1. Process ids up; the offer (socket name, nonce, every pid) down.
   join.pids.assign(n, 0);
   join.pids[join.local_rank] = ::getpid();
-  Offer offer;
-  std::string offer_bytes(sizeof(Offer) + sizeof(pid_t) * n, '\0');
-  net::UniqueFd listener;
-  std::unique_ptr<shm::Segment> segment;
-  std::string why;
-  if (leader) {
-    std::vector<std::string> hellos(n, std::string(sizeof(pid_t), '\0'));
-    std::vector<std::pair<int, std::string*>> recvs;
-    for (int i = 1; i < n; ++i) recvs.emplace_back(o.local[i], &hellos[i]);
-    if (absl::Status s = Exchange(control, {}, recvs); !s.ok()) return s;
-    for (int i = 1; i < n; ++i) {
-      std::memcpy(&join.pids[i], hellos[i].data(), sizeof(pid_t));
-    }
-    const std::string nonce = auth::RandomBytes(shm::kNonceBytes);
-    const std::string name = absl::StrCat("kolo-", auth::RandomHex(13));
-    absl::StatusOr<shm::SegmentPlan> plan = shm::Segment::PlanFor(n, o.bytes);
-    absl::StatusOr<std::unique_ptr<shm::Segment>> created =
-        plan.ok()
-            ? shm::Segment::Create(n, plan->ring_bytes, o.epoch, nonce,
-                                   plan->slot_bytes)
-            : absl::StatusOr<std::unique_ptr<shm::Segment>>(plan.status());
-    if (created.ok()) {
-      listener = net::UniqueFd(
-          ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-      socklen_t alen;
-      sockaddr_un a = AbstractAddress(name.c_str(), &alen);
-      if (!listener.valid() ||
-          ::bind(listener.get(), reinterpret_cast<sockaddr*>(&a), alen) != 0 ||
-          ::listen(listener.get(), n + 8) != 0) {
-        why = Errno("binding the hand-over socket").ToString();
-      } else {
-        segment = *std::move(created);
-        offer.ok = 1;
-        std::memcpy(offer.nonce, nonce.data(), shm::kNonceBytes);
-        std::memcpy(offer.name, name.data(), name.size());
-      }
-    } else {
-      why = std::string(created.status().message());
-    }
-    std::memcpy(offer_bytes.data(), &offer, sizeof(Offer));
-    std::memcpy(offer_bytes.data() + sizeof(Offer), join.pids.data(),
-                sizeof(pid_t) * n);
-    std::vector<std::pair<int, std::string>> sends;
-    for (int i = 1; i < n; ++i) sends.emplace_back(o.local[i], offer_bytes);
-    if (absl::Status s = Exchange(control, sends, {}); !s.ok()) return s;
-  } else {
-    std::string hello(sizeof(pid_t), '\0');
-    std::memcpy(hello.data(), &join.pids[join.local_rank], sizeof(pid_t));
-    if (absl::Status s = Exchange(control, {{leader_rank, hello}},
-                                  {{leader_rank, &offer_bytes}});
-        !s.ok()) {
-      return s;
-    }
-    std::memcpy(&offer, offer_bytes.data(), sizeof(Offer));
-    std::memcpy(join.pids.data(), offer_bytes.data() + sizeof(Offer),
-                sizeof(pid_t) * n);
-    if (!offer.ok) why = "the leader could not create the segment";
+  SetupState st;
+  if (absl::Status s = leader ? SendOffer(control, o, n, join, st)
+                              : TakeOffer(control, o, n, join, st);
+      !s.ok()) {
+    return s;
   }
-
-  // 2. The descriptor, over the abstract socket.
-  if (leader && segment != nullptr) {
-    absl::Status s = HandOut(listener.get(), join.pids, segment->fd(),
-                             std::min(o.deadline, absl::Now() + kHandOver));
-    listener.Reset();
-    if (!s.ok()) why = std::string(s.message());
-  } else if (!leader && offer.ok) {
-    char name[kNameBytes + 1] = {};
-    std::memcpy(name, offer.name, kNameBytes);
-    absl::StatusOr<net::UniqueFd> fd = Fetch(
-        name, join.pids[0], std::min(o.deadline, absl::Now() + kHandOver));
-    absl::StatusOr<std::unique_ptr<shm::Segment>> mapped =
-        fd.ok() ? shm::Segment::Map(*std::move(fd), n, o.epoch,
-                                    std::string(offer.nonce, shm::kNonceBytes))
-                : absl::StatusOr<std::unique_ptr<shm::Segment>>(fd.status());
-    if (mapped.ok()) {
-      segment = *std::move(mapped);
-    } else {
-      why = std::string(mapped.status().message());
-    }
+  ShareDescriptor(o, n, leader, join, st);
+  if (absl::Status s = leader ? Decide(control, o, n, st.why)
+                              : AwaitVerdict(control, o, st.why);
+      !s.ok()) {
+    return s;
   }
-  if (segment != nullptr) segment->CloseFd();
-
-  // 3. Every rank says whether it mapped the segment; the leader decides.
-  if (leader) {
-    std::vector<std::string> reports(n, std::string(kReasonBytes, '\0'));
-    std::vector<std::pair<int, std::string*>> recvs;
-    for (int i = 1; i < n; ++i) recvs.emplace_back(o.local[i], &reports[i]);
-    if (absl::Status s = Exchange(control, {}, recvs); !s.ok()) return s;
-    std::string verdict(kReasonBytes, '\0');
-    if (!why.empty()) {
-      verdict =
-          absl::StrCat("rank ", o.rank, ": ", why).substr(0, kReasonBytes - 1);
-    }
-    for (int i = 1; i < n && why.empty(); ++i) {
-      if (reports[i][0] != '\0') {
-        why = std::string(reports[i].c_str());
-        verdict = why.substr(0, kReasonBytes - 1);
-      }
-    }
-    verdict.resize(kReasonBytes, '\0');
-    std::vector<std::pair<int, std::string>> sends;
-    for (int i = 1; i < n; ++i) sends.emplace_back(o.local[i], verdict);
-    if (absl::Status s = Exchange(control, sends, {}); !s.ok()) return s;
-  } else {
-    std::string report(kReasonBytes, '\0');
-    if (!why.empty()) {
-      report = absl::StrCat(self, ": ", why).substr(0, kReasonBytes - 1);
-      report.resize(kReasonBytes, '\0');
-    }
-    std::string verdict(kReasonBytes, '\0');
-    if (absl::Status s = Exchange(control, {{leader_rank, report}},
-                                  {{leader_rank, &verdict}});
-        !s.ok()) {
-      return s;
-    }
-    if (verdict[0] != '\0') why = std::string(verdict.c_str());
-  }
-  if (!why.empty()) {
-    join.why = why;
+  if (!st.why.empty()) {
+    join.why = st.why;
     return join;
   }
-  join.segment = std::move(segment);
+  join.segment = std::move(st.segment);
   return join;
 }
 

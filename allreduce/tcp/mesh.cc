@@ -97,6 +97,24 @@ class Mesh {
   void AddAccepted(net::UniqueFd fd, std::string remote, absl::Time accepted);
   // Closes the accepted connections past their deadline; returns the next.
   absl::Time ExpireAccepted(absl::Time now);
+  // Starts a connection to every lower rank.
+  absl::Status ConnectLower();
+  // Fills `pfds` (`polled`: the connection of each, null for the listener
+  // and the abort fd) for one round at `now`, starting the retries that are
+  // due and lowering `wake` to the next; returns the abort fd's slot
+  // (SIZE_MAX without one).
+  size_t PollSet(absl::Time now, absl::Time& wake, std::vector<pollfd>& pfds,
+                 std::vector<Conn*>& polled);
+  // One round's event on `c`: its connect finished (it says hello), or it
+  // can be written or read.
+  absl::Status OnEvent(Conn& c, short revents);
+  // What a failed connection becomes: a connector retries (a wrong secret
+  // is fatal: returned); an accepted one is refused or dropped.
+  absl::Status OnFailure(Conn& c, const absl::Status& s);
+  // The error of a mesh incomplete at the deadline.
+  absl::Status Incomplete() const;
+  // Logs the accepted connections that never finished their handshake.
+  void DropUnfinished();
   // Socket options of a data connection: TCP_NODELAY, buffer sizes,
   // congestion control.
   void Tune(int fd) {
@@ -373,7 +391,7 @@ absl::Time Mesh::ExpireAccepted(absl::Time now) {
   return next;
 }
 
-absl::StatusOr<std::vector<net::UniqueFd>> Mesh::Run() {
+absl::Status Mesh::ConnectLower() {
   addrs_.resize(o_.size);
   for (int r = 0; r < o_.rank; ++r) {
     absl::StatusOr<net::SockAddr> a = net::ResolveAddress(o_.addresses[r]);
@@ -390,47 +408,132 @@ absl::StatusOr<std::vector<net::UniqueFd>> Mesh::Run() {
     Connect(*c);
     conns_.push_back(std::move(c));
   }
+  return absl::OkStatus();
+}
+
+size_t Mesh::PollSet(absl::Time now, absl::Time& wake,
+                     std::vector<pollfd>& pfds, std::vector<Conn*>& polled) {
+  pfds.clear();
+  polled.clear();
+  const bool accepting = o_.rank < o_.size - 1;
+  int accepted_missing = 0;
+  for (int r = o_.rank + 1; r < o_.size; ++r) {
+    if (!fds_[r].valid()) ++accepted_missing;
+  }
+  if (accepting && accepted_missing > 0) {
+    pfds.push_back(
+        {o_.acceptor != nullptr ? o_.acceptor->ready_fd() : o_.listen_fd,
+         POLLIN, 0});
+    polled.push_back(nullptr);
+  }
+  const size_t abort_slot = o_.abort_fd >= 0 ? pfds.size() : SIZE_MAX;
+  if (o_.abort_fd >= 0) {
+    pfds.push_back({o_.abort_fd, POLLIN, 0});
+    polled.push_back(nullptr);
+  }
+  for (auto& c : conns_) {
+    if (c->dead) continue;
+    if (c->phase == Phase::kRetryWait) {
+      if (c->retry_at <= now) {
+        Connect(*c);
+      }
+      if (c->phase == Phase::kRetryWait) {
+        wake = std::min(wake, c->retry_at);
+        continue;
+      }
+    }
+    short events = c->phase == Phase::kConnecting ? POLLOUT : POLLIN;
+    if (c->out_off < c->out.size()) events |= POLLOUT;
+    pfds.push_back({c->fd.get(), events, 0});
+    polled.push_back(c.get());
+  }
+  return abort_slot;
+}
+
+absl::Status Mesh::OnEvent(Conn& c, short revents) {
+  absl::Status s;
+  if (c.phase == Phase::kConnecting) {
+    s = net::FinishConnect(c.fd.get());
+    if (s.ok()) {
+      Tune(c.fd.get());
+      c.hello = Hello{o_.protocol_version,
+                      o_.epoch,
+                      static_cast<uint32_t>(o_.rank),
+                      static_cast<uint32_t>(c.peer),
+                      o_.job_id,
+                      o_.worker_ids[o_.rank],
+                      auth::RandomBytes(auth::kNonceBytes)};
+      c.out = EncodeMsg(MsgType::kHello, EncodeHello(c.hello));
+      c.out_off = 0;
+      c.phase = Phase::kAwaitChallenge;
+      s = Flush(c);
+    }
+  } else {
+    if (revents & POLLOUT) s = Flush(c);
+    if (s.ok() && !c.dead && (revents & (POLLIN | POLLHUP | POLLERR))) {
+      s = OnReadable(c);
+    }
+  }
+  return s;
+}
+
+absl::Status Mesh::OnFailure(Conn& c, const absl::Status& s) {
+  if (c.connector) {
+    if (s.code() == absl::StatusCode::kPermissionDenied) return s;
+    Retry(c, s.message());
+  } else if (s.code() == absl::StatusCode::kUnavailable) {
+    LogRefusal(*log_, c.remote,
+               absl::StrCat(
+                   Self(), ": a data-plane connection from ", c.remote,
+                   c.peer >= 0 ? absl::StrCat(" claiming rank ", c.peer) : "",
+                   " ", s.message(),
+                   " (it may not know the job secret, or it belongs to another "
+                   "job or epoch)"));
+    c.dead = true;
+  } else {
+    Refuse(c, s);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Mesh::Incomplete() const {
+  std::vector<std::string> missing;
+  for (int r = 0; r < o_.size; ++r) {
+    if (r == o_.rank || fds_[r].valid()) continue;
+    missing.push_back(absl::StrCat(
+        Peer(r), r < o_.rank ? " (connecting: " : " (it never connected",
+        r < o_.rank ? last_error_[r] : "", ")"));
+  }
+  return absl::DeadlineExceededError(absl::StrCat(
+      Self(), ": the data-plane mesh of epoch ", o_.epoch,
+      " is incomplete after the connect deadline; missing ",
+      absl::StrJoin(missing, ", "),
+      ". Check that those workers are alive and reachable at their "
+      "advertised addresses (KOLO_IFACE / KOLO_ADDR)"));
+}
+
+void Mesh::DropUnfinished() {
+  for (const auto& c : conns_) {
+    if (c->connector || c->dead) continue;
+    LogRefusal(*log_, c->remote,
+               absl::StrCat(Self(), ": dropped a data-plane connection from ",
+                            c->remote,
+                            " that did not complete its handshake before the "
+                            "mesh of epoch ",
+                            o_.epoch, " was complete"));
+  }
+}
+
+absl::StatusOr<std::vector<net::UniqueFd>> Mesh::Run() {
+  if (absl::Status st = ConnectLower(); !st.ok()) return st;
   missing_ = o_.size - 1;
-  bool accepting = o_.rank < o_.size - 1;
   std::vector<pollfd> pfds;
   std::vector<Conn*> polled;
   while (missing_ > 0) {
     absl::Time now = absl::Now();
     if (now >= deadline_) break;
     absl::Time wake = std::min(deadline_, ExpireAccepted(now));
-    pfds.clear();
-    polled.clear();
-    int accepted_missing = 0;
-    for (int r = o_.rank + 1; r < o_.size; ++r) {
-      if (!fds_[r].valid()) ++accepted_missing;
-    }
-    if (accepting && accepted_missing > 0) {
-      pfds.push_back(
-          {o_.acceptor != nullptr ? o_.acceptor->ready_fd() : o_.listen_fd,
-           POLLIN, 0});
-      polled.push_back(nullptr);
-    }
-    const size_t abort_slot = o_.abort_fd >= 0 ? pfds.size() : SIZE_MAX;
-    if (o_.abort_fd >= 0) {
-      pfds.push_back({o_.abort_fd, POLLIN, 0});
-      polled.push_back(nullptr);
-    }
-    for (auto& c : conns_) {
-      if (c->dead) continue;
-      if (c->phase == Phase::kRetryWait) {
-        if (c->retry_at <= now) {
-          Connect(*c);
-        }
-        if (c->phase == Phase::kRetryWait) {
-          wake = std::min(wake, c->retry_at);
-          continue;
-        }
-      }
-      short events = c->phase == Phase::kConnecting ? POLLOUT : POLLIN;
-      if (c->out_off < c->out.size()) events |= POLLOUT;
-      pfds.push_back({c->fd.get(), events, 0});
-      polled.push_back(c.get());
-    }
+    const size_t abort_slot = PollSet(now, wake, pfds, polled);
     int timeout_ms = static_cast<int>(std::clamp<int64_t>(
         absl::ToInt64Milliseconds(wake - now) + 1, 0, 1000));
     int n = ::poll(pfds.data(), pfds.size(), timeout_ms);
@@ -450,78 +553,18 @@ absl::StatusOr<std::vector<net::UniqueFd>> Mesh::Run() {
         continue;
       }
       if (c->dead) continue;
-      absl::Status s;
-      if (c->phase == Phase::kConnecting) {
-        s = net::FinishConnect(c->fd.get());
-        if (s.ok()) {
-          Tune(c->fd.get());
-          c->hello = Hello{o_.protocol_version,
-                           o_.epoch,
-                           static_cast<uint32_t>(o_.rank),
-                           static_cast<uint32_t>(c->peer),
-                           o_.job_id,
-                           o_.worker_ids[o_.rank],
-                           auth::RandomBytes(auth::kNonceBytes)};
-          c->out = EncodeMsg(MsgType::kHello, EncodeHello(c->hello));
-          c->out_off = 0;
-          c->phase = Phase::kAwaitChallenge;
-          s = Flush(*c);
-        }
-      } else {
-        if (pfds[i].revents & POLLOUT) s = Flush(*c);
-        if (s.ok() && !c->dead &&
-            (pfds[i].revents & (POLLIN | POLLHUP | POLLERR))) {
-          s = OnReadable(*c);
-        }
-      }
+      const absl::Status s = OnEvent(*c, pfds[i].revents);
       if (s.ok()) continue;
-      if (c->connector) {
-        if (s.code() == absl::StatusCode::kPermissionDenied) return s;
-        Retry(*c, s.message());
-      } else if (s.code() == absl::StatusCode::kUnavailable) {
-        LogRefusal(
-            *log_, c->remote,
-            absl::StrCat(
-                Self(), ": a data-plane connection from ", c->remote,
-                c->peer >= 0 ? absl::StrCat(" claiming rank ", c->peer) : "",
-                " ", s.message(),
-                " (it may not know the job secret, or it belongs to another "
-                "job or epoch)"));
-        c->dead = true;
-      } else {
-        Refuse(*c, s);
-      }
+      if (absl::Status fatal = OnFailure(*c, s); !fatal.ok()) return fatal;
     }
     conns_.erase(std::remove_if(conns_.begin(), conns_.end(),
                                 [](const auto& c) { return c->dead; }),
                  conns_.end());
   }
-  if (missing_ > 0) {
-    std::vector<std::string> missing;
-    for (int r = 0; r < o_.size; ++r) {
-      if (r == o_.rank || fds_[r].valid()) continue;
-      missing.push_back(absl::StrCat(
-          Peer(r), r < o_.rank ? " (connecting: " : " (it never connected",
-          r < o_.rank ? last_error_[r] : "", ")"));
-    }
-    return absl::DeadlineExceededError(absl::StrCat(
-        Self(), ": the data-plane mesh of epoch ", o_.epoch,
-        " is incomplete after the connect deadline; missing ",
-        absl::StrJoin(missing, ", "),
-        ". Check that those workers are alive and reachable at their "
-        "advertised addresses (KOLO_IFACE / KOLO_ADDR)"));
-  }
+  if (missing_ > 0) return Incomplete();
   // Connections that never finished their handshake (idle, or too slow)
   // are dropped with the mesh: someone may be knocking.
-  for (const auto& c : conns_) {
-    if (c->connector || c->dead) continue;
-    LogRefusal(*log_, c->remote,
-               absl::StrCat(Self(), ": dropped a data-plane connection from ",
-                            c->remote,
-                            " that did not complete its handshake before the "
-                            "mesh of epoch ",
-                            o_.epoch, " was complete"));
-  }
+  DropUnfinished();
   return std::move(fds_);
 }
 

@@ -35,6 +35,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_format.h"
 #include "examples/elastic_train/model.h"
 #include "kolo/elastic.h"
@@ -94,6 +95,102 @@ absl::StatusOr<bool> SameEverywhere(uint64_t fingerprint) {
   return max_fp == ~max_inv;
 }
 
+// This rank's shards of the training and the held-out sets, for the
+// membership it was made for.
+struct Shards {
+  std::vector<Sample> train, test;
+  int rank = -1, size = 0;
+};
+
+void Reshard(const Args& a, Shards& sh) {
+  sh.rank = kolo::rank();
+  sh.size = kolo::size();
+  sh.train = MakeShard(a, 0, a.samples, sh.rank, sh.size);
+  sh.test = MakeShard(a, a.samples, a.test_samples, sh.rank, sh.size);
+}
+
+// One training step: the gradient sums of this rank's samples of the global
+// batch, allreduced, applied; `step` advances (EL_STEP on rank 0).
+absl::Status TrainStep(const Args& a, const Shards& sh,
+                       std::vector<double>& params, int64_t& step) {
+  Sums sums(a.shape.num_params());
+  for (int64_t j = 0; j < a.batch; ++j) {
+    const int64_t i = (step * a.batch + j) % a.samples;
+    if (i % sh.size != sh.rank) continue;
+    kolo::examples::Accumulate(a.shape, params,
+                               sh.train[static_cast<size_t>(i / sh.size)],
+                               /*with_gradient=*/true, sums);
+  }
+  if (absl::Status s = kolo::allreduce(sums.values.data(), sums.values.data(),
+                                       static_cast<int64_t>(sums.values.size()),
+                                       kolo::DataType::kInt64);
+      !s.ok()) {
+    return s;
+  }
+  kolo::examples::Apply(a.shape, sums, a.batch, a.lr, params);
+  ++step;
+  if (sh.rank == 0 && a.log_every > 0 &&
+      (step % a.log_every == 0 || step == a.steps)) {
+    Print(absl::StrFormat(
+        "EL_STEP step=%d size=%d loss=%.6f accuracy=%.4f", step, sh.size,
+        static_cast<double>(sums.loss(a.shape)) / kolo::examples::kFixedScale /
+            static_cast<double>(a.batch),
+        static_cast<double>(sums.correct(a.shape)) /
+            static_cast<double>(a.batch)));
+  }
+  return absl::OkStatus();
+}
+
+// Whether every rank holds the same parameters (EL_CONSISTENT on rank 0,
+// else EL_INCONSISTENT and a DataLoss error).
+absl::Status CheckConsistent(const Shards& sh,
+                             const std::vector<double>& params, int64_t step) {
+  const uint64_t fp = kolo::examples::Fingerprint(params);
+  absl::StatusOr<bool> same = SameEverywhere(fp);
+  if (!same.ok()) return same.status();
+  if (!*same) {
+    Print(
+        absl::StrFormat("EL_INCONSISTENT step=%d size=%d rank=%d "
+                        "fingerprint=%016x",
+                        step, sh.size, sh.rank, fp));
+    return absl::DataLossError(absl::StrFormat(
+        "the ranks hold different parameters at step %d", step));
+  }
+  if (sh.rank == 0) {
+    Print(absl::StrFormat("EL_CONSISTENT step=%d size=%d fingerprint=%016x",
+                          step, sh.size, fp));
+  }
+  return absl::OkStatus();
+}
+
+// The loss and accuracy on the held-out set, sharded like the training set.
+struct Score {
+  double loss = 0, accuracy = 0;
+};
+
+absl::StatusOr<Score> Evaluate(const Args& a, const Shards& sh,
+                               const std::vector<double>& params) {
+  const int64_t P = a.shape.num_params();
+  Sums eval(P);
+  for (const Sample& s : sh.test) {
+    kolo::examples::Accumulate(a.shape, params, s, /*with_gradient=*/false,
+                               eval);
+  }
+  if (absl::Status s =
+          kolo::allreduce(eval.values.data() + P, eval.values.data() + P, 2,
+                          kolo::DataType::kInt64);
+      !s.ok()) {
+    return s;
+  }
+  Score score;
+  score.loss = static_cast<double>(eval.loss(a.shape)) /
+               kolo::examples::kFixedScale /
+               static_cast<double>(a.test_samples);
+  score.accuracy = static_cast<double>(eval.correct(a.shape)) /
+                   static_cast<double>(a.test_samples);
+  return score;
+}
+
 int Train(const Args& a) {
   if (absl::Status s = kolo::init(); !s.ok()) {
     std::fprintf(stderr, "kolo-elastic-train: init failed: %s\n",
@@ -112,99 +209,41 @@ int Train(const Args& a) {
     std::fprintf(stderr, "kolo-elastic-train: %s\n", added.ToString().c_str());
     return 1;
   }
-  std::vector<Sample> train_shard, test_shard;
-  int shard_rank = -1, shard_size = 0;
+  Shards shards;
   bool check_after_reset = false;
-  auto reshard = [&] {
-    shard_rank = kolo::rank();
-    shard_size = kolo::size();
-    train_shard = MakeShard(a, 0, a.samples, shard_rank, shard_size);
-    test_shard =
-        MakeShard(a, a.samples, a.test_samples, shard_rank, shard_size);
-  };
-  reshard();
+  Reshard(a, shards);
   state.OnReset([&] {
-    reshard();
-    Print(absl::StrFormat("EL_RESHARD rank=%d size=%d shard=%d", shard_rank,
-                          shard_size, train_shard.size()));
+    Reshard(a, shards);
+    Print(absl::StrFormat("EL_RESHARD rank=%d size=%d shard=%d", shards.rank,
+                          shards.size, shards.train.size()));
   });
 
-  const int64_t P = a.shape.num_params();
-  double final_loss = 0, final_accuracy = 0;
+  Score final_score;
   absl::Status result = kolo::elastic::run(state, [&]() -> absl::Status {
     std::memcpy(&step, step_blob.data(), sizeof(step));
     // Every rank enters here after the state sync (a newcomer too, which
     // runs no reset callback): all check together after the first step.
     check_after_reset = true;
     while (step < a.steps) {
-      Sums sums(P);
-      for (int64_t j = 0; j < a.batch; ++j) {
-        const int64_t i = (step * a.batch + j) % a.samples;
-        if (i % shard_size != shard_rank) continue;
-        kolo::examples::Accumulate(
-            a.shape, params, train_shard[static_cast<size_t>(i / shard_size)],
-            /*with_gradient=*/true, sums);
-      }
-      if (absl::Status s = kolo::allreduce(
-              sums.values.data(), sums.values.data(),
-              static_cast<int64_t>(sums.values.size()), kolo::DataType::kInt64);
-          !s.ok()) {
+      if (absl::Status s = TrainStep(a, shards, params, step); !s.ok()) {
         return s;
       }
-      kolo::examples::Apply(a.shape, sums, a.batch, a.lr, params);
-      ++step;
       std::memcpy(step_blob.data(), &step, sizeof(step));
-      if (shard_rank == 0 && a.log_every > 0 &&
-          (step % a.log_every == 0 || step == a.steps)) {
-        Print(absl::StrFormat(
-            "EL_STEP step=%d size=%d loss=%.6f accuracy=%.4f", step, shard_size,
-            static_cast<double>(sums.loss(a.shape)) /
-                kolo::examples::kFixedScale / static_cast<double>(a.batch),
-            static_cast<double>(sums.correct(a.shape)) /
-                static_cast<double>(a.batch)));
-      }
       if (a.step_ms > 0) ::usleep(static_cast<useconds_t>(a.step_ms) * 1000);
       if (step % a.commit_every == 0 || step == a.steps) {
         if (absl::Status s = state.commit(); !s.ok()) return s;
       }
       if (check_after_reset ||
           (a.check_every > 0 && step % a.check_every == 0)) {
-        const uint64_t fp = kolo::examples::Fingerprint(params);
-        absl::StatusOr<bool> same = SameEverywhere(fp);
-        if (!same.ok()) return same.status();
-        if (!*same) {
-          Print(
-              absl::StrFormat("EL_INCONSISTENT step=%d size=%d rank=%d "
-                              "fingerprint=%016x",
-                              step, shard_size, shard_rank, fp));
-          return absl::DataLossError(absl::StrFormat(
-              "the ranks hold different parameters at step %d", step));
-        }
-        if (shard_rank == 0) {
-          Print(
-              absl::StrFormat("EL_CONSISTENT step=%d size=%d fingerprint=%016x",
-                              step, shard_size, fp));
+        if (absl::Status s = CheckConsistent(shards, params, step); !s.ok()) {
+          return s;
         }
         check_after_reset = false;
       }
     }
-    // The held-out set, sharded like the training set.
-    Sums eval(P);
-    for (const Sample& s : test_shard) {
-      kolo::examples::Accumulate(a.shape, params, s, /*with_gradient=*/false,
-                                 eval);
-    }
-    if (absl::Status s =
-            kolo::allreduce(eval.values.data() + P, eval.values.data() + P, 2,
-                            kolo::DataType::kInt64);
-        !s.ok()) {
-      return s;
-    }
-    final_loss = static_cast<double>(eval.loss(a.shape)) /
-                 kolo::examples::kFixedScale /
-                 static_cast<double>(a.test_samples);
-    final_accuracy = static_cast<double>(eval.correct(a.shape)) /
-                     static_cast<double>(a.test_samples);
+    absl::StatusOr<Score> score = Evaluate(a, shards, params);
+    if (!score.ok()) return score.status();
+    final_score = *score;
     return absl::OkStatus();
   });
   if (!result.ok()) {
@@ -216,7 +255,7 @@ int Train(const Args& a) {
   Print(absl::StrFormat(
       "EL_FINAL rank=%d size=%d steps=%d loss=%.9f accuracy=%.6f "
       "fingerprint=%016x",
-      kolo::rank(), kolo::size(), step, final_loss, final_accuracy,
+      kolo::rank(), kolo::size(), step, final_score.loss, final_score.accuracy,
       kolo::examples::Fingerprint(params)));
   if (absl::Status s = kolo::shutdown(); !s.ok()) {
     std::fprintf(stderr, "kolo-elastic-train: shutdown: %s\n",
