@@ -109,7 +109,18 @@ Actions CoordinatorCore::OnMessage(SessionId id,
     HandleHello(id, s, message.hello(), out);
     return out;
   }
+  if (!CheckFence(id, s, message, out)) return out;
+  if (s.departed_epoch != 0) {
+    HandleAfterDeparture(id, s, message, out);
+    return out;
+  }
+  Dispatch(id, s, message, out);
+  return out;
+}
 
+bool CoordinatorCore::CheckFence(SessionId id, const Session& s,
+                                 const proto::WorkerMessage& message,
+                                 Actions& out) {
   // Fencing: after the Challenge, this incarnation; after the Membership,
   // this epoch (epoch 0 is tolerated on Heartbeat/Leave in flight meanwhile).
   const proto::Fence& f = message.fence();
@@ -123,7 +134,7 @@ Actions CoordinatorCore::OnMessage(SessionId id,
     // a consequence of the change, not a fault. Its liveness counts.
     Log()->debug("dropped {} of {} fenced with epoch {} (the epoch is {})",
                  BodyName(message), Describe(s), f.epoch(), want_epoch);
-    return out;
+    return false;
   }
   if (f.incarnation() != options_.incarnation ||
       (f.epoch() != want_epoch && !(s.rank >= 0 && late_ok))) {
@@ -136,34 +147,41 @@ Actions CoordinatorCore::OnMessage(SessionId id,
                Describe(s), BodyName(message), f.incarnation(), f.epoch(),
                options_.incarnation, want_epoch),
            out);
-    return out;
+    return false;
   }
-  if (s.departed_epoch != 0) {
-    // It left at a membership check: only its Leave matters now.
-    if (message.body_case() == proto::WorkerMessage::kLeave) {
-      proto::CoordinatorMessage ack;
-      ack.mutable_fence()->set_incarnation(options_.incarnation);
-      ack.mutable_fence()->set_epoch(s.departed_epoch);
-      ack.mutable_leave_ack();
-      Send(id, std::move(ack), out);
-      Log()->info("{} left after epoch {}", Describe(s), s.departed_epoch);
-    }
-    return out;
-  }
+  return true;
+}
 
+void CoordinatorCore::HandleAfterDeparture(SessionId id, const Session& s,
+                                           const proto::WorkerMessage& message,
+                                           Actions& out) {
+  // It left at a membership check: only its Leave matters now.
+  if (message.body_case() == proto::WorkerMessage::kLeave) {
+    proto::CoordinatorMessage ack;
+    ack.mutable_fence()->set_incarnation(options_.incarnation);
+    ack.mutable_fence()->set_epoch(s.departed_epoch);
+    ack.mutable_leave_ack();
+    Send(id, std::move(ack), out);
+    Log()->info("{} left after epoch {}", Describe(s), s.departed_epoch);
+  }
+}
+
+void CoordinatorCore::Dispatch(SessionId id, Session& s,
+                               const proto::WorkerMessage& message,
+                               Actions& out) {
   switch (message.body_case()) {
     case proto::WorkerMessage::kProof:
       if (s.state != State::kAwaitProof) break;
       HandleProof(id, s, message.proof(), out);
-      return out;
+      return;
     case proto::WorkerMessage::kHeartbeat:
       if (s.state == State::kAwaitProof) break;
-      return out;  // last_heard is updated above
+      return;  // last_heard is updated above
     case proto::WorkerMessage::kExchange:
       if (s.state != State::kMember) break;
-      if (phase_ != Phase::kRunning) return out;  // the epoch ended
+      if (phase_ != Phase::kRunning) return;  // the epoch ended
       HandleExchange(id, s, message.exchange(), out);
-      return out;
+      return;
     case proto::WorkerMessage::kEpochAck:
       if (s.state != State::kMember) break;
       // A late or repeated acknowledgement is harmless.
@@ -172,37 +190,37 @@ Actions CoordinatorCore::OnMessage(SessionId id,
         ep_.members[s.rank].acked = true;
         MaybeFormNextEpoch(s.last_heard, out);
       }
-      return out;
+      return;
     case proto::WorkerMessage::kLeave:
       if (s.state != State::kMember && s.state != State::kWaiting) break;
       HandleLeave(id, s, out);
-      return out;
+      return;
     case proto::WorkerMessage::kAnnounce: {
       // A worker's negotiation link is a second connection: what it sent
       // there before its Leave may arrive after the Leave. Harmless.
-      if (s.state == State::kLeft) return out;
+      if (s.state == State::kLeft) return;
       if (s.state != State::kMember) break;
-      if (phase_ != Phase::kRunning) return out;  // the epoch ended
+      if (phase_ != Phase::kRunning) return;  // the epoch ended
       NegotiatorOutput result;
       ep_.negotiator->Announce(s.rank, message.announce(), s.last_heard,
                                result);
       Apply(result, out);
-      return out;
+      return;
     }
     case proto::WorkerMessage::kPeerFault:
-      if (s.state == State::kLeft) return out;
+      if (s.state == State::kLeft) return;
       if (s.state != State::kMember) break;
-      if (phase_ != Phase::kRunning) return out;  // the epoch ended
+      if (phase_ != Phase::kRunning) return;  // the epoch ended
       HandlePeerFault(s, message.peer_fault(), out);
-      return out;
+      return;
     case proto::WorkerMessage::kDone: {
-      if (s.state == State::kLeft) return out;  // as Announce above
+      if (s.state == State::kLeft) return;  // as Announce above
       if (s.state != State::kMember) break;
-      if (phase_ != Phase::kRunning) return out;  // the epoch ended
+      if (phase_ != Phase::kRunning) return;  // the epoch ended
       NegotiatorOutput result;
       ep_.negotiator->Done(s.rank, message.done().seq(), s.last_heard, result);
       Apply(result, out);
-      return out;
+      return;
     }
     default:
       break;
@@ -216,7 +234,6 @@ Actions CoordinatorCore::OnMessage(SessionId id,
                       ", which the Session protocol does not allow; run the "
                       "same kolo build everywhere"),
          out);
-  return out;
 }
 
 void CoordinatorCore::MaybeFormEpoch(Actions& out) {
@@ -610,27 +627,44 @@ Actions CoordinatorCore::OnTick(absl::Time now) {
   MutexLock lock(&mu_);
   Actions out;
   if (phase_ == Phase::kEnded) return out;
-  if (now >= next_heartbeat_) {
-    next_heartbeat_ = now + options_.heartbeat_interval;
-    ++heartbeat_seq_;
-    std::vector<SessionId> ids;
-    for (const auto& [id, s] : sessions_) {
-      if (s.state == State::kWaiting || s.state == State::kMember ||
-          s.state == State::kLeft) {
-        ids.push_back(id);
-      }
-    }
-    std::sort(ids.begin(), ids.end());
-    for (SessionId id : ids) {
-      proto::CoordinatorMessage msg;
-      msg.mutable_fence()->set_incarnation(options_.incarnation);
-      msg.mutable_fence()->set_epoch(FenceOf(sessions_.at(id)));
-      msg.mutable_heartbeat()->set_seq(heartbeat_seq_);
-      Send(id, std::move(msg), out);
-    }
-  }
+  if (now >= next_heartbeat_) SendHeartbeats(now, out);
   JudgeFaults(now, out);
   if (phase_ == Phase::kEnded) return out;
+  JudgeRecoveryDeadlines(now, out);
+  if (phase_ == Phase::kEnded) return out;
+  JudgeSilence(now, out);
+  if (phase_ == Phase::kRunning && ep_.negotiator != nullptr) {
+    NegotiatorOutput result;
+    ep_.negotiator->Tick(now, result);
+    Apply(result, out);
+  }
+  if (phase_ == Phase::kRecovering || phase_ == Phase::kShort) {
+    out.wake_at = std::min(out.wake_at, recovery_deadline_);
+  }
+  return out;
+}
+
+void CoordinatorCore::SendHeartbeats(absl::Time now, Actions& out) {
+  next_heartbeat_ = now + options_.heartbeat_interval;
+  ++heartbeat_seq_;
+  std::vector<SessionId> ids;
+  for (const auto& [id, s] : sessions_) {
+    if (s.state == State::kWaiting || s.state == State::kMember ||
+        s.state == State::kLeft) {
+      ids.push_back(id);
+    }
+  }
+  std::sort(ids.begin(), ids.end());
+  for (SessionId id : ids) {
+    proto::CoordinatorMessage msg;
+    msg.mutable_fence()->set_incarnation(options_.incarnation);
+    msg.mutable_fence()->set_epoch(FenceOf(sessions_.at(id)));
+    msg.mutable_heartbeat()->set_seq(heartbeat_seq_);
+    Send(id, std::move(msg), out);
+  }
+}
+
+void CoordinatorCore::JudgeRecoveryDeadlines(absl::Time now, Actions& out) {
   // Elastic recovery deadlines: survivors that did not acknowledge the end
   // of their epoch are lost too; a job short of workers ends.
   if (phase_ == Phase::kRecovering && now >= recovery_deadline_) {
@@ -659,9 +693,10 @@ Actions CoordinatorCore::OnTick(absl::Time now) {
                      Seconds(options_.elastic_timeout),
                      " (--elastic-timeout); lost: ", DescribeLost(lost_all_)),
         out, lost_all_.empty() ? "" : lost_all_.back().worker_id());
-    return out;
   }
-  if (phase_ == Phase::kEnded) return out;
+}
+
+void CoordinatorCore::JudgeSilence(absl::Time now, Actions& out) {
   // Silence. Collect first: refusing or failing changes sessions_.
   std::vector<SessionId> silent;
   for (const auto& [id, s] : sessions_) {
@@ -707,15 +742,6 @@ Actions CoordinatorCore::OnTick(absl::Time now) {
         break;
     }
   }
-  if (phase_ == Phase::kRunning && ep_.negotiator != nullptr) {
-    NegotiatorOutput result;
-    ep_.negotiator->Tick(now, result);
-    Apply(result, out);
-  }
-  if (phase_ == Phase::kRecovering || phase_ == Phase::kShort) {
-    out.wake_at = std::min(out.wake_at, recovery_deadline_);
-  }
-  return out;
 }
 
 Actions CoordinatorCore::Shutdown(bool failure, absl::string_view reason,

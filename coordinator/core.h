@@ -267,10 +267,34 @@ class CoordinatorCore {
         exchanges;
   };
 
+  // OnMessage's steps after the Hello: the fence check (false when the
+  // message is dropped or its Session refused), a Session that departed at a
+  // membership check, and the dispatch on the message's body.
+  bool CheckFence(SessionId id, const Session& s,
+                  const proto::WorkerMessage& message, Actions& out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void HandleAfterDeparture(SessionId id, const Session& s,
+                            const proto::WorkerMessage& message, Actions& out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Dispatch(SessionId id, Session& s, const proto::WorkerMessage& message,
+                Actions& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void HandleHello(SessionId id, Session& s, const proto::Hello& hello,
                    Actions& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void HandleProof(SessionId id, Session& s, const proto::Proof& proof,
                    Actions& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // HandleProof's steps once the proof checked. Each check returns false
+  // when it refused the Session.
+  bool CheckSameJob(SessionId id, Session& s, Actions& out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool ClaimWorkerId(SessionId id, Session& s, Actions& out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A member of the last epoch that left says Hello again (re-init); true
+  // when `s` was taken in that way.
+  bool Rejoin(Session& s, Actions& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Admits `s` as waiting (forming, or a newcomer of an elastic job), or
+  // refuses it when the job is full or ended.
+  void Admit(SessionId id, Session& s, Actions& out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void HandleExchange(SessionId id, Session& s, const proto::Exchange& ex,
                       Actions& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void HandleLeave(SessionId id, Session& s, Actions& out)
@@ -283,6 +307,16 @@ class CoordinatorCore {
   // member's silence explains within heartbeat_timeout end the job naming
   // the data connections (an elastic job's epoch: ReformEpoch).
   void JudgeFaults(absl::Time now, Actions& out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // OnTick's steps: the periodic Heartbeat to every live Session; the
+  // elastic recovery deadlines (an unacknowledged end of epoch fails its
+  // member; a job short of workers past the elastic timeout ends); and the
+  // Sessions silent past heartbeat_timeout (refused, dropped or failed).
+  void SendHeartbeats(absl::Time now, Actions& out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void JudgeRecoveryDeadlines(absl::Time now, Actions& out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void JudgeSilence(absl::Time now, Actions& out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Duration suspect_silence() const;
   // Sends the negotiator's plans to every member, logs its warnings, ends

@@ -65,6 +65,12 @@ void CoordinatorCore::HandleProof(SessionId id, Session& s,
   }
   // The peer knows the secret: from here on, refusals say exactly why.
   s.proven = true;
+  if (!CheckSameJob(id, s, out) || !ClaimWorkerId(id, s, out)) return;
+  if (Rejoin(s, out)) return;
+  Admit(id, s, out);
+}
+
+bool CoordinatorCore::CheckSameJob(SessionId id, Session& s, Actions& out) {
   const std::string& w = s.hello.worker_id();
   if (s.hello.job_id() != options_.job_id) {
     Refuse(id, proto::Refusal::WRONG_JOB,
@@ -73,7 +79,7 @@ void CoordinatorCore::HandleProof(SessionId id, Session& s,
                         "', but this coordinator serves job '", options_.job_id,
                         "'; point the worker at its own job's coordinator"),
            out);
-    return;
+    return false;
   }
   // An elastic job's size changes: a newcomer's is only a hint.
   if (!options_.elastic && s.hello.expected_size() != 0 &&
@@ -85,8 +91,13 @@ void CoordinatorCore::HandleProof(SessionId id, Session& s,
                         options_.expected_size,
                         "; start every worker with the same world size"),
            out);
-    return;
+    return false;
   }
+  return true;
+}
+
+bool CoordinatorCore::ClaimWorkerId(SessionId id, Session& s, Actions& out) {
+  const std::string& w = s.hello.worker_id();
   SessionId taken = 0;
   for (const auto& [other_id, other] : sessions_) {
     if (other_id == id || other.hello.worker_id() != w) continue;
@@ -109,8 +120,13 @@ void CoordinatorCore::HandleProof(SessionId id, Session& s,
                      "); give every worker a distinct worker id (a "
                      "replacement needs a higher KOLO_WORKER_INCARNATION)"),
         out);
-    return;
+    return false;
   }
+  return true;
+}
+
+bool CoordinatorCore::Rejoin(Session& s, Actions& out) {
+  const std::string& w = s.hello.worker_id();
   // A member of the last epoch that left says Hello again (re-init).
   bool rejoin = false;
   for (const Member& m : ep_.members) {
@@ -133,8 +149,13 @@ void CoordinatorCore::HandleProof(SessionId id, Session& s,
       end_reason_.clear();
       MaybeFormEpoch(out);
     }
-    return;
+    return true;
   }
+  return false;
+}
+
+void CoordinatorCore::Admit(SessionId id, Session& s, Actions& out) {
+  const std::string& w = s.hello.worker_id();
   if (phase_ == Phase::kEnded) {
     Refuse(id, proto::Refusal::JOB_FULL,
            absl::StrCat("job '", options_.job_id, "' has ended (", end_reason_,

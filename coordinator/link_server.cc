@@ -346,64 +346,10 @@ void LinkServer::Handshake(uint64_t id, const proto::WorkerMessage& msg) {
     if (it == conns_.end()) return;
     Conn& c = *it->second;
     if (c.state == Conn::State::kHello) {
-      if (!msg.has_hello()) {
-        RefuseLocked(id, c, proto::Refusal::PROTOCOL_ERROR,
-                     "expected a Hello first", /*proven=*/false);
-        return;
-      }
-      if (msg.hello().protocol_version() != kProtocolVersion) {
-        RefuseLocked(
-            id, c, proto::Refusal::VERSION_MISMATCH,
-            absl::StrCat("protocol version ", msg.hello().protocol_version(),
-                         " but this coordinator speaks ", kProtocolVersion),
-            /*proven=*/false);
-        return;
-      }
-      // The job and the incarnation are checked after the proof, which
-      // covers the job id the peer claims.
-      c.worker_id = msg.hello().worker_id();
-      c.epoch = msg.fence().epoch();
-      c.job_id = msg.hello().job_id();
-      c.incarnation = msg.fence().incarnation();
-      c.handshake = std::make_unique<auth::ServerHandshake>(
-          options_.secret, c.job_id, c.worker_id, msg.hello().client_nonce());
-      proto::CoordinatorMessage out;
-      out.mutable_fence()->set_incarnation(options_.incarnation);
-      out.mutable_fence()->set_epoch(c.epoch);
-      out.mutable_challenge()->set_server_nonce(c.handshake->server_nonce());
-      out.mutable_challenge()->set_server_proof(c.handshake->server_proof());
-      QueueLocked(c, out);
-      c.state = Conn::State::kProof;
-      if (!Flush(c)) CloseLocked(id, "its link broke during the handshake");
+      ChallengeLocked(id, c, msg);
       return;
     }
-    // kProof.
-    absl::Status verified =
-        msg.has_proof() ? c.handshake->Verify(msg.proof().mac())
-                        : absl::InvalidArgumentError("expected a Proof");
-    if (!verified.ok()) {
-      RefuseLocked(id, c, proto::Refusal::AUTH_FAILED,
-                   absl::StrCat("worker ", c.worker_id,
-                                ": authentication "
-                                "failed: ",
-                                verified.message()),
-                   /*proven=*/false);
-      return;
-    }
-    if (c.job_id != options_.job_id) {
-      RefuseLocked(
-          id, c, proto::Refusal::WRONG_JOB,
-          absl::StrCat("job '", c.job_id, "' but this coordinator runs job '",
-                       options_.job_id, "'"),
-          /*proven=*/true);
-      return;
-    }
-    if (c.incarnation != options_.incarnation) {
-      RefuseLocked(id, c, proto::Refusal::FENCED,
-                   "fenced: from another coordinator incarnation",
-                   /*proven=*/true);
-      return;
-    }
+    if (!CheckProofLocked(id, c, msg)) return;
     worker_id = c.worker_id;
     epoch = c.epoch;
   }
@@ -413,6 +359,76 @@ void LinkServer::Handshake(uint64_t id, const proto::WorkerMessage& msg) {
   auto it = conns_.find(id);
   if (it == conns_.end()) return;
   Conn& c = *it->second;
+  BindLocked(id, c, worker_id, epoch, session);
+}
+
+void LinkServer::ChallengeLocked(uint64_t id, Conn& c,
+                                 const proto::WorkerMessage& msg) {
+  if (!msg.has_hello()) {
+    RefuseLocked(id, c, proto::Refusal::PROTOCOL_ERROR,
+                 "expected a Hello first", /*proven=*/false);
+    return;
+  }
+  if (msg.hello().protocol_version() != kProtocolVersion) {
+    RefuseLocked(
+        id, c, proto::Refusal::VERSION_MISMATCH,
+        absl::StrCat("protocol version ", msg.hello().protocol_version(),
+                     " but this coordinator speaks ", kProtocolVersion),
+        /*proven=*/false);
+    return;
+  }
+  // The job and the incarnation are checked after the proof, which
+  // covers the job id the peer claims.
+  c.worker_id = msg.hello().worker_id();
+  c.epoch = msg.fence().epoch();
+  c.job_id = msg.hello().job_id();
+  c.incarnation = msg.fence().incarnation();
+  c.handshake = std::make_unique<auth::ServerHandshake>(
+      options_.secret, c.job_id, c.worker_id, msg.hello().client_nonce());
+  proto::CoordinatorMessage out;
+  out.mutable_fence()->set_incarnation(options_.incarnation);
+  out.mutable_fence()->set_epoch(c.epoch);
+  out.mutable_challenge()->set_server_nonce(c.handshake->server_nonce());
+  out.mutable_challenge()->set_server_proof(c.handshake->server_proof());
+  QueueLocked(c, out);
+  c.state = Conn::State::kProof;
+  if (!Flush(c)) CloseLocked(id, "its link broke during the handshake");
+}
+
+bool LinkServer::CheckProofLocked(uint64_t id, Conn& c,
+                                  const proto::WorkerMessage& msg) {
+  absl::Status verified = msg.has_proof()
+                              ? c.handshake->Verify(msg.proof().mac())
+                              : absl::InvalidArgumentError("expected a Proof");
+  if (!verified.ok()) {
+    RefuseLocked(id, c, proto::Refusal::AUTH_FAILED,
+                 absl::StrCat("worker ", c.worker_id,
+                              ": authentication "
+                              "failed: ",
+                              verified.message()),
+                 /*proven=*/false);
+    return false;
+  }
+  if (c.job_id != options_.job_id) {
+    RefuseLocked(
+        id, c, proto::Refusal::WRONG_JOB,
+        absl::StrCat("job '", c.job_id, "' but this coordinator runs job '",
+                     options_.job_id, "'"),
+        /*proven=*/true);
+    return false;
+  }
+  if (c.incarnation != options_.incarnation) {
+    RefuseLocked(id, c, proto::Refusal::FENCED,
+                 "fenced: from another coordinator incarnation",
+                 /*proven=*/true);
+    return false;
+  }
+  return true;
+}
+
+void LinkServer::BindLocked(uint64_t id, Conn& c, const std::string& worker_id,
+                            uint64_t epoch,
+                            const absl::StatusOr<SessionId>& session) {
   proto::CoordinatorMessage out;
   out.mutable_fence()->set_incarnation(options_.incarnation);
   out.mutable_fence()->set_epoch(epoch);

@@ -20,6 +20,9 @@
 // negotiation deadlines there (a message that sets one is handled on this
 // thread, so no other thread has to wake for it).
 //
+// It implements WorkerLinks (coordinator/worker_links.h), the interface the
+// service and the server hold whether links are on or off.
+//
 // Thread-safety: Send, Unbind, port and Stop may be called from any thread;
 // the callbacks run on the link thread with no lock of this class held, so
 // they may call Send and Unbind (lock order: the caller's locks, then this
@@ -44,6 +47,7 @@
 #include "common/mutex.h"
 #include "common/unique_fd.h"
 #include "coordinator/core.h"
+#include "coordinator/worker_links.h"
 #include "proto/kolo.pb.h"
 
 namespace kolo::coordinator {
@@ -56,42 +60,32 @@ struct LinkServerOptions {
   absl::Duration handshake_timeout = auth::kHandshakeTimeout;
 };
 
-class LinkServer {
+class LinkServer final : public WorkerLinks {
  public:
-  // Maps an authenticated worker id to its member Session; an error refuses
-  // the link with its message.
-  using BindFn = std::function<absl::StatusOr<SessionId>(
-      const std::string& worker_id, uint64_t epoch)>;
-  using MessageFn =
-      std::function<void(SessionId, const proto::WorkerMessage& message)>;
-  // Runs what is due at `now`; returns the next deadline (InfiniteFuture:
-  // none).
-  using TimerFn = std::function<absl::Time(absl::Time now)>;
-
   // Binds the listening socket (no thread yet, so that the port can go into
   // the core's options before the callbacks exist).
   static absl::StatusOr<std::unique_ptr<LinkServer>> Listen(
       LinkServerOptions options);
-  ~LinkServer();
+  ~LinkServer() override;
   LinkServer(const LinkServer&) = delete;
   LinkServer& operator=(const LinkServer&) = delete;
 
-  int port() const { return port_; }
+  int port() const override { return port_; }
   // Starts the link thread. REQUIRES: called once.
   absl::Status Start(BindFn bind, MessageFn on_message,
-                     TimerFn on_timer = nullptr);
+                     TimerFn on_timer = nullptr) override;
   // Whether the calling thread is the link thread (callbacks run there).
-  bool OnLinkThread() const {
+  bool OnLinkThread() const override {
     return std::this_thread::get_id() ==
            link_thread_id_.load(std::memory_order_relaxed);
   }
   // Writes `msg` on the link bound to `session`; false when none is bound.
-  bool Send(SessionId session, const proto::CoordinatorMessage& msg)
+  bool Send(SessionId session, const proto::CoordinatorMessage& msg) override
       ABSL_LOCKS_EXCLUDED(mu_);
   // Closes the link bound to `session`, if any.
-  void Unbind(SessionId session) ABSL_LOCKS_EXCLUDED(mu_);
+  void Unbind(SessionId session) override ABSL_LOCKS_EXCLUDED(mu_);
   // Closes every link and joins the thread. Idempotent.
-  void Stop() ABSL_LOCKS_EXCLUDED(mu_);
+  void Stop() override ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   struct Conn;
@@ -107,6 +101,16 @@ class LinkServer {
   // Runs one message of an unbound connection (the handshake).
   void Handshake(uint64_t id, const proto::WorkerMessage& msg)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // Handshake's steps: the Hello answered with a Challenge; the Proof, job
+  // and incarnation checked (false: refused); and, after `bind` ran, the
+  // link bound to `session` (or refused with its error).
+  void ChallengeLocked(uint64_t id, Conn& c, const proto::WorkerMessage& msg)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool CheckProofLocked(uint64_t id, Conn& c, const proto::WorkerMessage& msg)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void BindLocked(uint64_t id, Conn& c, const std::string& worker_id,
+                  uint64_t epoch, const absl::StatusOr<SessionId>& session)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Writes what is queued for `conn`; false when the link broke.
   bool Flush(Conn& conn) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void QueueLocked(Conn& conn, const google::protobuf::MessageLite& msg)

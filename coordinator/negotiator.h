@@ -254,6 +254,24 @@ class Negotiator {
   // Dispatches held responses now when the data plane is idle.
   void MaybeDispatch(NegotiatorOutput& out);
   void Flush(NegotiatorOutput& out);
+  // Flush's steps. The fusion domain of a held response: responses fuse
+  // only within their process set, their group under
+  // KOLO_DISABLE_GROUP_FUSION, and their joined ranks (`domains`: this
+  // plan's keys).
+  uint64_t DomainOf(const Held& h,
+                    absl::flat_hash_map<std::string, uint64_t>& domains) const;
+  // The fast hits (by_bit: whether one may go by bit) and then the responses
+  // resolved by name (put into the cache under plan `seq`): their fusion
+  // candidates.
+  void TakeFastHits(std::vector<uint8_t>& by_bit,
+                    absl::flat_hash_map<std::string, uint64_t>& domains);
+  void CacheResolved(uint64_t seq, bool cache_on,
+                     absl::flat_hash_map<std::string, uint64_t>& domains);
+  // A bit evicted by a later Put of this plan no longer stands for a name;
+  // the plan lists the evicted bits.
+  void ForgetEvictedBits(proto::Plan& plan);
+  // The held responses, fused, into `plan`.
+  void EmitFused(const std::vector<uint8_t>& by_bit, proto::Plan& plan);
   void Inspect(absl::Time now, NegotiatorOutput& out);
   // The effective settings (see the class comment).
   void UpdateSettings(int rank, const proto::Settings& settings);

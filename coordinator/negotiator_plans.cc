@@ -214,30 +214,44 @@ void Negotiator::ClearHeld() {
   held_size_ = 0;
 }
 
+uint64_t Negotiator::DomainOf(
+    const Held& h, absl::flat_hash_map<std::string, uint64_t>& domains) const {
+  const bool by_group = disable_group_fusion_ && !h.group.empty();
+  if (h.set == 0 && !by_group && h.response.joined().empty()) return 0;
+  const std::string key = absl::StrCat(h.set, "|", by_group ? h.group : "", "|",
+                                       absl::StrJoin(h.response.joined(), ","));
+  return domains.try_emplace(key, domains.size() + 1).first->second;
+}
+
 void Negotiator::Flush(NegotiatorOutput& out) {
   proto::Plan& plan = out.plans.emplace_back();
   plan.set_seq(++last_seq_);
   const size_t evicted_before = evicted_.size();
   const bool cache_on = cache_.capacity() > 0 || cache_.live() > 0;
-  std::vector<fusion::Candidate>& candidates = candidates_;
-  candidates.assign(held_size_, fusion::Candidate{});
+  candidates_.assign(held_size_, fusion::Candidate{});
   // Fast hits without joined ranks: they go by bit when their whole fused
   // response does (Response.by_bit), else they get their names below.
   std::vector<uint8_t> by_bit(held_size_, 0);
   // Fusion domains: responses fuse only within their process set, their
   // group under KOLO_DISABLE_GROUP_FUSION, and their joined ranks.
   absl::flat_hash_map<std::string, uint64_t> domains;
-  auto domain = [&](const Held& h) -> uint64_t {
-    const bool by_group = disable_group_fusion_ && !h.group.empty();
-    if (h.set == 0 && !by_group && h.response.joined().empty()) return 0;
-    const std::string key =
-        absl::StrCat(h.set, "|", by_group ? h.group : "", "|",
-                     absl::StrJoin(h.response.joined(), ","));
-    return domains.try_emplace(key, domains.size() + 1).first->second;
-  };
-  // Hits of the fast path first: their response and requests live in the
-  // cache (pointers valid until the next Put), and touching them first
-  // keeps them from being this plan's least recently used.
+  TakeFastHits(by_bit, domains);
+  CacheResolved(plan.seq(), cache_on, domains);
+  const absl::Span<Held> held = absl::MakeSpan(held_.data(), held_size_);
+  for (Held& h : held) {
+    for (int64_t us : h.ready_us) h.response.add_ready_us(us);
+  }
+  DivertEvicted(evicted_before);
+  ForgetEvictedBits(plan);
+  EmitFused(by_bit, plan);
+  ClearHeld();
+  held_names_.clear();
+  held_since_ = absl::InfiniteFuture();
+}
+
+void Negotiator::TakeFastHits(
+    std::vector<uint8_t>& by_bit,
+    absl::flat_hash_map<std::string, uint64_t>& domains) {
   for (size_t i = 0; i < held_size_; ++i) {
     Held& h = held_[i];
     if (h.hit_bit < 0 || h.response.names_size() > 0) continue;
@@ -266,9 +280,14 @@ void Negotiator::Flush(NegotiatorOutput& out) {
     h.response.add_cache_bits(h.hit_bit);
     const proto::Request* first = cache_.Lookup(bit, 0);
     FinishHeld(i, *first);
-    candidates[i] = CandidateOf(h.response, first, fusion_direct_bytes_);
-    candidates[i].domain = domain(h);
+    candidates_[i] = CandidateOf(h.response, first, fusion_direct_bytes_);
+    candidates_[i].domain = DomainOf(h, domains);
   }
+}
+
+void Negotiator::CacheResolved(
+    uint64_t seq, bool cache_on,
+    absl::flat_hash_map<std::string, uint64_t>& domains) {
   for (size_t i = 0; i < held_size_; ++i) {
     Held& h = held_[i];
     if (h.response.cache_bits_size() > 0) continue;  // a fast hit, done
@@ -279,24 +298,22 @@ void Negotiator::Flush(NegotiatorOutput& out) {
       cache_.Touch(static_cast<uint32_t>(h.hit_bit));
       bit = static_cast<int32_t>(h.hit_bit);
     } else if (h.cacheable) {
-      bit = cache_.Put(name, h.requests, h.response, plan.seq(), &evicted_);
+      bit = cache_.Put(name, h.requests, h.response, seq, &evicted_);
     }
     if (cache_on || !evicted_.empty()) h.response.add_cache_bits(bit);
     const proto::Request* first = h.requests.empty() ? nullptr : &h.requests[0];
     if (first != nullptr) FinishHeld(i, *first);
-    candidates[i] = CandidateOf(h.response, first, fusion_direct_bytes_);
-    candidates[i].domain = domain(h);
+    candidates_[i] = CandidateOf(h.response, first, fusion_direct_bytes_);
+    candidates_[i].domain = DomainOf(h, domains);
   }
-  const absl::Span<Held> held = absl::MakeSpan(held_.data(), held_size_);
-  for (Held& h : held) {
-    for (int64_t us : h.ready_us) h.response.add_ready_us(us);
-  }
-  DivertEvicted(evicted_before);
+}
+
+void Negotiator::ForgetEvictedBits(proto::Plan& plan) {
   // A bit given out (or hit) and then evicted by a later Put of this plan:
   // the name holds none after this plan.
   if (!evicted_.empty()) {
     const absl::flat_hash_set<uint32_t> gone(evicted_.begin(), evicted_.end());
-    for (Held& h : held) {
+    for (Held& h : absl::MakeSpan(held_.data(), held_size_)) {
       if (h.response.cache_bits_size() == 0) {
         h.response.add_cache_bits(-1);
       } else if (h.response.cache_bits(0) >= 0 &&
@@ -308,8 +325,12 @@ void Negotiator::Flush(NegotiatorOutput& out) {
   }
   for (uint32_t bit : evicted_) plan.add_cache_evicted(bit);
   evicted_.clear();
+}
+
+void Negotiator::EmitFused(const std::vector<uint8_t>& by_bit,
+                           proto::Plan& plan) {
   for (const fusion::Group& group :
-       fusion::PlanFusion(candidates, fusion_threshold_)) {
+       fusion::PlanFusion(candidates_, fusion_threshold_)) {
     // By bit when every member is a fast hit whose bit lives on (a later Put
     // of this plan may have evicted it: -1).
     const bool bits_only =
@@ -336,9 +357,6 @@ void Negotiator::Flush(NegotiatorOutput& out) {
       r.mutable_counts()->MergeFrom(m.counts());
     }
   }
-  ClearHeld();
-  held_names_.clear();
-  held_since_ = absl::InfiniteFuture();
 }
 
 }  // namespace kolo::coordinator

@@ -20,7 +20,9 @@
 #include "common/socket_util.h"
 #include "common/unique_fd.h"
 #include "coordinator/grpc_gate.h"
+#include "coordinator/link_server.h"
 #include "coordinator/service.h"
+#include "coordinator/worker_links.h"
 
 namespace kolo::coordinator {
 namespace {
@@ -70,12 +72,11 @@ CoreOptions MakeCoreOptions(const ServerOptions& options, uint64_t incarnation,
 class ServerImpl final : public CoordinatorServer {
  public:
   ServerImpl(const ServerOptions& options, uint64_t incarnation,
-             std::unique_ptr<LinkServer> links)
+             std::unique_ptr<WorkerLinks> links)
       : options_(options),
         incarnation_(incarnation),
         links_(std::move(links)),
-        service_(MakeCoreOptions(options, incarnation,
-                                 links_ != nullptr ? links_->port() : 0)) {}
+        service_(MakeCoreOptions(options, incarnation, links_->port())) {}
 
   ~ServerImpl() override { Shutdown(true, "the coordinator was destroyed"); }
 
@@ -119,30 +120,27 @@ class ServerImpl final : public CoordinatorServer {
     });
     service_.SetWakeHook([this] {
       // The link thread picks up a deadline its own message set.
-      if (links_ != nullptr && links_->OnLinkThread()) return;
+      if (links_->OnLinkThread()) return;
       MutexLock lock(&mu_);
       wake_ = true;
       tick_cv_.SignalAll();
     });
     tick_thread_ = std::thread([this] { TickLoop(); });
-    if (links_ != nullptr) {
-      (void)links_->Start(
-          [this](const std::string& worker_id, uint64_t epoch) {
-            return service_.BindLink(worker_id, epoch);
-          },
-          [this](SessionId id, const proto::WorkerMessage& message) {
-            service_.OnLinkMessage(id, message);
-          },
-          [this](absl::Time now) { return service_.TickIfDue(now); });
-      service_.SetLinks(links_.get());
-    }
+    (void)links_->Start(
+        [this](const std::string& worker_id, uint64_t epoch) {
+          return service_.BindLink(worker_id, epoch);
+        },
+        [this](SessionId id, const proto::WorkerMessage& message) {
+          service_.OnLinkMessage(id, message);
+        },
+        [this](absl::Time now) { return service_.TickIfDue(now); });
+    service_.SetLinks(*links_);
     GetLogger("coordinator")
         ->info(
             "listening on {}:{} (job {}, expecting {} workers; "
             "negotiation links on port {})",
             options_.listen.bind_host, port_, options_.core.job_id,
-            options_.core.expected_size,
-            links_ != nullptr ? links_->port() : 0);
+            options_.core.expected_size, links_->port());
     return absl::OkStatus();
   }
 
@@ -202,10 +200,8 @@ class ServerImpl final : public CoordinatorServer {
     GetLogger("coordinator")
         ->warn("killed (fault injection): every stream breaks, no JobEnd");
     if (tick_thread_.joinable()) tick_thread_.join();
-    if (links_ != nullptr) {
-      service_.SetLinks(nullptr);
-      links_->Stop();
-    }
+    service_.DetachLinks();
+    links_->Stop();
     if (gate_ != nullptr) gate_->Stop();  // connects are refused from now
     if (server_ != nullptr) {
       // A deadline of now cancels every call in flight: the streams break.
@@ -224,7 +220,7 @@ class ServerImpl final : public CoordinatorServer {
     if (tick_thread_.joinable()) tick_thread_.join();
     if (server_ == nullptr) {
       if (gate_ != nullptr) gate_->Stop();
-      if (links_ != nullptr) links_->Stop();
+      links_->Stop();
       return;
     }
     // JobEnd to everyone, then give the streams a moment to drain before the
@@ -239,10 +235,8 @@ class ServerImpl final : public CoordinatorServer {
       GetLogger("coordinator")
           ->error("Session streams still open 3 s after shutdown");
     }
-    if (links_ != nullptr) {
-      service_.SetLinks(nullptr);
-      links_->Stop();
-    }
+    service_.DetachLinks();
+    links_->Stop();
   }
 
  private:
@@ -274,8 +268,9 @@ class ServerImpl final : public CoordinatorServer {
   const ServerOptions options_;
   const uint64_t incarnation_;
   int port_ = 0;  // set once in Listen()
-  // Before service_: the service's core is told the link port.
-  std::unique_ptr<LinkServer> links_;
+  // Before service_: the service's core is told the link port. Never null
+  // (a NoWorkerLinks when the links are off).
+  std::unique_ptr<WorkerLinks> links_;
   CoordinatorService service_;
   std::unique_ptr<grpc::Server> server_;
   // After server_: destroyed first (its thread hands connections to it).
@@ -315,7 +310,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
         "the coordinator needs a job secret; give one with KOLO_SECRET_FILE");
   }
   const uint64_t incarnation = RandomIncarnation();
-  std::unique_ptr<LinkServer> links;
+  std::unique_ptr<WorkerLinks> links = std::make_unique<NoWorkerLinks>();
   if (options.listen.negotiation_links) {
     LinkServerOptions lo;
     lo.bind_host = options.listen.bind_host;

@@ -198,18 +198,17 @@ void CoordinatorService::Deliver(Actions actions) {
     // The hot path: a Plan goes on the Session's negotiation link if it has
     // one (the worker bound it before announcing anything, so all its plans
     // take the same way).
-    if (links_ != nullptr && send.message.has_plan() &&
-        links_->Send(send.session, send.message)) {
+    if (send.message.has_plan() && links_->Send(send.session, send.message)) {
       continue;
     }
     auto it = reactors_.find(send.session);
     if (it != reactors_.end()) it->second->Enqueue(std::move(send.message));
   }
   for (SessionId id : actions.unbind_links) {
-    if (links_ != nullptr) links_->Unbind(id);
+    links_->Unbind(id);
   }
   for (const Actions::Close& close : actions.closes) {
-    if (links_ != nullptr) links_->Unbind(close.session);
+    links_->Unbind(close.session);
     auto it = reactors_.find(close.session);
     if (it != reactors_.end()) it->second->RequestFinish(ToGrpc(close.status));
   }
@@ -230,9 +229,14 @@ void CoordinatorService::SetWakeHook(std::function<void()> hook) {
   wake_hook_ = std::move(hook);
 }
 
-void CoordinatorService::SetLinks(LinkServer* links) {
+void CoordinatorService::SetLinks(WorkerLinks& links) {
   MutexLock lock(&mu_);
-  links_ = links;
+  links_ = &links;
+}
+
+void CoordinatorService::DetachLinks() {
+  MutexLock lock(&mu_);
+  links_ = &NoWorkerLinks::Get();
 }
 
 absl::StatusOr<SessionId> CoordinatorService::BindLink(

@@ -38,8 +38,8 @@
 #include "common/mutex.h"
 #include "coordinator/core.h"
 #include "coordinator/grpc_gate.h"
-#include "coordinator/link_server.h"
 #include "coordinator/status_auth.h"
+#include "coordinator/worker_links.h"
 #include "proto/kolo.grpc.pb.h"
 
 namespace kolo::coordinator {
@@ -95,11 +95,13 @@ class CoordinatorService final : public proto::Coordinator::CallbackService {
   // every message, is the caller).
   void SetWakeHook(std::function<void()> hook) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Negotiation links (coordinator/link_server.h): once set, Plans to a
+  // Negotiation links (coordinator/worker_links.h): once set, Plans to a
   // Session with a bound link go on the link, and a closed Session's link is
   // closed. `links` must outlive the service's use of it (until
-  // SetLinks(nullptr)).
-  void SetLinks(LinkServer* links) ABSL_LOCKS_EXCLUDED(mu_);
+  // DetachLinks()); before SetLinks and after DetachLinks the service holds
+  // NoWorkerLinks.
+  void SetLinks(WorkerLinks& links) ABSL_LOCKS_EXCLUDED(mu_);
+  void DetachLinks() ABSL_LOCKS_EXCLUDED(mu_);
   // The gate in front of the gRPC port. REQUIRES: called before the server
   // starts; `gate` outlives every call.
   void SetGate(GrpcGate* gate) { gate_ = gate; }
@@ -142,7 +144,8 @@ class CoordinatorService final : public proto::Coordinator::CallbackService {
       ABSL_GUARDED_BY(mu_);
   absl::Time wake_at_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   std::function<void()> wake_hook_ ABSL_GUARDED_BY(mu_);
-  LinkServer* links_ ABSL_GUARDED_BY(mu_) = nullptr;
+  // Never null: NoWorkerLinks when there are no links.
+  WorkerLinks* links_ ABSL_GUARDED_BY(mu_) = &NoWorkerLinks::Get();
   GrpcGate* gate_ = nullptr;  // set before the server starts, then constant
 };
 
