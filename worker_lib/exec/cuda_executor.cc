@@ -11,12 +11,10 @@
 #include "fusion/fusion_planner.h"
 #include "proto/op_names.h"
 #include "worker_lib/exec/plan_executor.h"
-#include "worker_lib/runtime/op_runtime_internal.h"
+#include "worker_lib/runtime_log.h"
 
 namespace kolo::worker {
 namespace {
-
-using op_runtime_internal::Log;
 
 bool OnDevice(const Tensor& t) { return t.device != kCpu; }
 
@@ -218,7 +216,7 @@ void CudaExecutor::EnsureCommunicator(int32_t set, Device& device, int rank,
   if (absl::StatusOr<std::string> bus = device.ops->PciBusId(); bus.ok()) {
     o.device_identity = nccl::DeviceIdentity(options_.host_name, *bus);
   } else {
-    Log()->warn(
+    RuntimeLog()->warn(
         "{}; process set {} cannot tell whether other ranks share CUDA "
         "device {}",
         std::string(bus.status().message()), set, o.device);
@@ -235,12 +233,12 @@ void CudaExecutor::EnsureCommunicator(int32_t set, Device& device, int rank,
       nccl::Communicator::Create(options_.nccl.get(), watcher.get(),
                                  options_.exchange, o);
   if (comm.ok()) {
-    Log()->info(
+    RuntimeLog()->info(
         "CUDA tensors of process set {} run on NCCL {} (rank {} of {}, "
         "device {})",
         set, options_.nccl->Version(), rank, size, o.device);
   } else if (absl::IsFailedPrecondition(comm.status())) {
-    Log()->info("{}", std::string(comm.status().message()));
+    RuntimeLog()->info("{}", std::string(comm.status().message()));
   }
   MutexLock lock(&mu_);
   NcclSet& state = nccl_sets_[set];

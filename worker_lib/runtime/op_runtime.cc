@@ -16,10 +16,10 @@
 #include "absl/types/span.h"
 #include "proto/op_names.h"
 #include "worker_lib/runtime/op_runtime_internal.h"
+#include "worker_lib/runtime_log.h"
 
 namespace kolo::worker {
 
-using op_runtime_internal::Log;
 using op_runtime_internal::Upper;
 
 namespace {
@@ -70,7 +70,8 @@ OpRuntime::OpRuntime(std::shared_ptr<SessionClient> session,
       announce_window_(options.announce_window),
       epoch_(options.epoch),
       dissolved_sets_(std::move(options.dissolved_sets)),
-      cuda_(std::make_unique<CudaExecutor>(CudaOptionsFor(options, session_))) {
+      cuda_(std::make_unique<CudaExecutor>(CudaOptionsFor(options, session_))),
+      executors_(DefaultStepExecutors(*cuda_)) {
   {
     MutexLock lock(&mu_);
     next_handle_ = std::max<Handle>(1, options.first_handle);
@@ -169,129 +170,26 @@ absl::StatusOr<Handle> OpRuntime::SubmitOps(
     absl::string_view group_name) {
   Handle result = 0;
   bool send_now = false, wake = false;
-  absl::Time now;
   {
     MutexLock lock(&mu_);
     if (!terminal_.ok()) return terminal_;
-    const PendingOp& head = *ops[0];
-    const int32_t set = head.process_set;
-    // What the caller submitted, for messages: "allreduce 'x'" or
-    // "grouped_allreduce 'g'" (made only for an error: not on the hot path).
-    auto what = [&] {
-      const std::string op_name = proto::OpTypeName(head.op);
-      return group ? absl::StrCat("grouped_", op_name, " '", group_name, "'")
-                   : absl::StrCat(op_name, " '", head.name, "'");
-    };
-    // The set: this rank's place in it.
-    int set_rank = rank_, set_size = size_;
-    const std::vector<int>* members = nullptr;
-    if (set != 0) {
-      auto it = sets_.find(set);
-      if (it == sets_.end() &&
-          std::find(dissolved_sets_.begin(), dissolved_sets_.end(), set) !=
-              dissolved_sets_.end()) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            what(), " on rank ", rank_, ": process set ", set,
-            " was dissolved by the membership change that formed epoch ",
-            epoch_,
-            " (its ranks no longer mean the same); add the set again with "
-            "add_process_set in a reset callback and use the id it returns"));
-      }
-      if (it == sets_.end()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            what(), " on rank ", rank_, ": process set ", set,
-            " does not exist (ids come from add_process_set; a removed set "
-            "is gone)"));
-      }
-      members = &it->second;
-      auto me = std::find(members->begin(), members->end(), rank_);
-      if (me == members->end()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(what(), " on rank ", rank_,
-                         ": this rank is not a member of process set ", set,
-                         " (ranks ", absl::StrJoin(*members, ","), ")"));
-      }
-      set_rank = static_cast<int>(me - members->begin());
-      set_size = static_cast<int>(members->size());
+    SetPlace place;
+    if (absl::Status s = PlaceSubmission(*ops[0], group, group_name, place);
+        !s.ok()) {
+      return s;
     }
-    auto qualify = [set](std::string name) {
-      if (set != 0) absl::StrAppend(&name, " (process set ", set, ")");
-      return name;
-    };
-    // Names: made up per set when empty; a group's members are
-    // "<group>.<i>".
     std::string group_key;
-    if (group) {
-      std::string base(group_name);
-      if (base.empty()) {
-        base = absl::StrCat("grouped_", proto::OpTypeName(head.op), ".noname.",
-                            next_noname_[set]++);
-      }
-      for (size_t i = 0; i < ops.size(); ++i) {
-        ops[i]->name = qualify(absl::StrCat(base, ".", i));
-      }
-      group_key = qualify(base);
-    } else if (ops[0]->name.empty()) {
-      ops[0]->name = qualify(absl::StrCat(proto::OpTypeName(head.op),
-                                          ".noname.", next_noname_[set]++));
-    } else if (set != 0) {
-      ops[0]->name = qualify(std::move(ops[0]->name));
+    if (absl::Status s = NameOps(ops, group, group_name, group_key); !s.ok()) {
+      return s;
     }
-    for (const auto& op : ops) {
-      if (op->name.size() > kMaxNameBytes) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            proto::OpTypeName(op->op), " '", op->name.substr(0, 64),
-            "...' on rank ", rank_, ": the name is ", op->name.size(),
-            " bytes long; kolo takes names of at most ", kMaxNameBytes,
-            " bytes (with the process set's and group's parts): use a "
-            "shorter name"));
-      }
-      if (auto it = names_.find(op->name); it != names_.end()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            proto::OpTypeName(op->op), " '", op->name, "' on rank ", rank_,
-            ": an op with this name is already in flight on this rank "
-            "(handle ",
-            it->second, "); wait for it, or give each op a distinct name"));
-      }
-    }
-    now = absl::Now();
+    const absl::Time now = absl::Now();
     absl::InlinedVector<Handle, 1> handles;
     for (auto& op : ops) {
-      const Handle handle = op->handle = next_handle_++;
-      handles.push_back(handle);
-      if (members != nullptr) op->members = *members;
       if (group) {
         op->group = group_key;
         op->group_size = static_cast<int32_t>(ops.size());
       }
-      // Built in the reused scratch Request (no allocation in the steady
-      // state); kept in the op only when it goes in full.
-      FillRequest(*op, set_rank, set_size, &scratch_);
-      if (std::optional<uint32_t> bit = cache_.BitFor(scratch_)) {
-        outbox_.add_cached(*bit);
-        op->cache_bit = *bit;
-      } else {
-        op->request = scratch_;
-        *outbox_.add_requests() = scratch_;
-      }
-      op->submitted = now;
-      outbox_bytes_ += op->name.size() + 32;
-      std::shared_ptr<PendingOp> shared = std::move(op);
-      names_[absl::string_view(shared->name)] = handle;
-      if (shared->cache_bit >= 0) {
-        const auto bit = static_cast<size_t>(shared->cache_bit);
-        if (bit >= by_bit_.size()) by_bit_.resize(bit + 1, 0);
-        by_bit_[bit] = handle;
-      }
-      if (timeline_ != nullptr) {
-        timeline_->Begin(
-            shared->name,
-            absl::StrCat("NEGOTIATE_", Upper(proto::OpTypeName(shared->op))),
-            now,
-            {{"dtype", std::string(DataTypeName(shared->input.dtype))},
-             {"shape", ShapeText(shared->input.shape)}});
-      }
-      ops_[handle] = std::move(shared);
+      handles.push_back(RecordOp(std::move(op), place, now));
     }
     result = handles[0];
     if (group) {
@@ -299,16 +197,7 @@ absl::StatusOr<Handle> OpRuntime::SubmitOps(
       groups_[result] = std::vector<Handle>(handles.begin(), handles.end());
     }
     last_submit_ = now;
-    if (link_ == nullptr) {
-      send_now = true;
-    } else if (flush_at_ == absl::InfiniteFuture()) {  // the outbox was empty
-      flush_at_ = now + announce_window_;
-      // The background thread sends it if nobody else does first; wake it
-      // unless it will wake up in time anyway.
-      wake = bg_wakes_at_ > flush_at_;
-    } else {
-      send_now = now >= flush_at_ || outbox_bytes_ > kOutboxBytes;
-    }
+    send_now = ScheduleAnnounce(now, wake);
   }
   if (wake) {
     link_->Wake();
@@ -321,6 +210,141 @@ absl::StatusOr<Handle> OpRuntime::SubmitOps(
     if (absl::Status s = Flush(); !s.ok()) OnFlushError(s);
   }
   return result;
+}
+
+absl::Status OpRuntime::PlaceSubmission(const PendingOp& head, bool group,
+                                        absl::string_view group_name,
+                                        SetPlace& place) {
+  const int32_t set = place.set = head.process_set;
+  place.rank = rank_;
+  place.size = size_;
+  if (set == 0) return absl::OkStatus();
+  // What the caller submitted, for messages: "allreduce 'x'" or
+  // "grouped_allreduce 'g'" (made only for an error: not on the hot path).
+  auto what = [&] {
+    const std::string op_name = proto::OpTypeName(head.op);
+    return group ? absl::StrCat("grouped_", op_name, " '", group_name, "'")
+                 : absl::StrCat(op_name, " '", head.name, "'");
+  };
+  auto it = sets_.find(set);
+  if (it == sets_.end() &&
+      std::find(dissolved_sets_.begin(), dissolved_sets_.end(), set) !=
+          dissolved_sets_.end()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        what(), " on rank ", rank_, ": process set ", set,
+        " was dissolved by the membership change that formed epoch ", epoch_,
+        " (its ranks no longer mean the same); add the set again with "
+        "add_process_set in a reset callback and use the id it returns"));
+  }
+  if (it == sets_.end()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what(), " on rank ", rank_, ": process set ", set,
+        " does not exist (ids come from add_process_set; a removed set "
+        "is gone)"));
+  }
+  place.members = &it->second;
+  auto me = std::find(place.members->begin(), place.members->end(), rank_);
+  if (me == place.members->end()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what(), " on rank ", rank_,
+                     ": this rank is not a member of process set ", set,
+                     " (ranks ", absl::StrJoin(*place.members, ","), ")"));
+  }
+  place.rank = static_cast<int>(me - place.members->begin());
+  place.size = static_cast<int>(place.members->size());
+  return absl::OkStatus();
+}
+
+absl::Status OpRuntime::NameOps(absl::Span<std::shared_ptr<PendingOp>> ops,
+                                bool group, absl::string_view group_name,
+                                std::string& group_key) {
+  const PendingOp& head = *ops[0];
+  const int32_t set = head.process_set;
+  auto qualify = [set](std::string name) {
+    if (set != 0) absl::StrAppend(&name, " (process set ", set, ")");
+    return name;
+  };
+  // Names: made up per set when empty; a group's members are
+  // "<group>.<i>".
+  if (group) {
+    std::string base(group_name);
+    if (base.empty()) {
+      base = absl::StrCat("grouped_", proto::OpTypeName(head.op), ".noname.",
+                          next_noname_[set]++);
+    }
+    for (size_t i = 0; i < ops.size(); ++i) {
+      ops[i]->name = qualify(absl::StrCat(base, ".", i));
+    }
+    group_key = qualify(base);
+  } else if (ops[0]->name.empty()) {
+    ops[0]->name = qualify(absl::StrCat(proto::OpTypeName(head.op), ".noname.",
+                                        next_noname_[set]++));
+  } else if (set != 0) {
+    ops[0]->name = qualify(std::move(ops[0]->name));
+  }
+  for (const auto& op : ops) {
+    if (op->name.size() > kMaxNameBytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          proto::OpTypeName(op->op), " '", op->name.substr(0, 64),
+          "...' on rank ", rank_, ": the name is ", op->name.size(),
+          " bytes long; kolo takes names of at most ", kMaxNameBytes,
+          " bytes (with the process set's and group's parts): use a "
+          "shorter name"));
+    }
+    if (auto it = names_.find(op->name); it != names_.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          proto::OpTypeName(op->op), " '", op->name, "' on rank ", rank_,
+          ": an op with this name is already in flight on this rank "
+          "(handle ",
+          it->second, "); wait for it, or give each op a distinct name"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+Handle OpRuntime::RecordOp(std::shared_ptr<PendingOp> op, const SetPlace& place,
+                           absl::Time now) {
+  const Handle handle = op->handle = next_handle_++;
+  if (place.members != nullptr) op->members = *place.members;
+  // Built in the reused scratch Request (no allocation in the steady
+  // state); kept in the op only when it goes in full.
+  FillRequest(*op, place.rank, place.size, &scratch_);
+  if (std::optional<uint32_t> bit = cache_.BitFor(scratch_)) {
+    outbox_.add_cached(*bit);
+    op->cache_bit = *bit;
+  } else {
+    op->request = scratch_;
+    *outbox_.add_requests() = scratch_;
+  }
+  op->submitted = now;
+  outbox_bytes_ += op->name.size() + 32;
+  names_[absl::string_view(op->name)] = handle;
+  if (op->cache_bit >= 0) {
+    const auto bit = static_cast<size_t>(op->cache_bit);
+    if (bit >= by_bit_.size()) by_bit_.resize(bit + 1, 0);
+    by_bit_[bit] = handle;
+  }
+  if (timeline_ != nullptr) {
+    timeline_->Begin(
+        op->name, absl::StrCat("NEGOTIATE_", Upper(proto::OpTypeName(op->op))),
+        now,
+        {{"dtype", std::string(DataTypeName(op->input.dtype))},
+         {"shape", ShapeText(op->input.shape)}});
+  }
+  ops_[handle] = std::move(op);
+  return handle;
+}
+
+bool OpRuntime::ScheduleAnnounce(absl::Time now, bool& wake) {
+  if (link_ == nullptr) return true;
+  if (flush_at_ == absl::InfiniteFuture()) {  // the outbox was empty
+    flush_at_ = now + announce_window_;
+    // The background thread sends it if nobody else does first; wake it
+    // unless it will wake up in time anyway.
+    wake = bg_wakes_at_ > flush_at_;
+    return false;
+  }
+  return now >= flush_at_ || outbox_bytes_ > kOutboxBytes;
 }
 
 absl::StatusOr<int> OpRuntime::Join(absl::Duration timeout) {
@@ -424,8 +448,8 @@ void OpRuntime::Fail(absl::Status why) {
   outbox_bytes_ = 0;
   flush_at_ = absl::InfiniteFuture();
   if (failed > 0) {
-    Log()->info("{} pending op(s) failed: {}", failed,
-                std::string(terminal_.message()));
+    RuntimeLog()->info("{} pending op(s) failed: {}", failed,
+                       std::string(terminal_.message()));
   }
   plan_cv_.SignalAll();
   done_cv_.SignalAll();
@@ -477,7 +501,7 @@ absl::Status OpRuntime::Stop(bool close_timeline) {
         abandoned.size() > shown ? "; ..." : "",
         ". Wait for every op (synchronize) before shutdown(); an op that "
         "only some ranks submit never completes"));
-    Log()->warn("{}", std::string(result.message()));
+    RuntimeLog()->warn("{}", std::string(result.message()));
   }
   absl::Status why =
       absl::AbortedError(absl::StrCat("kolo::shutdown() was called on rank ",
@@ -492,7 +516,7 @@ absl::Status OpRuntime::Stop(bool close_timeline) {
     const absl::Time by = absl::Now() + absl::Seconds(10);
     while (reader_busy_) {
       if (done_cv_.WaitWithDeadline(&mu_, by)) {
-        Log()->error("a caller still runs a plan 10 s after shutdown");
+        RuntimeLog()->error("a caller still runs a plan 10 s after shutdown");
         break;
       }
     }

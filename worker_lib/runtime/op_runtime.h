@@ -112,6 +112,7 @@
 #include "proto/kolo.pb.h"
 #include "worker_lib/exec/cuda_executor.h"
 #include "worker_lib/exec/fused_executor.h"
+#include "worker_lib/exec/step_executor.h"
 #include "worker_lib/op_request.h"
 #include "worker_lib/runtime/data_plane.h"
 #include "worker_lib/session/cache_mirror.h"
@@ -237,6 +238,31 @@ class OpRuntime {
   absl::StatusOr<Handle> SubmitOps(absl::Span<std::shared_ptr<PendingOp>> ops,
                                    bool group, absl::string_view group_name)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // A submission's process set and this rank's place in it (members: null
+  // for set 0, else the set's ranks).
+  struct SetPlace {
+    int32_t set = 0;
+    int rank = 0, size = 0;
+    const std::vector<int>* members = nullptr;
+  };
+  // Checks that this rank may submit to `head`'s process set, and finds its
+  // place there.
+  absl::Status PlaceSubmission(const PendingOp& head, bool group,
+                               absl::string_view group_name, SetPlace& place)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Names the ops (made up when empty, qualified by set and group; the
+  // group's key in `group_key`) and checks the names.
+  absl::Status NameOps(absl::Span<std::shared_ptr<PendingOp>> ops, bool group,
+                       absl::string_view group_name, std::string& group_key)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Gives `op` its handle, puts its announcement in the outbox and records
+  // it in the tables; returns the handle.
+  Handle RecordOp(std::shared_ptr<PendingOp> op, const SetPlace& place,
+                  absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // After a submission: whether the outbox goes now (else `wake`: whether
+  // the background thread must be woken to send it in time).
+  bool ScheduleAnnounce(absl::Time now, bool& wake)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether `handle` (an op or a group) finished; nullopt if unknown.
   std::optional<bool> Finished(Handle handle) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -245,6 +271,22 @@ class OpRuntime {
   // With a link: the next plan (queued or read), or nullopt when stopping.
   // With a plan, this thread holds the link (reader_busy_) until it ran it.
   std::optional<proto::Plan> NextPlanFromLink() ABSL_LOCKS_EXCLUDED(mu_);
+  // What the background thread does next with the link: stop, run a plan
+  // that came on the stream, or read the link.
+  enum class LinkTurn { kStop, kQueued, kRead };
+  // Parks the background thread until its turn (sending the outbox or a
+  // lone Done when their time comes); kQueued fills `queued`.
+  LinkTurn AwaitLinkTurn(std::optional<proto::Plan>& queued)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // How long the next read of the link may wait (`done_waits`: a Done is
+  // held for the caller's next announcement).
+  absl::Duration LinkReadTimeout(bool& done_waits)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // After a read: lets go of the link unless a plan came, and sends what
+  // is due.
+  void AfterLinkRead(bool got_plan, bool done_waits) ABSL_LOCKS_EXCLUDED(mu_);
+  // The link broke: the Session's verdict, else ours; returns once stopping.
+  void OnLinkBroken(const absl::Status& why) ABSL_LOCKS_EXCLUDED(mu_);
   // A caller's wait for its ops, until `deadline` (true when it passed):
   // with a link that no other thread reads, the caller reads it and runs
   // the plans that come; otherwise it waits for done_cv_.
@@ -269,7 +311,53 @@ class OpRuntime {
   // changed; nullopt when empty.
   std::optional<proto::WorkerMessage> TakeOutbox()
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // One response of a plan being run: ops[i] is the op of names(i), null
+  // when it is not pending here; rank/size: this rank's place in the
+  // response's process set (member: whether it is in it).
+  struct PlanStep {
+    const proto::Response* response = nullptr;
+    std::vector<std::shared_ptr<PendingOp>> ops;
+    bool member = true;
+    std::vector<int> members;
+    int rank = 0, size = 0;
+  };
+  // A plan being run: its steps, how many of this rank's pending ops it
+  // runs, and (with a timeline) their names.
+  struct PlanRun {
+    std::vector<PlanStep> steps;
+    size_t in_plan = 0;
+    absl::flat_hash_set<std::string> traced;
+    std::shared_ptr<Timeline> timeline;  // this plan's, may be null
+  };
+  using StepResults = std::vector<std::vector<absl::Status>>;
+  // Runs a plan: resolves its names to ops, runs each response, sends or
+  // holds its Done, completes the ops and wakes the callers.
   void RunPlan(proto::Plan& plan, absl::Time arrived) ABSL_LOCKS_EXCLUDED(mu_);
+  // Applies the plan's cache changes and resolves its responses to this
+  // rank's ops (false: the runtime failed; nothing to run).
+  bool ResolvePlan(proto::Plan& plan, PlanRun& run) ABSL_LOCKS_EXCLUDED(mu_);
+  // The cache changes of `plan` (names filled in first when needed).
+  void ApplyCacheChanges(proto::Plan& plan, bool timeline)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // This rank's place in the step's process set (false: not a member).
+  bool PlaceInSet(PlanStep& step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The step's ops by name (a joined rank's stand-ins included).
+  void ResolveNames(uint64_t seq, bool joined, PlanStep& step, PlanRun& run)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Runs one step on its process set's plane, stamped `stamp`.
+  std::vector<absl::Status> ExecuteStep(PlanStep& step, uint64_t stamp,
+                                        Timeline* plan_timeline);
+  // Fault injection's report of a plan run (fault_hook.h).
+  void ReportFaults(const std::vector<PlanStep>& steps,
+                    const StepResults& results, absl::Duration took);
+  // Drops the data planes of the process sets the plan removed.
+  void DropRemovedPlanes(const std::vector<PlanStep>& steps,
+                         const StepResults& results);
+  // Sends the plan's Done now, or holds it for the next write.
+  void SendOrHoldDone(uint64_t seq, size_t in_plan) ABSL_LOCKS_EXCLUDED(mu_);
+  // Completes the ops with their results (process sets registered).
+  void CompleteSteps(std::vector<PlanStep>& steps, StepResults& results)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Timeline events of a plan's arrival (rank 0 with a timeline only).
   // `mine`: the names of this rank's ops in the plan.
   void TracePlan(Timeline& timeline, const proto::Plan& plan,
@@ -363,6 +451,10 @@ class OpRuntime {
   FusionBuffer fusion_buffer_;  // the plan runner's (reader_busy_)
   // Responses with CUDA tensors (Run: the plan runner's; Abort: Fail's).
   const std::unique_ptr<CudaExecutor> cuda_;
+  // The executors a step is offered to, in order (step_executor.h), and
+  // the step's ops as they take them (reused; the plan runner's).
+  const std::vector<std::unique_ptr<StepExecutor>> executors_;
+  std::vector<PendingOp*> step_ops_;
   // Process sets' data planes (the plan runner's).
   absl::flat_hash_map<int32_t, std::unique_ptr<DataPlane>> set_planes_;
   std::thread thread_;

@@ -10,11 +10,11 @@
 #include "absl/types/span.h"
 #include "worker_lib/runtime/op_runtime.h"
 #include "worker_lib/runtime/op_runtime_internal.h"
+#include "worker_lib/runtime_log.h"
 
 namespace kolo::worker {
 
 using op_runtime_internal::kDoneDelay;
-using op_runtime_internal::Log;
 
 namespace {
 
@@ -100,136 +100,163 @@ void OpRuntime::OnFlushError(const absl::Status& s) {
 std::optional<proto::Plan> OpRuntime::NextPlanFromLink() {
   while (true) {
     bool done_waits = false;
-    absl::Duration timeout = absl::Seconds(1);
+    absl::Duration timeout;
     {
       MutexLock lock(&mu_);
-      while (true) {
-        if (stop_) {
-          unsent_done_ = 0;  // shutting down: nothing follows
+      std::optional<proto::Plan> queued;
+      switch (AwaitLinkTurn(queued)) {
+        case LinkTurn::kStop:
           return std::nullopt;
-        }
-        const absl::Time now = absl::Now();
-        if (flush_at_ <= now) {  // the outbox's window ended: it goes
-          FlushFromUnderLock();
-          continue;
-        }
-        // Off the link while a waiting caller reads it; for kDoneDelay after
-        // this thread ran a plan that left nothing pending here (the caller
-        // comes back with its next step); and while the caller is submitting
-        // (the outbox waits). The caller then waits for the plan and reads
-        // the link itself, and runs the plan without a wake-up of this
-        // thread and one of its own. The outbox's window bounds the park:
-        // then this thread sends the outbox and reads again, so that plans
-        // that come while the caller keeps submitting run within one
-        // announce window.
-        const bool after_plan = now < bg_park_until_;
-        if (!reader_busy_) {
-          if (!plans_.empty()) {
-            proto::Plan plan = std::move(plans_.front());
-            plans_.pop_front();
-            reader_busy_ = true;  // let go in ThreadMain after the run
-            return plan;
-          }
-          // A caller found the link broken: read it now for the verdict.
-          if ((flush_at_ == absl::InfiniteFuture() && !after_plan) ||
-              link_broken_) {
-            break;
-          }
-        }
-        absl::Time until = flush_at_;
-        if (after_plan) until = std::min(until, bg_park_until_);
-        if (reader_busy_) {
-          // A caller that lets go of the link does not wake this thread:
-          // it comes back by the end of the park.
-          until = std::min(
-              until, now + (now - last_submit_ < kActive ? announce_window_
-                                                         : absl::Seconds(1)));
-        }
-        bg_wakes_at_ = until;
-        const bool ended = plan_cv_.WaitWithDeadline(&mu_, until);
-        bg_wakes_at_ = absl::InfinitePast();
-        // A Done with nothing to ride with (no submission since its plan)
-        // goes at the end of the park.
-        if (ended && !stop_ && !reader_busy_ && unsent_done_ != 0 &&
-            flush_at_ == absl::InfiniteFuture() &&
-            absl::Now() >= bg_park_until_) {
-          FlushFromUnderLock();
-        }
+        case LinkTurn::kQueued:
+          return queued;
+        case LinkTurn::kRead:
+          break;
       }
       reader_busy_ = true;
-      // A Done waits for the caller's next announcement (see RunPlan): up to
-      // kDoneDelay for the first, then with the outbox.
-      done_waits = unsent_done_ != 0;
-      if (done_waits && flush_at_ == absl::InfiniteFuture()) {
-        timeout = kDoneDelay;
-      }
-      const absl::Time now = absl::Now();
-      // While the caller submits, wake at least once per announce window,
-      // so that a submission never needs a wake-up of its own (a Wake per
-      // op costs a context switch on a busy host).
-      if (now - last_submit_ < kActive) {
-        timeout = std::min(timeout, announce_window_);
-      }
-      if (flush_at_ != absl::InfiniteFuture()) {
-        timeout =
-            std::min(timeout, std::max(absl::ZeroDuration(), flush_at_ - now));
-      }
-      bg_wakes_at_ = now + timeout;
+      timeout = LinkReadTimeout(done_waits);
     }
     absl::StatusOr<std::optional<proto::CoordinatorMessage>> msg =
         link_->Receive(timeout);
     const bool got_plan = msg.ok() && msg->has_value() && (*msg)->has_plan();
-    bool flush = false;
-    {
-      MutexLock lock(&mu_);
-      reader_busy_ = got_plan;  // a plan: let go in ThreadMain after the run
-      bg_wakes_at_ = absl::InfinitePast();  // awake
-      const absl::Time now = absl::Now();
-      if (flush_at_ <= now) {
-        flush = true;  // the outbox's window ended: everything goes
-      } else if (done_waits && unsent_done_ != 0 &&
-                 flush_at_ == absl::InfiniteFuture()) {
-        // No submission came to take the Done along: it goes alone. While
-        // the caller is submitting, it stays with the outbox (the caller's
-        // wait or the window's end sends both): the coordinator holds what
-        // becomes ready until it comes, so the step's tensors go in one
-        // plan and one write.
-        flush = true;
-      }
-      if (stop_) flush = false;
-    }
-    if (flush) {
-      MutexLock send_lock(&send_mu_);
-      (void)Flush();
-    }
+    AfterLinkRead(got_plan, done_waits);
     if (msg.ok()) {
       if (got_plan) return std::move(*(*msg)->mutable_plan());
       if (msg->has_value()) {
-        Log()->warn("ignored a message of kind {} on the negotiation link",
-                    (*msg)->body_case());
+        RuntimeLog()->warn(
+            "ignored a message of kind {} on the negotiation link",
+            (*msg)->body_case());
       }
       continue;
     }
-    // The link broke: wait for the Session's verdict a little, then give
-    // ours (announcements cannot reach the coordinator any more either).
-    bool verdict = false;
-    {
-      MutexLock lock(&mu_);
-      const absl::Time verdict_by = absl::Now() + absl::Seconds(2);
-      while (terminal_.ok() && !stop_) {
-        if (plan_cv_.WaitWithDeadline(&mu_, verdict_by)) break;
-      }
-      verdict = !terminal_.ok() || stop_;
-    }
-    if (!verdict) {
-      Fail(absl::UnavailableError(
-          absl::StrCat("rank ", rank_, ": ", msg.status().message(),
-                       "; no plan can reach this rank any more")));
-    }
-    MutexLock lock(&mu_);
-    while (!stop_) plan_cv_.Wait(&mu_);  // Fail cleared the queue for good
+    OnLinkBroken(msg.status());
     return std::nullopt;
   }
+}
+
+OpRuntime::LinkTurn OpRuntime::AwaitLinkTurn(
+    std::optional<proto::Plan>& queued) {
+  while (true) {
+    if (stop_) {
+      unsent_done_ = 0;  // shutting down: nothing follows
+      return LinkTurn::kStop;
+    }
+    const absl::Time now = absl::Now();
+    if (flush_at_ <= now) {  // the outbox's window ended: it goes
+      FlushFromUnderLock();
+      continue;
+    }
+    // Off the link while a waiting caller reads it; for kDoneDelay after
+    // this thread ran a plan that left nothing pending here (the caller
+    // comes back with its next step); and while the caller is submitting
+    // (the outbox waits). The caller then waits for the plan and reads
+    // the link itself, and runs the plan without a wake-up of this
+    // thread and one of its own. The outbox's window bounds the park:
+    // then this thread sends the outbox and reads again, so that plans
+    // that come while the caller keeps submitting run within one
+    // announce window.
+    const bool after_plan = now < bg_park_until_;
+    if (!reader_busy_) {
+      if (!plans_.empty()) {
+        queued = std::move(plans_.front());
+        plans_.pop_front();
+        reader_busy_ = true;  // let go in ThreadMain after the run
+        return LinkTurn::kQueued;
+      }
+      // A caller found the link broken: read it now for the verdict.
+      if ((flush_at_ == absl::InfiniteFuture() && !after_plan) ||
+          link_broken_) {
+        return LinkTurn::kRead;
+      }
+    }
+    absl::Time until = flush_at_;
+    if (after_plan) until = std::min(until, bg_park_until_);
+    if (reader_busy_) {
+      // A caller that lets go of the link does not wake this thread:
+      // it comes back by the end of the park.
+      until = std::min(until,
+                       now + (now - last_submit_ < kActive ? announce_window_
+                                                           : absl::Seconds(1)));
+    }
+    bg_wakes_at_ = until;
+    const bool ended = plan_cv_.WaitWithDeadline(&mu_, until);
+    bg_wakes_at_ = absl::InfinitePast();
+    // A Done with nothing to ride with (no submission since its plan)
+    // goes at the end of the park.
+    if (ended && !stop_ && !reader_busy_ && unsent_done_ != 0 &&
+        flush_at_ == absl::InfiniteFuture() && absl::Now() >= bg_park_until_) {
+      FlushFromUnderLock();
+    }
+  }
+}
+
+absl::Duration OpRuntime::LinkReadTimeout(bool& done_waits) {
+  absl::Duration timeout = absl::Seconds(1);
+  // A Done waits for the caller's next announcement (see RunPlan): up to
+  // kDoneDelay for the first, then with the outbox.
+  done_waits = unsent_done_ != 0;
+  if (done_waits && flush_at_ == absl::InfiniteFuture()) {
+    timeout = kDoneDelay;
+  }
+  const absl::Time now = absl::Now();
+  // While the caller submits, wake at least once per announce window,
+  // so that a submission never needs a wake-up of its own (a Wake per
+  // op costs a context switch on a busy host).
+  if (now - last_submit_ < kActive) {
+    timeout = std::min(timeout, announce_window_);
+  }
+  if (flush_at_ != absl::InfiniteFuture()) {
+    timeout =
+        std::min(timeout, std::max(absl::ZeroDuration(), flush_at_ - now));
+  }
+  bg_wakes_at_ = now + timeout;
+  return timeout;
+}
+
+void OpRuntime::AfterLinkRead(bool got_plan, bool done_waits) {
+  bool flush = false;
+  {
+    MutexLock lock(&mu_);
+    reader_busy_ = got_plan;  // a plan: let go in ThreadMain after the run
+    bg_wakes_at_ = absl::InfinitePast();  // awake
+    const absl::Time now = absl::Now();
+    if (flush_at_ <= now) {
+      flush = true;  // the outbox's window ended: everything goes
+    } else if (done_waits && unsent_done_ != 0 &&
+               flush_at_ == absl::InfiniteFuture()) {
+      // No submission came to take the Done along: it goes alone. While
+      // the caller is submitting, it stays with the outbox (the caller's
+      // wait or the window's end sends both): the coordinator holds what
+      // becomes ready until it comes, so the step's tensors go in one
+      // plan and one write.
+      flush = true;
+    }
+    if (stop_) flush = false;
+  }
+  if (flush) {
+    MutexLock send_lock(&send_mu_);
+    (void)Flush();
+  }
+}
+
+void OpRuntime::OnLinkBroken(const absl::Status& why) {
+  // Wait for the Session's verdict a little, then give ours
+  // (announcements cannot reach the coordinator any more either).
+  bool verdict = false;
+  {
+    MutexLock lock(&mu_);
+    const absl::Time verdict_by = absl::Now() + absl::Seconds(2);
+    while (terminal_.ok() && !stop_) {
+      if (plan_cv_.WaitWithDeadline(&mu_, verdict_by)) break;
+    }
+    verdict = !terminal_.ok() || stop_;
+  }
+  if (!verdict) {
+    Fail(absl::UnavailableError(
+        absl::StrCat("rank ", rank_, ": ", why.message(),
+                     "; no plan can reach this rank any more")));
+  }
+  MutexLock lock(&mu_);
+  while (!stop_) plan_cv_.Wait(&mu_);  // Fail cleared the queue for good
 }
 
 bool OpRuntime::AwaitProgress(absl::Time deadline) {
@@ -252,8 +279,8 @@ bool OpRuntime::AwaitProgress(absl::Time deadline) {
     if ((*msg)->has_plan()) {
       plan = std::move(*(*msg)->mutable_plan());
     } else {
-      Log()->warn("ignored a message of kind {} on the negotiation link",
-                  (*msg)->body_case());
+      RuntimeLog()->warn("ignored a message of kind {} on the negotiation link",
+                         (*msg)->body_case());
     }
   }
   if (plan.has_value()) RunPlan(*plan, absl::Now());

@@ -12,16 +12,15 @@
 #include "absl/strings/str_cat.h"
 #include "allreduce/kernels.h"
 #include "proto/op_names.h"
-#include "worker_lib/exec/plan_executor.h"
+#include "worker_lib/exec/step_executor.h"
 #include "worker_lib/fault_hook.h"
 #include "worker_lib/runtime/op_runtime.h"
 #include "worker_lib/runtime/op_runtime_internal.h"
+#include "worker_lib/runtime_log.h"
 
 namespace kolo::worker {
 
 using op_runtime_internal::kDoneDelay;
-using op_runtime_internal::Log;
-using op_runtime_internal::Upper;
 
 void OpRuntime::Deliver(const proto::Plan& plan) {
   MutexLock lock(&mu_);
@@ -120,17 +119,6 @@ std::shared_ptr<PendingOp> MakeJoinedOp(const proto::Response& r, int i) {
   return op;
 }
 
-// Whether a step has a CUDA tensor (cuda_executor.h runs it).
-bool OnCuda(const std::vector<std::shared_ptr<PendingOp>>& ops) {
-  for (const auto& op : ops) {
-    if (op != nullptr &&
-        (op->input.device != kCpu || op->output.device != kCpu)) {
-      return true;
-    }
-  }
-  return false;
-}
-
 // The sequence number a response's first collective is stamped with: the
 // same on every rank that runs it (see the header).
 uint64_t StampOf(uint64_t plan_seq, size_t response) {
@@ -147,110 +135,11 @@ DataPlane& OpRuntime::PlaneFor(int32_t set, const std::vector<int>& members) {
 }
 
 void OpRuntime::RunPlan(proto::Plan& plan, absl::Time arrived) {
-  // Resolve the names first (the table may change meanwhile: only this
-  // thread completes ops, but Fail may complete them all). ops[i] is the op
-  // of names(i), null when it is not pending here.
-  struct Step {
-    const proto::Response* response;
-    std::vector<std::shared_ptr<PendingOp>> ops;
-    bool member = true;  // of the response's process set
-    std::vector<int> members;
-    int rank = 0, size = 0;  // in the set
-  };
-  std::vector<Step> steps;
-  size_t in_plan = 0;
-  absl::flat_hash_set<std::string> traced;  // this rank's ops (timeline)
-  std::shared_ptr<Timeline> plan_timeline;  // this plan's, may be null
-  {
-    MutexLock lock(&mu_);
-    plan_timeline = timeline_;
-    if (!terminal_.ok()) return;
-    if (plan.seq() != last_seq_ + 1) {
-      Log()->error("plan {} arrived after plan {}; plans must arrive in order",
-                   plan.seq(), last_seq_);
-    }
-    last_seq_ = plan.seq();
-    // The cache changes apply before this plan can be reported done (see
-    // cache_mirror.h).
-    // A plan of hits lists them by bit (Response.by_bit); they resolve to
-    // this rank's ops by the bits they were announced by. Names are filled
-    // in only for the timeline, or when a bit names no op pending here (the
-    // error message).
-    bool need_names = plan_timeline != nullptr;
-    for (const proto::Response& r : plan.responses()) {
-      if (need_names) break;
-      if (!r.by_bit() || r.names_size() != 0) continue;
-      for (int32_t bit : r.cache_bits()) {
-        if (bit < 0 || static_cast<size_t>(bit) >= by_bit_.size() ||
-            by_bit_[static_cast<size_t>(bit)] == 0) {
-          need_names = true;
-          break;
-        }
-      }
-    }
-    if (need_names) cache_.NameByBit(plan);
-    cache_.Apply(plan, [&](const std::string& name) -> const proto::Request* {
-      mu_.AssertHeld();  // called by Apply, under the lock above
-      auto it = names_.find(name);
-      if (it == names_.end()) return nullptr;
-      const proto::Request& request = ops_.at(it->second)->request;
-      // Announced by its bit: the mirror holds the same Request.
-      return request.name().empty() ? cache_.RequestOf(name) : &request;
-    });
-    const bool joined = join_handle_ != 0;
-    for (const proto::Response& r : plan.responses()) {
-      Step step{&r, {}, true, {}, rank_, size_};
-      if (const int32_t set = r.process_set(); set != 0) {
-        auto it = sets_.find(set);
-        if (it != sets_.end()) step.members = it->second;
-        auto me = std::find(step.members.begin(), step.members.end(), rank_);
-        if (me == step.members.end()) {
-          step.member = false;  // another set's names: nothing to do here
-          steps.push_back(std::move(step));
-          continue;
-        }
-        step.rank = static_cast<int>(me - step.members.begin());
-        step.size = static_cast<int>(step.members.size());
-      }
-      if (r.by_bit() && r.names_size() == 0) {  // every bit resolves here
-        for (int32_t bit : r.cache_bits()) {
-          std::shared_ptr<PendingOp> op =
-              ops_.at(by_bit_[static_cast<size_t>(bit)]);
-          op->running = true;
-          step.ops.push_back(std::move(op));
-          ++in_plan;
-        }
-        steps.push_back(std::move(step));
-        continue;
-      }
-      const bool joined_here = std::find(r.joined().begin(), r.joined().end(),
-                                         rank_) != r.joined().end();
-      for (int i = 0; i < r.names_size(); ++i) {
-        const std::string& name = r.names(i);
-        auto it = names_.find(name);
-        if (it == names_.end()) {
-          std::shared_ptr<PendingOp> stand_in;
-          if (joined_here) stand_in = MakeJoinedOp(r, i);
-          // An error for a name this rank never submitted (a group whose
-          // members the ranks disagree on) concerns the ranks that did.
-          if (stand_in == nullptr && !joined && r.error_code() == 0) {
-            Log()->error("plan {} names '{}', which is not pending on rank {}",
-                         plan.seq(), name, rank_);
-          }
-          step.ops.push_back(std::move(stand_in));
-          continue;
-        }
-        std::shared_ptr<PendingOp> op = ops_.at(it->second);
-        op->running = true;
-        if (plan_timeline != nullptr) traced.insert(name);
-        step.ops.push_back(std::move(op));
-        ++in_plan;
-      }
-      steps.push_back(std::move(step));
-    }
+  PlanRun run;
+  if (!ResolvePlan(plan, run)) return;
+  if (run.timeline != nullptr) {
+    TracePlan(*run.timeline, plan, arrived, run.traced);
   }
-  if (plan_timeline != nullptr)
-    TracePlan(*plan_timeline, plan, arrived, traced);
   // Fault injection (fault_hook.h): one relaxed load when no fault is armed.
   const bool faults_armed = faults::Armed();
   absl::Time run_start;
@@ -258,71 +147,176 @@ void OpRuntime::RunPlan(proto::Plan& plan, absl::Time arrived) {
     faults::BeforePlan({epoch_, rank_, size_, data_});
     run_start = absl::Now();
   }
-  std::vector<std::vector<absl::Status>> results;
-  for (size_t k = 0; k < steps.size(); ++k) {
-    Step& step = steps[k];
+  StepResults results;
+  for (size_t k = 0; k < run.steps.size(); ++k) {
     std::vector<absl::Status>& out = results.emplace_back();
-    if (!step.member) continue;
-    const int32_t set = step.response->process_set();
-    DataPlane& plane = PlaneFor(set, step.members);
-    plane.Stamp(StampOf(plan.seq(), k));
-    // Stand-ins of a joined rank (handle 0) have no timeline rows.
-    const bool stand_ins = std::any_of(
-        step.ops.begin(), step.ops.end(),
-        [](const auto& op) { return op != nullptr && op->handle == 0; });
-    Timeline* const timeline = stand_ins ? nullptr : plan_timeline.get();
-    if (timeline != nullptr) {
-      const absl::Time now = absl::Now();
-      for (auto& op : step.ops) {
-        if (op != nullptr) timeline->End(op->name, now);  // QUEUE
+    if (run.steps[k].member) {
+      out =
+          ExecuteStep(run.steps[k], StampOf(plan.seq(), k), run.timeline.get());
+    }
+  }
+  if (faults_armed) ReportFaults(run.steps, results, absl::Now() - run_start);
+  DropRemovedPlanes(run.steps, results);
+  SendOrHoldDone(plan.seq(), run.in_plan);
+  CompleteSteps(run.steps, results);
+  // After the unlock: a caller woken under the lock would block on it at
+  // once and need a second wake-up.
+  done_cv_.SignalAll();
+}
+
+bool OpRuntime::ResolvePlan(proto::Plan& plan, PlanRun& run) {
+  // Resolve the names first (the table may change meanwhile: only this
+  // thread completes ops, but Fail may complete them all).
+  MutexLock lock(&mu_);
+  run.timeline = timeline_;
+  if (!terminal_.ok()) return false;
+  if (plan.seq() != last_seq_ + 1) {
+    RuntimeLog()->error(
+        "plan {} arrived after plan {}; plans must arrive in order", plan.seq(),
+        last_seq_);
+  }
+  last_seq_ = plan.seq();
+  ApplyCacheChanges(plan, run.timeline != nullptr);
+  const bool joined = join_handle_ != 0;
+  for (const proto::Response& r : plan.responses()) {
+    PlanStep& step = run.steps.emplace_back();
+    step.response = &r;
+    step.rank = rank_;
+    step.size = size_;
+    if (!PlaceInSet(step)) continue;  // another set's names: nothing here
+    if (r.by_bit() && r.names_size() == 0) {  // every bit resolves here
+      for (int32_t bit : r.cache_bits()) {
+        std::shared_ptr<PendingOp> op =
+            ops_.at(by_bit_[static_cast<size_t>(bit)]);
+        op->running = true;
+        step.ops.push_back(std::move(op));
+        ++run.in_plan;
+      }
+      continue;
+    }
+    ResolveNames(plan.seq(), joined, step, run);
+  }
+  return true;
+}
+
+void OpRuntime::ApplyCacheChanges(proto::Plan& plan, bool timeline) {
+  // The cache changes apply before this plan can be reported done (see
+  // cache_mirror.h).
+  // A plan of hits lists them by bit (Response.by_bit); they resolve to
+  // this rank's ops by the bits they were announced by. Names are filled
+  // in only for the timeline, or when a bit names no op pending here (the
+  // error message).
+  bool need_names = timeline;
+  for (const proto::Response& r : plan.responses()) {
+    if (need_names) break;
+    if (!r.by_bit() || r.names_size() != 0) continue;
+    for (int32_t bit : r.cache_bits()) {
+      if (bit < 0 || static_cast<size_t>(bit) >= by_bit_.size() ||
+          by_bit_[static_cast<size_t>(bit)] == 0) {
+        need_names = true;
+        break;
       }
     }
-    if (OnCuda(step.ops)) {
-      std::vector<PendingOp*> ops;
-      for (auto& op : step.ops) ops.push_back(op.get());
-      out = cuda_->Run(*step.response, ops, plane, step.rank, step.size,
-                       fusion_buffer_, timeline);
+  }
+  if (need_names) cache_.NameByBit(plan);
+  cache_.Apply(plan, [&](const std::string& name) -> const proto::Request* {
+    mu_.AssertHeld();  // called by Apply, under the caller's lock
+    auto it = names_.find(name);
+    if (it == names_.end()) return nullptr;
+    const proto::Request& request = ops_.at(it->second)->request;
+    // Announced by its bit: the mirror holds the same Request.
+    return request.name().empty() ? cache_.RequestOf(name) : &request;
+  });
+}
+
+bool OpRuntime::PlaceInSet(PlanStep& step) {
+  const int32_t set = step.response->process_set();
+  if (set == 0) return true;
+  auto it = sets_.find(set);
+  if (it != sets_.end()) step.members = it->second;
+  auto me = std::find(step.members.begin(), step.members.end(), rank_);
+  if (me == step.members.end()) {
+    step.member = false;
+    return false;
+  }
+  step.rank = static_cast<int>(me - step.members.begin());
+  step.size = static_cast<int>(step.members.size());
+  return true;
+}
+
+void OpRuntime::ResolveNames(uint64_t seq, bool joined, PlanStep& step,
+                             PlanRun& run) {
+  const proto::Response& r = *step.response;
+  const bool joined_here = std::find(r.joined().begin(), r.joined().end(),
+                                     rank_) != r.joined().end();
+  for (int i = 0; i < r.names_size(); ++i) {
+    const std::string& name = r.names(i);
+    auto it = names_.find(name);
+    if (it == names_.end()) {
+      std::shared_ptr<PendingOp> stand_in;
+      if (joined_here) stand_in = MakeJoinedOp(r, i);
+      // An error for a name this rank never submitted (a group whose
+      // members the ranks disagree on) concerns the ranks that did.
+      if (stand_in == nullptr && !joined && r.error_code() == 0) {
+        RuntimeLog()->error(
+            "plan {} names '{}', which is not pending on rank {}", seq, name,
+            rank_);
+      }
+      step.ops.push_back(std::move(stand_in));
       continue;
     }
-    if (IsFused(*step.response)) {
-      std::vector<PendingOp*> ops;
-      for (auto& op : step.ops) ops.push_back(op.get());
-      out = ExecuteFused(*step.response, ops, plane, step.rank, step.size,
-                         fusion_buffer_, timeline);
-      continue;
-    }
+    std::shared_ptr<PendingOp> op = ops_.at(it->second);
+    op->running = true;
+    if (run.timeline != nullptr) run.traced.insert(name);
+    step.ops.push_back(std::move(op));
+    ++run.in_plan;
+  }
+}
+
+std::vector<absl::Status> OpRuntime::ExecuteStep(PlanStep& step, uint64_t stamp,
+                                                 Timeline* plan_timeline) {
+  DataPlane& plane = PlaneFor(step.response->process_set(), step.members);
+  plane.Stamp(stamp);
+  // Stand-ins of a joined rank (handle 0) have no timeline rows.
+  const bool stand_ins = std::any_of(
+      step.ops.begin(), step.ops.end(),
+      [](const auto& op) { return op != nullptr && op->handle == 0; });
+  Timeline* const timeline = stand_ins ? nullptr : plan_timeline;
+  if (timeline != nullptr) {
+    const absl::Time now = absl::Now();
     for (auto& op : step.ops) {
-      if (op == nullptr) {
-        out.emplace_back();
-        continue;
-      }
-      const bool trace =
-          timeline != nullptr && step.response->error_code() == 0;
-      if (trace) {
-        timeline->Begin(op->name, Upper(proto::OpTypeName(op->op)),
-                        absl::Now());
-      }
-      out.push_back(Execute(*step.response, *op, plane, step.rank, step.size,
-                            &op->result));
-      if (trace) timeline->End(op->name, absl::Now());
+      if (op != nullptr) timeline->End(op->name, now);  // QUEUE
     }
   }
-  if (faults_armed) {
-    int completed = 0, failed = 0;
-    for (size_t k = 0; k < steps.size(); ++k) {
-      for (size_t i = 0; i < steps[k].ops.size() && i < results[k].size();
-           ++i) {
-        if (steps[k].ops[i] == nullptr) continue;
-        if (results[k][i].ok()) {
-          ++completed;
-        } else {
-          ++failed;
-        }
+  step_ops_.clear();  // reused: no allocation once it has grown
+  for (auto& op : step.ops) step_ops_.push_back(op.get());
+  const StepPlace place{plane, step.rank, step.size, fusion_buffer_, timeline};
+  for (const std::unique_ptr<StepExecutor>& executor : executors_) {
+    if (executor->CanRun(*step.response, step_ops_)) {
+      return executor->Run(*step.response, step_ops_, place);
+    }
+  }
+  return {};  // unreachable: the last executor runs anything
+}
+
+void OpRuntime::ReportFaults(const std::vector<PlanStep>& steps,
+                             const StepResults& results, absl::Duration took) {
+  int completed = 0, failed = 0;
+  for (size_t k = 0; k < steps.size(); ++k) {
+    for (size_t i = 0; i < steps[k].ops.size() && i < results[k].size(); ++i) {
+      if (steps[k].ops[i] == nullptr) continue;
+      if (results[k][i].ok()) {
+        ++completed;
+      } else {
+        ++failed;
       }
     }
-    faults::AfterPlan({epoch_, rank_, size_, data_}, completed, failed,
-                      absl::Now() - run_start);
   }
+  faults::AfterPlan({epoch_, rank_, size_, data_}, completed, failed, took);
+}
+
+void OpRuntime::DropRemovedPlanes(const std::vector<PlanStep>& steps,
+                                  const StepResults& results) {
   // A removed process set's data plane goes (this thread's).
   for (size_t k = 0; k < steps.size(); ++k) {
     for (size_t i = 0; i < steps[k].ops.size(); ++i) {
@@ -333,6 +327,9 @@ void OpRuntime::RunPlan(proto::Plan& plan, absl::Time arrived) {
       }
     }
   }
+}
+
+void OpRuntime::SendOrHoldDone(uint64_t seq, size_t in_plan) {
   // Done(seq). On the stream, and whenever ops of this rank still wait for
   // plans (the coordinator may hold their responses until this rank is
   // idle), it goes now, before the callers wake: their next announcement
@@ -343,42 +340,41 @@ void OpRuntime::RunPlan(proto::Plan& plan, absl::Time arrived) {
   bool send_done;
   {
     MutexLock lock(&mu_);
-    unsent_done_ = plan.seq();
+    unsent_done_ = seq;
     send_done = link_ == nullptr || names_.size() > in_plan;
   }
   if (send_done) {
     MutexLock send_lock(&send_mu_);
     (void)Flush();
   }
-  {
-    MutexLock lock(&mu_);
-    for (size_t k = 0; k < steps.size(); ++k) {
-      for (size_t i = 0; i < steps[k].ops.size(); ++i) {
-        PendingOp* op = steps[k].ops[i].get();
-        if (op == nullptr) continue;
-        op->running = false;
-        op->done = true;
-        op->status = std::move(results[k][i]);
-        if (op->status.ok() && op->op == proto::PROCESS_SET_ADD) {
-          sets_[static_cast<int32_t>(op->result.splits.at(0))] =
-              std::vector<int>(op->splits.begin(), op->splits.end());
-        } else if (op->status.ok() && op->op == proto::PROCESS_SET_REMOVE) {
-          sets_.erase(op->root);
-        }
-        if (auto it = names_.find(op->name);
-            it != names_.end() && it->second == op->handle) {
-          names_.erase(it);
-        }
-        if (op->cache_bit >= 0 &&
-            by_bit_[static_cast<size_t>(op->cache_bit)] == op->handle) {
-          by_bit_[static_cast<size_t>(op->cache_bit)] = 0;
-        }
+}
+
+void OpRuntime::CompleteSteps(std::vector<PlanStep>& steps,
+                              StepResults& results) {
+  MutexLock lock(&mu_);
+  for (size_t k = 0; k < steps.size(); ++k) {
+    for (size_t i = 0; i < steps[k].ops.size(); ++i) {
+      PendingOp* op = steps[k].ops[i].get();
+      if (op == nullptr) continue;
+      op->running = false;
+      op->done = true;
+      op->status = std::move(results[k][i]);
+      if (op->status.ok() && op->op == proto::PROCESS_SET_ADD) {
+        sets_[static_cast<int32_t>(op->result.splits.at(0))] =
+            std::vector<int>(op->splits.begin(), op->splits.end());
+      } else if (op->status.ok() && op->op == proto::PROCESS_SET_REMOVE) {
+        sets_.erase(op->root);
+      }
+      if (auto it = names_.find(op->name);
+          it != names_.end() && it->second == op->handle) {
+        names_.erase(it);
+      }
+      if (op->cache_bit >= 0 &&
+          by_bit_[static_cast<size_t>(op->cache_bit)] == op->handle) {
+        by_bit_[static_cast<size_t>(op->cache_bit)] = 0;
       }
     }
   }
-  // After the unlock: a caller woken under the lock would block on it at
-  // once and need a second wake-up.
-  done_cv_.SignalAll();
 }
 
 }  // namespace kolo::worker
