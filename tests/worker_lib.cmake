@@ -5,10 +5,13 @@ kolo_add_test(worker_lib_config_test SOURCES worker_lib_config_test.cc
 kolo_add_test(worker_lib_timeline_test SOURCES worker_lib_timeline_test.cc
   LIBS kolo_timeline protobuf::libprotobuf LABELS unit tsan)
 kolo_add_test(worker_lib_session_test SOURCES worker_lib_session_test.cc
-  LIBS kolo_worker LABELS unit)
+  LIBS kolo_worker kolo_coordinator LABELS unit)
 kolo_add_test(worker_lib_lease_test SOURCES worker_lib_lease_test.cc
   LIBS kolo_worker LABELS unit)
 kolo_add_test(worker_lib_api_test SOURCES worker_lib_api_test.cc
+  LIBS kolo_worker kolo_coordinator LABELS unit)
+# A worker::Job in-process: one worker hosting its coordinator.
+kolo_add_test(worker_lib_job_test SOURCES worker_lib_job_test.cc
   LIBS kolo_worker LABELS unit)
 
 # Multi-process starts (torchrun, Slurm, Open MPI, standalone coordinator)

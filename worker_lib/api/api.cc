@@ -1,16 +1,18 @@
-// kolo's public API (include/kolo/kolo.h): one Runtime per initialised job,
-// owned here and referenced nowhere else.
+// kolo's public API (include/kolo/kolo.h): the process's current Job
+// (worker_lib/runtime/job.h), its published topology and the leave flag, and
+// the API functions, which forward to the Job.
 //
-// init() parses the WorkerConfig, starts the coordinator if this rank hosts
-// it, opens the data-plane listener, connects the Session and waits for the
-// Membership. shutdown() leaves in order; the hosting rank then waits
-// (bounded) for the others to leave before it stops the coordinator.
+// init() parses the WorkerConfig and starts the Job (it hosts the
+// coordinator if this rank does, opens the data-plane listener, connects the
+// Session and waits for the Membership). shutdown() stops it: it leaves in
+// order; the hosting rank then waits (bounded) for the others to leave
+// before it stops the coordinator.
 //
-// Thread-safety: init/shutdown/control_allgather take api_mu only to find the
-// Runtime (a control_allgather in flight does not block shutdown, which fails
-// it). Topology getters read atomics, without locks.
+// Thread-safety: api_mu guards the current Job and its attachment; calls
+// that block (control_allgather, an elastic retry, a rejoin) take it only to
+// find the Job (a call in flight does not block shutdown, which fails it).
+// Topology getters read atomics, without locks.
 #include <signal.h>
-#include <sys/eventfd.h>
 #include <time.h>
 
 #include <algorithm>
@@ -23,19 +25,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "allreduce/cuda/cuda_info.h"
-#include "common/fd_limit.h"
 #include "common/log.h"
 #include "common/mutex.h"
-#include "common/net.h"
-#include "common/unique_fd.h"
-#include "coordinator/server.h"
 #include "kolo/kolo.h"
 #include "worker_lib/api/api_internal.h"
 #include "worker_lib/config.h"
 #include "worker_lib/fault_hook.h"
-#include "worker_lib/runtime/data_listener.h"
 #include "worker_lib/runtime/data_plane.h"
 #include "worker_lib/runtime/epoch_runtime.h"
+#include "worker_lib/runtime/job.h"
 #include "worker_lib/runtime/op_runtime.h"
 #include "worker_lib/session/session_client.h"
 
@@ -47,85 +45,6 @@ std::shared_ptr<spdlog::logger> Log() {
   static const auto* const logger =
       new std::shared_ptr<spdlog::logger>(GetLogger("api"));
   return *logger;
-}
-
-// A job this process has joined: what lives for the job. What lives for
-// one epoch is in `epochs` (worker_lib/runtime/epoch_runtime.h).
-struct Runtime {
-  worker::WorkerConfig config;
-  std::unique_ptr<coordinator::CoordinatorServer> server;  // if hosting
-  // Shared with an epoch change in flight.
-  std::shared_ptr<worker::DataListener> listener;
-  // Shared with control_allgather calls in flight.
-  std::shared_ptr<worker::SessionClient> client;
-  // The coordinator's address as dialled.
-  std::string target;
-  // The current epoch (and a few retired ones); shared with the Session's
-  // observers.
-  std::shared_ptr<worker::EpochSlot> epochs;
-};
-
-absl::Status WithMessage(const absl::Status& s, absl::string_view message) {
-  return absl::Status(s.code(), message);
-}
-
-absl::StatusOr<std::unique_ptr<coordinator::CoordinatorServer>> HostCoordinator(
-    const worker::WorkerConfig& c) {
-  coordinator::ServerOptions so = coordinator::ServerOptionsFromKnobs(c.knobs);
-  so.listen.bind_host =
-      net::IsIpLiteral(c.coordinator.host) ? c.coordinator.host : "0.0.0.0";
-  so.listen.port = c.coordinator.port;
-  so.core.expected_size = c.size;
-  so.core.job_id = c.job_id;
-  so.core.secret = c.secret;
-  // The port came from a variable, not a flag: name it.
-  so.listen.port_hint =
-      c.coordinator_source == "MASTER_ADDR:MASTER_PORT"
-          ? "choose a free port in MASTER_PORT on every worker; under "
-            "torchrun, MASTER_PORT is taken by torchrun's own rendezvous "
-            "store: set KOLO_COORDINATOR=<rank 0 host>:<free port> on every "
-            "worker"
-          : absl::StrCat("choose a free port in ", c.coordinator_source,
-                         "=<rank 0 host>:<port> on every worker, or set "
-                         "KOLO_HOST_COORDINATOR=0 if a kolo-coordinator "
-                         "already runs there");
-  auto server = coordinator::CoordinatorServer::Start(so);
-  if (server.ok()) return server;
-  return WithMessage(
-      server.status(),
-      absl::StrCat("rank 0 (worker ", c.worker_id,
-                   ") could not host the coordinator at ",
-                   c.coordinator.ToString(), " (from ", c.coordinator_source,
-                   "): ", server.status().message(),
-                   "; the other workers stop when they find no coordinator "
-                   "there"));
-}
-
-// Leaves the job; on the hosting rank, waits for the others, then stops the
-// coordinator.
-absl::Status StopRuntime(Runtime& rt) {
-  absl::Status abandoned;
-  if (rt.epochs != nullptr) {
-    if (std::shared_ptr<worker::EpochRuntime> e = rt.epochs->current()) {
-      abandoned = e->ops->Stop();  // before the data plane
-    }
-    rt.epochs.reset();  // closes the data connections
-  }
-  absl::Status result =
-      rt.client != nullptr ? rt.client->Shutdown() : absl::OkStatus();
-  if (result.ok()) result = abandoned;
-  if (rt.server != nullptr) {
-    absl::Status ended =
-        rt.server->WaitUntilEnded(absl::Now() + rt.config.knobs.start_timeout);
-    if (!ended.ok()) {
-      Log()->warn("the coordinator hosted by worker {} stops: {}",
-                  rt.config.worker_id, std::string(ended.message()));
-      if (result.ok()) result = ended;
-    }
-    rt.server->Shutdown(!ended.ok(), ended.ok() ? "every worker left"
-                                                : std::string(ended.message()));
-  }
-  return result;
 }
 
 // Elastic jobs: SIGTERM (a spot instance's notice) asks this worker to leave
@@ -170,92 +89,6 @@ void InstallGracefulLeave() {
   }
 }
 
-worker::SessionOptions SessionOptionsFor(const worker::WorkerConfig& c,
-                                         const std::string& target,
-                                         const std::string& data_address) {
-  worker::SessionOptions so;
-  so.coordinator = target;
-  so.coordinator_source = c.coordinator_source;
-  so.job_id = c.job_id;
-  so.worker_id = c.worker_id;
-  so.worker_incarnation = c.worker_incarnation;
-  so.host_name = c.host_name;
-  so.data_address = data_address;
-  so.requested_rank = c.rank;
-  so.expected_size = c.size;
-  so.secret = c.secret;
-  so.heartbeat_interval = c.knobs.heartbeat_interval;
-  so.lease = c.lease;
-  so.exit_on_lost_coordinator = true;
-  // An evicted worker of an elastic job may rejoin (Rejoin, below).
-  so.exit_on_evicted = !c.elastic;
-  return so;
-}
-
-absl::StatusOr<std::unique_ptr<Runtime>> StartRuntime(
-    worker::WorkerConfig config) {
-  // A worker of an elastic job may have to wait until it is admitted (at
-  // the members' next commit, or when a slot frees under --max-np).
-  const absl::Time deadline =
-      absl::Now() + (config.elastic ? std::max(config.knobs.start_timeout,
-                                               config.knobs.elastic_timeout)
-                                    : config.knobs.start_timeout);
-  // As servers do: the data port and the hosted coordinator accept
-  // connections from outside, which must not starve the job (issue 39).
-  RaiseOpenFileLimitAndLog("api");
-  auto rt = std::make_unique<Runtime>();
-  rt->config = std::move(config);
-  const worker::WorkerConfig& c = rt->config;
-  auto ip = worker::ChooseDataIp(c);
-  if (!ip.ok()) return ip.status();
-  std::string source = !c.data_addr.empty()    ? "KOLO_ADDR"
-                       : !c.data_iface.empty() ? "KOLO_IFACE=" + c.data_iface
-                                               : "the route to the coordinator";
-  tcp::AcceptorOptions accepting;
-  accepting.owner = absl::StrCat("worker ", c.worker_id);
-  auto listener = worker::DataListener::Open(*ip, source, accepting);
-  if (!listener.ok()) return listener.status();
-  rt->listener = std::shared_ptr<worker::DataListener>(*std::move(listener));
-  std::string target = c.coordinator.ToString();
-  if (c.host_coordinator) {
-    auto server = HostCoordinator(c);
-    if (!server.ok()) return server.status();
-    rt->server = *std::move(server);
-    net::HostPort hp = c.coordinator;
-    if (hp.port == 0) hp.port = rt->server->port();
-    target = hp.ToString();
-  }
-
-  auto client = worker::SessionClient::Connect(
-      SessionOptionsFor(c, target, rt->listener->address()), deadline);
-  if (!client.ok()) {
-    if (rt->server != nullptr) {
-      rt->server->Shutdown(
-          true, absl::StrCat("rank 0 (worker ", c.worker_id,
-                             ", which hosts the coordinator) could not join: ",
-                             client.status().message()));
-    }
-    return client.status();
-  }
-  rt->client = *std::move(client);
-  rt->target = target;
-  rt->epochs = std::make_shared<worker::EpochSlot>();
-  worker::EpochSlot::Attach(rt->epochs, *rt->client);
-  worker::EpochInputs in;
-  in.config = &rt->config;
-  in.client = rt->client;
-  in.acceptor = rt->listener->acceptor();
-  in.coordinator = rt->target;
-  auto epoch =
-      worker::BuildEpoch(in, rt->client->current(), deadline, /*abort_fd=*/-1);
-  if (!epoch.ok()) {
-    (void)StopRuntime(*rt);
-    return epoch.status();
-  }
-  rt->epochs->Install(*std::move(epoch));
-  return rt;
-}
-
 // The topology of the current epoch; rank == -1 when not initialised. Rank
 // is written last on init and first on shutdown.
 struct Published {
@@ -284,18 +117,19 @@ void Publish(const proto::Membership* m, std::string worker_id,
 }
 
 Mutex api_mu;
-std::unique_ptr<Runtime> runtime ABSL_GUARDED_BY(api_mu);
+// Shared with the calls in flight that block outside api_mu.
+std::shared_ptr<worker::Job> job ABSL_GUARDED_BY(api_mu);
 
 // A process that exits with kolo initialised (returns from main without
 // shutdown(), or calls exit()) shuts down here, before static destruction:
-// otherwise ~Runtime would run among the statics while gRPC's threads still
+// otherwise ~Job would run among the statics while gRPC's threads still
 // call into the session and the runtime. Registered by the first init(),
 // after every static it uses was constructed, so it runs before they are
 // destroyed.
 void ShutdownAtExit() {
   {
     MutexLock lock(&api_mu);
-    if (runtime == nullptr) return;
+    if (job == nullptr) return;
   }
   Log()->warn(
       "the process exits with kolo initialised (kolo::shutdown() was not "
@@ -309,7 +143,7 @@ void ShutdownAtExit() {
 
 absl::Status init() {
   MutexLock lock(&api_mu);
-  if (runtime != nullptr) return absl::OkStatus();
+  if (job != nullptr) return absl::OkStatus();
   worker::EnvMap env = worker::ReadProcessEnvironment();
   worker::ScrubSecretFromProcessEnvironment();
   auto config = worker::ParseWorkerConfig(env, net::KernelHostName());
@@ -336,20 +170,20 @@ absl::Status init() {
                   std::string(s.message()));
     }
   }
-  auto rt = StartRuntime(*std::move(config));
-  if (!rt.ok()) return rt.status();
-  runtime = *std::move(rt);
-  if (runtime->config.elastic) InstallGracefulLeave();
+  auto started = worker::Job::Start(*std::move(config));
+  if (!started.ok()) return started.status();
+  job = *std::move(started);
+  if (job->config().elastic) InstallGracefulLeave();
   static const bool at_exit = std::atexit(ShutdownAtExit) == 0;
   if (!at_exit) Log()->warn("could not register kolo's shutdown at exit");
-  const proto::Membership m = runtime->epochs->current()->membership;
+  const proto::Membership m = job->membership();
   SetLogRank(m.rank());
-  Publish(&m, runtime->config.worker_id, runtime->listener->address());
+  Publish(&m, job->config().worker_id, job->data_address());
   Log()->info(
       "initialised: rank {} of {}, local {} of {}, cross {} of {}, "
       "data at {}",
       m.rank(), m.size(), m.local_rank(), m.local_size(), m.cross_rank(),
-      m.cross_size(), runtime->listener->address());
+      m.cross_size(), job->data_address());
   return absl::OkStatus();
 }
 
@@ -373,10 +207,10 @@ absl::Status init(const InitOptions& options) {
 
 absl::Status shutdown() {
   MutexLock lock(&api_mu);
-  if (runtime == nullptr) return absl::OkStatus();
+  if (job == nullptr) return absl::OkStatus();
   Publish(nullptr, "", "");
-  absl::Status s = StopRuntime(*runtime);
-  runtime.reset();
+  absl::Status s = job->Stop();
+  job.reset();
   worker::faults::Disarm();
   SetLogIdentity("rank ?");
   return s;
@@ -413,11 +247,11 @@ absl::StatusOr<std::vector<std::string>> control_allgather(
   std::shared_ptr<worker::SessionClient> client;
   {
     MutexLock lock(&api_mu);
-    if (runtime == nullptr) {
+    if (job == nullptr) {
       return absl::FailedPreconditionError(absl::StrCat(
           "control_allgather('", key, "') called before kolo::init()"));
     }
-    client = runtime->client;
+    client = job->attachment().client;
   }
   return client->Exchange(key, value, timeout);
 }
@@ -427,11 +261,11 @@ namespace {
 // The data plane of the current job, or kFailedPrecondition naming `op`.
 absl::StatusOr<std::shared_ptr<worker::DataPlane>> Data(absl::string_view op) {
   MutexLock lock(&api_mu);
-  if (runtime == nullptr) {
+  if (job == nullptr) {
     return absl::FailedPreconditionError(
         absl::StrCat(op, " called before kolo::init()"));
   }
-  return runtime->epochs->current()->data;
+  return job->attachment().epochs->current()->data;
 }
 
 }  // namespace
@@ -494,104 +328,67 @@ namespace internal {
 absl::StatusOr<std::shared_ptr<worker::OpRuntime>> CurrentOps(
     absl::string_view op) {
   MutexLock lock(&api_mu);
-  if (runtime == nullptr) {
+  if (job == nullptr) {
     return absl::FailedPreconditionError(
         absl::StrCat(op, " called before kolo::init() (or after shutdown())"));
   }
-  return runtime->epochs->current()->ops;
+  return job->attachment().epochs->current()->ops;
 }
 
 absl::StatusOr<std::shared_ptr<worker::OpRuntime>> OpsForHandle(
     absl::string_view op, Handle handle) {
   MutexLock lock(&api_mu);
-  if (runtime == nullptr) {
+  if (job == nullptr) {
     return absl::FailedPreconditionError(
         absl::StrCat(op, " called before kolo::init() (or after shutdown())"));
   }
-  return runtime->epochs->ForHandle(handle)->ops;
+  return job->attachment().epochs->ForHandle(handle)->ops;
 }
 
+namespace {
+
+// The current Job and its attachment, or kFailedPrecondition with `message`.
+absl::StatusOr<std::pair<std::shared_ptr<worker::Job>, worker::Job::Attachment>>
+CurrentJob(absl::string_view message) {
+  MutexLock lock(&api_mu);
+  if (job == nullptr) return absl::FailedPreconditionError(message);
+  return std::make_pair(job, job->attachment());
+}
+
+}  // namespace
+
 absl::Status AwaitSessionVerdict() {
-  std::shared_ptr<worker::SessionClient> client;
-  absl::Duration lease;
-  {
-    MutexLock lock(&api_mu);
-    if (runtime == nullptr) {
-      return absl::FailedPreconditionError(
-          "waiting for the coordinator's verdict found kolo shut down");
-    }
-    client = runtime->client;
-    lease = runtime->config.lease;
-  }
-  const absl::Time deadline = absl::Now() + lease;
-  absl::Status health = client->health();
-  while (health.ok() && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(10));
-    health = client->health();
-  }
-  return health;
+  auto current =
+      CurrentJob("waiting for the coordinator's verdict found kolo shut down");
+  if (!current.ok()) return current.status();
+  return current->first->AwaitVerdict(current->second);
 }
 
 absl::Status Rejoin(absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
-  std::shared_ptr<worker::EpochSlot> old_epochs;
-  std::shared_ptr<worker::DataListener> listener;
-  worker::WorkerConfig config;
-  std::string target;
-  {
-    MutexLock lock(&api_mu);
-    if (runtime == nullptr) {
-      return absl::FailedPreconditionError(
-          "rejoining found kolo shut down (kolo::shutdown() was called)");
-    }
-    old_epochs = runtime->epochs;
-    listener = runtime->listener;
-    config = runtime->config;
-    target = runtime->target;
-  }
-  if (!config.elastic) {
+  auto current = CurrentJob(
+      "rejoining found kolo shut down (kolo::shutdown() was called)");
+  if (!current.ok()) return current.status();
+  const std::shared_ptr<worker::Job>& joined = current->first;
+  if (!joined->config().elastic) {
     return absl::FailedPreconditionError(
         "only a worker of an elastic job rejoins after its eviction");
   }
-  std::shared_ptr<worker::EpochRuntime> old = old_epochs->current();
-  (void)old->ops->Stop(/*close_timeline=*/false);
-  Log()->warn("worker {} rejoins job '{}' as a newcomer", config.worker_id,
-              config.job_id);
-  auto connected = worker::SessionClient::Connect(
-      SessionOptionsFor(config, target, listener->address()), deadline);
-  if (!connected.ok()) return connected.status();
-  std::shared_ptr<worker::SessionClient> client = *std::move(connected);
-  auto epochs = std::make_shared<worker::EpochSlot>();
-  worker::EpochSlot::Attach(epochs, *client);
-  worker::EpochInputs in;
-  in.config = &config;
-  in.client = client;
-  in.acceptor = listener->acceptor();
-  in.coordinator = target;
-  in.first = false;
-  in.first_handle = old->ops->next_handle();
-  in.dissolved_sets = old_epochs->KnownSets();
-  in.timeline = old->ops->timeline();
-  in.cause = "this worker rejoined after its eviction";
-  auto epoch = worker::BuildEpoch(in, client->current(), deadline, -1);
-  if (!epoch.ok()) {
-    (void)client->Shutdown();
-    return epoch.status();
-  }
-  const proto::Membership m = (*epoch)->membership;
-  epochs->Install(*std::move(epoch));
+  auto rejoined = joined->Rejoin(current->second, deadline);
+  if (!rejoined.ok()) return rejoined.status();
+  const proto::Membership m = rejoined->epochs->current()->membership;
+  const std::shared_ptr<worker::SessionClient> client = rejoined->client;
   {
     MutexLock lock(&api_mu);
-    if (runtime == nullptr) {
+    if (job == nullptr) {
       (void)client->Shutdown();
       return absl::FailedPreconditionError(
           "kolo was shut down while this worker rejoined");
     }
-    runtime->client = client;
-    runtime->epochs = epochs;
+    job->Adopt(*std::move(rejoined));
   }
   SetLogRank(m.rank());
-  Publish(&m, config.worker_id, listener->address());
+  Publish(&m, joined->config().worker_id, joined->data_address());
   Log()->info("rejoined in epoch {}: rank {} of {}", client->epoch(), m.rank(),
               m.size());
   return absl::OkStatus();
@@ -599,7 +396,7 @@ absl::Status Rejoin(absl::Duration timeout) {
 
 bool IsElasticJob() {
   MutexLock lock(&api_mu);
-  return runtime != nullptr && runtime->config.elastic;
+  return job != nullptr && job->config().elastic;
 }
 
 bool LeaveRequested() { return leave_requested.load(); }
@@ -608,66 +405,21 @@ void RequestLeave() { leave_requested.store(true); }
 
 absl::Status AwaitNextEpoch(absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
-  std::shared_ptr<worker::EpochSlot> epochs;
-  std::shared_ptr<worker::SessionClient> client;
-  std::shared_ptr<worker::DataListener> listener;
-  worker::WorkerConfig config;
-  worker::EpochInputs in;
-  in.config = &config;
-  {
-    MutexLock lock(&api_mu);
-    if (runtime == nullptr) {
-      return absl::FailedPreconditionError(
-          "the elastic retry found kolo shut down (kolo::shutdown() was "
-          "called, or init() never was)");
-    }
-    epochs = runtime->epochs;
-    client = runtime->client;
-    listener = runtime->listener;
-    config = runtime->config;
-    in.coordinator = runtime->target;
-  }
-  in.client = client;
-  in.acceptor = listener->acceptor();
-  in.first = false;
-  while (true) {
-    std::shared_ptr<worker::EpochRuntime> old = epochs->current();
-    const absl::Status ended_with = epochs->EndedWith(old->number);
-    if (ended_with.ok()) {
-      return absl::OkStatus();  // the current epoch is alive: nothing to do
-    }
-    in.cause = std::string(ended_with.message());
-    absl::StatusOr<worker::SessionClient::EpochView> view =
-        client->WaitForEpochAfter(old->number, deadline);
-    if (!view.ok()) return view.status();
-    // The ended epoch's runtime stops before the next one starts (its
-    // pending ops failed already); the timeline goes on in the next.
-    in.timeline = old->ops->timeline();
-    (void)old->ops->Stop(/*close_timeline=*/false);
-    in.first_handle = old->ops->next_handle();
-    in.dissolved_sets = epochs->KnownSets();
-    net::UniqueFd abort(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-    epochs->BeginBuild(view->epoch, abort.get());
-    auto epoch = worker::BuildEpoch(in, *view, deadline, abort.get());
-    epochs->EndBuild();
-    if (!epoch.ok()) {
-      absl::Status ended = epochs->EndedWith(view->epoch);
-      if (ended.ok()) return epoch.status();
-      // Epoch e+1 ended while its data plane formed: wait for e+2. The
-      // failed build leaves the ended epoch current.
-      Log()->warn("epoch {} ended while it formed: {}", view->epoch,
-                  std::string(ended.message()));
-      continue;
-    }
-    const proto::Membership m = (*epoch)->membership;
-    epochs->Install(*std::move(epoch));
-    SetLogRank(m.rank());
-    Publish(&m, config.worker_id, listener->address());
-    Log()->info("epoch {}: rank {} of {}, local {} of {}, cross {} of {}",
-                view->epoch, m.rank(), m.size(), m.local_rank(), m.local_size(),
-                m.cross_rank(), m.cross_size());
-    return absl::OkStatus();
-  }
+  auto current = CurrentJob(
+      "the elastic retry found kolo shut down (kolo::shutdown() was "
+      "called, or init() never was)");
+  if (!current.ok()) return current.status();
+  auto next = current->first->AwaitNextEpoch(current->second, deadline);
+  if (!next.ok()) return next.status();
+  if (*next == nullptr) return absl::OkStatus();  // the epoch is alive
+  const proto::Membership& m = (*next)->membership;
+  SetLogRank(m.rank());
+  Publish(&m, current->first->config().worker_id,
+          current->first->data_address());
+  Log()->info("epoch {}: rank {} of {}, local {} of {}, cross {} of {}",
+              (*next)->number, m.rank(), m.size(), m.local_rank(),
+              m.local_size(), m.cross_rank(), m.cross_size());
+  return absl::OkStatus();
 }
 
 }  // namespace internal

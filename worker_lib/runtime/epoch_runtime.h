@@ -10,11 +10,11 @@
 // never reused. A retired epoch is kept (a few) so that handles it gave out
 // still answer (with their error).
 //
-// EpochSlot: which EpochRuntime is current, shared by the job's Runtime
-// (api.cc) and the Session's observers, which abort the current epoch (the
-// coordinator ended it, or the job ended) from a gRPC thread. What outlives
-// epochs — the config, the Session, the data listener, the worker id, the
-// user's callbacks — belongs to the job.
+// EpochSlot: which EpochRuntime is current, shared by the worker::Job
+// (worker_lib/runtime/job.h) and the Session's observers, which abort the
+// current epoch (the coordinator ended it, or the job ended) from a gRPC
+// thread. What outlives epochs — the config, the Session, the data listener,
+// the worker id, the user's callbacks — belongs to the job.
 //
 // Thread-safety: EpochSlot's methods may be called from any thread; its
 // mutex is taken after the Session's (the observers run under it) and

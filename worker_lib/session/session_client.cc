@@ -109,14 +109,16 @@ absl::Status SessionClient::Reactor::WaitForMembership(absl::Time start,
     {
       MutexLock lock(&mu_);
       const absl::Time now = absl::Now();
-      if (membership_.has_value() || !terminal_.ok() || now >= deadline) break;
-      const bool probe = !challenged_ && addr.ok();
+      if (epoch_.membership.has_value() || verdict_.given() || now >= deadline)
+        break;
+      const bool probe = !incarnation_.has_value() && addr.ok();
       const absl::Time wake =
           probe ? std::min(deadline, now + kProbeEvery) : deadline;
-      while (!membership_.has_value() && terminal_.ok()) {
+      while (!epoch_.membership.has_value() && !verdict_.given()) {
         if (cv_.WaitWithDeadline(&mu_, wake)) break;
       }
-      if (!probe || challenged_ || membership_.has_value() || !terminal_.ok())
+      if (!probe || incarnation_.has_value() || epoch_.membership.has_value() ||
+          verdict_.given())
         continue;
     }
     // Not challenged yet: is another program at the address?
@@ -128,18 +130,19 @@ absl::Status SessionClient::Reactor::WaitForMembership(absl::Time start,
     other_since = std::min(other_since, absl::Now());
     if (absl::Now() - other_since >= kNotACoordinatorAfter) {
       MutexLock lock(&mu_);
-      if (!challenged_) Fail(NotACoordinator(), /*lost=*/false);
+      if (!incarnation_.has_value())
+        Fail(NotACoordinator(), SessionVerdict::Cause::kOther);
     }
   }
   MutexLock lock(&mu_);
-  if (!terminal_.ok()) return terminal_;
-  if (membership_.has_value()) {
-    client.incarnation_ = incarnation_;
+  if (verdict_.given()) return verdict_.status;
+  if (epoch_.membership.has_value()) {
+    client.incarnation_ = *incarnation_;
     return absl::OkStatus();
   }
   std::string waited = Secs(deadline - start);
   absl::Status s =
-      challenged_
+      incarnation_.has_value()
           ? absl::DeadlineExceededError(absl::StrCat(
                 "no membership from ", Who(), " within ", waited,
                 " for worker ", options_.worker_id,
@@ -152,7 +155,7 @@ absl::Status SessionClient::Reactor::WaitForMembership(absl::Time start,
                 "and that KOLO_COORDINATOR or MASTER_ADDR/MASTER_PORT point at "
                 "it from this host; raise KOLO_START_TIMEOUT if it starts "
                 "slowly"));
-  Fail(s, /*lost=*/false);
+  Fail(s, SessionVerdict::Cause::kOther);
   return s;
 }
 
@@ -174,14 +177,14 @@ absl::StatusOr<std::vector<std::string>> SessionClient::Reactor::Exchange(
   const absl::Time deadline = absl::Now() + timeout;
   {
     MutexLock lock(&mu_);
-    if (!terminal_.ok()) return terminal_;
+    if (verdict_.given()) return verdict_.status;
     if (phase_ != Phase::kMember) {
       return absl::FailedPreconditionError(absl::StrCat(
           "control_allgather('", k, "') on worker ", options_.worker_id,
           ": the session is not running (call it after init() and before "
           "shutdown())"));
     }
-    if (!epoch_error_.ok()) return epoch_error_;
+    if (epoch_.ended()) return epoch_.error;
     if (exchanges_.contains(k)) {
       return absl::FailedPreconditionError(absl::StrCat(
           "control_allgather('", k, "') is already pending on worker ",
@@ -196,7 +199,7 @@ absl::StatusOr<std::vector<std::string>> SessionClient::Reactor::Exchange(
   }
   MaybeStartWrite(/*from_reaction=*/false);
   MutexLock lock(&mu_);
-  while (!exchanges_[k].has_value() && terminal_.ok() && epoch_error_.ok()) {
+  while (!exchanges_[k].has_value() && !verdict_.given() && !epoch_.ended()) {
     if (cv_.WaitWithDeadline(&mu_, deadline)) break;
   }
   auto it = exchanges_.find(k);
@@ -206,11 +209,11 @@ absl::StatusOr<std::vector<std::string>> SessionClient::Reactor::Exchange(
     return values;
   }
   exchanges_.erase(it);
-  if (!terminal_.ok()) return terminal_;
-  if (!epoch_error_.ok()) return epoch_error_;
+  if (verdict_.given()) return verdict_.status;
+  if (epoch_.ended()) return epoch_.error;
   return absl::DeadlineExceededError(absl::StrCat(
       "control_allgather('", k, "') on worker ", options_.worker_id, " (rank ",
-      membership_->rank(), "): no result from ", Who(), " within ",
+      epoch_.membership->rank(), "): no result from ", Who(), " within ",
       Secs(timeout), ": some rank has not called it with this key"));
 }
 
@@ -218,10 +221,11 @@ absl::Status SessionClient::Reactor::Leave(absl::Duration timeout) {
   absl::Status result;
   {
     MutexLock lock(&mu_);
-    if (phase_ == Phase::kLeaving || phase_ == Phase::kClosing) {
+    if (leaving() || phase_ == Phase::kClosing) {
       return absl::OkStatus();
     }
-    if (!terminal_.ok() || done_ || writes_broken_) {
+    if (verdict_.given() || stream_.done() ||
+        stream_.writes == SessionStream::Writes::kBroken) {
       // Nothing to leave: the job ended or the coordinator is gone, which
       // the caller has been told.
       phase_ = Phase::kClosing;
@@ -236,17 +240,17 @@ absl::Status SessionClient::Reactor::Leave(absl::Duration timeout) {
   {
     MutexLock lock(&mu_);
     const absl::Time deadline = absl::Now() + timeout;
-    while (!leave_acked_ && !done_ && terminal_.ok()) {
+    while (phase_ != Phase::kLeft && !stream_.done() && !verdict_.given()) {
       if (cv_.WaitWithDeadline(&mu_, deadline)) break;
     }
-    if (!leave_acked_ && terminal_.ok()) {
+    if (phase_ != Phase::kLeft && !verdict_.given()) {
       result = absl::DeadlineExceededError(
           absl::StrCat(Who(), " did not acknowledge the Leave of worker ",
                        options_.worker_id, " within ", Secs(timeout),
-                       (done_ ? " (the stream closed)" : "")));
+                       (stream_.done() ? " (the stream closed)" : "")));
       SessionLog()->warn("{}", std::string(result.message()));
     }
-    writes_done_requested_ = true;
+    stream_.RequestClose();
   }
   MaybeStartWrite(/*from_reaction=*/false);
   return result;
@@ -255,8 +259,8 @@ absl::Status SessionClient::Reactor::Leave(absl::Duration timeout) {
 void SessionClient::Reactor::Abort() {
   {
     MutexLock lock(&mu_);
-    if (phase_ != Phase::kLeaving) phase_ = Phase::kClosing;
-    if (done_) return;
+    if (!leaving()) phase_ = Phase::kClosing;
+    if (stream_.done()) return;
   }
   context_.TryCancel();
 }
@@ -269,12 +273,12 @@ bool SessionClient::Reactor::Close(absl::Duration timeout) {
   for (int attempt = 0; attempt < 2 && !done; ++attempt) {
     {
       MutexLock lock(&mu_);
-      if (phase_ != Phase::kLeaving) phase_ = Phase::kClosing;
+      if (!leaving()) phase_ = Phase::kClosing;
       const absl::Time deadline = absl::Now() + timeout;
-      while (!done_) {
+      while (!stream_.done()) {
         if (cv_.WaitWithDeadline(&mu_, deadline)) break;
       }
-      done = done_;
+      done = stream_.done();
     }
     if (!done && attempt == 0) {
       SessionLog()->warn(
@@ -288,7 +292,7 @@ bool SessionClient::Reactor::Close(absl::Duration timeout) {
     phase_ = Phase::kClosing;  // from here on, losing the coordinator is fine
     Fail(absl::CancelledError(absl::StrCat("worker ", options_.worker_id,
                                            " has shut down its session")),
-         /*lost=*/false);
+         SessionVerdict::Cause::kOther);
     stop_thread_ = true;
     cv_.SignalAll();
   }

@@ -79,24 +79,31 @@ void SessionClient::Reactor::Start() {
 }
 
 void SessionClient::Reactor::Enqueue(proto::WorkerMessage msg) {
-  if (writes_broken_ || writes_done_requested_) return;
+  if (!stream_.accepts_messages()) return;
   proto::Fence* f = msg.mutable_fence();
-  f->set_incarnation(incarnation_);
-  f->set_epoch(epoch_);
+  f->set_incarnation(incarnation_.value_or(0));
+  f->set_epoch(epoch_.number);
   queue_.push_back(std::move(msg));
 }
 
 void SessionClient::Reactor::MaybeStartWrite(bool from_reaction) {
   MutexLock lock(&mu_);
-  if (done_ || (hold_released_ && !from_reaction)) return;
-  if (write_in_flight_ || writes_broken_ || writes_done_started_) return;
+  using Writes = SessionStream::Writes;
+  if (stream_.done() ||
+      (stream_.call != SessionStream::Call::kHeld && !from_reaction)) {
+    return;
+  }
+  if (stream_.write_in_flight || stream_.writes == Writes::kBroken ||
+      stream_.writes == Writes::kCloseStarted) {
+    return;
+  }
   if (!queue_.empty()) {
     // A deque keeps references valid across push_back; the front is only
     // popped by OnWriteDone, after this write completed.
-    write_in_flight_ = true;
+    stream_.write_in_flight = true;
     StartWrite(&queue_.front());
-  } else if (writes_done_requested_) {
-    writes_done_started_ = true;
+  } else if (stream_.writes == Writes::kCloseRequested) {
+    stream_.writes = Writes::kCloseStarted;
     StartWritesDone();
   }
 }
@@ -104,8 +111,8 @@ void SessionClient::Reactor::MaybeStartWrite(bool from_reaction) {
 void SessionClient::Reactor::ReleaseHold() {
   {
     MutexLock lock(&mu_);
-    if (hold_released_) return;
-    hold_released_ = true;
+    if (stream_.call != SessionStream::Call::kHeld) return;
+    stream_.call = SessionStream::Call::kReleased;
   }
   RemoveHold();
 }
@@ -113,11 +120,11 @@ void SessionClient::Reactor::ReleaseHold() {
 void SessionClient::Reactor::OnWriteDone(bool ok) {
   {
     MutexLock lock(&mu_);
-    write_in_flight_ = false;
+    stream_.write_in_flight = false;
     if (ok) {
       queue_.pop_front();
     } else {
-      writes_broken_ = true;  // the stream is over; OnDone follows
+      stream_.writes = SessionStream::Writes::kBroken;  // OnDone follows
       queue_.clear();
     }
   }
@@ -143,42 +150,41 @@ void SessionClient::Reactor::OnReadDone(bool ok) {
 
 void SessionClient::Reactor::OnDone(const grpc::Status& status) {
   MutexLock lock(&mu_);
-  if (!distrust_.ok()) Fail(distrust_, /*lost=*/false);
-  if (phase_ != Phase::kLeaving && phase_ != Phase::kClosing) {
+  if (!distrust_.ok()) Fail(distrust_, SessionVerdict::Cause::kOther);
+  if (!leaving() && phase_ != Phase::kClosing) {
     Fail(absl::UnavailableError(absl::StrCat(
              "lost ", Who(), " (stream closed: ", status.error_message(),
              ", gRPC code ", static_cast<int>(status.error_code()), ")")),
-         /*lost=*/true);
+         SessionVerdict::Cause::kLostCoordinator);
   }
-  done_ = true;
+  stream_.call = SessionStream::Call::kDone;
   cv_.SignalAll();
 }
 
-void SessionClient::Reactor::Fail(absl::Status status, bool lost) {
-  if (!terminal_.ok()) return;
-  terminal_ = std::move(status);
-  lost_ = lost;
+void SessionClient::Reactor::Fail(absl::Status status,
+                                  SessionVerdict::Cause cause) {
+  if (!verdict_.Give(std::move(status), cause)) return;
   cv_.SignalAll();
-  if (on_terminal_) on_terminal_(terminal_);
+  if (on_terminal_) on_terminal_(verdict_.status);
 }
 
 void SessionClient::Reactor::OnTerminal(
     std::function<void(const absl::Status&)> observer) {
   MutexLock lock(&mu_);
   on_terminal_ = std::move(observer);
-  if (!terminal_.ok() && on_terminal_) on_terminal_(terminal_);
+  if (verdict_.given() && on_terminal_) on_terminal_(verdict_.status);
 }
 
 absl::Status SessionClient::Reactor::WaitForVerdict(absl::Time deadline) {
   MutexLock lock(&mu_);
-  const uint64_t reported_in = epoch_;
-  while (terminal_.ok() && epoch_error_.ok() && epoch_ == reported_in) {
+  const uint64_t reported_in = epoch_.number;
+  while (!verdict_.given() && !epoch_.ended() && epoch_.number == reported_in) {
     if (cv_.WaitWithDeadline(&mu_, deadline)) break;
   }
-  if (!terminal_.ok()) return terminal_;
-  if (!epoch_error_.ok()) return epoch_error_;
+  if (verdict_.given()) return verdict_.status;
+  if (epoch_.ended()) return epoch_.error;
   // The epoch ended and the next formed before this thread woke up.
-  if (epoch_ != reported_in) return last_epoch_error_;
+  if (epoch_.number != reported_in) return epoch_.last_error;
   return absl::OkStatus();
 }
 
@@ -191,12 +197,12 @@ void SessionClient::Reactor::OnEpochEnd(
 absl::StatusOr<SessionClient::EpochView>
 SessionClient::Reactor::WaitForEpochAfter(uint64_t epoch, absl::Time deadline) {
   MutexLock lock(&mu_);
-  while (terminal_.ok() && (epoch_ <= epoch || !epoch_error_.ok())) {
+  while (!verdict_.given() && (epoch_.number <= epoch || epoch_.ended())) {
     if (cv_.WaitWithDeadline(&mu_, deadline)) break;
   }
-  if (!terminal_.ok()) return terminal_;
-  if (epoch_ > epoch && epoch_error_.ok()) {
-    return EpochView{*membership_, epoch_};
+  if (verdict_.given()) return verdict_.status;
+  if (epoch_.number > epoch && !epoch_.ended()) {
+    return EpochView{*epoch_.membership, epoch_.number};
   }
   return absl::DeadlineExceededError(absl::StrCat(
       "worker ", options_.worker_id, ": no membership of an epoch after ",
@@ -206,7 +212,8 @@ SessionClient::Reactor::WaitForEpochAfter(uint64_t epoch, absl::Time deadline) {
 
 SessionClient::EpochView SessionClient::Reactor::Current() const {
   MutexLock lock(&mu_);
-  return EpochView{membership_.value_or(proto::Membership{}), epoch_};
+  return EpochView{epoch_.membership.value_or(proto::Membership{}),
+                   epoch_.number};
 }
 
 void SessionClient::Reactor::OnPlan(
@@ -218,14 +225,14 @@ void SessionClient::Reactor::OnPlan(
 absl::Status SessionClient::Reactor::SendMessage(proto::WorkerMessage msg) {
   {
     MutexLock lock(&mu_);
-    if (!terminal_.ok()) return terminal_;
+    if (verdict_.given()) return verdict_.status;
     if (phase_ != Phase::kMember) {
       return absl::FailedPreconditionError(absl::StrCat(
           "worker ", options_.worker_id,
           ": the session is not running (submit collectives after init() and "
           "before shutdown())"));
     }
-    if (!epoch_error_.ok()) return epoch_error_;
+    if (epoch_.ended()) return epoch_.error;
     Enqueue(std::move(msg));
   }
   MaybeStartWrite(/*from_reaction=*/false);
@@ -233,167 +240,185 @@ absl::Status SessionClient::Reactor::SendMessage(proto::WorkerMessage msg) {
 }
 
 void SessionClient::Reactor::Handle(const proto::CoordinatorMessage& msg) {
-  const proto::Fence& f = msg.fence();
-  if (!distrust_.ok() && !msg.has_refusal()) return;  // an impostor's words
-  if (msg.has_refusal()) {
-    SessionLog()->error("{}", msg.refusal().message());
-    absl::Status refused = proto::RefusalStatus(
-        msg.refusal().reason(),
-        absl::StrCat(Who(), " refused worker ", options_.worker_id, ": ",
-                     msg.refusal().message()));
-    if (!distrust_.ok()) {
-      // An unauthenticated worker is told nothing precise; what it found
-      // itself (the coordinator could not prove the secret) says why.
-      refused = absl::Status(
-          refused.code(),
-          absl::StrCat(refused.message(), "; ", distrust_.message()));
-    }
-    Fail(refused, /*lost=*/false);
-    return;
-  }
-  if (msg.has_challenge()) {
-    if (challenged_) {
-      SessionLog()->warn("{} sent a second Challenge; ignored", Who());
-      return;
-    }
-    challenged_ = true;
-    incarnation_ = f.incarnation();
-    last_heard_ = absl::Now();
-    auto mac = handshake_.Answer(msg.challenge().server_nonce(),
-                                 msg.challenge().server_proof());
-    if (!mac.ok()) {
-      // The secrets differ. Never answer a coordinator that cannot prove the
-      // secret; send an empty proof instead, which it refuses (and logs), and
-      // report its refusal — or this, if it does not refuse in time.
-      distrust_ = absl::UnauthenticatedError(absl::StrCat(
-          Who(), " could not prove that it knows the secret of job '",
-          options_.job_id, "' that worker ", options_.worker_id, " has (",
-          mac.status().message(),
-          "): authentication failed; give the coordinator and every worker "
-          "the same secret (KOLO_SECRET_FILE)"));
-      distrust_deadline_ = absl::Now() + kDistrustGrace;
-      proto::WorkerMessage empty;
-      empty.mutable_proof();
-      Enqueue(std::move(empty));
-      cv_.SignalAll();
-      return;
-    }
-    proto::WorkerMessage proof;
-    proof.mutable_proof()->set_mac(*mac);
-    Enqueue(std::move(proof));
-    phase_ = Phase::kAwaitMembership;
-    cv_.SignalAll();  // the kolo thread starts heartbeats
-    return;
-  }
-  // Fencing: this incarnation, and this epoch (a Membership opens a later one).
-  const bool new_epoch = msg.has_membership() && f.epoch() > epoch_;
-  // Elastic jobs: after EpochAborted the next Membership is awaited.
-  const bool awaiting = phase_ == Phase::kAwaitMembership ||
-                        (phase_ == Phase::kMember && !epoch_error_.ok());
-  if (!challenged_ || f.incarnation() != incarnation_ ||
-      (f.epoch() != epoch_ && !new_epoch)) {
-    SessionLog()->warn(
-        "dropped a message from {} fenced (incarnation {:016x}, epoch {}); "
-        "worker {} is at incarnation {:016x}, epoch {}",
-        Who(), f.incarnation(), f.epoch(), options_.worker_id, incarnation_,
-        epoch_);
-    return;
-  }
+  if (msg.has_refusal()) return HandleRefusal(msg.refusal());
+  if (!distrust_.ok()) return;  // an impostor's words
+  if (msg.has_challenge()) return HandleChallenge(msg);
+  if (Fenced(msg)) return;
   last_heard_ = absl::Now();  // only a message of our coordinator renews
   switch (msg.body_case()) {
     case proto::CoordinatorMessage::kMembership:
-      if (!awaiting || !new_epoch) {
-        SessionLog()->warn(
-            "{} sent an unexpected Membership (epoch {}); ignored", Who(),
-            f.epoch());
-        return;
-      }
-      if (phase_ == Phase::kMember) {
-        SessionLog()->warn(
-            "worker {}: epoch {} formed: rank {} of {} (was rank {} of {})",
-            options_.worker_id, f.epoch(), msg.membership().rank(),
-            msg.membership().size(), membership_->rank(), membership_->size());
-      }
-      epoch_ = f.epoch();
-      membership_ = msg.membership();
-      epoch_error_ = absl::OkStatus();
-      phase_ = Phase::kMember;
-      cv_.SignalAll();
-      return;
-    case proto::CoordinatorMessage::kEpochAborted: {
-      const proto::EpochAborted& ab = msg.epoch_aborted();
-      if (phase_ != Phase::kMember || !epoch_error_.ok() ||
-          ab.epoch() != epoch_) {
-        SessionLog()->warn("{} ended epoch {} at epoch {}; ignored", Who(),
-                           ab.epoch(), epoch_);
-        return;
-      }
-      SessionLog()->warn("worker {}: {}", options_.worker_id, ab.reason());
-      epoch_error_ = proto::MembershipError(ab);
-      last_epoch_error_ = epoch_error_;
-      // Pending exchanges, Announces and Dones of the epoch fail with it;
-      // the API aborts the epoch's data plane and ops.
-      if (on_epoch_end_) on_epoch_end_(epoch_error_, epoch_);
-      proto::WorkerMessage ack;
-      ack.mutable_epoch_ack()->set_epoch(epoch_);
-      Enqueue(std::move(ack));
-      cv_.SignalAll();
-      return;
-    }
-    case proto::CoordinatorMessage::kEvicted: {
-      proto::LostWorker self;
-      self.set_worker_id(options_.worker_id);
-      self.set_rank(membership_.has_value() ? membership_->rank() : -1);
-      self.set_host_name(options_.host_name);
-      self.set_cause("evicted");
-      SessionLog()->error("worker {}: {}", options_.worker_id,
-                          msg.evicted().reason());
-      evicted_ = true;
-      Fail(proto::EvictedError(msg.evicted(), self), /*lost=*/false);
-      return;
-    }
+      return HandleMembership(msg);
+    case proto::CoordinatorMessage::kEpochAborted:
+      return HandleEpochAborted(msg.epoch_aborted());
+    case proto::CoordinatorMessage::kEvicted:
+      return HandleEvicted(msg.evicted());
     case proto::CoordinatorMessage::kHeartbeat:
       return;  // last_heard_ is updated
-    case proto::CoordinatorMessage::kExchangeResult: {
-      auto it = exchanges_.find(msg.exchange_result().key());
-      if (it == exchanges_.end()) return;  // timed out meanwhile
-      it->second.emplace(msg.exchange_result().values().begin(),
-                         msg.exchange_result().values().end());
-      cv_.SignalAll();
-      return;
-    }
+    case proto::CoordinatorMessage::kExchangeResult:
+      return HandleExchangeResult(msg.exchange_result());
     case proto::CoordinatorMessage::kPlan:
-      if (plan_sink_) {
-        plan_sink_(msg.plan());
-      } else {
-        SessionLog()->warn(
-            "{} sent plan {} before the runtime was ready; "
-            "dropped",
-            Who(), msg.plan().seq());
-      }
-      return;
+      return HandlePlan(msg.plan());
     case proto::CoordinatorMessage::kLeaveAck:
-      leave_acked_ = true;
+      if (phase_ == Phase::kLeaving) phase_ = Phase::kLeft;
       cv_.SignalAll();
       return;
-    case proto::CoordinatorMessage::kJobEnd: {
-      const proto::JobEnd& end = msg.job_end();
-      if (end.failure()) {
-        SessionLog()->error("the job ended in failure: {}", end.reason());
-      } else if (phase_ != Phase::kLeaving) {
-        SessionLog()->warn("{} ended the job before worker {} left: {}", Who(),
-                           options_.worker_id, end.reason());
-      }
-      Fail(absl::AbortedError(absl::StrCat(
-               end.failure() ? "the job ended in failure: " : "the job ended: ",
-               end.reason())),
-           /*lost=*/false);
-      return;
-    }
+    case proto::CoordinatorMessage::kJobEnd:
+      return HandleJobEnd(msg.job_end());
     default:
       SessionLog()->warn("{} sent an unexpected message (body {}); ignored",
                          Who(), static_cast<int>(msg.body_case()));
   }
+}
+
+void SessionClient::Reactor::HandleRefusal(const proto::Refusal& refusal) {
+  SessionLog()->error("{}", refusal.message());
+  absl::Status refused = proto::RefusalStatus(
+      refusal.reason(),
+      absl::StrCat(Who(), " refused worker ", options_.worker_id, ": ",
+                   refusal.message()));
+  if (!distrust_.ok()) {
+    // An unauthenticated worker is told nothing precise; what it found
+    // itself (the coordinator could not prove the secret) says why.
+    refused = absl::Status(refused.code(), absl::StrCat(refused.message(), "; ",
+                                                        distrust_.message()));
+  }
+  Fail(refused, SessionVerdict::Cause::kOther);
+}
+
+void SessionClient::Reactor::HandleChallenge(
+    const proto::CoordinatorMessage& msg) {
+  if (incarnation_.has_value()) {
+    SessionLog()->warn("{} sent a second Challenge; ignored", Who());
+    return;
+  }
+  incarnation_ = msg.fence().incarnation();
+  last_heard_ = absl::Now();
+  auto mac = handshake_.Answer(msg.challenge().server_nonce(),
+                               msg.challenge().server_proof());
+  if (!mac.ok()) {
+    // The secrets differ. Never answer a coordinator that cannot prove the
+    // secret; send an empty proof instead, which it refuses (and logs), and
+    // report its refusal — or this, if it does not refuse in time.
+    distrust_ = absl::UnauthenticatedError(absl::StrCat(
+        Who(), " could not prove that it knows the secret of job '",
+        options_.job_id, "' that worker ", options_.worker_id, " has (",
+        mac.status().message(),
+        "): authentication failed; give the coordinator and every worker "
+        "the same secret (KOLO_SECRET_FILE)"));
+    distrust_deadline_ = absl::Now() + kDistrustGrace;
+    proto::WorkerMessage empty;
+    empty.mutable_proof();
+    Enqueue(std::move(empty));
+    cv_.SignalAll();
+    return;
+  }
+  proto::WorkerMessage proof;
+  proof.mutable_proof()->set_mac(*mac);
+  Enqueue(std::move(proof));
+  phase_ = Phase::kAwaitMembership;
+  cv_.SignalAll();  // the kolo thread starts heartbeats
+}
+
+bool SessionClient::Reactor::Fenced(
+    const proto::CoordinatorMessage& msg) const {
+  // This incarnation, and this epoch (a Membership opens a later one).
+  const proto::Fence& f = msg.fence();
+  const bool new_epoch = msg.has_membership() && f.epoch() > epoch_.number;
+  if (incarnation_ == f.incarnation() &&
+      (f.epoch() == epoch_.number || new_epoch)) {
+    return false;
+  }
+  SessionLog()->warn(
+      "dropped a message from {} fenced (incarnation {:016x}, epoch {}); "
+      "worker {} is at incarnation {:016x}, epoch {}",
+      Who(), f.incarnation(), f.epoch(), options_.worker_id,
+      incarnation_.value_or(0), epoch_.number);
+  return true;
+}
+
+void SessionClient::Reactor::HandleMembership(
+    const proto::CoordinatorMessage& msg) {
+  const proto::Fence& f = msg.fence();
+  // Elastic jobs: after EpochAborted the next Membership is awaited.
+  const bool awaiting = phase_ == Phase::kAwaitMembership ||
+                        (phase_ == Phase::kMember && epoch_.ended());
+  if (!awaiting || f.epoch() <= epoch_.number) {
+    SessionLog()->warn("{} sent an unexpected Membership (epoch {}); ignored",
+                       Who(), f.epoch());
+    return;
+  }
+  if (phase_ == Phase::kMember) {
+    SessionLog()->warn(
+        "worker {}: epoch {} formed: rank {} of {} (was rank {} of {})",
+        options_.worker_id, f.epoch(), msg.membership().rank(),
+        msg.membership().size(), epoch_.membership->rank(),
+        epoch_.membership->size());
+  }
+  epoch_.number = f.epoch();
+  epoch_.membership = msg.membership();
+  epoch_.error = absl::OkStatus();
+  phase_ = Phase::kMember;
+  cv_.SignalAll();
+}
+
+void SessionClient::Reactor::HandleEpochAborted(
+    const proto::EpochAborted& aborted) {
+  if (phase_ != Phase::kMember || epoch_.ended() ||
+      aborted.epoch() != epoch_.number) {
+    SessionLog()->warn("{} ended epoch {} at epoch {}; ignored", Who(),
+                       aborted.epoch(), epoch_.number);
+    return;
+  }
+  SessionLog()->warn("worker {}: {}", options_.worker_id, aborted.reason());
+  epoch_.error = proto::MembershipError(aborted);
+  epoch_.last_error = epoch_.error;
+  // Pending exchanges, Announces and Dones of the epoch fail with it; the
+  // API aborts the epoch's data plane and ops.
+  if (on_epoch_end_) on_epoch_end_(epoch_.error, epoch_.number);
+  proto::WorkerMessage ack;
+  ack.mutable_epoch_ack()->set_epoch(epoch_.number);
+  Enqueue(std::move(ack));
+  cv_.SignalAll();
+}
+
+void SessionClient::Reactor::HandleEvicted(const proto::Evicted& evicted) {
+  proto::LostWorker self;
+  self.set_worker_id(options_.worker_id);
+  self.set_rank(epoch_.membership.has_value() ? epoch_.membership->rank() : -1);
+  self.set_host_name(options_.host_name);
+  self.set_cause("evicted");
+  SessionLog()->error("worker {}: {}", options_.worker_id, evicted.reason());
+  Fail(proto::EvictedError(evicted, self), SessionVerdict::Cause::kEvicted);
+}
+
+void SessionClient::Reactor::HandleExchangeResult(
+    const proto::ExchangeResult& result) {
+  auto it = exchanges_.find(result.key());
+  if (it == exchanges_.end()) return;  // timed out meanwhile
+  it->second.emplace(result.values().begin(), result.values().end());
+  cv_.SignalAll();
+}
+
+void SessionClient::Reactor::HandlePlan(const proto::Plan& plan) {
+  if (plan_sink_) {
+    plan_sink_(plan);
+    return;
+  }
+  SessionLog()->warn("{} sent plan {} before the runtime was ready; dropped",
+                     Who(), plan.seq());
+}
+
+void SessionClient::Reactor::HandleJobEnd(const proto::JobEnd& end) {
+  if (end.failure()) {
+    SessionLog()->error("the job ended in failure: {}", end.reason());
+  } else if (!leaving()) {
+    SessionLog()->warn("{} ended the job before worker {} left: {}", Who(),
+                       options_.worker_id, end.reason());
+  }
+  Fail(absl::AbortedError(absl::StrCat(
+           end.failure() ? "the job ended in failure: " : "the job ended: ",
+           end.reason())),
+       SessionVerdict::Cause::kOther);
 }
 
 void SessionClient::Reactor::ThreadMain() {
@@ -406,24 +431,24 @@ void SessionClient::Reactor::ThreadMain() {
     // heartbeats and watches this worker too) until Leave.
     const bool live =
         phase_ == Phase::kAwaitMembership || phase_ == Phase::kMember;
-    if (live && terminal_.ok() && now - last_heard_ > options_.lease) {
+    if (live && !verdict_.given() && now - last_heard_ > options_.lease) {
       Fail(absl::UnavailableError(absl::StrCat(
                "lost ", Who(), " (no message for ", Secs(now - last_heard_),
                "; KOLO_LEASE_SECONDS is ", Secs(options_.lease), ")")),
-           /*lost=*/true);
+           SessionVerdict::Cause::kLostCoordinator);
       mu_.Unlock();
       context_.TryCancel();
       mu_.Lock();
       continue;
     }
-    if (!distrust_.ok() && terminal_.ok() && now >= distrust_deadline_) {
-      Fail(distrust_, /*lost=*/false);
+    if (!distrust_.ok() && !verdict_.given() && now >= distrust_deadline_) {
+      Fail(distrust_, SessionVerdict::Cause::kOther);
       mu_.Unlock();
       context_.TryCancel();
       mu_.Lock();
       continue;
     }
-    if (evicted_ && !loss_reported) {
+    if (verdict_.cause == SessionVerdict::Cause::kEvicted && !loss_reported) {
       loss_reported = true;
       if (options_.exit_on_lost_coordinator && options_.exit_on_evicted) {
         // Out of the job: let pending calls return and report, then go.
@@ -435,10 +460,11 @@ void SessionClient::Reactor::ThreadMain() {
       }
       continue;
     }
-    if (lost_ && !loss_reported) {
+    if (verdict_.cause == SessionVerdict::Cause::kLostCoordinator &&
+        !loss_reported) {
       loss_reported = true;
       SessionLog()->error("worker {}: {}", options_.worker_id,
-                          std::string(terminal_.message()));
+                          std::string(verdict_.status.message()));
       if (options_.exit_on_lost_coordinator && phase_ == Phase::kMember) {
         // Let pending calls return and report first; then go: a worker
         // without a coordinator must not linger (docs/design.md
@@ -458,10 +484,10 @@ void SessionClient::Reactor::ThreadMain() {
       continue;
     }
     absl::Time wake = now + absl::Seconds(1);  // woken by any change anyway
-    if (!distrust_.ok() && terminal_.ok()) {
+    if (!distrust_.ok() && !verdict_.given()) {
       wake = std::min(wake, distrust_deadline_);
     }
-    if (live && terminal_.ok()) {
+    if (live && !verdict_.given()) {
       if (now >= next_heartbeat) {
         next_heartbeat = now + options_.heartbeat_interval;
         proto::WorkerMessage hb;

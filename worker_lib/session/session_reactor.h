@@ -16,6 +16,10 @@
 //   session_client.cc   the blocking calls (membership, exchange, leave,
 //                       close) and SessionClient itself
 //
+// The state, under mu_: the phase (below); the stream, the view of the
+// epoch and the terminal verdict (worker_lib/session/session_state.h); the
+// coordinator's incarnation, known from its Challenge.
+//
 // Thread-safety: every public method may be called from any thread.
 // Lifetime: must not be destroyed before OnDone ran (Close() says when).
 #ifndef KOLO_WORKER_LIB_SESSION_SESSION_REACTOR_H_
@@ -38,6 +42,7 @@
 #include "proto/kolo.grpc.pb.h"
 #include "spdlog/spdlog.h"
 #include "worker_lib/session/session_client.h"
+#include "worker_lib/session/session_state.h"
 
 namespace kolo::worker {
 
@@ -80,7 +85,7 @@ class SessionClient::Reactor final
   bool Close(absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status health() const ABSL_LOCKS_EXCLUDED(mu_) {
     MutexLock lock(&mu_);
-    return terminal_;
+    return verdict_.status;
   }
   // Until the session ended (returns its terminal error), the epoch ended
   // (returns the membership error; also when the next epoch formed before
@@ -104,7 +109,21 @@ class SessionClient::Reactor final
   void OnDone(const grpc::Status& status) override;
 
  private:
-  enum class Phase { kHello, kAwaitMembership, kMember, kLeaving, kClosing };
+  // Hello sent; Proof sent, no Membership yet; a member (of the current
+  // epoch, or awaiting the next after EpochAborted); Leave sent; LeaveAck
+  // received; closing (Abort, Close or a failed Leave), when losing the
+  // coordinator is no longer an error.
+  enum class Phase {
+    kHello,
+    kAwaitMembership,
+    kMember,
+    kLeaving,
+    kLeft,
+    kClosing
+  };
+  bool leaving() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return phase_ == Phase::kLeaving || phase_ == Phase::kLeft;
+  }
 
   // Stamps the fence and queues `msg`; MaybeStartWrite() sends it.
   void Enqueue(proto::WorkerMessage msg) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -114,10 +133,31 @@ class SessionClient::Reactor final
   // Gives up the hold taken in Start (once): no operation is started from
   // outside a reaction after this, and OnDone may follow.
   void ReleaseHold() ABSL_LOCKS_EXCLUDED(mu_);
+  // A message read: a handler per kind, after the fencing check.
   void Handle(const proto::CoordinatorMessage& msg)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Records the first terminal error and wakes every waiter.
-  void Fail(absl::Status status, bool lost) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void HandleRefusal(const proto::Refusal& refusal)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void HandleChallenge(const proto::CoordinatorMessage& msg)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether the message is fenced out (another incarnation, or an epoch not
+  // ours that it does not open as a Membership); logs it.
+  bool Fenced(const proto::CoordinatorMessage& msg) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void HandleMembership(const proto::CoordinatorMessage& msg)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void HandleEpochAborted(const proto::EpochAborted& aborted)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void HandleEvicted(const proto::Evicted& evicted)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void HandleExchangeResult(const proto::ExchangeResult& result)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void HandlePlan(const proto::Plan& plan) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void HandleJobEnd(const proto::JobEnd& end)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Gives the terminal verdict (the first stays) and wakes every waiter.
+  void Fail(absl::Status status, SessionVerdict::Cause cause)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The kolo thread: heartbeats, lease, exit on a lost coordinator.
   void ThreadMain() ABSL_LOCKS_EXCLUDED(mu_);
   // The start's error when another program holds the coordinator's port
@@ -138,39 +178,26 @@ class SessionClient::Reactor final
   mutable Mutex mu_;
   CondVar cv_;
   Phase phase_ ABSL_GUARDED_BY(mu_) = Phase::kHello;
-  bool challenged_ ABSL_GUARDED_BY(mu_) = false;
-  uint64_t incarnation_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
-  std::optional<proto::Membership> membership_ ABSL_GUARDED_BY(mu_);
+  // The coordinator's, from its Challenge (a second one is ignored).
+  std::optional<uint64_t> incarnation_ ABSL_GUARDED_BY(mu_);
+  SessionEpoch epoch_ ABSL_GUARDED_BY(mu_);
   absl::Time last_heard_ ABSL_GUARDED_BY(mu_);
-  // Outgoing messages; the front one is in flight when write_in_flight_.
+  SessionStream stream_ ABSL_GUARDED_BY(mu_);
+  // Outgoing messages; the front one is in flight when
+  // stream_.write_in_flight.
   std::deque<proto::WorkerMessage> queue_ ABSL_GUARDED_BY(mu_);
-  bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
-  bool writes_broken_ ABSL_GUARDED_BY(mu_) = false;
-  bool writes_done_requested_ ABSL_GUARDED_BY(mu_) = false;
-  bool writes_done_started_ ABSL_GUARDED_BY(mu_) = false;
-  bool leave_acked_ ABSL_GUARDED_BY(mu_) = false;
   // Pending exchanges: key -> the result once it arrived.
   absl::flat_hash_map<std::string, std::optional<std::vector<std::string>>>
       exchanges_ ABSL_GUARDED_BY(mu_);
-  absl::Status terminal_ ABSL_GUARDED_BY(mu_);
-  // Elastic jobs: the membership error of the epoch that ended (EpochAborted),
-  // until the next Membership; OK otherwise.
-  absl::Status epoch_error_ ABSL_GUARDED_BY(mu_);
-  // The membership error of the last epoch that ended (kept past the next
-  // Membership, for WaitForVerdict).
-  absl::Status last_epoch_error_ ABSL_GUARDED_BY(mu_);
+  SessionVerdict verdict_ ABSL_GUARDED_BY(mu_);
   // Told each epoch's end, under mu_ (it must not call back in).
   std::function<void(const absl::Status&, uint64_t)> on_epoch_end_
       ABSL_GUARDED_BY(mu_);
-  bool evicted_ ABSL_GUARDED_BY(mu_) = false;  // terminal_ says so
   // Told the terminal error once, under mu_ (it must not call back in).
   std::function<void(const absl::Status&)> on_terminal_ ABSL_GUARDED_BY(mu_);
   // Given every Plan, under mu_ (it must not call back in).
   std::function<void(const proto::Plan&)> plan_sink_ ABSL_GUARDED_BY(mu_);
-  bool lost_ ABSL_GUARDED_BY(mu_) = false;  // terminal_ is a lost coordinator
-  bool done_ ABSL_GUARDED_BY(mu_) = false;  // OnDone ran
-  bool hold_released_ ABSL_GUARDED_BY(mu_) = false;
+  // Asks the kolo thread to return (Close).
   bool stop_thread_ ABSL_GUARDED_BY(mu_) = false;
   // Set when the coordinator's proof failed: the error to report if it does
   // not refuse this worker by distrust_deadline_.
