@@ -104,10 +104,10 @@ int Train(const Args& a) {
   int64_t step = 0;
   std::string step_blob(sizeof(step), '\0');
   kolo::elastic::State state;
-  absl::Status added = state.AddTensor("params", params.data(),
-                                       static_cast<int64_t>(params.size()),
-                                       kolo::DataType::kFloat64);
-  if (added.ok()) added = state.AddBlob("step", &step_blob);
+  absl::Status added = state.add_tensor("params", params.data(),
+                                        static_cast<int64_t>(params.size()),
+                                        kolo::DataType::kFloat64);
+  if (added.ok()) added = state.add_blob("step", &step_blob);
   if (!added.ok()) {
     std::fprintf(stderr, "kolo-elastic-train: %s\n", added.ToString().c_str());
     return 1;
@@ -123,7 +123,7 @@ int Train(const Args& a) {
         MakeShard(a, a.samples, a.test_samples, shard_rank, shard_size);
   };
   reshard();
-  state.OnReset([&] {
+  state.register_reset_callback([&] {
     reshard();
     Print(absl::StrFormat("EL_RESHARD rank=%d size=%d shard=%d", shard_rank,
                           shard_size, train_shard.size()));
