@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "bench/workload.h"
+#include "worker_lib/api/raw.h"
 
 namespace kolo::bench {
 

@@ -24,20 +24,22 @@ std::shared_ptr<spdlog::logger> Log() {
 
 }  // namespace
 
-bool IsMembershipError(const absl::Status& s) {
+bool is_membership_error(const absl::Status& s) {
   return proto::IsMembershipError(s) && !proto::IsEvictedError(s);
 }
 
-bool IsEvictedError(const absl::Status& s) { return proto::IsEvictedError(s); }
+bool is_evicted_error(const absl::Status& s) {
+  return proto::IsEvictedError(s);
+}
 
-bool IsHostsUpdated(const absl::Status& s) {
-  if (!IsMembershipError(s)) return false;
+bool is_hosts_updated(const absl::Status& s) {
+  if (!is_membership_error(s)) return false;
   std::optional<proto::EpochAborted> payload = proto::MembershipPayload(s);
   return payload.has_value() && payload->planned();
 }
 
-bool IsLeaving(const absl::Status& s) {
-  if (!IsHostsUpdated(s)) return false;
+bool is_leaving(const absl::Status& s) {
+  if (!is_hosts_updated(s)) return false;
   const std::string me = kolo::worker_id();
   const std::optional<proto::EpochAborted> payload =
       proto::MembershipPayload(s);
@@ -70,7 +72,7 @@ absl::Status run(State& state, const std::function<absl::Status()>& fn,
       // lease) for the Session's verdict. A lost coordinator stays the
       // error (and the process exits: kLostCoordinatorExitCode).
       absl::Status verdict = internal::AwaitSessionVerdict();
-      if (IsEvictedError(verdict)) s = verdict;
+      if (is_evicted_error(verdict)) s = verdict;
     }
     // Rejoins as a newcomer after an eviction; false: `evicted` stays the
     // error.
@@ -83,12 +85,12 @@ absl::Status run(State& state, const std::function<absl::Status()>& fn,
       state.on_reset();
       return absl::OkStatus();
     };
-    if (IsEvictedError(s) && options.rejoin_after_eviction) {
+    if (is_evicted_error(s) && options.rejoin_after_eviction) {
       if (absl::Status back = rejoin(s); !back.ok()) return back;
       continue;
     }
-    if (s.ok() || !IsMembershipError(s)) return s;
-    if (IsLeaving(s)) {
+    if (s.ok() || !is_membership_error(s)) return s;
+    if (is_leaving(s)) {
       Log()->warn("worker {} leaves the job at commit {} (asked to: SIGTERM)",
                   kolo::worker_id(), state.commits());
       if (!options.exit_on_leave) return s;
@@ -98,7 +100,7 @@ absl::Status run(State& state, const std::function<absl::Status()>& fn,
       std::exit(0);
     }
     ++resets;
-    if (IsHostsUpdated(s)) {
+    if (is_hosts_updated(s)) {
       Log()->warn(
           "membership change #{} at commit {}: {}; going on from it (no "
           "rollback)",
@@ -113,7 +115,7 @@ absl::Status run(State& state, const std::function<absl::Status()>& fn,
     absl::Status next = internal::AwaitNextEpoch(options.epoch_timeout);
     // A worker cut off while the others changed epochs learns of the
     // change first, then (waiting for the next epoch) of its own eviction.
-    if (IsEvictedError(next) && options.rejoin_after_eviction) {
+    if (is_evicted_error(next) && options.rejoin_after_eviction) {
       if (absl::Status back = rejoin(next); !back.ok()) return back;
       continue;
     }

@@ -11,7 +11,7 @@
 
 namespace kolo::elastic {
 
-bool State::Known(const std::string& name) const {
+bool State::known(const std::string& name) const {
   for (const TensorEntry& t : tensors_) {
     if (t.name == name) return true;
   }
@@ -21,42 +21,42 @@ bool State::Known(const std::string& name) const {
   return false;
 }
 
-absl::Status State::AddTensor(std::string name, void* data, int64_t count,
-                              DataType type) {
-  if (Known(name)) {
+absl::Status State::add_tensor(std::string name, void* data, int64_t count,
+                               DataType type) {
+  if (known(name)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "elastic::State::AddTensor('", name,
+        "elastic::State::add_tensor('", name,
         "'): the name is registered already; give every tensor and blob of "
         "a State a distinct name"));
   }
   absl::StatusOr<int64_t> checked = CheckedElements(
-      absl::StrCat("elastic::State::AddTensor('", name, "')"), type, {count});
+      absl::StrCat("elastic::State::add_tensor('", name, "')"), type, {count});
   if (!checked.ok()) return checked.status();
   if (data == nullptr && count > 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat("elastic::State::AddTensor('", name, "'): ", count,
+        absl::StrCat("elastic::State::add_tensor('", name, "'): ", count,
                      " elements at a null pointer"));
   }
   tensors_.push_back(TensorEntry{std::move(name), data, count, type, {}});
   return absl::OkStatus();
 }
 
-absl::Status State::AddBlob(std::string name, std::string* blob) {
-  if (Known(name)) {
+absl::Status State::add_blob(std::string name, std::string* blob) {
+  if (known(name)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "elastic::State::AddBlob('", name,
+        "elastic::State::add_blob('", name,
         "'): the name is registered already; give every tensor and blob of "
         "a State a distinct name"));
   }
   if (blob == nullptr) {
     return absl::InvalidArgumentError(
-        absl::StrCat("elastic::State::AddBlob('", name, "'): a null blob"));
+        absl::StrCat("elastic::State::add_blob('", name, "'): a null blob"));
   }
   blobs_.push_back(BlobEntry{std::move(name), blob, {}});
   return absl::OkStatus();
 }
 
-void State::OnReset(std::function<void()> callback) {
+void State::register_reset_callback(std::function<void()> callback) {
   on_reset_.push_back(std::move(callback));
 }
 

@@ -23,6 +23,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "allreduce/data_plane.h"
 #include "allreduce/transport.h"
 #include "common/check.h"
 #include "common/log.h"
@@ -32,7 +33,6 @@
 #include "worker_lib/exec/fused_executor.h"
 #include "worker_lib/exec/plan_executor.h"
 #include "worker_lib/op_request.h"
-#include "worker_lib/runtime/data_plane.h"
 #include "worker_lib/session/cache_mirror.h"
 
 namespace {
@@ -135,8 +135,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     ops.push_back(MakeOp(in, i));
     by_name[ops.back()->op.name] = ops.back().get();
   }
-  kolo::worker::DataPlane plane(std::make_unique<SoloTransport>(),
-                                kolo::AlgorithmOptions{});
+  kolo::DataPlane plane(std::make_unique<SoloTransport>(),
+                        kolo::AlgorithmOptions{});
   kolo::worker::CacheMirror cache;
   kolo::worker::FusionBuffer buffer;
   int plans = 0;

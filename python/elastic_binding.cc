@@ -24,15 +24,15 @@ namespace {
 constexpr absl::Duration kSlice = absl::Milliseconds(200);
 
 const char* MembershipKind(const absl::Status& s) {
-  if (elastic::IsEvictedError(s)) return "evicted";
-  if (elastic::IsLeaving(s)) return "leaving";
-  if (elastic::IsHostsUpdated(s)) return "hosts_updated";
-  if (elastic::IsMembershipError(s)) return "lost";
+  if (elastic::is_evicted_error(s)) return "evicted";
+  if (elastic::is_leaving(s)) return "leaving";
+  if (elastic::is_hosts_updated(s)) return "hosts_updated";
+  if (elastic::is_membership_error(s)) return "lost";
   return "";
 }
 
 bool SkipSync(const absl::Status& s) {
-  if (!elastic::IsHostsUpdated(s)) return false;
+  if (!elastic::is_hosts_updated(s)) return false;
   const std::optional<proto::EpochAborted> payload =
       proto::MembershipPayload(s);
   return payload.has_value() && payload->joining().empty();

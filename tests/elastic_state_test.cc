@@ -26,26 +26,26 @@ TEST(State, RegistrationErrorsSayWhat) {
   State state;
   std::vector<float> w(3);
   std::string blob;
-  ASSERT_TRUE(state.AddTensor("w", w.data(), 3, DataType::kFloat32).ok());
-  absl::Status dup = state.AddBlob("w", &blob);
+  ASSERT_TRUE(state.add_tensor("w", w.data(), 3, DataType::kFloat32).ok());
+  absl::Status dup = state.add_blob("w", &blob);
   EXPECT_EQ(dup.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(dup.message(), HasSubstr("'w'"));
   EXPECT_THAT(dup.message(), HasSubstr("registered already"));
-  EXPECT_EQ(state.AddTensor("n", nullptr, 2, DataType::kInt32).code(),
+  EXPECT_EQ(state.add_tensor("n", nullptr, 2, DataType::kInt32).code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(state.AddTensor("neg", w.data(), -1, DataType::kFloat32).code(),
+  EXPECT_EQ(state.add_tensor("neg", w.data(), -1, DataType::kFloat32).code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(state.AddBlob("b", nullptr).code(),
+  EXPECT_EQ(state.add_blob("b", nullptr).code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE(state.AddTensor("empty", nullptr, 0, DataType::kInt64).ok());
+  EXPECT_TRUE(state.add_tensor("empty", nullptr, 0, DataType::kInt64).ok());
 }
 
 TEST(State, RestoreGoesBackToTheLastCommit) {
   State state;
   std::vector<int64_t> w = {1, 2, 3};
   std::string blob = "step 1";
-  ASSERT_TRUE(state.AddTensor("w", w.data(), 3, DataType::kInt64).ok());
-  ASSERT_TRUE(state.AddBlob("b", &blob).ok());
+  ASSERT_TRUE(state.add_tensor("w", w.data(), 3, DataType::kInt64).ok());
+  ASSERT_TRUE(state.add_blob("b", &blob).ok());
   state.restore();  // nothing committed yet: unchanged
   EXPECT_THAT(w, ElementsAre(1, 2, 3));
   EXPECT_EQ(blob, "step 1");
@@ -70,8 +70,8 @@ TEST(State, RestoreGoesBackToTheLastCommit) {
 TEST(State, ResetCallbacksRunInOrder) {
   State state;
   std::vector<int> calls;
-  state.OnReset([&] { calls.push_back(1); });
-  state.OnReset([&] { calls.push_back(2); });
+  state.register_reset_callback([&] { calls.push_back(1); });
+  state.register_reset_callback([&] { calls.push_back(2); });
   state.on_reset();
   state.on_reset();
   EXPECT_THAT(calls, ElementsAre(1, 2, 1, 2));
@@ -87,22 +87,22 @@ TEST(MembershipError, OnlyTheRetryableKindIsRetried) {
   absl::Status s = proto::MembershipError(ab, "allreduce 'x'");
   EXPECT_EQ(s.code(), absl::StatusCode::kAborted);
   EXPECT_THAT(s.message(), HasSubstr("allreduce 'x': epoch 3 ended"));
-  EXPECT_TRUE(IsMembershipError(s));
-  EXPECT_FALSE(IsEvictedError(s));
+  EXPECT_TRUE(is_membership_error(s));
+  EXPECT_FALSE(is_evicted_error(s));
   std::optional<proto::EpochAborted> back = proto::MembershipPayload(s);
   ASSERT_TRUE(back.has_value());
   EXPECT_EQ(back->epoch(), 3u);
   EXPECT_EQ(back->lost(0).worker_id(), "w2");
   // kAborted without the payload (shutdown, the job's end) is not one.
-  EXPECT_FALSE(IsMembershipError(absl::AbortedError("the job ended")));
-  EXPECT_FALSE(IsMembershipError(absl::InvalidArgumentError("bad shape")));
+  EXPECT_FALSE(is_membership_error(absl::AbortedError("the job ended")));
+  EXPECT_FALSE(is_membership_error(absl::InvalidArgumentError("bad shape")));
   proto::Evicted ev;
   ev.set_epoch(3);
   ev.set_reason("worker w1 was evicted");
   absl::Status e = proto::EvictedError(ev, *lost);
   EXPECT_EQ(e.code(), absl::StatusCode::kAborted);
-  EXPECT_TRUE(IsEvictedError(e));
-  EXPECT_FALSE(IsMembershipError(e)) << "an evicted worker must not retry";
+  EXPECT_TRUE(is_evicted_error(e));
+  EXPECT_FALSE(is_membership_error(e)) << "an evicted worker must not retry";
 }
 
 // A single worker (no launcher variables: it hosts its own coordinator).
@@ -125,8 +125,8 @@ TEST_F(SingleWorker, SyncCommitsRankZerosState) {
   State state;
   std::vector<double> w = {1.5, 2.5};
   std::string blob = "rank 0's";
-  ASSERT_TRUE(state.AddTensor("w", w.data(), 2, DataType::kFloat64).ok());
-  ASSERT_TRUE(state.AddBlob("b", &blob).ok());
+  ASSERT_TRUE(state.add_tensor("w", w.data(), 2, DataType::kFloat64).ok());
+  ASSERT_TRUE(state.add_blob("b", &blob).ok());
   ASSERT_TRUE(state.sync().ok());
   EXPECT_EQ(state.commits(), 1);
   w = {0, 0};

@@ -42,6 +42,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "allreduce/cuda/cuda_info.h"
+#include "allreduce/data_plane.h"
 #include "allreduce/nccl/nccl_api.h"
 #include "common/mutex.h"
 #include "gtest/gtest.h"
@@ -50,7 +51,6 @@
 #include "worker_lib/exec/cuda_executor.h"
 #include "worker_lib/exec/fused_executor.h"
 #include "worker_lib/op_request.h"
-#include "worker_lib/runtime/data_plane.h"
 
 #if KOLO_HAVE_CUDA
 #include <cuda_runtime_api.h>

@@ -16,6 +16,7 @@
 
 #include "absl/strings/cord.h"
 #include "absl/strings/match.h"
+#include "allreduce/data_plane.h"
 #include "allreduce/tcp/tcp_transport.h"
 #include "allreduce_tcp_test_mesh.h"
 #include "gtest/gtest.h"
@@ -26,7 +27,6 @@
 #include "worker_lib/exec/cuda_executor.h"
 #include "worker_lib/exec/fused_executor.h"
 #include "worker_lib/op_request.h"
-#include "worker_lib/runtime/data_plane.h"
 
 namespace kolo::worker {
 namespace {

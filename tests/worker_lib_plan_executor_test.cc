@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "allreduce/data_plane.h"
 #include "allreduce/transport.h"
 #include "gtest/gtest.h"
 #include "proto/kolo.pb.h"
@@ -18,7 +19,6 @@
 #include "worker_lib/exec/fused_executor.h"
 #include "worker_lib/exec/plan_executor.h"
 #include "worker_lib/op_request.h"
-#include "worker_lib/runtime/data_plane.h"
 
 namespace kolo::worker {
 namespace {

@@ -13,11 +13,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "allreduce/data_plane.h"
 #include "common/log.h"
 #include "common/mutex.h"
 #include "common/unique_fd.h"
 #include "nlohmann/json.hpp"
-#include "worker_lib/runtime/data_plane.h"
 #include "worker_lib/timeline.h"
 
 namespace kolo::worker::faults {

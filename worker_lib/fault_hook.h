@@ -55,9 +55,12 @@
 #include "absl/time/time.h"
 #include "common/fault_spec.h"
 
+namespace kolo {
+class DataPlane;
+}  // namespace kolo
+
 namespace kolo::worker {
 
-class DataPlane;
 class Timeline;
 
 namespace faults {

@@ -201,10 +201,10 @@ int Train(const Args& a) {
   int64_t step = 0;
   std::string step_blob(sizeof(step), '\0');
   kolo::elastic::State state;
-  absl::Status added = state.AddTensor("params", params.data(),
-                                       static_cast<int64_t>(params.size()),
-                                       kolo::DataType::kFloat64);
-  if (added.ok()) added = state.AddBlob("step", &step_blob);
+  absl::Status added = state.add_tensor("params", params.data(),
+                                        static_cast<int64_t>(params.size()),
+                                        kolo::DataType::kFloat64);
+  if (added.ok()) added = state.add_blob("step", &step_blob);
   if (!added.ok()) {
     std::fprintf(stderr, "kolo-elastic-train: %s\n", added.ToString().c_str());
     return 1;
@@ -212,7 +212,7 @@ int Train(const Args& a) {
   Shards shards;
   bool check_after_reset = false;
   Reshard(a, shards);
-  state.OnReset([&] {
+  state.register_reset_callback([&] {
     Reshard(a, shards);
     Print(absl::StrFormat("EL_RESHARD rank=%d size=%d shard=%d", shards.rank,
                           shards.size, shards.train.size()));

@@ -2,9 +2,9 @@
 // the loss of workers, and a retry wrapper.
 //
 //   kolo::elastic::State state;
-//   state.AddTensor("weights", w.data(), w.size(), kolo::DataType::kFloat32);
-//   state.AddBlob("step", &step_bytes);
-//   state.OnReset([&] { lr = base_lr * kolo::size(); });
+//   state.add_tensor("weights", w.data(), w.size(), kolo::DataType::kFloat32);
+//   state.add_blob("step", &step_bytes);
+//   state.register_reset_callback([&] { lr = base_lr * kolo::size(); });
 //   absl::Status s = kolo::elastic::run(state, [&]() -> absl::Status {
 //     while (step < steps) {
 //       ... kolo::allreduce(...) ...   // fails with the membership error
@@ -17,19 +17,19 @@
 // When a worker of an elastic job (kolorun --min-np) is lost, the
 // coordinator ends the epoch: every pending op on every survivor fails with
 // the *membership error* (kAborted with a payload naming the epoch and the
-// lost workers; IsMembershipError). run() then restores the state to its
+// lost workers; is_membership_error). run() then restores the state to its
 // last commit, waits for the next epoch (the survivors, ranks reassigned in
 // their old order), rebuilds the data plane, runs the reset callbacks,
 // syncs rank 0's state to every rank and calls `fn` again. rank() and size()
 // inside `fn` give the new epoch's values. Any other error — a caller's
 // mistake (kInvalidArgument, kFailedPrecondition), the job's end, this worker
-// evicted (it was judged lost; IsEvictedError) — is returned unchanged.
+// evicted (it was judged lost; is_evicted_error) — is returned unchanged.
 //
 // Growth and planned leaves: a worker that starts while the job runs (a
 // replacement, a new host) waits until every member reaches a membership
 // check — State::commit() or check_host_updates() — and is admitted there.
 // The check then fails on every member with the *hosts-updated* error
-// (IsHostsUpdated; a membership error too, Horovod's HostsUpdatedInterrupt):
+// (is_hosts_updated; a membership error too, Horovod's HostsUpdatedInterrupt):
 // run() goes on from that commit without rollback, waits for the next epoch
 // (newcomers appended after the survivors' ranks), runs the reset callbacks
 // and syncs; the newcomer's run() starts with that sync. A worker that
@@ -58,19 +58,19 @@ namespace kolo::elastic {
 
 // Whether `s` is a membership error an elastic retry acts on: the epoch
 // ended because workers were lost (not: this worker was evicted).
-bool IsMembershipError(const absl::Status& s);
+bool is_membership_error(const absl::Status& s);
 // Whether `s` says that this worker was evicted (judged lost; it must exit).
-bool IsEvictedError(const absl::Status& s);
+bool is_evicted_error(const absl::Status& s);
 // Whether `s` is a planned membership change at a membership check
 // (workers joined or left): go on without rollback.
-bool IsHostsUpdated(const absl::Status& s);
+bool is_hosts_updated(const absl::Status& s);
 // Whether `s` is a planned change in which this worker leaves.
-bool IsLeaving(const absl::Status& s);
+bool is_leaving(const absl::Status& s);
 
 // One round through the coordinator (no data moves) at which every member
 // of an elastic job learns of membership updates: OK when nothing changes;
-// the hosts-updated error (IsHostsUpdated) when workers join or leave here,
-// IsLeaving on a worker that leaves. Every member must call it at the same
+// the hosts-updated error (is_hosts_updated) when workers join or leave here,
+// is_leaving on a worker that leaves. Every member must call it at the same
 // point (State::commit() does). OK at once outside elastic jobs.
 absl::Status check_host_updates();
 // Asks this worker to leave the job at its next membership check (what
@@ -90,14 +90,14 @@ class State {
   // (host memory), which must stay valid while the State is used. Names are
   // unique. kInvalidArgument for a duplicate name, a null buffer with a
   // non-zero count, a negative count.
-  absl::Status AddTensor(std::string name, void* data, int64_t count,
-                         DataType type);
+  absl::Status add_tensor(std::string name, void* data, int64_t count,
+                          DataType type);
   // Registers a byte blob the caller owns (its size may change between
   // commits: sync sends rank 0's size first).
-  absl::Status AddBlob(std::string name, std::string* blob);
+  absl::Status add_blob(std::string name, std::string* blob);
   // Runs after a membership change, before sync(), in registration order
   // (rescale a learning rate, reshard data, re-add process sets).
-  void OnReset(std::function<void()> callback);
+  void register_reset_callback(std::function<void()> callback);
 
   // Copies every tensor and blob to host memory: the point restore() goes
   // back to (counts commits), then check_host_updates(): the hosts-updated
@@ -130,7 +130,7 @@ class State {
     std::string* blob = nullptr;
     std::string saved;
   };
-  bool Known(const std::string& name) const;
+  bool known(const std::string& name) const;
 
   std::vector<TensorEntry> tensors_;
   std::vector<BlobEntry> blobs_;
@@ -145,12 +145,12 @@ struct RunOptions {
   // survivors' acknowledgements and the new data plane's connections).
   absl::Duration epoch_timeout = absl::Seconds(120);
   // A worker that leaves (SIGTERM) shuts kolo down and exits with status 0;
-  // false: run() returns the IsLeaving error instead.
+  // false: run() returns the is_leaving error instead.
   bool exit_on_leave = true;
   // A worker the coordinator evicted (it was stopped or cut off, and came
   // back) joins the job again as a newcomer: it waits for the members'
   // next commit, then syncs from rank 0. false: run() returns the
-  // IsEvictedError error (the process should exit). An op that failed
+  // is_evicted_error error (the process should exit). An op that failed
   // because the link to the coordinator broke (kUnavailable) waits, at most
   // the lease, for the eviction that may follow it (a partition that
   // healed); a worker whose lease ran out has lost its coordinator: run()

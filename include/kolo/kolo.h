@@ -369,33 +369,6 @@ int cuda_device_count();
 // driver, no device), as the error of an op on a CUDA tensor says it.
 std::string cuda_status();
 
-// ---- Raw data plane (benchmarks) -----------------------------------------
-// The same blocking collectives run directly on the data plane without
-// negotiation, in call order: every rank must call the same sequence, and
-// no negotiated op may be in flight meanwhile (their bytes would share the
-// connections). kolo-bench's raw mode measures the transport with them.
-namespace raw {
-// allreduce() without negotiation.
-absl::Status allreduce(const void* input, void* output, int64_t count,
-                       DataType type, ReduceOp op = ReduceOp::kSum,
-                       double prescale = 1.0, double postscale = 1.0);
-// allgather() without negotiation.
-absl::Status allgather(const void* input, int64_t count, DataType type,
-                       absl::Span<const int64_t> counts, void* output);
-// broadcast() without negotiation.
-absl::Status broadcast(void* buffer, int64_t count, DataType type, int root);
-// alltoall() without negotiation.
-absl::Status alltoall(const void* input, DataType type,
-                      absl::Span<const int64_t> send_splits, void* output,
-                      absl::Span<const int64_t> recv_splits);
-// reducescatter() without negotiation.
-absl::Status reducescatter(const void* input, int64_t count, DataType type,
-                           absl::Span<const int64_t> counts, void* output,
-                           ReduceOp op = ReduceOp::kSum);
-// barrier() on the data plane.
-absl::Status barrier();
-}  // namespace raw
-
 }  // namespace kolo
 
 #endif  // KOLO_KOLO_H_

@@ -684,9 +684,9 @@ absl::Status GatedAllreduceAborted(const std::string& dir) {
       "CUDA_ABORTED rank=%d code=%d membership=%d hosts_updated=%d "
       "check_hosts_updated=%d seconds=%.3f msg=%s\n",
       kolo::rank(), static_cast<int>(got.code()),
-      kolo::elastic::IsMembershipError(got) ? 1 : 0,
-      kolo::elastic::IsHostsUpdated(got) ? 1 : 0,
-      kolo::elastic::IsHostsUpdated(check) ? 1 : 0, seconds, msg.c_str());
+      kolo::elastic::is_membership_error(got) ? 1 : 0,
+      kolo::elastic::is_hosts_updated(got) ? 1 : 0,
+      kolo::elastic::is_hosts_updated(check) ? 1 : 0, seconds, msg.c_str());
   // The gate is open: kolo's stream drains (the aborted collective's work,
   // then the done event) before the buffers go.
   if (!EventDone(ready, absl::Seconds(30)) ||
@@ -699,12 +699,12 @@ absl::Status GatedAllreduceAborted(const std::string& dir) {
   cudaEventDestroy(done);
   cudaStreamDestroy(stream);
   if (!got.ok() && got.code() == absl::StatusCode::kAborted &&
-      kolo::elastic::IsMembershipError(got)) {
+      kolo::elastic::is_membership_error(got)) {
     Ok("abort/gated");
     return got;
   }
   Fail("abort/gated", "not the membership error: " + got.ToString());
-  return kolo::elastic::IsMembershipError(check) ? check : absl::OkStatus();
+  return kolo::elastic::is_membership_error(check) ? check : absl::OkStatus();
 }
 
 int AbortMode(const std::string& dir) {
@@ -718,7 +718,7 @@ int AbortMode(const std::string& dir) {
   bool gated = false;
   kolo::elastic::State state;
   std::string blob = "abort";
-  (void)state.AddBlob("blob", &blob);
+  (void)state.add_blob("blob", &blob);
   absl::Status s = kolo::elastic::run(state, [&]() -> absl::Status {
     if (original && !gated) {
       gated = true;

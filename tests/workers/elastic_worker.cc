@@ -194,15 +194,15 @@ int main(int argc, char** argv) {
   int64_t step = 0;
   std::string step_blob(sizeof(step), '\0');
   kolo::elastic::State state;
-  (void)state.AddTensor("w", w.data(), static_cast<int64_t>(w.size()),
-                        kolo::DataType::kInt64);
-  (void)state.AddBlob("step", &step_blob);
+  (void)state.add_tensor("w", w.data(), static_cast<int64_t>(w.size()),
+                         kolo::DataType::kInt64);
+  (void)state.add_blob("step", &step_blob);
   int resets = 0;
   bool recovered_pending = false;
   kolo::ProcessSet set = 0;
   bool set_dissolved_checked = false;
   kolo::ProcessSet old_set = 0;
-  state.OnReset([&] {
+  state.register_reset_callback([&] {
     ++resets;
     recovered_pending = true;
     Print(absl::StrCat("EL_RESET n=", resets, " size=", kolo::size(),
@@ -306,7 +306,7 @@ int main(int argc, char** argv) {
       run_options);
   if (!result.ok()) {
     Print(absl::StrCat("EL_ERROR code=", static_cast<int>(result.code()),
-                       " evicted=", kolo::elastic::IsEvictedError(result),
+                       " evicted=", kolo::elastic::is_evicted_error(result),
                        " msg=", OneLine(result.message())));
     (void)kolo::shutdown();
     return 3;

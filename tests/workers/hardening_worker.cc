@@ -38,6 +38,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "kolo/kolo.h"
+#include "worker_lib/api/raw.h"
 
 namespace {
 

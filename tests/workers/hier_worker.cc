@@ -34,6 +34,7 @@
 #include "absl/strings/str_cat.h"
 #include "kolo/kolo.h"
 #include "tests/testing/collective_data.h"
+#include "worker_lib/api/raw.h"
 
 namespace kolo::testing {
 namespace {

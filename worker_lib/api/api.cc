@@ -25,13 +25,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "allreduce/cuda/cuda_info.h"
+#include "allreduce/data_plane.h"
 #include "common/log.h"
 #include "common/mutex.h"
 #include "kolo/kolo.h"
 #include "worker_lib/api/api_internal.h"
+#include "worker_lib/api/raw.h"
 #include "worker_lib/config.h"
 #include "worker_lib/fault_hook.h"
-#include "worker_lib/runtime/data_plane.h"
 #include "worker_lib/runtime/epoch_runtime.h"
 #include "worker_lib/runtime/job.h"
 #include "worker_lib/runtime/op_runtime.h"
@@ -259,7 +260,7 @@ absl::StatusOr<std::vector<std::string>> control_allgather(
 namespace {
 
 // The data plane of the current job, or kFailedPrecondition naming `op`.
-absl::StatusOr<std::shared_ptr<worker::DataPlane>> Data(absl::string_view op) {
+absl::StatusOr<std::shared_ptr<DataPlane>> Data(absl::string_view op) {
   MutexLock lock(&api_mu);
   if (job == nullptr) {
     return absl::FailedPreconditionError(

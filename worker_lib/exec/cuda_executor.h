@@ -43,6 +43,7 @@
 #include "absl/types/span.h"
 #include "allreduce/cuda/device_ops.h"
 #include "allreduce/cuda/staging.h"
+#include "allreduce/data_plane.h"
 #include "allreduce/nccl/communicator.h"
 #include "allreduce/nccl/completion.h"
 #include "allreduce/nccl/nccl_api.h"
@@ -50,7 +51,6 @@
 #include "proto/kolo.pb.h"
 #include "worker_lib/exec/fused_executor.h"
 #include "worker_lib/op_request.h"
-#include "worker_lib/runtime/data_plane.h"
 
 namespace kolo::worker {
 

@@ -30,9 +30,9 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "allreduce/data_plane.h"
 #include "proto/kolo.pb.h"
 #include "worker_lib/op_request.h"
-#include "worker_lib/runtime/data_plane.h"
 
 namespace kolo::worker {
 

@@ -18,9 +18,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "allreduce/data_plane.h"
 #include "proto/kolo.pb.h"
 #include "worker_lib/op_request.h"
-#include "worker_lib/runtime/data_plane.h"
 
 namespace kolo::worker {
 

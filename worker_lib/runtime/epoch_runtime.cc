@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "common/net.h"
 #include "worker_lib/fault_hook.h"
+#include "worker_lib/runtime/data_plane_options.h"
 #include "worker_lib/session/negotiation_link.h"
 #include "worker_lib/timeline.h"
 
@@ -45,8 +46,8 @@ absl::StatusOr<std::shared_ptr<EpochRuntime>> BuildEpoch(
   epoch->number = view.epoch;
   epoch->membership = m;
   epoch->first_handle = in.first_handle;
-  auto data =
-      DataPlane::Connect(c, m, view.epoch, in.acceptor, deadline, abort_fd);
+  auto data = DataPlane::Connect(
+      DataPlaneOptionsFor(c, m, view.epoch, in.acceptor, abort_fd), deadline);
   if (!data.ok()) return data.status();
   epoch->data = *std::move(data);
   // A collective that failed because of peers waits for the coordinator's

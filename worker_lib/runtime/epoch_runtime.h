@@ -32,12 +32,12 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "allreduce/data_plane.h"
 #include "common/mutex.h"
 #include "common/unique_fd.h"
 #include "kolo/kolo.h"
 #include "proto/kolo.pb.h"
 #include "worker_lib/config.h"
-#include "worker_lib/runtime/data_plane.h"
 #include "worker_lib/runtime/op_runtime.h"
 #include "worker_lib/session/session_client.h"
 

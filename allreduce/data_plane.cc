@@ -1,8 +1,7 @@
-#include "worker_lib/runtime/data_plane.h"
+#include "allreduce/data_plane.h"
 
 #include <algorithm>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -15,7 +14,7 @@
 #include "common/check.h"
 #include "common/log.h"
 
-namespace kolo::worker {
+namespace kolo {
 namespace {
 
 // KOLO_ALLREDUCE_ALGORITHM forces allreduce's algorithm only: the other
@@ -41,34 +40,34 @@ HierarchicalOptions Levels(const AlgorithmOptions& flat,
   return levels;
 }
 
-// The epoch's transport: `tcp` alone, or, when KOLO_SHM allows and other
-// ranks share this rank's launcher host name, a HybridTransport that reaches
-// them through shared memory. If the local ranks cannot share a segment
-// (refused by the system, say), they all keep TCP and the log says why.
+// The epoch's transport: `tcp` alone, or, when options.shm allows and other
+// ranks share this rank's host name, a HybridTransport that reaches them
+// through shared memory. If the local ranks cannot share a segment (refused
+// by the system, say), they all keep TCP and the log says why.
 // `*all_local` is set to the shared-memory transport when it reaches every
 // rank of the epoch and its segment has slots (ShmAllreduce can run on it).
 absl::StatusOr<std::unique_ptr<Transport>> WithSharedMemory(
-    const WorkerConfig& config, const proto::Membership& membership,
-    uint64_t epoch, absl::Time deadline, const TcpOptions& o,
+    const DataPlaneOptions& options, absl::Time deadline, const TcpOptions& o,
     std::unique_ptr<TcpTransport> tcp, ShmTransport** all_local) {
   *all_local = nullptr;
-  const std::string& host = membership.peers(o.rank).host_name();
+  const std::vector<std::string>& hosts = options.hosts.names;
+  const std::string& host = hosts[o.rank];
   std::vector<int> local;
-  for (int r = 0; r < membership.peers_size(); ++r) {
-    if (membership.peers(r).host_name() == host) local.push_back(r);
+  for (int r = 0; r < static_cast<int>(hosts.size()); ++r) {
+    if (hosts[r] == host) local.push_back(r);
   }
-  if (!config.shm || local.size() < 2) return tcp;
+  if (!options.shm || local.size() < 2) return tcp;
   ShmSetupOptions so;
   so.rank = o.rank;
   so.local = local;
-  so.epoch = epoch;
-  so.bytes = static_cast<size_t>(config.shm_bytes);
+  so.epoch = o.epoch;
+  so.bytes = static_cast<size_t>(options.shm_bytes);
   so.deadline = deadline;
   absl::StatusOr<ShmJoin> join = JoinSegment(*tcp, so);
   if (!join.ok()) {
     return absl::Status(
         join.status().code(),
-        absl::StrCat("rank ", o.rank, " (worker ", config.worker_id,
+        absl::StrCat("rank ", o.rank, " (worker ", o.worker_ids[o.rank],
                      ") could not agree on shared memory with the ranks of "
                      "its host: ",
                      join.status().message()));
@@ -83,7 +82,7 @@ absl::StatusOr<std::unique_ptr<Transport>> WithSharedMemory(
   }
   ShmOptions so2;
   so2.rank = join->local_rank;
-  so2.epoch = epoch;
+  so2.epoch = o.epoch;
   for (int r : local) {
     so2.names.push_back(absl::StrCat("rank ", r, " (worker ", o.worker_ids[r],
                                      ", host ", host, ")"));
@@ -96,11 +95,10 @@ absl::StatusOr<std::unique_ptr<Transport>> WithSharedMemory(
       ->info(
           "rank {}: shared memory with the {} ranks of host {} (epoch {}, "
           "{} KiB rings)",
-          o.rank, local.size(), host, epoch,
+          o.rank, local.size(), host, o.epoch,
           join->segment->ring_bytes() / 1024);
   auto shm = std::make_unique<ShmTransport>(std::move(join->segment), so2);
-  if (static_cast<int>(local.size()) == membership.peers_size() &&
-      shm->segment().slot_bytes() > 0) {
+  if (local.size() == hosts.size() && shm->segment().slot_bytes() > 0) {
     *all_local = shm.get();
   }
   return std::make_unique<HybridTransport>(std::move(tcp), std::move(shm),
@@ -110,63 +108,27 @@ absl::StatusOr<std::unique_ptr<Transport>> WithSharedMemory(
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<DataPlane>> DataPlane::Connect(
-    const WorkerConfig& config, const proto::Membership& membership,
-    uint64_t epoch, tcp::Acceptor* acceptor, absl::Time deadline,
-    int abort_fd) {
-  TcpOptions o;
-  o.abort_fd = abort_fd;
-  o.rank = membership.rank();
-  o.size = membership.size();
-  o.epoch = epoch;
-  o.job_id = config.job_id;
-  for (const proto::Peer& p : membership.peers()) {
-    o.worker_ids.push_back(p.worker_id());
-    o.addresses.push_back(p.data_address());
+    const DataPlaneOptions& options, absl::Time deadline) {
+  TcpOptions o = options.tcp;
+  if (o.acceptor != nullptr) {
+    o.handshake_timeout = o.acceptor->options().handshake_timeout;
   }
-  o.secret = config.secret;
-  o.acceptor = acceptor;
-  if (acceptor != nullptr) {
-    o.handshake_timeout = acceptor->options().handshake_timeout;
-  }
-  o.timeout = config.knobs.data_timeout;
-  // docs/design.md "Waiting policy": spin only when every local rank has a
-  // core.
-  const int cores =
-      static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  o.spin =
-      membership.local_size() <= cores ? config.spin : absl::ZeroDuration();
   o.connect_timeout = std::max(deadline - absl::Now(), absl::Seconds(1));
-  o.congestion_control = config.tcp_congestion;
-  o.send_buffer_bytes = static_cast<int>(config.socket_sndbuf);
-  o.recv_buffer_bytes = static_cast<int>(config.socket_rcvbuf);
   auto transport = TcpTransport::Create(o);
   if (!transport.ok()) {
     return absl::Status(
         transport.status().code(),
-        absl::StrCat("rank ", o.rank, " (worker ", config.worker_id,
+        absl::StrCat("rank ", o.rank, " (worker ", o.worker_ids[o.rank],
                      ") could not connect its data plane: ",
                      transport.status().message()));
   }
   ShmTransport* all_local = nullptr;
   absl::StatusOr<std::unique_ptr<Transport>> chosen =
-      WithSharedMemory(config, membership, epoch, deadline, o,
-                       *std::move(transport), &all_local);
+      WithSharedMemory(options, deadline, o, *std::move(transport), &all_local);
   if (!chosen.ok()) return chosen.status();
-  AlgorithmOptions algorithms;
-  algorithms.small_bytes =
-      config.small_allreduce_bytes >= 0
-          ? static_cast<size_t>(config.small_allreduce_bytes)
-          : DefaultSmallBytes(membership.size());
-  algorithms.algorithm = config.allreduce_algorithm;
-  algorithms.segment_bytes = static_cast<size_t>(config.segment_bytes);
-  Hosts hosts;
-  hosts.mode = config.hierarchical;
-  for (const proto::Peer& p : membership.peers()) {
-    hosts.names.push_back(p.host_name());
-  }
-  hosts.small_bytes = config.small_allreduce_bytes;
+  const AlgorithmOptions& algorithms = options.algorithms;
   auto plane = std::make_unique<DataPlane>(*std::move(chosen), algorithms,
-                                           std::move(hosts));
+                                           options.hosts);
   // Every rank on this host: allreduce straight through the segment, unless
   // KOLO_ALLREDUCE_ALGORITHM forces a message algorithm.
   if (all_local != nullptr && algorithms.algorithm == Algorithm::kAuto &&
@@ -180,9 +142,9 @@ absl::StatusOr<std::unique_ptr<DataPlane>> DataPlane::Connect(
         ->info(
             "rank {}: hierarchical collectives (KOLO_HIERARCHICAL={}): {} "
             "hosts, {} ranks on host {}, leader rank {}",
-            o.rank, std::string(HierarchicalModeName(config.hierarchical)),
-            h->num_hosts(), h->hosts[host].size(),
-            membership.peers(o.rank).host_name(), h->leader(host));
+            o.rank, std::string(HierarchicalModeName(options.hosts.mode)),
+            h->num_hosts(), h->hosts[host].size(), options.hosts.names[o.rank],
+            h->leader(host));
   }
   return plane;
 }
@@ -334,4 +296,4 @@ std::unique_ptr<DataPlane> DataPlane::Subset(std::vector<int> members) {
   return subset;
 }
 
-}  // namespace kolo::worker
+}  // namespace kolo

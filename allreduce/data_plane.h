@@ -1,25 +1,27 @@
-// DataPlane: this worker's side of the collectives for one epoch — the TCP
-// transport to every peer of the epoch's membership (shared memory to the
-// peers with this worker's launcher host name, unless KOLO_SHM=0:
-// allreduce/shm/hybrid_transport.h), and the blocking
-// collectives of include/kolo/kolo.h run on it, one at a time, in call order.
-// When the ranks span several launcher hosts (KOLO_HIERARCHICAL, auto by
-// default), allreduce, allgather, broadcast and reducescatter run in two
-// levels, within each host and across hosts (allreduce/hierarchical.h); the
-// grouping is derived from the epoch's membership, so each epoch (and each
-// process set's subset) has its own.
-// It knows nothing of negotiation: the negotiated runtime (op_runtime.h)
-// runs it in plan order, which every rank shares; the raw calls
-// (kolo::raw::*) run on it directly, so their callers must call the
-// collectives in the same order on every rank, as with Gloo.
+// DataPlane: one rank's side of the collectives for one epoch — the TCP
+// transport to every peer of the epoch (shared memory to the peers with this
+// rank's host name, unless DataPlaneOptions::shm is off:
+// allreduce/shm/hybrid_transport.h), and the blocking collectives run on it,
+// one at a time, in call order.
+// When the ranks span several hosts (DataPlaneHosts::mode), allreduce,
+// allgather, broadcast and reducescatter run in two levels, within each host
+// and across hosts (allreduce/hierarchical.h); the grouping is derived from
+// the ranks' host names, so each epoch (and each process set's subset) has
+// its own.
+// It knows nothing of negotiation nor of the worker: the worker fills its
+// options from its configuration and the epoch's membership
+// (worker_lib/runtime/data_plane_options.h); the negotiated runtime runs it
+// in plan order, which every rank shares; the raw calls (kolo::raw::*) run
+// on it directly, so their callers must call the collectives in the same
+// order on every rank, as with Gloo.
 //
 // Thread-safety: every method may be called from any thread; collectives are
 // serialised by an internal mutex. Abort() never waits for that mutex.
-// Lifetime: one per epoch: built after the epoch's Membership arrived;
+// Lifetime: one per epoch: built once the epoch's membership is known;
 // destroyed (closing every data connection) when the epoch ends or the
 // worker shuts down. Connections are never reused across epochs.
-#ifndef KOLO_WORKER_LIB_RUNTIME_DATA_PLANE_H_
-#define KOLO_WORKER_LIB_RUNTIME_DATA_PLANE_H_
+#ifndef KOLO_ALLREDUCE_DATA_PLANE_H_
+#define KOLO_ALLREDUCE_DATA_PLANE_H_
 
 #include <cstdint>
 #include <functional>
@@ -36,15 +38,14 @@
 #include "allreduce/hierarchy.h"
 #include "allreduce/shm/shm_allreduce.h"
 #include "allreduce/tcp/acceptor.h"
+#include "allreduce/tcp/tcp_options.h"
 #include "allreduce/transport.h"
 #include "common/mutex.h"
-#include "proto/kolo.pb.h"
-#include "worker_lib/config.h"
 
-namespace kolo::worker {
+namespace kolo {
 
 // How a data plane's ranks group into hosts, for the hierarchical
-// collectives.
+// collectives (and, in Connect, for shared memory).
 struct DataPlaneHosts {
   HierarchicalMode mode = HierarchicalMode::kOff;  // KOLO_HIERARCHICAL
   // The launcher host name of each rank of the transport; empty: no
@@ -55,17 +56,33 @@ struct DataPlaneHosts {
   int64_t small_bytes = -1;
 };
 
+// What Connect needs to form one epoch's data plane. Plain value; copyable.
+struct DataPlaneOptions {
+  // The epoch's mesh: this rank, the size, the epoch, the job, every rank's
+  // worker id and address, the secret, the borrowed acceptor (the data
+  // port's, which accepts all the time: allreduce/tcp/acceptor.h) and abort
+  // descriptor, timeouts and socket settings. Connect sets connect_timeout
+  // (from its deadline) and handshake_timeout (the acceptor's).
+  TcpOptions tcp;
+  // Every rank's host name (ranks with this rank's name share memory), and
+  // the hierarchy's mode and threshold. REQUIRES: hosts.names has tcp.size
+  // entries.
+  DataPlaneHosts hosts;
+  // Whether the ranks of this host reach each other through shared memory
+  // (KOLO_SHM), and the segment's size (KOLO_SHM_BYTES).
+  bool shm = true;
+  int64_t shm_bytes = 0;
+  // The flat collectives' algorithm choices (allreduce's).
+  AlgorithmOptions algorithms;
+};
+
 class DataPlane {
  public:
-  // Connects to every peer of `membership` (epoch `epoch`), taking the
-  // connections of the borrowed `acceptor` (the data port's, which accepts
-  // all the time: allreduce/tcp/acceptor.h), until `deadline`; fails at once
-  // with kAborted when the borrowed `abort_fd` (if >= 0) becomes readable
-  // (the epoch ended while its data plane formed).
+  // Connects to every peer of `options.tcp` until `deadline`; fails at once
+  // with kAborted when the borrowed `options.tcp.abort_fd` (if >= 0) becomes
+  // readable (the epoch ended while its data plane formed).
   static absl::StatusOr<std::unique_ptr<DataPlane>> Connect(
-      const WorkerConfig& config, const proto::Membership& membership,
-      uint64_t epoch, tcp::Acceptor* acceptor, absl::Time deadline,
-      int abort_fd = -1);
+      const DataPlaneOptions& options, absl::Time deadline);
 
   absl::Status Allreduce(DataType type, const void* input, void* output,
                          int64_t count, const ReduceOptions& reduce);
@@ -143,6 +160,6 @@ class DataPlane {
       std::make_shared<PeerFaultHandler>();
 };
 
-}  // namespace kolo::worker
+}  // namespace kolo
 
-#endif  // KOLO_WORKER_LIB_RUNTIME_DATA_PLANE_H_
+#endif  // KOLO_ALLREDUCE_DATA_PLANE_H_
