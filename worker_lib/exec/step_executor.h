@@ -14,11 +14,11 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "allreduce/data_plane.h"
 #include "proto/kolo.pb.h"
 #include "worker_lib/exec/cuda_executor.h"
 #include "worker_lib/exec/fused_executor.h"
 #include "worker_lib/op_request.h"
-#include "worker_lib/runtime/data_plane.h"
 #include "worker_lib/timeline.h"
 
 namespace kolo::worker {
