@@ -133,6 +133,8 @@ class CudaExecutor {
                                     absl::Span<PendingOp* const> ops,
                                     Device& device, int rank, int size)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // The device fusion buffer: at least `bytes` on `dev` (grown or moved).
+  absl::Status ReserveNcclFusion(cuda::DeviceOps& dev, size_t bytes);
   // Waits for the ready events, the common first step.
   absl::Status WaitReady(Device& device, absl::Span<PendingOp* const> ops);
   absl::Status RecordDone(Device& device, absl::Span<PendingOp* const> ops);

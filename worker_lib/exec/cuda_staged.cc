@@ -24,13 +24,9 @@ struct LateOutput {
   size_t bytes = 0;
 };
 
-}  // namespace
-
-std::vector<absl::Status> CudaExecutor::RunStaged(
-    const proto::Response& response, absl::Span<PendingOp* const> ops,
-    DataPlane& plane, int rank, int size, FusionBuffer& buffer,
-    Timeline* timeline) {
-  const size_t n = ops.size();
+// The device of the group: its first device input, else its first device
+// output.
+int StagedOrdinal(absl::Span<PendingOp* const> ops) {
   int ordinal = kCpu;
   for (const PendingOp* op : ops) {
     if (op != nullptr && OnDeviceTensor(op->input)) ordinal = op->input.device;
@@ -38,19 +34,15 @@ std::vector<absl::Status> CudaExecutor::RunStaged(
       ordinal = op->output.device;
     }
   }
-  absl::StatusOr<Device*> got = DeviceFor(ordinal);
-  if (!got.ok()) return std::vector<absl::Status>(n, got.status());
-  Device& device = **got;
-  cuda::Stager& stager = *device.stager;
-  stager.Reset();
-  const absl::Time deadline = absl::Now() + options_.timeout;
-  auto fail_all = [&](const absl::Status& s) {
-    return std::vector<absl::Status>(n, s);
-  };
+  return ordinal;
+}
 
-  // 1. Inputs to the host (one copy for the group).
-  if (absl::Status s = WaitReady(device, ops); !s.ok()) return fail_all(s);
-  std::vector<PendingOp> mirrors(n);
+// 1. Inputs to the host (one copy for the group): each mirror's input
+// points at pinned host memory.
+absl::Status StageInputs(absl::Span<PendingOp* const> ops,
+                         std::vector<PendingOp>& mirrors,
+                         cuda::Stager& stager) {
+  const size_t n = ops.size();
   std::vector<const void*> in_dev;
   std::vector<size_t> in_bytes;
   std::vector<size_t> in_of;  // op index of each staged input
@@ -67,7 +59,7 @@ std::vector<absl::Status> CudaExecutor::RunStaged(
   std::vector<void*> in_host;
   if (!in_dev.empty()) {
     absl::StatusOr<std::vector<void*>> h = stager.In(in_dev, in_bytes);
-    if (!h.ok()) return fail_all(h.status());
+    if (!h.ok()) return h.status();
     in_host = *std::move(h);
   }
   for (size_t k = 0; k < in_of.size(); ++k) {
@@ -76,9 +68,16 @@ std::vector<absl::Status> CudaExecutor::RunStaged(
   for (size_t i = 0; i < n; ++i) {
     if (ops[i] != nullptr) mirrors[i].input.device = kCpu;
   }
+  return absl::OkStatus();
+}
 
-  // 2. Outputs: known sizes packed in one pinned buffer; late ones
-  // (allgather, alltoall) in scratch through a wrapped allocator.
+// 2. Outputs: known sizes packed in one pinned buffer (returns the op index
+// of each); late ones (allgather, alltoall) in scratch through a wrapped
+// allocator that records them in `late`, which must outlive the run.
+absl::StatusOr<std::vector<size_t>> StageOutputs(
+    absl::Span<PendingOp* const> ops, std::vector<PendingOp>& mirrors,
+    cuda::Stager& stager, std::vector<LateOutput>& late) {
+  const size_t n = ops.size();
   std::vector<size_t> out_bytes, out_of;
   for (size_t i = 0; i < n; ++i) {
     const PendingOp* op = ops[i];
@@ -91,13 +90,12 @@ std::vector<absl::Status> CudaExecutor::RunStaged(
   std::vector<void*> out_host;
   if (!out_of.empty()) {
     absl::StatusOr<std::vector<void*>> h = stager.OutHost(out_bytes);
-    if (!h.ok()) return fail_all(h.status());
+    if (!h.ok()) return h.status();
     out_host = *std::move(h);
   }
   for (size_t k = 0; k < out_of.size(); ++k) {
     mirrors[out_of[k]].output.data = out_host[k];
   }
-  std::vector<LateOutput> late;
   for (size_t i = 0; i < n; ++i) {
     PendingOp* op = ops[i];
     if (op == nullptr) continue;
@@ -121,12 +119,16 @@ std::vector<absl::Status> CudaExecutor::RunStaged(
       };
     }
   }
-  // The inputs must be on the host before the data plane reads them.
-  if (absl::Status s = device.ops->Synchronize(deadline); !s.ok()) {
-    return fail_all(s);
-  }
+  return out_of;
+}
 
-  // 3. The host executors, on the mirrors.
+// 3. The host executors, on the mirrors; their results go to the ops.
+std::vector<absl::Status> RunMirrors(const proto::Response& response,
+                                     absl::Span<PendingOp* const> ops,
+                                     std::vector<PendingOp>& mirrors,
+                                     DataPlane& plane, int rank, int size,
+                                     FusionBuffer& buffer, Timeline* timeline) {
+  const size_t n = ops.size();
   std::vector<absl::Status> results;
   if (IsFused(response)) {
     std::vector<PendingOp*> ptrs;
@@ -147,28 +149,70 @@ std::vector<absl::Status> CudaExecutor::RunStaged(
   for (size_t i = 0; i < n; ++i) {
     if (ops[i] != nullptr) ops[i]->result = std::move(mirrors[i].result);
   }
+  return results;
+}
 
-  // 4. Results back to the device: the packed outputs in one copy, late
-  // ones each, a broadcast's buffer in place.
+// 4. Results back to the device: the packed outputs in one copy, late ones
+// each, a broadcast's buffer in place.
+absl::Status CopyBack(absl::Span<PendingOp* const> ops,
+                      const std::vector<PendingOp>& mirrors,
+                      const std::vector<size_t>& out_of,
+                      const std::vector<LateOutput>& late, cuda::Stager& stager,
+                      cuda::DeviceOps& dev) {
   absl::Status back;
   std::vector<void*> out_dev;
   for (size_t i : out_of) out_dev.push_back(ops[i]->output.data);
   if (!out_dev.empty()) back = stager.Out(out_dev);
   for (const LateOutput& o : late) {
     if (!back.ok()) break;
-    back = device.ops->Copy(o.device, o.host, o.bytes,
-                            cuda::CopyKind::kHostToDevice);
+    back = dev.Copy(o.device, o.host, o.bytes, cuda::CopyKind::kHostToDevice);
   }
-  for (size_t i = 0; i < n && back.ok(); ++i) {
+  for (size_t i = 0; i < ops.size() && back.ok(); ++i) {
     PendingOp* op = ops[i];
     if (op == nullptr || op->op != proto::BROADCAST ||
         !OnDeviceTensor(op->input)) {
       continue;
     }
-    back = device.ops->Copy(op->input.data, mirrors[i].input.data,
-                            static_cast<size_t>(op->input.num_bytes()),
-                            cuda::CopyKind::kHostToDevice);
+    back = dev.Copy(op->input.data, mirrors[i].input.data,
+                    static_cast<size_t>(op->input.num_bytes()),
+                    cuda::CopyKind::kHostToDevice);
   }
+  return back;
+}
+
+}  // namespace
+
+std::vector<absl::Status> CudaExecutor::RunStaged(
+    const proto::Response& response, absl::Span<PendingOp* const> ops,
+    DataPlane& plane, int rank, int size, FusionBuffer& buffer,
+    Timeline* timeline) {
+  const size_t n = ops.size();
+  absl::StatusOr<Device*> got = DeviceFor(StagedOrdinal(ops));
+  if (!got.ok()) return std::vector<absl::Status>(n, got.status());
+  Device& device = **got;
+  cuda::Stager& stager = *device.stager;
+  stager.Reset();
+  const absl::Time deadline = absl::Now() + options_.timeout;
+  auto fail_all = [&](const absl::Status& s) {
+    return std::vector<absl::Status>(n, s);
+  };
+  if (absl::Status s = WaitReady(device, ops); !s.ok()) return fail_all(s);
+  std::vector<PendingOp> mirrors(n);
+  if (absl::Status s = StageInputs(ops, mirrors, stager); !s.ok()) {
+    return fail_all(s);
+  }
+  std::vector<LateOutput> late;
+  absl::StatusOr<std::vector<size_t>> out_of =
+      StageOutputs(ops, mirrors, stager, late);
+  if (!out_of.ok()) return fail_all(out_of.status());
+  // The inputs must be on the host before the data plane reads them.
+  if (absl::Status s = device.ops->Synchronize(deadline); !s.ok()) {
+    return fail_all(s);
+  }
+  std::vector<absl::Status> results =
+      RunMirrors(response, ops, mirrors, plane, rank, size, buffer, timeline);
+  absl::Status back =
+      CopyBack(ops, mirrors, *out_of, late, stager, *device.ops);
   if (back.ok()) back = RecordDone(device, ops);
   if (back.ok()) back = device.ops->Synchronize(deadline);
   if (!back.ok()) {

@@ -98,24 +98,19 @@ std::vector<absl::Status> FusedAllreduce(absl::Span<PendingOp* const> ops,
   return results;
 }
 
-std::vector<absl::Status> FusedAllgather(const proto::Response& response,
-                                         absl::Span<PendingOp* const> ops,
-                                         DataPlane& data, int rank, int size,
-                                         FusionBuffer& buffer,
-                                         Timeline* timeline) {
-  const DataType dtype = ops[0]->input.dtype;
-  const auto element = static_cast<int64_t>(DataTypeSize(dtype));
+// The fused allgather's sizes: one per member and rank, every one
+// non-negative, and all the bytes together within int64, before anything is
+// computed from them (found by fuzz/plan_applier_fuzz.cc).
+absl::Status CheckAllgatherSizes(const proto::Response& response,
+                                 absl::Span<PendingOp* const> ops, int size,
+                                 int64_t element) {
   const size_t n = ops.size();
   if (response.sizes_size() != static_cast<int>(n) * size) {
-    return All(n, absl::InternalError(absl::StrCat(
-                      "the plan for a fused allgather of ", n, " tensors ('",
-                      ops[0]->name, "', ...) carries ", response.sizes_size(),
-                      " sizes for ", size,
-                      " ranks; the coordinator and this worker disagree on "
-                      "the protocol")));
+    return absl::InternalError(absl::StrCat(
+        "the plan for a fused allgather of ", n, " tensors ('", ops[0]->name,
+        "', ...) carries ", response.sizes_size(), " sizes for ", size,
+        " ranks; the coordinator and this worker disagree on the protocol"));
   }
-  // Every size non-negative, and all the bytes together within int64, before
-  // anything is computed from them (found by fuzz/plan_applier_fuzz.cc).
   int64_t all_bytes = 0;
   for (size_t i = 0; i < n; ++i) {
     const int64_t row_bytes =
@@ -124,14 +119,28 @@ std::vector<absl::Status> FusedAllgather(const proto::Response& response,
       const int64_t rows = response.sizes(static_cast<int>(i) * size + r);
       if (rows < 0 || rows > (std::numeric_limits<int64_t>::max() - all_bytes) /
                                  row_bytes) {
-        return All(n, absl::InternalError(absl::StrCat(
-                          "the plan for allgather '", ops[i]->name, "' gives ",
-                          rows, " rows to rank ", r,
-                          "; the coordinator and this worker disagree on the "
-                          "protocol")));
+        return absl::InternalError(absl::StrCat(
+            "the plan for allgather '", ops[i]->name, "' gives ", rows,
+            " rows to rank ", r,
+            "; the coordinator and this worker disagree on the protocol"));
       }
       all_bytes += rows * row_bytes;
     }
+  }
+  return absl::OkStatus();
+}
+
+std::vector<absl::Status> FusedAllgather(const proto::Response& response,
+                                         absl::Span<PendingOp* const> ops,
+                                         DataPlane& data, int rank, int size,
+                                         FusionBuffer& buffer,
+                                         Timeline* timeline) {
+  const DataType dtype = ops[0]->input.dtype;
+  const auto element = static_cast<int64_t>(DataTypeSize(dtype));
+  const size_t n = ops.size();
+  if (absl::Status s = CheckAllgatherSizes(response, ops, size, element);
+      !s.ok()) {
+    return All(n, s);
   }
   // rows[i][r], per-rank counts, and where member i starts in rank r's block.
   std::vector<int64_t> row(n), counts(size, 0);

@@ -64,6 +64,122 @@ void* AllocateOutput(PendingOp& op, const std::vector<int64_t>& shape,
   return scratch.get();
 }
 
+namespace {
+
+// `shape` with its first dimension set to `rows`.
+std::vector<int64_t> WithRows(std::vector<int64_t> shape, int64_t rows) {
+  shape[0] = rows;
+  return shape;
+}
+
+// Runs a gather whose output of `total` rows (of `row` elements) is
+// allocated here, with `run(out)`; an allocation problem is returned after
+// the collective, so that the other ranks are not left waiting.
+template <typename Run>
+absl::Status RunIntoOutput(PendingOp& op, OpResult* result, int64_t total,
+                           int64_t row, int64_t element, Run run) {
+  result->shape = WithRows(op.input.shape, total);
+  std::unique_ptr<char[]> scratch;
+  absl::Status problem;
+  void* out = AllocateOutput(op, result->shape, total * row * element, scratch,
+                             problem);
+  if (out == nullptr && total * row > 0) return problem;
+  absl::Status s = run(out);
+  return s.ok() ? problem : s;
+}
+
+// JOIN (sizes = {the last to join}), PROCESS_SET_ADD (sizes = {the set's
+// id}) and PROCESS_SET_REMOVE: the answer is one number.
+absl::Status ExecuteAnswer(const proto::Response& response, PendingOp& op,
+                           OpResult* result) {
+  if (response.sizes_size() != 1) {
+    return absl::InternalError(absl::StrCat(
+        "the plan for ", proto::OpTypeName(op.op), " '", op.name, "' carries ",
+        response.sizes_size(),
+        " sizes, not 1; the coordinator and this worker disagree on the "
+        "protocol"));
+  }
+  result->splits = {response.sizes(0)};
+  return absl::OkStatus();
+}
+
+absl::Status ExecuteAllgather(const proto::Response& response, PendingOp& op,
+                              DataPlane& data, int rank, int size,
+                              OpResult* result) {
+  const Tensor& in = op.input;
+  const int64_t row = RowElements(in.shape);
+  const auto element = static_cast<int64_t>(DataTypeSize(in.dtype));
+  int index = 0;
+  while (index < response.names_size() && response.names(index) != op.name) {
+    ++index;
+  }
+  if (response.sizes_size() < (index + 1) * size) {
+    return absl::InternalError(
+        absl::StrCat("the plan for allgather '", op.name, "' carries ",
+                     response.sizes_size(), " sizes for ", size,
+                     " ranks; the coordinator and this worker disagree on "
+                     "the protocol"));
+  }
+  std::vector<int64_t> rows, counts;
+  int64_t total = 0;
+  for (int r = 0; r < size; ++r) {
+    int64_t n = response.sizes(index * size + r);
+    if (absl::Status s = AddRows(op, n, row * element, total); !s.ok()) {
+      return s;
+    }
+    rows.push_back(n);
+    counts.push_back(n * row);
+  }
+  if (rows[rank] * row != in.num_elements()) {
+    return Disagree(op, absl::StrCat("gives rank ", rank, " ", rows[rank],
+                                     " rows, not the ones it announced"));
+  }
+  result->splits = rows;
+  return RunIntoOutput(op, result, total, row, element, [&](void* out) {
+    return data.Allgather(in.dtype, in.data, in.num_elements(), counts, out);
+  });
+}
+
+absl::Status ExecuteAlltoall(const proto::Response& response, PendingOp& op,
+                             DataPlane& data, int rank, int size,
+                             OpResult* result) {
+  const Tensor& in = op.input;
+  const int64_t row = RowElements(in.shape);
+  const auto element = static_cast<int64_t>(DataTypeSize(in.dtype));
+  if (response.sizes_size() != size * size) {
+    return absl::InternalError(
+        absl::StrCat("the plan for alltoall '", op.name, "' carries ",
+                     response.sizes_size(), " sizes for ", size,
+                     " ranks; the coordinator and this worker disagree on "
+                     "the protocol"));
+  }
+  std::vector<int64_t> send, recv_rows, recv;
+  for (int64_t rows : op.splits) send.push_back(rows * row);
+  int64_t total = 0;
+  for (int r = 0; r < size; ++r) {
+    int64_t n = response.sizes(r * size + rank);
+    if (absl::Status s = AddRows(op, n, row * element, total); !s.ok()) {
+      return s;
+    }
+    recv_rows.push_back(n);
+    recv.push_back(n * row);
+  }
+  // What this rank sends itself is known here.
+  if (op.splits.size() != static_cast<size_t>(size) ||
+      recv_rows[rank] != op.splits[rank]) {
+    return Disagree(
+        op, absl::StrCat("has rank ", rank, " receive ", recv_rows[rank],
+                         " rows from itself, not the ones it "
+                         "sends"));
+  }
+  result->splits = recv_rows;
+  return RunIntoOutput(op, result, total, row, element, [&](void* out) {
+    return data.Alltoall(in.dtype, in.data, send, out, recv);
+  });
+}
+
+}  // namespace
+
 absl::Status Execute(const proto::Response& response, PendingOp& op,
                      DataPlane& data, int rank, int size, OpResult* result) {
   if (response.error_code() != 0) {
@@ -79,13 +195,6 @@ absl::Status Execute(const proto::Response& response, PendingOp& op,
       (op.op == proto::ALLGATHER || op.op == proto::ALLTOALL)) {
     return Disagree(op, "runs it on a scalar");
   }
-  const int64_t row = RowElements(in.shape);
-  const auto element = static_cast<int64_t>(DataTypeSize(in.dtype));
-  auto with_rows = [&](int64_t rows) {
-    std::vector<int64_t> shape = in.shape;
-    shape[0] = rows;
-    return shape;
-  };
   switch (op.op) {
     case proto::ALLREDUCE:
       result->shape = op.output.shape;
@@ -101,19 +210,12 @@ absl::Status Execute(const proto::Response& response, PendingOp& op,
       // Answered: the membership stays (a change ends the epoch instead,
       // failing the check with the hosts-updated error).
       return absl::OkStatus();
-    case proto::JOIN:  // every rank joined: sizes = {the last to join}
-    case proto::PROCESS_SET_ADD:  // sizes = {the set's id}
+    case proto::JOIN:
+    case proto::PROCESS_SET_ADD:
     case proto::PROCESS_SET_REMOVE:
-      if (response.sizes_size() != 1) {
-        return absl::InternalError(absl::StrCat(
-            "the plan for ", proto::OpTypeName(op.op), " '", op.name,
-            "' carries ", response.sizes_size(),
-            " sizes, not 1; the coordinator and this worker disagree on the "
-            "protocol"));
-      }
-      result->splits = {response.sizes(0)};
-      return absl::OkStatus();
+      return ExecuteAnswer(response, op, result);
     case proto::REDUCESCATTER: {
+      const int64_t row = RowElements(in.shape);
       std::vector<int64_t> counts;
       for (int64_t rows : op.splits) counts.push_back(rows * row);
       result->shape = op.output.shape;
@@ -121,81 +223,10 @@ absl::Status Execute(const proto::Response& response, PendingOp& op,
       return data.Reducescatter(in.dtype, in.data, in.num_elements(), counts,
                                 op.output.data, op.reduce);
     }
-    case proto::ALLGATHER: {
-      int index = 0;
-      while (index < response.names_size() &&
-             response.names(index) != op.name) {
-        ++index;
-      }
-      if (response.sizes_size() < (index + 1) * size) {
-        return absl::InternalError(
-            absl::StrCat("the plan for allgather '", op.name, "' carries ",
-                         response.sizes_size(), " sizes for ", size,
-                         " ranks; the coordinator and this worker disagree on "
-                         "the protocol"));
-      }
-      std::vector<int64_t> rows, counts;
-      int64_t total = 0;
-      for (int r = 0; r < size; ++r) {
-        int64_t n = response.sizes(index * size + r);
-        if (absl::Status s = AddRows(op, n, row * element, total); !s.ok()) {
-          return s;
-        }
-        rows.push_back(n);
-        counts.push_back(n * row);
-      }
-      if (rows[rank] * row != in.num_elements()) {
-        return Disagree(op, absl::StrCat("gives rank ", rank, " ", rows[rank],
-                                         " rows, not the ones it announced"));
-      }
-      result->shape = with_rows(total);
-      result->splits = rows;
-      std::unique_ptr<char[]> scratch;
-      absl::Status problem;
-      void* out = AllocateOutput(op, result->shape, total * row * element,
-                                 scratch, problem);
-      if (out == nullptr && total * row > 0) return problem;
-      absl::Status s =
-          data.Allgather(in.dtype, in.data, in.num_elements(), counts, out);
-      return s.ok() ? problem : s;
-    }
-    case proto::ALLTOALL: {
-      if (response.sizes_size() != size * size) {
-        return absl::InternalError(
-            absl::StrCat("the plan for alltoall '", op.name, "' carries ",
-                         response.sizes_size(), " sizes for ", size,
-                         " ranks; the coordinator and this worker disagree on "
-                         "the protocol"));
-      }
-      std::vector<int64_t> send, recv_rows, recv;
-      for (int64_t rows : op.splits) send.push_back(rows * row);
-      int64_t total = 0;
-      for (int r = 0; r < size; ++r) {
-        int64_t n = response.sizes(r * size + rank);
-        if (absl::Status s = AddRows(op, n, row * element, total); !s.ok()) {
-          return s;
-        }
-        recv_rows.push_back(n);
-        recv.push_back(n * row);
-      }
-      // What this rank sends itself is known here.
-      if (op.splits.size() != static_cast<size_t>(size) ||
-          recv_rows[rank] != op.splits[rank]) {
-        return Disagree(
-            op, absl::StrCat("has rank ", rank, " receive ", recv_rows[rank],
-                             " rows from itself, not the ones it "
-                             "sends"));
-      }
-      result->shape = with_rows(total);
-      result->splits = recv_rows;
-      std::unique_ptr<char[]> scratch;
-      absl::Status problem;
-      void* out = AllocateOutput(op, result->shape, total * row * element,
-                                 scratch, problem);
-      if (out == nullptr && total * row > 0) return problem;
-      absl::Status s = data.Alltoall(in.dtype, in.data, send, out, recv);
-      return s.ok() ? problem : s;
-    }
+    case proto::ALLGATHER:
+      return ExecuteAllgather(response, op, data, rank, size, result);
+    case proto::ALLTOALL:
+      return ExecuteAlltoall(response, op, data, rank, size, result);
     default:
       return absl::InternalError(absl::StrCat(
           "plan response for '", op.name, "' has op type ",
