@@ -202,6 +202,11 @@ class CoordinatorCore {
   // The current epoch: 0 while forming, then 1, 2, ... (elastic jobs).
   uint64_t epoch() const;
   bool epoch_formed() const;
+  // An epoch formed and none of its members is still in (they left, or
+  // were lost). True also while workers that left say Hello again to form
+  // the next epoch (re-init): whoever stops the coordinator then sends
+  // them away, and they look for its successor (SessionClient::Connect).
+  bool every_member_left() const;
   bool ended() const;
   // Meaningful once ended().
   bool ended_in_failure() const;

@@ -115,6 +115,15 @@ bool CoordinatorCore::epoch_formed() const {
   return ep_.number > 0;
 }
 
+bool CoordinatorCore::every_member_left() const {
+  MutexLock lock(&mu_);
+  if (ep_.number == 0) return false;
+  for (const Member& m : ep_.members) {
+    if (m.state == proto::MEMBER_STATE_MEMBER) return false;
+  }
+  return true;
+}
+
 bool CoordinatorCore::ended() const {
   MutexLock lock(&mu_);
   return phase_ == Phase::kEnded;

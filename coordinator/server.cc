@@ -166,13 +166,17 @@ class ServerImpl final : public CoordinatorServer {
   }
 
   absl::Status WaitUntilEnded(absl::Time deadline) override {
-    service_.WaitFor([](const CoordinatorCore& c) { return c.ended(); },
-                     deadline);
+    service_.WaitFor(
+        [](const CoordinatorCore& c) {
+          return c.ended() || c.every_member_left();
+        },
+        deadline);
     const CoordinatorCore& core = service_.core();
     if (core.ended()) {
       if (core.ended_in_failure()) return absl::AbortedError(core.end_reason());
       return absl::OkStatus();
     }
+    if (core.every_member_left()) return absl::OkStatus();
     if (!core.epoch_formed()) {
       return absl::DeadlineExceededError(
           absl::StrCat("the job has not ended: epoch 1 has not formed (",

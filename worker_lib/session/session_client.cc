@@ -26,6 +26,8 @@ namespace {
 constexpr absl::Duration kProbeEvery = absl::Milliseconds(500);
 constexpr absl::Duration kProbeTimeout = absl::Seconds(1);
 constexpr absl::Duration kNotACoordinatorAfter = absl::Seconds(3);
+// Between two Sessions of one Connect (MayReconnect).
+constexpr absl::Duration kReconnectPause = absl::Milliseconds(100);
 
 enum class Listener { kNone, kHttp2, kOther };
 
@@ -94,6 +96,13 @@ absl::Status SessionClient::Reactor::NotACoordinator() const {
       "): another program holds that port, so rank 0 could not host the "
       "coordinator there (its log says so); ",
       fix));
+}
+
+bool SessionClient::Reactor::MayReconnect() const {
+  MutexLock lock(&mu_);
+  return !epoch_.membership.has_value() &&
+         (verdict_.cause == SessionVerdict::Cause::kLostCoordinator ||
+          verdict_.cause == SessionVerdict::Cause::kEndedBeforeAdmission);
 }
 
 absl::Status SessionClient::Reactor::WaitForMembership(absl::Time start,
@@ -309,13 +318,26 @@ SessionClient::SessionClient(std::unique_ptr<Reactor> reactor)
 absl::StatusOr<std::unique_ptr<SessionClient>> SessionClient::Connect(
     const SessionOptions& options, absl::Time deadline) {
   const absl::Time start = absl::Now();
-  auto client =
-      std::make_unique<SessionClient>(std::make_unique<Reactor>(options));
-  client->reactor_->Start();
-  absl::Status s =
-      client->reactor_->WaitForMembership(start, deadline, *client);
-  if (!s.ok()) return s;  // ~SessionClient cancels the stream
-  return client;
+  while (true) {
+    auto client =
+        std::make_unique<SessionClient>(std::make_unique<Reactor>(options));
+    client->reactor_->Start();
+    absl::Status s =
+        client->reactor_->WaitForMembership(start, deadline, *client);
+    if (s.ok()) return client;
+    if (!client->reactor_->MayReconnect() ||
+        absl::Now() + kReconnectPause >= deadline) {
+      return s;  // ~SessionClient cancels the stream
+    }
+    // Typically: this worker's init() after shutdown() reached the previous
+    // job's coordinator while its host (rank 0) was stopping it.
+    SessionLog()->info(
+        "worker {}: the coordinator at {} went away before admitting it ({}); "
+        "connecting again until the start deadline",
+        options.worker_id, options.coordinator, std::string(s.message()));
+    client.reset();
+    absl::SleepFor(kReconnectPause);
+  }
 }
 
 SessionClient::~SessionClient() {

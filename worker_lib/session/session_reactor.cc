@@ -418,7 +418,9 @@ void SessionClient::Reactor::HandleJobEnd(const proto::JobEnd& end) {
   Fail(absl::AbortedError(absl::StrCat(
            end.failure() ? "the job ended in failure: " : "the job ended: ",
            end.reason())),
-       SessionVerdict::Cause::kOther);
+       !end.failure() && !epoch_.membership.has_value()
+           ? SessionVerdict::Cause::kEndedBeforeAdmission
+           : SessionVerdict::Cause::kOther);
 }
 
 void SessionClient::Reactor::ThreadMain() {

@@ -65,6 +65,10 @@ class SessionClient::Reactor final
   absl::Status WaitForMembership(absl::Time start, absl::Time deadline,
                                  SessionClient& client)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // After WaitForMembership failed: whether a new Session may find a
+  // coordinator that admits this worker (the stream broke, or the job
+  // ended well, before the Membership).
+  bool MayReconnect() const ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<std::vector<std::string>> Exchange(absl::string_view key,
                                                     absl::string_view value,
                                                     absl::Duration timeout,

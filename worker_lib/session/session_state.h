@@ -65,6 +65,10 @@ struct SessionVerdict {
     kNone,             // the Session runs
     kLostCoordinator,  // the stream broke or the lease ran out
     kEvicted,          // the coordinator evicted this worker
+    // The job ended well before this worker was admitted: the coordinator
+    // was ending the previous job (init after shutdown, while the host of
+    // the coordinator stops it); its successor may come up at the address.
+    kEndedBeforeAdmission,
     kOther,  // refused, the job ended, the coordinator distrusted or absent
   };
 
