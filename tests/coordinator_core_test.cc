@@ -518,10 +518,12 @@ TEST_F(CoreTest, ReinitBeforeTheOthersLeftWaitsForThem) {
   EXPECT_TRUE(To(back, 3).empty());
   EXPECT_EQ(CloseOf(back, 3), nullptr);
   EXPECT_EQ(core_->epoch(), 1u);
+  EXPECT_FALSE(core_->every_member_left());
   // w1 leaves: the epoch is over, the job does not end, it forms again
-  // once w1 is back.
+  // once w1 is back. Every member left: a host may stop the coordinator.
   core_->OnMessage(2, leave);
   EXPECT_FALSE(core_->ended());
+  EXPECT_TRUE(core_->every_member_left());
   Actions a = Join(4, "w1", "a", kSecret, 1);
   ASSERT_TRUE(core_->epoch_formed());
   EXPECT_EQ(core_->epoch(), 2u);
