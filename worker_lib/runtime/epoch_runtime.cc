@@ -13,6 +13,7 @@
 #include "worker_lib/fault_hook.h"
 #include "worker_lib/runtime/data_plane_options.h"
 #include "worker_lib/session/negotiation_link.h"
+#include "worker_lib/session/stream_link.h"
 #include "worker_lib/timeline.h"
 
 namespace kolo::worker {
@@ -33,6 +34,37 @@ void Signal(int fd) {
   const uint64_t one = 1;
   ssize_t n = ::write(fd, &one, sizeof(one));
   (void)n;  // an eventfd at its limit is readable already
+}
+
+// The negotiation link of this epoch, or the Session stream when there is
+// none (KOLO_NEGOTIATION_LINK=0, the coordinator offers none, or it does not
+// connect).
+std::unique_ptr<CoordinatorLink> OpenCoordinatorLink(
+    const EpochInputs& in, const SessionClient::EpochView& view,
+    absl::Time deadline) {
+  const WorkerConfig& c = *in.config;
+  const proto::Membership& m = view.membership;
+  if (c.negotiation_link && m.link_port() != 0) {
+    LinkOptions lo;
+    absl::StatusOr<net::HostPort> coordinator =
+        net::ParseHostPort(in.coordinator);
+    lo.host = coordinator.ok() ? coordinator->host : c.coordinator.host;
+    lo.port = m.link_port();
+    lo.secret = c.secret;
+    lo.job_id = c.job_id;
+    lo.worker_id = c.worker_id;
+    lo.incarnation = in.client->incarnation();
+    lo.epoch = view.epoch;
+    // The coordinator already answered on its gRPC port: a link that does
+    // not connect within seconds is filtered, and the stream will do.
+    lo.timeout =
+        std::clamp(deadline - absl::Now(), absl::Seconds(1), absl::Seconds(5));
+    auto connected = NegotiationLink::Connect(lo);
+    if (connected.ok()) return *std::move(connected);
+    EpochLog()->warn("{}; negotiation stays on the Session stream (slower)",
+                     std::string(connected.status().message()));
+  }
+  return std::make_unique<StreamLink>(in.client);
 }
 
 }  // namespace
@@ -62,30 +94,8 @@ absl::StatusOr<std::shared_ptr<EpochRuntime>> BuildEpoch(
     if (session == nullptr) return e;
     return session->ReportPeerFault(e, PeersOf(e), wait);
   });
-  std::unique_ptr<NegotiationLink> link;
-  if (c.negotiation_link && m.link_port() != 0) {
-    LinkOptions lo;
-    absl::StatusOr<net::HostPort> coordinator =
-        net::ParseHostPort(in.coordinator);
-    lo.host = coordinator.ok() ? coordinator->host : c.coordinator.host;
-    lo.port = m.link_port();
-    lo.secret = c.secret;
-    lo.job_id = c.job_id;
-    lo.worker_id = c.worker_id;
-    lo.incarnation = in.client->incarnation();
-    lo.epoch = view.epoch;
-    // The coordinator already answered on its gRPC port: a link that does
-    // not connect within seconds is filtered, and the stream will do.
-    lo.timeout =
-        std::clamp(deadline - absl::Now(), absl::Seconds(1), absl::Seconds(5));
-    auto connected = NegotiationLink::Connect(lo);
-    if (connected.ok()) {
-      link = *std::move(connected);
-    } else {
-      EpochLog()->warn("{}; negotiation stays on the Session stream (slower)",
-                       std::string(connected.status().message()));
-    }
-  }
+  std::unique_ptr<CoordinatorLink> link =
+      OpenCoordinatorLink(in, view, deadline);
   RuntimeOptions ro;
   ro.fusion_threshold = c.fusion_threshold;
   ro.fusion_direct_bytes = c.fusion_direct_bytes;

@@ -58,7 +58,7 @@ std::string ShapeText(const std::vector<int64_t>& shape) {
 }  // namespace
 
 OpRuntime::OpRuntime(std::shared_ptr<SessionClient> session,
-                     std::unique_ptr<NegotiationLink> link, DataPlane* data,
+                     std::unique_ptr<CoordinatorLink> link, DataPlane* data,
                      int rank, int size, RuntimeOptions options)
     : session_(std::move(session)),
       link_(std::move(link)),
@@ -70,8 +70,11 @@ OpRuntime::OpRuntime(std::shared_ptr<SessionClient> session,
       announce_window_(options.announce_window),
       epoch_(options.epoch),
       dissolved_sets_(std::move(options.dissolved_sets)),
-      cuda_(std::make_unique<CudaExecutor>(CudaOptionsFor(options, session_))),
-      executors_(DefaultStepExecutors(*cuda_)) {
+      runner_(std::make_unique<PlanRunner>(
+          data,
+          std::make_unique<CudaExecutor>(CudaOptionsFor(options, session_)),
+          PlanRunner::Place{options.epoch, rank, size})),
+      cuda_(&runner_->cuda()) {
   {
     MutexLock lock(&mu_);
     next_handle_ = std::max<Handle>(1, options.first_handle);
@@ -336,7 +339,7 @@ Handle OpRuntime::RecordOp(std::shared_ptr<PendingOp> op, const SetPlace& place,
 }
 
 bool OpRuntime::ScheduleAnnounce(absl::Time now, bool& wake) {
-  if (link_ == nullptr) return true;
+  if (!link_->coalesces_writes()) return true;
   if (flush_at_ == absl::InfiniteFuture()) {  // the outbox was empty
     flush_at_ = now + announce_window_;
     // The background thread sends it if nobody else does first; wake it
@@ -453,7 +456,7 @@ void OpRuntime::Fail(absl::Status why) {
   }
   plan_cv_.SignalAll();
   done_cv_.SignalAll();
-  if (link_ != nullptr) link_->Wake();
+  link_->Wake();
 }
 
 std::shared_ptr<Timeline> OpRuntime::timeline() {
@@ -514,7 +517,7 @@ absl::Status OpRuntime::Stop(bool close_timeline) {
     // link was woken, the data plane aborted).
     MutexLock lock(&mu_);
     const absl::Time by = absl::Now() + absl::Seconds(10);
-    while (reader_busy_) {
+    while (runner_ == nullptr) {
       if (done_cv_.WaitWithDeadline(&mu_, by)) {
         RuntimeLog()->error("a caller still runs a plan 10 s after shutdown");
         break;
@@ -523,7 +526,7 @@ absl::Status OpRuntime::Stop(bool close_timeline) {
     // Nothing runs plans any more: the process sets' data planes go now,
     // before the epoch's data plane whose connections they use (an elastic
     // job closes it when the epoch is retired; epoch_runtime.h).
-    if (!reader_busy_) set_planes_.clear();
+    if (runner_ != nullptr) runner_->DropPlanes();
   }
   std::shared_ptr<Timeline> timeline;
   {

@@ -4,23 +4,28 @@
 //
 // Flow: Submit() validates the op (op_request.h), records it under its name
 // and handle and announces it from the caller's thread (no extra thread hop
-// before the coordinator sees it) — on the negotiation link when there is
-// one (negotiation_link.h), else on the Session stream. With a link, the
-// background thread reads plans from the link itself (no hop between a
-// reader and it); plans that come on the stream (Deliver) are queued and
-// wake it too. It blocks in poll or on a condition variable, never
-// spinning (docs/design.md "Waiting policy": spin only on data-plane waits),
-// runs every response of a plan in order (plan_executor.h), tells the
-// coordinator Done(seq) — before waking the callers, so that a caller's next
-// announcement never overtakes it — and then completes the handles.
+// before the coordinator sees it) on its CoordinatorLink
+// (session/coordinator_link.h): the negotiation link when there is one,
+// else the Session stream. The background thread reads plans from the
+// link itself (no hop between a reader and it); plans that come on the
+// stream (Deliver) are queued and wake it too. It blocks in poll or on a
+// condition variable, never spinning (docs/design.md "Waiting policy": spin
+// only on data-plane waits), runs every response of a plan in order
+// (plan_executor.h), tells the coordinator Done(seq) — before waking the
+// callers, so that a caller's next announcement never overtakes it — and then
+// completes the handles.
 //
-// Who runs plans (link only): one thread at a time reads the link and runs
-// what it reads (reader_busy_), in plan order. A caller that waits for its
-// ops (synchronize, wait_any) while no other thread reads takes the link
-// itself: the plan then wakes the caller directly and the caller runs it —
-// one wake-up per step instead of two (the background thread's for the plan,
-// the caller's after it); on this VM a cross-CPU wake-up costs the waker
-// tens of microseconds. The background thread stays off the link while a
+// Who runs plans: one thread at a time reads the link and runs what it
+// reads, in plan order: the thread that holds the PlanRunner
+// (exec/plan_runner.h: the fusion buffer, the process sets' planes, the
+// executors), which it takes from the runtime and hands back under mu_;
+// while it is out, nobody else reads the link or touches the data plane.
+// On the stream (the link carries no plans) callers do not read it. A caller
+// that waits for its ops (synchronize, wait_any) while no other thread reads
+// takes the link itself: the plan then wakes the caller directly and the caller
+// runs it — one wake-up per step instead of two (the background thread's for
+// the plan, the caller's after it); on this VM a cross-CPU wake-up costs the
+// waker tens of microseconds. The background thread stays off the link while a
 // caller reads it, while the caller is submitting (it will soon wait), and
 // for kDoneDelay after a plan it ran that left nothing pending (the caller
 // comes back with its next step); it is not woken when a caller lets go:
@@ -30,7 +35,8 @@
 // runs once per cycle likewise), and a Done that a caller's plan leaves
 // unsent goes within one announce window when nothing takes it along.
 //
-// Announcements (link only): a submission waits in an outbox that goes out
+// Announcements (a link that coalesces writes; on the stream each goes at
+// once): a submission waits in an outbox that goes out
 // when the caller starts waiting (synchronize, wait_any, poll), when it
 // holds 64 KiB, or at the latest after the announce window (the cycle time:
 // the next submission or the background thread sends it) — a backward
@@ -47,8 +53,8 @@
 // announcement built before plan s's cache changes were applied (which happens
 // as a plan starts).
 //
-// Fusion: a fused response runs through fused_executor.h over this
-// runtime's persistent fusion buffer.
+// Fusion: a fused response runs through fused_executor.h over the plan
+// runner's persistent fusion buffer.
 //
 // Process sets: the runtime keeps the registered sets (add/remove are
 // negotiated ops; a set is registered here when its plan runs, before the
@@ -112,11 +118,10 @@
 #include "kolo/kolo.h"
 #include "proto/kolo.pb.h"
 #include "worker_lib/exec/cuda_executor.h"
-#include "worker_lib/exec/fused_executor.h"
-#include "worker_lib/exec/step_executor.h"
+#include "worker_lib/exec/plan_runner.h"
 #include "worker_lib/op_request.h"
 #include "worker_lib/session/cache_mirror.h"
-#include "worker_lib/session/negotiation_link.h"
+#include "worker_lib/session/coordinator_link.h"
 #include "worker_lib/session/session_client.h"
 #include "worker_lib/timeline.h"
 
@@ -156,10 +161,10 @@ struct RuntimeOptions {
 
 class OpRuntime {
  public:
-  // `rank`/`size`: this worker's place in the epoch; `link` may be null
-  // (negotiation on the stream). Starts the thread.
+  // `rank`/`size`: this worker's place in the epoch; `link`: the
+  // negotiation link, or a StreamLink over `session`. Starts the thread.
   OpRuntime(std::shared_ptr<SessionClient> session,
-            std::unique_ptr<NegotiationLink> link, DataPlane* data, int rank,
+            std::unique_ptr<CoordinatorLink> link, DataPlane* data, int rank,
             int size, RuntimeOptions options = {});
   ~OpRuntime();
   OpRuntime(const OpRuntime&) = delete;
@@ -266,30 +271,35 @@ class OpRuntime {
   // Whether `handle` (an op or a group) finished; nullopt if unknown.
   std::optional<bool> Finished(Handle handle) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A process set's data plane (the background thread's; made on first use).
-  DataPlane& PlaneFor(int32_t set, const std::vector<int>& members);
-  // With a link: the next plan (queued or read), or nullopt when stopping.
-  // With a plan, this thread holds the link (reader_busy_) until it ran it.
-  std::optional<proto::Plan> NextPlanFromLink() ABSL_LOCKS_EXCLUDED(mu_);
+  // The background thread's next plan (queued or read), or nullopt when
+  // stopping. With a plan, `held` holds the plan runner (the link is this
+  // thread's) until the plan ran and the runner went back.
+  std::optional<proto::Plan> NextPlanFromLink(std::unique_ptr<PlanRunner>& held)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // What the background thread does next with the link: stop, run a plan
   // that came on the stream, or read the link.
   enum class LinkTurn { kStop, kQueued, kRead };
   // Parks the background thread until its turn (sending the outbox or a
-  // lone Done when their time comes); kQueued fills `queued`.
-  LinkTurn AwaitLinkTurn(std::optional<proto::Plan>& queued)
+  // lone Done when their time comes); kQueued fills `queued`. kQueued and
+  // kRead take the plan runner into `held`.
+  LinkTurn AwaitLinkTurn(std::optional<proto::Plan>& queued,
+                         std::unique_ptr<PlanRunner>& held)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // How long the next read of the link may wait (`done_waits`: a Done is
   // held for the caller's next announcement).
   absl::Duration LinkReadTimeout(bool& done_waits)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // After a read: lets go of the link unless a plan came, and sends what
+  // After a read: hands the runner back unless a plan came, and sends what
   // is due.
-  void AfterLinkRead(bool got_plan, bool done_waits) ABSL_LOCKS_EXCLUDED(mu_);
+  void AfterLinkRead(bool got_plan, bool done_waits,
+                     std::unique_ptr<PlanRunner>& held)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // The link broke: the Session's verdict, else ours; returns once stopping.
   void OnLinkBroken(const absl::Status& why) ABSL_LOCKS_EXCLUDED(mu_);
   // A caller's wait for its ops, until `deadline` (true when it passed):
-  // with a link that no other thread reads, the caller reads it and runs
-  // the plans that come; otherwise it waits for done_cv_.
+  // when the plan runner is free and the link carries plans, the caller
+  // takes the runner, reads the link and runs the plans that come;
+  // otherwise it waits for done_cv_.
   bool AwaitProgress(absl::Time deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Announce / Done on the link or the stream.
   absl::Status SendUp(proto::WorkerMessage msg);
@@ -301,8 +311,8 @@ class OpRuntime {
   // lock order puts send_mu_ first) and takes it again.
   void FlushFromUnderLock() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_)
       ABSL_LOCKS_EXCLUDED(send_mu_);
-  // A failed Flush: without a link the session ended (Fail with it); with
-  // one, the background thread waits for the Session's verdict first.
+  // A failed Flush: the background thread reads the broken link and waits
+  // for the Session's verdict (OnLinkBroken).
   void OnFlushError(const absl::Status& s) ABSL_LOCKS_EXCLUDED(mu_);
   // Flush() if the outbox or a Done holds anything (a caller starts
   // waiting).
@@ -311,16 +321,6 @@ class OpRuntime {
   // changed; nullopt when empty.
   std::optional<proto::WorkerMessage> TakeOutbox()
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // One response of a plan being run: ops[i] is the op of names(i), null
-  // when it is not pending here; rank/size: this rank's place in the
-  // response's process set (member: whether it is in it).
-  struct PlanStep {
-    const proto::Response* response = nullptr;
-    std::vector<std::shared_ptr<PendingOp>> ops;
-    bool member = true;
-    std::vector<int> members;
-    int rank = 0, size = 0;
-  };
   // A plan being run: its steps, how many of this rank's pending ops it
   // runs, and (with a timeline) their names.
   struct PlanRun {
@@ -329,10 +329,11 @@ class OpRuntime {
     absl::flat_hash_set<std::string> traced;
     std::shared_ptr<Timeline> timeline;  // this plan's, may be null
   };
-  using StepResults = std::vector<std::vector<absl::Status>>;
-  // Runs a plan: resolves its names to ops, runs each response, sends or
-  // holds its Done, completes the ops and wakes the callers.
-  void RunPlan(proto::Plan& plan, absl::Time arrived) ABSL_LOCKS_EXCLUDED(mu_);
+  // Runs a plan: resolves its names to ops, runs each response on
+  // `runner`, sends or holds its Done, completes the ops and wakes the
+  // callers.
+  void RunPlan(proto::Plan& plan, absl::Time arrived, PlanRunner& runner)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Applies the plan's cache changes and resolves its responses to this
   // rank's ops (false: the runtime failed; nothing to run).
   bool ResolvePlan(proto::Plan& plan, PlanRun& run) ABSL_LOCKS_EXCLUDED(mu_);
@@ -344,15 +345,6 @@ class OpRuntime {
   // The step's ops by name (a joined rank's stand-ins included).
   void ResolveNames(uint64_t seq, bool joined, PlanStep& step, PlanRun& run)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Runs one step on its process set's plane, stamped `stamp`.
-  std::vector<absl::Status> ExecuteStep(PlanStep& step, uint64_t stamp,
-                                        Timeline* plan_timeline);
-  // Fault injection's report of a plan run (fault_hook.h).
-  void ReportFaults(const std::vector<PlanStep>& steps,
-                    const StepResults& results, absl::Duration took);
-  // Drops the data planes of the process sets the plan removed.
-  void DropRemovedPlanes(const std::vector<PlanStep>& steps,
-                         const StepResults& results);
   // Sends the plan's Done now, or holds it for the next write.
   void SendOrHoldDone(uint64_t seq, size_t in_plan) ABSL_LOCKS_EXCLUDED(mu_);
   // Completes the ops with their results (process sets registered).
@@ -383,7 +375,7 @@ class OpRuntime {
       ABSL_LOCKS_EXCLUDED(pool_mu_, mu_);
 
   const std::shared_ptr<SessionClient> session_;
-  const std::unique_ptr<NegotiationLink> link_;
+  const std::unique_ptr<CoordinatorLink> link_;
   DataPlane* const data_;
   const int rank_, size_;
   // May be null; replaced at run time only with timeline_dynamic_ (users
@@ -424,17 +416,21 @@ class OpRuntime {
   uint64_t last_seq_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status terminal_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  // A finished plan's Done not yet sent (0: none; links only, see RunPlan).
+  // A finished plan's Done not yet sent (0: none; a link that coalesces writes,
+  // see RunPlan).
   uint64_t unsent_done_ ABSL_GUARDED_BY(mu_) = 0;
-  // Announcements not yet sent (links only), and when they must go.
+  // Announcements not yet sent (a link that coalesces writes), and when they
+  // must go.
   proto::Announce outbox_ ABSL_GUARDED_BY(mu_);
   absl::Time flush_at_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   size_t outbox_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // about
   absl::Time last_submit_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
-  // A thread reads the link and runs plans (the background thread, or a
-  // waiting caller): one at a time, in plan order. The runner's state below
-  // (fusion_buffer_, set_planes_) and the data plane belong to it.
-  bool reader_busy_ ABSL_GUARDED_BY(mu_) = false;
+  // The plan runner while nobody holds it; null while a thread (the
+  // background thread, or a waiting caller) reads the link and runs plans
+  // with it (see the header comment).
+  std::unique_ptr<PlanRunner> runner_ ABSL_GUARDED_BY(mu_);
+  // The runner's, for Fail (CudaExecutor::Abort may be called any time).
+  CudaExecutor* const cuda_;
   // The background thread stays off the link until then after a plan it ran
   // (see NextPlanFromLink).
   absl::Time bg_park_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
@@ -448,15 +444,6 @@ class OpRuntime {
   // Where a submission's Request is built (reused: a cache hit allocates
   // nothing for it).
   proto::Request scratch_ ABSL_GUARDED_BY(mu_);
-  FusionBuffer fusion_buffer_;  // the plan runner's (reader_busy_)
-  // Responses with CUDA tensors (Run: the plan runner's; Abort: Fail's).
-  const std::unique_ptr<CudaExecutor> cuda_;
-  // The executors a step is offered to, in order (step_executor.h), and
-  // the step's ops as they take them (reused; the plan runner's).
-  const std::vector<std::unique_ptr<StepExecutor>> executors_;
-  std::vector<PendingOp*> step_ops_;
-  // Process sets' data planes (the plan runner's).
-  absl::flat_hash_map<int32_t, std::unique_ptr<DataPlane>> set_planes_;
   std::thread thread_;
   // Finished ops for NewOp (reset; at most kPoolSize).
   Mutex pool_mu_;

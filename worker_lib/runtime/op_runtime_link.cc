@@ -48,14 +48,6 @@ absl::Status OpRuntime::Flush() {
     announce = TakeOutbox();
     done = std::exchange(unsent_done_, 0);
   }
-  if (link_ == nullptr) {
-    if (announce.has_value()) {
-      absl::Status s =
-          session_->Announce(std::move(*announce->mutable_announce()));
-      if (!s.ok()) return s;
-    }
-    return done != 0 ? session_->Done(done) : absl::OkStatus();
-  }
   proto::WorkerMessage msgs[2];
   size_t n = 0;
   if (announce.has_value()) msgs[n++] = std::move(*announce);
@@ -83,28 +75,26 @@ void OpRuntime::FlushOutbox() {
   if (absl::Status s = Flush(); !s.ok()) OnFlushError(s);
 }
 
-void OpRuntime::OnFlushError(const absl::Status& s) {
-  if (link_ == nullptr) {
-    Fail(s);  // the session ended: nothing can be negotiated any more
-    return;
-  }
+void OpRuntime::OnFlushError(const absl::Status&) {
   // The link broke: the coordinator closes links when the job or the epoch
-  // ends, and the Session's verdict (the job's end, the membership error, an
-  // eviction) is what the ops must fail with. The background thread waits
-  // for it a little, then gives the link's error (NextPlanFromLink).
+  // ends (and a broken stream is the Session's end), and the Session's
+  // verdict (the job's end, the membership error, an eviction) is what the
+  // ops must fail with. The background thread reads the broken link, waits
+  // for the verdict a little, then gives the link's error (OnLinkBroken).
   MutexLock lock(&mu_);
   link_broken_ = true;
   plan_cv_.SignalAll();
 }
 
-std::optional<proto::Plan> OpRuntime::NextPlanFromLink() {
+std::optional<proto::Plan> OpRuntime::NextPlanFromLink(
+    std::unique_ptr<PlanRunner>& held) {
   while (true) {
     bool done_waits = false;
     absl::Duration timeout;
     {
       MutexLock lock(&mu_);
       std::optional<proto::Plan> queued;
-      switch (AwaitLinkTurn(queued)) {
+      switch (AwaitLinkTurn(queued, held)) {
         case LinkTurn::kStop:
           return std::nullopt;
         case LinkTurn::kQueued:
@@ -112,13 +102,12 @@ std::optional<proto::Plan> OpRuntime::NextPlanFromLink() {
         case LinkTurn::kRead:
           break;
       }
-      reader_busy_ = true;
       timeout = LinkReadTimeout(done_waits);
     }
     absl::StatusOr<std::optional<proto::CoordinatorMessage>> msg =
         link_->Receive(timeout);
     const bool got_plan = msg.ok() && msg->has_value() && (*msg)->has_plan();
-    AfterLinkRead(got_plan, done_waits);
+    AfterLinkRead(got_plan, done_waits, held);
     if (msg.ok()) {
       if (got_plan) return std::move(*(*msg)->mutable_plan());
       if (msg->has_value()) {
@@ -134,7 +123,7 @@ std::optional<proto::Plan> OpRuntime::NextPlanFromLink() {
 }
 
 OpRuntime::LinkTurn OpRuntime::AwaitLinkTurn(
-    std::optional<proto::Plan>& queued) {
+    std::optional<proto::Plan>& queued, std::unique_ptr<PlanRunner>& held) {
   while (true) {
     if (stop_) {
       unsent_done_ = 0;  // shutting down: nothing follows
@@ -155,22 +144,23 @@ OpRuntime::LinkTurn OpRuntime::AwaitLinkTurn(
     // that come while the caller keeps submitting run within one
     // announce window.
     const bool after_plan = now < bg_park_until_;
-    if (!reader_busy_) {
+    if (runner_ != nullptr) {
       if (!plans_.empty()) {
         queued = std::move(plans_.front());
         plans_.pop_front();
-        reader_busy_ = true;  // let go in ThreadMain after the run
+        held = std::move(runner_);  // back in ThreadMain after the run
         return LinkTurn::kQueued;
       }
       // A caller found the link broken: read it now for the verdict.
       if ((flush_at_ == absl::InfiniteFuture() && !after_plan) ||
           link_broken_) {
+        held = std::move(runner_);
         return LinkTurn::kRead;
       }
     }
     absl::Time until = flush_at_;
     if (after_plan) until = std::min(until, bg_park_until_);
-    if (reader_busy_) {
+    if (runner_ == nullptr) {
       // A caller that lets go of the link does not wake this thread:
       // it comes back by the end of the park.
       until = std::min(until,
@@ -182,7 +172,7 @@ OpRuntime::LinkTurn OpRuntime::AwaitLinkTurn(
     bg_wakes_at_ = absl::InfinitePast();
     // A Done with nothing to ride with (no submission since its plan)
     // goes at the end of the park.
-    if (ended && !stop_ && !reader_busy_ && unsent_done_ != 0 &&
+    if (ended && !stop_ && runner_ != nullptr && unsent_done_ != 0 &&
         flush_at_ == absl::InfiniteFuture() && absl::Now() >= bg_park_until_) {
       FlushFromUnderLock();
     }
@@ -212,11 +202,13 @@ absl::Duration OpRuntime::LinkReadTimeout(bool& done_waits) {
   return timeout;
 }
 
-void OpRuntime::AfterLinkRead(bool got_plan, bool done_waits) {
+void OpRuntime::AfterLinkRead(bool got_plan, bool done_waits,
+                              std::unique_ptr<PlanRunner>& held) {
   bool flush = false;
   {
     MutexLock lock(&mu_);
-    reader_busy_ = got_plan;  // a plan: let go in ThreadMain after the run
+    // A plan: the runner goes back in ThreadMain after the run.
+    if (!got_plan) runner_ = std::move(held);
     bg_wakes_at_ = absl::InfinitePast();  // awake
     const absl::Time now = absl::Now();
     if (flush_at_ <= now) {
@@ -260,14 +252,14 @@ void OpRuntime::OnLinkBroken(const absl::Status& why) {
 }
 
 bool OpRuntime::AwaitProgress(absl::Time deadline) {
-  if (link_ == nullptr || reader_busy_ || link_broken_ || stop_ ||
+  if (!link_->carries_plans() || runner_ == nullptr || link_broken_ || stop_ ||
       !terminal_.ok() || !plans_.empty()) {
     return done_cv_.WaitWithDeadline(&mu_, deadline);
   }
-  // The link is free: this caller reads it and runs what comes (a Done
-  // this caller leaves unsent is the background thread's, see
-  // NextPlanFromLink).
-  reader_busy_ = true;
+  // The link is free: this caller takes the runner, reads the link and
+  // runs what comes (a Done this caller leaves unsent is the background
+  // thread's, see NextPlanFromLink).
+  std::unique_ptr<PlanRunner> held = std::move(runner_);
   absl::Time now = absl::Now();
   const absl::Time until =
       std::min({deadline, flush_at_, now + absl::Seconds(1)});
@@ -283,9 +275,9 @@ bool OpRuntime::AwaitProgress(absl::Time deadline) {
                          (*msg)->body_case());
     }
   }
-  if (plan.has_value()) RunPlan(*plan, absl::Now());
+  if (plan.has_value()) RunPlan(*plan, absl::Now(), *held);
   mu_.Lock();
-  reader_busy_ = false;
+  runner_ = std::move(held);
   now = absl::Now();
   const bool flush = !stop_ && flush_at_ <= now;  // another thread's outbox
   if (!msg.ok()) {

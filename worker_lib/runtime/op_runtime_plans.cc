@@ -12,8 +12,6 @@
 #include "absl/strings/str_cat.h"
 #include "allreduce/kernels.h"
 #include "proto/op_names.h"
-#include "worker_lib/exec/step_executor.h"
-#include "worker_lib/fault_hook.h"
 #include "worker_lib/runtime/op_runtime.h"
 #include "worker_lib/runtime/op_runtime_internal.h"
 #include "worker_lib/runtime_log.h"
@@ -27,30 +25,17 @@ void OpRuntime::Deliver(const proto::Plan& plan) {
   if (!terminal_.ok()) return;
   plans_.push_back(plan);
   plan_cv_.SignalAll();
-  if (link_ != nullptr) link_->Wake();
+  link_->Wake();
 }
 
 void OpRuntime::ThreadMain() {
-  if (link_ != nullptr) {
-    while (std::optional<proto::Plan> plan = NextPlanFromLink()) {
-      RunPlan(*plan, absl::Now());
-      MutexLock lock(&mu_);
-      reader_busy_ = false;
-      // Its Done waits for the caller's next step (see NextPlanFromLink).
-      if (unsent_done_ != 0) bg_park_until_ = absl::Now() + kDoneDelay;
-    }
-    return;
-  }
-  while (true) {
-    proto::Plan plan;
-    {
-      MutexLock lock(&mu_);
-      while (plans_.empty() && !stop_) plan_cv_.Wait(&mu_);
-      if (stop_) return;
-      plan = std::move(plans_.front());
-      plans_.pop_front();
-    }
-    RunPlan(plan, absl::Now());
+  std::unique_ptr<PlanRunner> held;
+  while (std::optional<proto::Plan> plan = NextPlanFromLink(held)) {
+    RunPlan(*plan, absl::Now(), *held);
+    MutexLock lock(&mu_);
+    runner_ = std::move(held);
+    // Its Done waits for the caller's next step (see NextPlanFromLink).
+    if (unsent_done_ != 0) bg_park_until_ = absl::Now() + kDoneDelay;
   }
 }
 
@@ -119,44 +104,16 @@ std::shared_ptr<PendingOp> MakeJoinedOp(const proto::Response& r, int i) {
   return op;
 }
 
-// The sequence number a response's first collective is stamped with: the
-// same on every rank that runs it (see the header).
-uint64_t StampOf(uint64_t plan_seq, size_t response) {
-  return (plan_seq << 32) | (static_cast<uint64_t>(response) << 8);
-}
-
 }  // namespace
 
-DataPlane& OpRuntime::PlaneFor(int32_t set, const std::vector<int>& members) {
-  if (set == 0) return *data_;
-  std::unique_ptr<DataPlane>& plane = set_planes_[set];
-  if (plane == nullptr) plane = data_->Subset(members);
-  return *plane;
-}
-
-void OpRuntime::RunPlan(proto::Plan& plan, absl::Time arrived) {
+void OpRuntime::RunPlan(proto::Plan& plan, absl::Time arrived,
+                        PlanRunner& runner) {
   PlanRun run;
   if (!ResolvePlan(plan, run)) return;
   if (run.timeline != nullptr) {
     TracePlan(*run.timeline, plan, arrived, run.traced);
   }
-  // Fault injection (fault_hook.h): one relaxed load when no fault is armed.
-  const bool faults_armed = faults::Armed();
-  absl::Time run_start;
-  if (faults_armed) {
-    faults::BeforePlan({epoch_, rank_, size_, data_});
-    run_start = absl::Now();
-  }
-  StepResults results;
-  for (size_t k = 0; k < run.steps.size(); ++k) {
-    std::vector<absl::Status>& out = results.emplace_back();
-    if (run.steps[k].member) {
-      out =
-          ExecuteStep(run.steps[k], StampOf(plan.seq(), k), run.timeline.get());
-    }
-  }
-  if (faults_armed) ReportFaults(run.steps, results, absl::Now() - run_start);
-  DropRemovedPlanes(run.steps, results);
+  StepResults results = runner.Run(plan.seq(), run.steps, run.timeline.get());
   SendOrHoldDone(plan.seq(), run.in_plan);
   CompleteSteps(run.steps, results);
   // After the unlock: a caller woken under the lock would block on it at
@@ -273,62 +230,6 @@ void OpRuntime::ResolveNames(uint64_t seq, bool joined, PlanStep& step,
   }
 }
 
-std::vector<absl::Status> OpRuntime::ExecuteStep(PlanStep& step, uint64_t stamp,
-                                                 Timeline* plan_timeline) {
-  DataPlane& plane = PlaneFor(step.response->process_set(), step.members);
-  plane.Stamp(stamp);
-  // Stand-ins of a joined rank (handle 0) have no timeline rows.
-  const bool stand_ins = std::any_of(
-      step.ops.begin(), step.ops.end(),
-      [](const auto& op) { return op != nullptr && op->handle == 0; });
-  Timeline* const timeline = stand_ins ? nullptr : plan_timeline;
-  if (timeline != nullptr) {
-    const absl::Time now = absl::Now();
-    for (auto& op : step.ops) {
-      if (op != nullptr) timeline->End(op->name, now);  // QUEUE
-    }
-  }
-  step_ops_.clear();  // reused: no allocation once it has grown
-  for (auto& op : step.ops) step_ops_.push_back(op.get());
-  const StepPlace place{plane, step.rank, step.size, fusion_buffer_, timeline};
-  for (const std::unique_ptr<StepExecutor>& executor : executors_) {
-    if (executor->CanRun(*step.response, step_ops_)) {
-      return executor->Run(*step.response, step_ops_, place);
-    }
-  }
-  return {};  // unreachable: the last executor runs anything
-}
-
-void OpRuntime::ReportFaults(const std::vector<PlanStep>& steps,
-                             const StepResults& results, absl::Duration took) {
-  int completed = 0, failed = 0;
-  for (size_t k = 0; k < steps.size(); ++k) {
-    for (size_t i = 0; i < steps[k].ops.size() && i < results[k].size(); ++i) {
-      if (steps[k].ops[i] == nullptr) continue;
-      if (results[k][i].ok()) {
-        ++completed;
-      } else {
-        ++failed;
-      }
-    }
-  }
-  faults::AfterPlan({epoch_, rank_, size_, data_}, completed, failed, took);
-}
-
-void OpRuntime::DropRemovedPlanes(const std::vector<PlanStep>& steps,
-                                  const StepResults& results) {
-  // A removed process set's data plane goes (this thread's).
-  for (size_t k = 0; k < steps.size(); ++k) {
-    for (size_t i = 0; i < steps[k].ops.size(); ++i) {
-      const PendingOp* op = steps[k].ops[i].get();
-      if (op != nullptr && op->op == proto::PROCESS_SET_REMOVE &&
-          results[k][i].ok()) {
-        set_planes_.erase(op->root);
-      }
-    }
-  }
-}
-
 void OpRuntime::SendOrHoldDone(uint64_t seq, size_t in_plan) {
   // Done(seq). On the stream, and whenever ops of this rank still wait for
   // plans (the coordinator may hold their responses until this rank is
@@ -341,7 +242,7 @@ void OpRuntime::SendOrHoldDone(uint64_t seq, size_t in_plan) {
   {
     MutexLock lock(&mu_);
     unsent_done_ = seq;
-    send_done = link_ == nullptr || names_.size() > in_plan;
+    send_done = !link_->coalesces_writes() || names_.size() > in_plan;
   }
   if (send_done) {
     MutexLock send_lock(&send_mu_);

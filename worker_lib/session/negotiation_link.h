@@ -1,11 +1,12 @@
 // NegotiationLink: the worker's end of the negotiation link — one plain TCP
 // connection to the coordinator beside the Session stream, carrying the hot
-// path (Announce and Done up, Plan down). Wire format and handshake: the
-// header comment of proto/kolo.proto. Why it exists: a negotiated op needs
-// one round trip to the coordinator, and a gRPC stream's costs several times
-// a plain socket's: a 4-byte negotiated allreduce at 2 ranks took ~240 µs
-// over the link against ~780 µs on the stream (docs/design.md "Latency
-// budget").
+// path (Announce and Done up, Plan down); a CoordinatorLink
+// (coordinator_link.h) that coalesces writes and carries plans. Wire format and
+// handshake: the header comment of proto/kolo.proto. Why it exists: a
+// negotiated op needs one round trip to the coordinator, and a gRPC stream's
+// costs several times a plain socket's: a 4-byte negotiated allreduce at 2
+// ranks took ~240 µs over the link against ~780 µs on the stream
+// (docs/design.md "Latency budget").
 //
 // The Session stays the authority for membership, heartbeats and the end of
 // the job; a link that breaks is only reported to its reader (Receive).
@@ -32,6 +33,7 @@
 #include "common/mutex.h"
 #include "common/unique_fd.h"
 #include "proto/kolo.pb.h"
+#include "worker_lib/session/coordinator_link.h"
 
 namespace kolo::worker {
 
@@ -45,7 +47,7 @@ struct LinkOptions {
   absl::Duration send_timeout = absl::Seconds(30);
 };
 
-class NegotiationLink {
+class NegotiationLink final : public CoordinatorLink {
  public:
   // Connects and runs the handshake: the coordinator proves the secret
   // first; a Refusal comes back as its message (kPermissionDenied). To a
@@ -53,7 +55,7 @@ class NegotiationLink {
   // socket first (net::LocalLinkName), then the port.
   static absl::StatusOr<std::unique_ptr<NegotiationLink>> Connect(
       const LinkOptions& options);
-  ~NegotiationLink();
+  ~NegotiationLink() override;
   NegotiationLink(const NegotiationLink&) = delete;
   NegotiationLink& operator=(const NegotiationLink&) = delete;
 
@@ -61,16 +63,19 @@ class NegotiationLink {
   absl::Status Send(proto::WorkerMessage msg) ABSL_LOCKS_EXCLUDED(send_mu_);
   // The same for several messages, in order, in one write (so that the
   // coordinator reads them together).
-  absl::Status SendAll(absl::Span<proto::WorkerMessage> msgs)
+  absl::Status SendAll(absl::Span<proto::WorkerMessage> msgs) override
       ABSL_LOCKS_EXCLUDED(send_mu_);
   // The next message, waiting up to `timeout`; nullopt when the wait ended
   // without one (timeout, or Wake()). An error once the link is broken or
   // closed (it stays broken).
   absl::StatusOr<std::optional<proto::CoordinatorMessage>> Receive(
-      absl::Duration timeout);
+      absl::Duration timeout) override;
   // Makes a current or the next Receive return nullopt at once.
-  void Wake();
+  void Wake() override;
   void Close();
+
+  bool coalesces_writes() const override { return true; }
+  bool carries_plans() const override { return true; }
 
   const std::string& peer() const { return peer_; }
 
