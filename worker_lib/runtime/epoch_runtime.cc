@@ -42,12 +42,12 @@ void Signal(int fd) {
 std::unique_ptr<CoordinatorLink> OpenCoordinatorLink(
     const EpochInputs& in, const SessionClient::EpochView& view,
     absl::Time deadline) {
-  const WorkerConfig& c = *in.config;
+  const WorkerConfig& c = *in.job->config;
   const proto::Membership& m = view.membership;
   if (c.negotiation_link && m.link_port() != 0) {
     LinkOptions lo;
     absl::StatusOr<net::HostPort> coordinator =
-        net::ParseHostPort(in.coordinator);
+        net::ParseHostPort(in.job->coordinator);
     lo.host = coordinator.ok() ? coordinator->host : c.coordinator.host;
     lo.port = m.link_port();
     lo.secret = c.secret;
@@ -72,14 +72,15 @@ std::unique_ptr<CoordinatorLink> OpenCoordinatorLink(
 absl::StatusOr<std::shared_ptr<EpochRuntime>> BuildEpoch(
     const EpochInputs& in, const SessionClient::EpochView& view,
     absl::Time deadline, int abort_fd) {
-  const WorkerConfig& c = *in.config;
+  const WorkerConfig& c = *in.job->config;
   const proto::Membership& m = view.membership;
   auto epoch = std::make_shared<EpochRuntime>();
   epoch->number = view.epoch;
   epoch->membership = m;
   epoch->first_handle = in.first_handle;
   auto data = DataPlane::Connect(
-      DataPlaneOptionsFor(c, m, view.epoch, in.acceptor, abort_fd), deadline);
+      DataPlaneOptionsFor(c, m, view.epoch, in.job->acceptor, abort_fd),
+      deadline);
   if (!data.ok()) return data.status();
   epoch->data = *std::move(data);
   // A collective that failed because of peers waits for the coordinator's
@@ -97,18 +98,10 @@ absl::StatusOr<std::shared_ptr<EpochRuntime>> BuildEpoch(
   std::unique_ptr<CoordinatorLink> link =
       OpenCoordinatorLink(in, view, deadline);
   RuntimeOptions ro;
-  ro.fusion_threshold = c.fusion_threshold;
-  ro.fusion_direct_bytes = c.fusion_direct_bytes;
-  ro.cache_capacity = c.cache_capacity;
-  ro.disable_group_fusion = c.disable_group_fusion;
-  ro.announce_window = c.knobs.cycle_time;
   ro.first_handle = in.first_handle;
   ro.epoch = view.epoch;
   ro.dissolved_sets = in.dissolved_sets;
-  ro.timeline_dynamic = c.timeline_dynamic;
   ro.timeline = in.timeline;
-  ro.cuda_staging = c.cuda_staging;
-  ro.cuda_timeout = c.knobs.data_timeout;
   if (!c.timeline.empty() && m.rank() == 0 && in.first) {
     // As Horovod: rank 0 writes the timeline (of the first epoch). A path
     // that cannot be written is reported and the job goes on without one.
@@ -130,9 +123,9 @@ absl::StatusOr<std::shared_ptr<EpochRuntime>> BuildEpoch(
                         absl::Now(), std::move(args));
   }
   faults::OnEpoch(view.epoch, m.rank(), m.size());
-  epoch->ops =
-      std::make_shared<OpRuntime>(in.client, std::move(link), epoch->data.get(),
-                                  m.rank(), m.size(), std::move(ro));
+  epoch->ops = std::make_shared<OpRuntime>(*in.job, in.client, std::move(link),
+                                           epoch->data.get(), m.rank(),
+                                           m.size(), std::move(ro));
   return epoch;
 }
 

@@ -38,6 +38,7 @@
 #include "kolo/kolo.h"
 #include "proto/kolo.pb.h"
 #include "worker_lib/config.h"
+#include "worker_lib/runtime/job_context.h"
 #include "worker_lib/runtime/op_runtime.h"
 #include "worker_lib/session/session_client.h"
 
@@ -54,12 +55,9 @@ struct EpochRuntime {
 
 // What BuildEpoch needs from the job.
 struct EpochInputs {
-  const WorkerConfig* config = nullptr;
+  // The job's (job_context.h); borrowed while the epoch is built.
+  const JobContext* job = nullptr;
   std::shared_ptr<SessionClient> client;
-  // The data port's acceptor (worker_lib/runtime/data_listener.h); borrowed.
-  tcp::Acceptor* acceptor = nullptr;
-  // The coordinator's address as dialled ("host:port"), for the link.
-  std::string coordinator;
   // Rank 0 of the first epoch writes the timeline (KOLO_TIMELINE), and goes
   // on writing it in later epochs: `timeline` is then its file.
   bool first = true;

@@ -74,7 +74,9 @@ absl::StatusOr<std::unique_ptr<Job>> Job::Start(WorkerConfig config) {
   job->listener_ = *std::move(listener);
   auto target = job->HostIfAsked();
   if (!target.ok()) return target.status();
-  job->target_ = *std::move(target);
+  job->context_.config = &job->config_;
+  job->context_.acceptor = job->listener_->acceptor();
+  job->context_.coordinator = *std::move(target);
   if (absl::Status s = job->Join(deadline); !s.ok()) return s;
   return job;
 }
@@ -92,17 +94,16 @@ absl::StatusOr<std::string> Job::HostIfAsked() {
 absl::StatusOr<std::shared_ptr<SessionClient>> Job::Connect(
     absl::Time deadline) const {
   auto client = SessionClient::Connect(
-      SessionOptionsFor(config_, target_, listener_->address()), deadline);
+      SessionOptionsFor(config_, context_.coordinator, listener_->address()),
+      deadline);
   if (!client.ok()) return client.status();
   return std::shared_ptr<SessionClient>(*std::move(client));
 }
 
 EpochInputs Job::InputsFor(std::shared_ptr<SessionClient> client) const {
   EpochInputs in;
-  in.config = &config_;
+  in.job = &context_;
   in.client = std::move(client);
-  in.acceptor = listener_->acceptor();
-  in.coordinator = target_;
   return in;
 }
 

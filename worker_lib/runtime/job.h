@@ -1,6 +1,7 @@
 // worker::Job: a job this process has joined, and what lives as long as it
 // does (docs/design.md "Lifetimes"): the config, the data listener, the
-// coordinator's address as dialled, the coordinator this worker hosts (rank 0
+// coordinator's address as dialled (the three as the epochs see them: its
+// JobContext, job_context.h), the coordinator this worker hosts (rank 0
 // without kolorun; worker_lib/runtime/hosted_coordinator.h), and this
 // worker's attachment to the job — its Session and the slot of its epochs
 // (worker_lib/runtime/epoch_runtime.h), which an elastic worker's rejoin
@@ -33,6 +34,7 @@
 #include "worker_lib/runtime/data_listener.h"
 #include "worker_lib/runtime/epoch_runtime.h"
 #include "worker_lib/runtime/hosted_coordinator.h"
+#include "worker_lib/runtime/job_context.h"
 #include "worker_lib/session/session_client.h"
 
 namespace kolo::worker {
@@ -98,7 +100,7 @@ class Job {
   EpochInputs InputsFor(std::shared_ptr<SessionClient> client) const;
   // Starts the coordinator when hosting; the address to dial.
   absl::StatusOr<std::string> HostIfAsked();
-  // Connects a Session to the job at `target_`.
+  // Connects a Session to the job at context_.coordinator.
   absl::StatusOr<std::shared_ptr<SessionClient>> Connect(
       absl::Time deadline) const;
   // Connects the first Session and builds the first epoch.
@@ -108,8 +110,9 @@ class Job {
   std::unique_ptr<HostedCoordinator> hosted_;  // if hosting
   // Shared with an epoch change in flight.
   std::shared_ptr<DataListener> listener_;
-  // The coordinator's address as dialled.
-  std::string target_;
+  // What the epochs take from the job (the config, listener_'s acceptor,
+  // the coordinator's address as dialled); set by Start.
+  JobContext context_;
   Attachment attachment_;
 };
 

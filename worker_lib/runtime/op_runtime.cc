@@ -24,14 +24,15 @@ using op_runtime_internal::Upper;
 
 namespace {
 
-// The CUDA executor's options: the runtime's, and the control-plane
-// exchange of its session (NCCL's unique id).
-CudaOptions CudaOptionsFor(const RuntimeOptions& o,
+// The CUDA executor's options: the job's (KOLO_CUDA_STAGING, and the bound
+// on each wait for the device, KOLO_TIMEOUT_SECONDS), the epoch, and the
+// control-plane exchange of its session (NCCL's unique id).
+CudaOptions CudaOptionsFor(const WorkerConfig& job, uint64_t epoch,
                            const std::shared_ptr<SessionClient>& session) {
   CudaOptions c;
-  c.epoch = o.epoch;
-  c.force_staging = o.cuda_staging;
-  c.timeout = o.cuda_timeout;
+  c.epoch = epoch;
+  c.force_staging = job.cuda_staging;
+  c.timeout = job.knobs.data_timeout;
   std::weak_ptr<SessionClient> weak = session;
   c.exchange =
       [weak](
@@ -57,7 +58,8 @@ std::string ShapeText(const std::vector<int64_t>& shape) {
 
 }  // namespace
 
-OpRuntime::OpRuntime(std::shared_ptr<SessionClient> session,
+OpRuntime::OpRuntime(const JobContext& job,
+                     std::shared_ptr<SessionClient> session,
                      std::unique_ptr<CoordinatorLink> link, DataPlane* data,
                      int rank, int size, RuntimeOptions options)
     : session_(std::move(session)),
@@ -66,26 +68,27 @@ OpRuntime::OpRuntime(std::shared_ptr<SessionClient> session,
       rank_(rank),
       size_(size),
       timeline_(std::move(options.timeline)),
-      timeline_dynamic_(options.timeline_dynamic),
-      announce_window_(options.announce_window),
+      timeline_dynamic_(job.config->timeline_dynamic),
+      announce_window_(job.config->knobs.cycle_time),
       epoch_(options.epoch),
       dissolved_sets_(std::move(options.dissolved_sets)),
       runner_(std::make_unique<PlanRunner>(
           data,
-          std::make_unique<CudaExecutor>(CudaOptionsFor(options, session_)),
+          std::make_unique<CudaExecutor>(
+              CudaOptionsFor(*job.config, options.epoch, session_)),
           PlanRunner::Place{options.epoch, rank, size})),
       cuda_(&runner_->cuda()) {
   {
     MutexLock lock(&mu_);
     next_handle_ = std::max<Handle>(1, options.first_handle);
-    settings_.set_fusion_threshold(
-        static_cast<uint64_t>(std::max<int64_t>(0, options.fusion_threshold)));
+    settings_.set_fusion_threshold(static_cast<uint64_t>(
+        std::max<int64_t>(0, job.config->fusion_threshold)));
     settings_.set_fusion_direct_bytes(static_cast<uint64_t>(
-        std::max<int64_t>(0, options.fusion_direct_bytes)));
+        std::max<int64_t>(0, job.config->fusion_direct_bytes)));
     settings_.set_cache_capacity(static_cast<uint32_t>(
-        std::clamp<int64_t>(options.cache_capacity, 0, UINT32_MAX)));
+        std::clamp<int64_t>(job.config->cache_capacity, 0, UINT32_MAX)));
     settings_.set_timeline(timeline_ != nullptr || timeline_dynamic_);
-    settings_.set_disable_group_fusion(options.disable_group_fusion);
+    settings_.set_disable_group_fusion(job.config->disable_group_fusion);
   }
   thread_ = std::thread([this] { ThreadMain(); });
 }

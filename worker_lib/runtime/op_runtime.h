@@ -120,6 +120,7 @@
 #include "worker_lib/exec/cuda_executor.h"
 #include "worker_lib/exec/plan_runner.h"
 #include "worker_lib/op_request.h"
+#include "worker_lib/runtime/job_context.h"
 #include "worker_lib/session/cache_mirror.h"
 #include "worker_lib/session/coordinator_link.h"
 #include "worker_lib/session/session_client.h"
@@ -127,24 +128,16 @@
 
 namespace kolo::worker {
 
-// What the runtime starts with (WorkerConfig's knobs; the settings change
-// at run time through SetFusionThreshold / SetCacheCapacity).
+// What the runtime takes from its epoch (the job's settings come from its
+// JobContext: the fusion threshold and cache capacity, which change at run
+// time through SetFusionThreshold / SetCacheCapacity; the announce window,
+// KOLO_CYCLE_TIME_MS: the longest a submission waits to share a write with
+// later ones while the caller does not wait for any op, as Horovod's
+// background loop picks up submissions once per cycle; the CUDA settings).
 struct RuntimeOptions {
-  int64_t fusion_threshold = int64_t{128} << 20;
-  int64_t fusion_direct_bytes = int64_t{1} << 20;
-  int64_t cache_capacity = 1024;
-  // The longest a submission waits to share a write with later ones while
-  // the caller does not wait for any op (KOLO_CYCLE_TIME_MS, as Horovod's
-  // background loop picks up submissions once per cycle).
-  absl::Duration announce_window = absl::Milliseconds(1);
-  // KOLO_DISABLE_GROUP_FUSION: grouped ops fuse only within their group.
-  bool disable_group_fusion = false;
   // Null: none. Shared with the next epochs' runtimes of an elastic job
   // (the file spans epochs; the last Stop(true) closes it).
   std::shared_ptr<Timeline> timeline;
-  // KOLO_TIMELINE=DYNAMIC (rank 0): no timeline yet, but StartTimeline may
-  // open one later, so plans carry tensor names from the start.
-  bool timeline_dynamic = false;
   // Elastic jobs: this runtime serves one epoch. Handles start at
   // first_handle (the previous epoch's next_handle(), so that handles are
   // unique for the job), and an op on one of dissolved_sets (the process
@@ -153,17 +146,14 @@ struct RuntimeOptions {
   Handle first_handle = 1;
   uint64_t epoch = 1;
   std::vector<int32_t> dissolved_sets;
-  // CUDA tensors (cuda_executor.h): KOLO_CUDA_STAGING, and the bound on
-  // each wait for the device (KOLO_TIMEOUT_SECONDS).
-  bool cuda_staging = false;
-  absl::Duration cuda_timeout = absl::Seconds(30);
 };
 
 class OpRuntime {
  public:
-  // `rank`/`size`: this worker's place in the epoch; `link`: the
-  // negotiation link, or a StreamLink over `session`. Starts the thread.
-  OpRuntime(std::shared_ptr<SessionClient> session,
+  // `job`: read here only (the settings are copied). `rank`/`size`: this
+  // worker's place in the epoch; `link`: the negotiation link, or a
+  // StreamLink over `session`. Starts the thread.
+  OpRuntime(const JobContext& job, std::shared_ptr<SessionClient> session,
             std::unique_ptr<CoordinatorLink> link, DataPlane* data, int rank,
             int size, RuntimeOptions options = {});
   ~OpRuntime();
