@@ -11,6 +11,7 @@
 // (the same on every rank).
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -19,6 +20,7 @@
 #include "fusion/fusion_planner.h"
 #include "worker_lib/exec/cuda_executor.h"
 #include "worker_lib/exec/fused_executor.h"
+#include "worker_lib/exec/plan_executor.h"
 
 namespace kolo::worker {
 namespace {
@@ -35,16 +37,10 @@ absl::Status Protocol(const PendingOp& op, absl::string_view what) {
 void* DeviceOutput(PendingOp& op, const std::vector<int64_t>& shape,
                    int64_t bytes, cuda::DeviceOps& device, void** scratch,
                    absl::Status& problem) {
-  absl::StatusOr<void*> got = op.allocator(shape);
-  if (got.ok() && (*got != nullptr || bytes == 0)) return *got;
-  problem =
-      got.ok() ? absl::InvalidArgumentError("it returned null") : got.status();
-  problem = absl::Status(
-      problem.code(),
-      absl::StrCat(op.name, ": the output allocator failed (",
-                   problem.message(),
-                   "); the collective ran into scratch device memory so that "
-                   "the other ranks went on"));
+  if (std::optional<void*> out =
+          FromAllocator(op, shape, bytes, "device", problem)) {
+    return *out;
+  }
   absl::StatusOr<void*> s = device.AllocDevice(static_cast<size_t>(bytes));
   if (!s.ok()) {
     problem = s.status();

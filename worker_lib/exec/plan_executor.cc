@@ -5,6 +5,7 @@
 #include <limits>
 #include <memory>
 #include <new>
+#include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -35,9 +36,11 @@ absl::Status AddRows(const PendingOp& op, int64_t rows, int64_t row_bytes,
 
 }  // namespace
 
-void* AllocateOutput(PendingOp& op, const std::vector<int64_t>& shape,
-                     int64_t bytes, std::unique_ptr<char[]>& scratch,
-                     absl::Status& problem) {
+std::optional<void*> FromAllocator(PendingOp& op,
+                                   const std::vector<int64_t>& shape,
+                                   int64_t bytes,
+                                   absl::string_view scratch_kind,
+                                   absl::Status& problem) {
   absl::StatusOr<void*> got = op.allocator(shape);
   if (got.ok() && (*got != nullptr || bytes == 0)) return *got;
   problem =
@@ -46,8 +49,18 @@ void* AllocateOutput(PendingOp& op, const std::vector<int64_t>& shape,
       problem.code(),
       absl::StrCat(proto::OpTypeName(op.op), " '", op.name,
                    "': the output allocator failed (", problem.message(),
-                   "); the collective ran into scratch memory so that the "
-                   "other ranks went on"));
+                   "); the collective ran into scratch ", scratch_kind,
+                   " memory so that the other ranks went on"));
+  return std::nullopt;
+}
+
+void* AllocateOutput(PendingOp& op, const std::vector<int64_t>& shape,
+                     int64_t bytes, std::unique_ptr<char[]>& scratch,
+                     absl::Status& problem) {
+  if (std::optional<void*> out =
+          FromAllocator(op, shape, bytes, "host", problem)) {
+    return *out;
+  }
   // Without exceptions (so that ASan, too, reports a failure as null).
   scratch.reset(new (std::nothrow) char[static_cast<size_t>(bytes)]);
   if (scratch == nullptr) {

@@ -15,14 +15,27 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "allreduce/data_plane.h"
 #include "proto/kolo.pb.h"
 #include "worker_lib/op_request.h"
 
 namespace kolo::worker {
+
+// The output memory `op`'s allocator gives for `shape` (`bytes`; null for
+// an empty output), or nullopt with `problem` naming the op and the
+// allocator's failure (or its null for a non-empty output); the collective
+// then runs into scratch memory of `scratch_kind` ("host", "device") so that
+// the other ranks go on.
+std::optional<void*> FromAllocator(PendingOp& op,
+                                   const std::vector<int64_t>& shape,
+                                   int64_t bytes,
+                                   absl::string_view scratch_kind,
+                                   absl::Status& problem);
 
 // Output memory of `bytes` for `op` (of shape `shape`) from its allocator;
 // when the allocator fails or gives null for a non-empty output: `scratch`,
