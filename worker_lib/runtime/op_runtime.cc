@@ -81,14 +81,14 @@ OpRuntime::OpRuntime(const JobContext& job,
   {
     MutexLock lock(&mu_);
     next_handle_ = std::max<Handle>(1, options.first_handle);
-    settings_.set_fusion_threshold(static_cast<uint64_t>(
+    outbox_.settings.set_fusion_threshold(static_cast<uint64_t>(
         std::max<int64_t>(0, job.config->fusion_threshold)));
-    settings_.set_fusion_direct_bytes(static_cast<uint64_t>(
+    outbox_.settings.set_fusion_direct_bytes(static_cast<uint64_t>(
         std::max<int64_t>(0, job.config->fusion_direct_bytes)));
-    settings_.set_cache_capacity(static_cast<uint32_t>(
+    outbox_.settings.set_cache_capacity(static_cast<uint32_t>(
         std::clamp<int64_t>(job.config->cache_capacity, 0, UINT32_MAX)));
-    settings_.set_timeline(timeline_ != nullptr || timeline_dynamic_);
-    settings_.set_disable_group_fusion(job.config->disable_group_fusion);
+    outbox_.settings.set_timeline(timeline_ != nullptr || timeline_dynamic_);
+    outbox_.settings.set_disable_group_fusion(job.config->disable_group_fusion);
   }
   thread_ = std::thread([this] { ThreadMain(); });
 }
@@ -138,8 +138,8 @@ absl::Status OpRuntime::SetFusionThreshold(int64_t bytes) {
   }
   MutexLock lock(&mu_);
   if (!terminal_.ok()) return terminal_;
-  settings_.set_fusion_threshold(static_cast<uint64_t>(bytes));
-  settings_changed_ = true;
+  outbox_.settings.set_fusion_threshold(static_cast<uint64_t>(bytes));
+  outbox_.settings_changed = true;
   return absl::OkStatus();
 }
 
@@ -152,8 +152,8 @@ absl::Status OpRuntime::SetCacheCapacity(int64_t entries) {
   }
   MutexLock lock(&mu_);
   if (!terminal_.ok()) return terminal_;
-  settings_.set_cache_capacity(static_cast<uint32_t>(entries));
-  settings_changed_ = true;
+  outbox_.settings.set_cache_capacity(static_cast<uint32_t>(entries));
+  outbox_.settings_changed = true;
   return absl::OkStatus();
 }
 
@@ -316,14 +316,14 @@ Handle OpRuntime::RecordOp(std::shared_ptr<PendingOp> op, const SetPlace& place,
   // state); kept in the op only when it goes in full.
   FillRequest(*op, place.rank, place.size, &scratch_);
   if (std::optional<uint32_t> bit = cache_.BitFor(scratch_)) {
-    outbox_.add_cached(*bit);
+    outbox_.announce.add_cached(*bit);
     op->cache_bit = *bit;
   } else {
     op->request = scratch_;
-    *outbox_.add_requests() = scratch_;
+    *outbox_.announce.add_requests() = scratch_;
   }
   op->submitted = now;
-  outbox_bytes_ += op->name.size() + 32;
+  outbox_.bytes += op->name.size() + 32;
   names_[absl::string_view(op->name)] = handle;
   if (op->cache_bit >= 0) {
     const auto bit = static_cast<size_t>(op->cache_bit);
@@ -343,14 +343,14 @@ Handle OpRuntime::RecordOp(std::shared_ptr<PendingOp> op, const SetPlace& place,
 
 bool OpRuntime::ScheduleAnnounce(absl::Time now, bool& wake) {
   if (!link_->coalesces_writes()) return true;
-  if (flush_at_ == absl::InfiniteFuture()) {  // the outbox was empty
-    flush_at_ = now + announce_window_;
+  if (!outbox_.announcing()) {  // the outbox was empty
+    outbox_.flush_at = now + announce_window_;
     // The background thread sends it if nobody else does first; wake it
     // unless it will wake up in time anyway.
-    wake = bg_wakes_at_ > flush_at_;
+    wake = bg_wakes_at_ > outbox_.flush_at;
     return false;
   }
-  return now >= flush_at_ || outbox_bytes_ > kOutboxBytes;
+  return now >= outbox_.flush_at || outbox_.bytes > kOutboxBytes;
 }
 
 absl::StatusOr<int> OpRuntime::Join(absl::Duration timeout) {
@@ -450,9 +450,7 @@ void OpRuntime::Fail(absl::Status why) {
   names_.clear();
   std::fill(by_bit_.begin(), by_bit_.end(), 0);
   plans_.clear();
-  outbox_.Clear();
-  outbox_bytes_ = 0;
-  flush_at_ = absl::InfiniteFuture();
+  outbox_.Drop();
   if (failed > 0) {
     RuntimeLog()->info("{} pending op(s) failed: {}", failed,
                        std::string(terminal_.message()));

@@ -121,6 +121,7 @@
 #include "worker_lib/exec/plan_runner.h"
 #include "worker_lib/op_request.h"
 #include "worker_lib/runtime/job_context.h"
+#include "worker_lib/runtime/outbox.h"
 #include "worker_lib/session/cache_mirror.h"
 #include "worker_lib/session/coordinator_link.h"
 #include "worker_lib/session/session_client.h"
@@ -307,10 +308,6 @@ class OpRuntime {
   // Flush() if the outbox or a Done holds anything (a caller starts
   // waiting).
   void FlushOutbox() ABSL_LOCKS_EXCLUDED(mu_, send_mu_);
-  // The outbox as a message (and empties it), with the settings if they
-  // changed; nullopt when empty.
-  std::optional<proto::WorkerMessage> TakeOutbox()
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A plan being run: its steps, how many of this rank's pending ops it
   // runs, and (with a timeline) their names.
   struct PlanRun {
@@ -406,14 +403,8 @@ class OpRuntime {
   uint64_t last_seq_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status terminal_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  // A finished plan's Done not yet sent (0: none; a link that coalesces writes,
-  // see RunPlan).
-  uint64_t unsent_done_ ABSL_GUARDED_BY(mu_) = 0;
-  // Announcements not yet sent (a link that coalesces writes), and when they
-  // must go.
-  proto::Announce outbox_ ABSL_GUARDED_BY(mu_);
-  absl::Time flush_at_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
-  size_t outbox_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // about
+  // What waits to be written to the coordinator (outbox.h; see RunPlan).
+  Outbox outbox_ ABSL_GUARDED_BY(mu_);
   absl::Time last_submit_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   // The plan runner while nobody holds it; null while a thread (the
   // background thread, or a waiting caller) reads the link and runs plans
@@ -428,8 +419,6 @@ class OpRuntime {
   bool link_broken_ ABSL_GUARDED_BY(mu_) = false;
   // When the background thread's wait ends (InfinitePast: it is awake).
   absl::Time bg_wakes_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
-  proto::Settings settings_ ABSL_GUARDED_BY(mu_);
-  bool settings_changed_ ABSL_GUARDED_BY(mu_) = true;  // first announce
   CacheMirror cache_ ABSL_GUARDED_BY(mu_);
   // Where a submission's Request is built (reused: a cache hit allocates
   // nothing for it).

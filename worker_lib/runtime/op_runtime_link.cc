@@ -1,7 +1,7 @@
 // OpRuntime (op_runtime.h), part 3 of 3: talking to the coordinator — the
-// outbox of announcements and the Done that rides with it (TakeOutbox,
-// Flush), and reading plans from the negotiation link, by the background
-// thread (NextPlanFromLink) or by a waiting caller (AwaitProgress).
+// outbox of announcements and the Done that rides with it (Flush), and reading
+// plans from the negotiation link, by the background thread (NextPlanFromLink)
+// or by a waiting caller (AwaitProgress).
 #include <algorithm>
 #include <optional>
 #include <utility>
@@ -24,29 +24,13 @@ constexpr absl::Duration kActive = absl::Seconds(1);
 
 }  // namespace
 
-std::optional<proto::WorkerMessage> OpRuntime::TakeOutbox() {
-  if (outbox_.requests_size() == 0 && outbox_.cached_size() == 0) {
-    return std::nullopt;
-  }
-  proto::WorkerMessage msg;
-  proto::Announce& announce = *msg.mutable_announce();
-  announce.Swap(&outbox_);
-  if (settings_changed_) {
-    *announce.mutable_settings() = settings_;
-    settings_changed_ = false;
-  }
-  flush_at_ = absl::InfiniteFuture();
-  outbox_bytes_ = 0;
-  return msg;
-}
-
 absl::Status OpRuntime::Flush() {
   std::optional<proto::WorkerMessage> announce;
   uint64_t done = 0;
   {
     MutexLock lock(&mu_);
-    announce = TakeOutbox();
-    done = std::exchange(unsent_done_, 0);
+    announce = outbox_.TakeAnnounce();
+    done = std::exchange(outbox_.unsent_done, 0);
   }
   proto::WorkerMessage msgs[2];
   size_t n = 0;
@@ -69,7 +53,7 @@ void OpRuntime::FlushOutbox() {
   {
     MutexLock lock(&mu_);
     // Nothing to announce and no Done held back for the announcements.
-    if (flush_at_ == absl::InfiniteFuture() && unsent_done_ == 0) return;
+    if (!outbox_.announcing() && outbox_.unsent_done == 0) return;
   }
   MutexLock send_lock(&send_mu_);
   if (absl::Status s = Flush(); !s.ok()) OnFlushError(s);
@@ -126,11 +110,11 @@ OpRuntime::LinkTurn OpRuntime::AwaitLinkTurn(
     std::optional<proto::Plan>& queued, std::unique_ptr<PlanRunner>& held) {
   while (true) {
     if (stop_) {
-      unsent_done_ = 0;  // shutting down: nothing follows
+      outbox_.unsent_done = 0;  // shutting down: nothing follows
       return LinkTurn::kStop;
     }
     const absl::Time now = absl::Now();
-    if (flush_at_ <= now) {  // the outbox's window ended: it goes
+    if (outbox_.flush_at <= now) {  // the outbox's window ended: it goes
       FlushFromUnderLock();
       continue;
     }
@@ -152,13 +136,12 @@ OpRuntime::LinkTurn OpRuntime::AwaitLinkTurn(
         return LinkTurn::kQueued;
       }
       // A caller found the link broken: read it now for the verdict.
-      if ((flush_at_ == absl::InfiniteFuture() && !after_plan) ||
-          link_broken_) {
+      if ((!outbox_.announcing() && !after_plan) || link_broken_) {
         held = std::move(runner_);
         return LinkTurn::kRead;
       }
     }
-    absl::Time until = flush_at_;
+    absl::Time until = outbox_.flush_at;
     if (after_plan) until = std::min(until, bg_park_until_);
     if (runner_ == nullptr) {
       // A caller that lets go of the link does not wake this thread:
@@ -172,8 +155,8 @@ OpRuntime::LinkTurn OpRuntime::AwaitLinkTurn(
     bg_wakes_at_ = absl::InfinitePast();
     // A Done with nothing to ride with (no submission since its plan)
     // goes at the end of the park.
-    if (ended && !stop_ && runner_ != nullptr && unsent_done_ != 0 &&
-        flush_at_ == absl::InfiniteFuture() && absl::Now() >= bg_park_until_) {
+    if (ended && !stop_ && runner_ != nullptr && outbox_.unsent_done != 0 &&
+        !outbox_.announcing() && absl::Now() >= bg_park_until_) {
       FlushFromUnderLock();
     }
   }
@@ -183,8 +166,8 @@ absl::Duration OpRuntime::LinkReadTimeout(bool& done_waits) {
   absl::Duration timeout = absl::Seconds(1);
   // A Done waits for the caller's next announcement (see RunPlan): up to
   // kDoneDelay for the first, then with the outbox.
-  done_waits = unsent_done_ != 0;
-  if (done_waits && flush_at_ == absl::InfiniteFuture()) {
+  done_waits = outbox_.unsent_done != 0;
+  if (done_waits && !outbox_.announcing()) {
     timeout = kDoneDelay;
   }
   const absl::Time now = absl::Now();
@@ -194,9 +177,9 @@ absl::Duration OpRuntime::LinkReadTimeout(bool& done_waits) {
   if (now - last_submit_ < kActive) {
     timeout = std::min(timeout, announce_window_);
   }
-  if (flush_at_ != absl::InfiniteFuture()) {
-    timeout =
-        std::min(timeout, std::max(absl::ZeroDuration(), flush_at_ - now));
+  if (outbox_.announcing()) {
+    timeout = std::min(timeout,
+                       std::max(absl::ZeroDuration(), outbox_.flush_at - now));
   }
   bg_wakes_at_ = now + timeout;
   return timeout;
@@ -211,10 +194,10 @@ void OpRuntime::AfterLinkRead(bool got_plan, bool done_waits,
     if (!got_plan) runner_ = std::move(held);
     bg_wakes_at_ = absl::InfinitePast();  // awake
     const absl::Time now = absl::Now();
-    if (flush_at_ <= now) {
+    if (outbox_.flush_at <= now) {
       flush = true;  // the outbox's window ended: everything goes
-    } else if (done_waits && unsent_done_ != 0 &&
-               flush_at_ == absl::InfiniteFuture()) {
+    } else if (done_waits && outbox_.unsent_done != 0 &&
+               !outbox_.announcing()) {
       // No submission came to take the Done along: it goes alone. While
       // the caller is submitting, it stays with the outbox (the caller's
       // wait or the window's end sends both): the coordinator holds what
@@ -262,7 +245,7 @@ bool OpRuntime::AwaitProgress(absl::Time deadline) {
   std::unique_ptr<PlanRunner> held = std::move(runner_);
   absl::Time now = absl::Now();
   const absl::Time until =
-      std::min({deadline, flush_at_, now + absl::Seconds(1)});
+      std::min({deadline, outbox_.flush_at, now + absl::Seconds(1)});
   mu_.Unlock();
   absl::StatusOr<std::optional<proto::CoordinatorMessage>> msg =
       link_->Receive(std::max(absl::ZeroDuration(), until - now));
@@ -279,7 +262,8 @@ bool OpRuntime::AwaitProgress(absl::Time deadline) {
   mu_.Lock();
   runner_ = std::move(held);
   now = absl::Now();
-  const bool flush = !stop_ && flush_at_ <= now;  // another thread's outbox
+  const bool flush =
+      !stop_ && outbox_.flush_at <= now;  // another thread's outbox
   if (!msg.ok()) {
     // The background thread gives the verdict (NextPlanFromLink).
     link_broken_ = true;
@@ -291,7 +275,7 @@ bool OpRuntime::AwaitProgress(absl::Time deadline) {
   // announce window, else it is woken.
   done_cv_.SignalAll();
   if (!plans_.empty() ||
-      (unsent_done_ != 0 && bg_wakes_at_ > now + announce_window_)) {
+      (outbox_.unsent_done != 0 && bg_wakes_at_ > now + announce_window_)) {
     plan_cv_.SignalAll();
   }
   if (flush) {

@@ -35,7 +35,7 @@ void OpRuntime::ThreadMain() {
     MutexLock lock(&mu_);
     runner_ = std::move(held);
     // Its Done waits for the caller's next step (see NextPlanFromLink).
-    if (unsent_done_ != 0) bg_park_until_ = absl::Now() + kDoneDelay;
+    if (outbox_.unsent_done != 0) bg_park_until_ = absl::Now() + kDoneDelay;
   }
 }
 
@@ -235,13 +235,13 @@ void OpRuntime::SendOrHoldDone(uint64_t seq, size_t in_plan) {
   // plans (the coordinator may hold their responses until this rank is
   // idle), it goes now, before the callers wake: their next announcement
   // must not reach the coordinator ahead of it (the coordinator would think
-  // this rank busy). Otherwise, on a link, it waits (unsent_done_) to go in
-  // the same write as the callers' next announcements (up to one announce
+  // this rank busy). Otherwise, on a link, it waits (outbox_.unsent_done) to go
+  // in the same write as the callers' next announcements (up to one announce
   // window), or alone after kDoneDelay when none comes.
   bool send_done;
   {
     MutexLock lock(&mu_);
-    unsent_done_ = seq;
+    outbox_.unsent_done = seq;
     send_done = !link_->coalesces_writes() || names_.size() > in_plan;
   }
   if (send_done) {
