@@ -269,6 +269,16 @@ uint64_t CoordinatorCore::FenceOf(const Session& s) const {
   return s.rank >= 0 ? ep_.number : s.departed_epoch;
 }
 
+void CoordinatorCore::SetPhase(Phase next) {
+  phase_ = next;
+  const bool recovering =
+      phase_ == Phase::kRecovering || phase_ == Phase::kShort;
+  if (!recovering) recovery_.reset();
+  KOLO_CHECK(recovery_.has_value() == recovering)
+      << "phase " << static_cast<int>(phase_)
+      << " without the Recovery it needs";
+}
+
 void CoordinatorCore::FormEpoch(uint64_t number,
                                 const std::vector<SessionId>& ids,
                                 bool keep_order, proto::EpochRecord record,
@@ -293,7 +303,7 @@ void CoordinatorCore::FormEpoch(uint64_t number,
   }
   ep_ = Epoch{};
   ep_.number = number;
-  phase_ = Phase::kRunning;
+  SetPhase(Phase::kRunning);
   ep_.members.assign(ids.size(), Member{});
   for (size_t i = 0; i < ids.size(); ++i) {
     Session& s = sessions_.at(ids[i]);
@@ -328,7 +338,7 @@ void CoordinatorCore::FormEpoch(uint64_t number,
   record.set_formed_unix_ms(absl::ToUnixMillis(options_.clock()));
   record.clear_members();
   for (const Member& m : ep_.members) record.add_members(m.worker_id);
-  history_.push_back(std::move(record));
+  history_.RecordEpoch(std::move(record));
   Log()->info("epoch {} formed with {} workers{}: {}", ep_.number,
               ep_.members.size(),
               a.used_requested_ranks && !keep_order ? " (requested ranks)" : "",
@@ -449,17 +459,17 @@ void CoordinatorCore::HandleLeave(SessionId id, Session& s, Actions& out) {
       // Workers that left already said Hello again (re-init, core.h).
       Log()->info("every member of epoch {} left; the job forms again",
                   ep_.number);
-      phase_ = Phase::kForming;
+      SetPhase(Phase::kForming);
       MaybeFormEpoch(out);
       return;
     }
-    phase_ = Phase::kEnded;
+    SetPhase(Phase::kEnded);
     end_failure_ = false;
     end_reason_ =
-        lost_all_.empty()
+        history_.lost().empty()
             ? absl::StrCat("all ", left, " workers left")
             : absl::StrCat("the ", left, " remaining workers left (lost: ",
-                           DescribeLost(lost_all_), ")");
+                           DescribeLost(history_.lost()), ")");
     Log()->info("job '{}' ended: {}", options_.job_id, end_reason_);
     // Newcomers still waiting (a replacement that started late) will never
     // be admitted: tell them now rather than leave them to their lease.
@@ -541,7 +551,7 @@ void CoordinatorCore::FailMember(int rank, const std::string& cause,
 void CoordinatorCore::EndJob(bool failure, const std::string& reason,
                              Actions& out, const std::string& failed_worker) {
   if (phase_ != Phase::kEnded) {
-    phase_ = Phase::kEnded;
+    SetPhase(Phase::kEnded);
     end_failure_ = failure;
     end_reason_ = reason;
     failed_worker_ = failed_worker;
@@ -638,8 +648,8 @@ Actions CoordinatorCore::OnTick(absl::Time now) {
     ep_.negotiator->Tick(now, result);
     Apply(result, out);
   }
-  if (phase_ == Phase::kRecovering || phase_ == Phase::kShort) {
-    out.wake_at = std::min(out.wake_at, recovery_deadline_);
+  if (recovery_.has_value()) {
+    out.wake_at = std::min(out.wake_at, recovery_->deadline);
   }
   return out;
 }
@@ -661,38 +671,6 @@ void CoordinatorCore::SendHeartbeats(absl::Time now, Actions& out) {
     msg.mutable_fence()->set_epoch(FenceOf(sessions_.at(id)));
     msg.mutable_heartbeat()->set_seq(heartbeat_seq_);
     Send(id, std::move(msg), out);
-  }
-}
-
-void CoordinatorCore::JudgeRecoveryDeadlines(absl::Time now, Actions& out) {
-  // Elastic recovery deadlines: survivors that did not acknowledge the end
-  // of their epoch are lost too; a job short of workers ends.
-  if (phase_ == Phase::kRecovering && now >= recovery_deadline_) {
-    for (size_t r = 0; r < ep_.members.size(); ++r) {
-      if (phase_ != Phase::kRecovering) break;
-      const Member& m = ep_.members[r];
-      if (m.state != proto::MEMBER_STATE_MEMBER || m.acked) continue;
-      FailMember(
-          static_cast<int>(r),
-          absl::StrCat("did not acknowledge the end of epoch ", ep_.number,
-                       " within ", Seconds(options_.heartbeat_timeout)),
-          out);
-    }
-  }
-  if (phase_ == Phase::kShort && now >= recovery_deadline_) {
-    int in = 0;
-    for (const Member& m : ep_.members) {
-      if (m.state == proto::MEMBER_STATE_MEMBER) ++in;
-    }
-    EndJob(
-        true,
-        absl::StrCat("only ", in, " worker", in == 1 ? "" : "s",
-                     " remain, fewer than the minimum of ", options_.min_size,
-                     " (--min-np), and none joined within the elastic "
-                     "timeout of ",
-                     Seconds(options_.elastic_timeout),
-                     " (--elastic-timeout); lost: ", DescribeLost(lost_all_)),
-        out, lost_all_.empty() ? "" : lost_all_.back().worker_id());
   }
 }
 

@@ -84,6 +84,13 @@
 //   fence from another coordinator start, or from an epoch not yet formed,
 //   is refused.
 //
+// Where it lives: core.cc (events, epoch formation, liveness, the end of the
+// job), core_handshake.cc (Hello, Proof, admission, re-init), core_faults.cc
+// (blame), core_status.cc (Status and the read-only queries), recovery.cc
+// (elastic recovery; its state is a Recovery, coordinator/recovery.h) and
+// core_growth.cc (elastic growth: membership checks, superseding). The job's
+// history is a JobHistory (coordinator/job_history.h).
+//
 // Thread-safety: every method may be called from any thread; one internal
 // kolo::Mutex serialises them. Callers that need the actions of successive
 // events delivered in order (the gRPC adapter does) must serialise "call +
@@ -109,7 +116,9 @@
 #include "common/auth.h"
 #include "common/knobs.h"
 #include "common/mutex.h"
+#include "coordinator/job_history.h"
 #include "coordinator/negotiator.h"
+#include "coordinator/recovery.h"
 #include "proto/kolo.pb.h"
 
 namespace kolo::coordinator {
@@ -357,9 +366,13 @@ class CoordinatorCore {
   std::optional<std::vector<int>> TakeMembershipChange(proto::Plan& plan)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Elastic: the running epoch ends (a loss or a check): counts the reset,
-  // drops its negotiation state and waits (kRecovering) for the acks until
-  // the heartbeat timeout.
+  // drops its negotiation state and starts a Recovery: it waits
+  // (kRecovering) for the acks until the heartbeat timeout.
   void BeginRecovery(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Every change of phase_: a phase other than kRecovering and kShort ends
+  // the recovery under way (BeginRecovery starts one before kRecovering).
+  // Checks the recovery_ invariant (below); a failure is a kolo bug.
+  void SetPhase(Phase next) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Elastic: ends the current epoch at a membership check: `leavers`
   // depart, every other member is told (planned EpochAborted) and acks.
   void EndEpochPlanned(const std::vector<int>& leavers, Actions& out)
@@ -376,8 +389,6 @@ class CoordinatorCore {
   // member) with a lower incarnation replaces it; false if it may not.
   bool Supersede(const Session& s, SessionId other_id, Actions& out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // "w2 (rank 2, host b): silent for 3.1 s; ..." for each of `lost`.
-  static std::string DescribeLost(const std::vector<proto::LostWorker>& lost);
   // Sends a Refusal, closes the stream and logs a warning. A refused member
   // fails the job. A peer that has not proven the secret gets the generic
   // refusal instead of `message`, which is only logged (rate-limited).
@@ -411,19 +422,12 @@ class CoordinatorCore {
   uint64_t next_arrival_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t heartbeat_seq_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time next_heartbeat_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
-  // Elastic: the recovery under way (kRecovering, kShort): the workers lost
-  // from the epoch that ended, when it ended, and the deadline of the acks
-  // (kRecovering) or of the wait for workers (kShort).
-  std::vector<proto::LostWorker> lost_ ABSL_GUARDED_BY(mu_);
-  absl::Time recovery_since_ ABSL_GUARDED_BY(mu_);
-  absl::Time recovery_deadline_ ABSL_GUARDED_BY(mu_);
-  // Elastic: epochs ended by losses, and every worker lost, oldest first.
-  int resets_ ABSL_GUARDED_BY(mu_) = 0;
-  std::vector<proto::LostWorker> lost_all_ ABSL_GUARDED_BY(mu_);
-  // Elastic: the workers that left at the check that ended the epoch (for
-  // the next epoch's record), and every epoch formed, oldest first.
-  std::vector<std::string> left_ ABSL_GUARDED_BY(mu_);
-  std::vector<proto::EpochRecord> history_ ABSL_GUARDED_BY(mu_);
+  // Elastic: the recovery under way (coordinator/recovery.h).
+  // Invariant: engaged exactly while phase_ is kRecovering or kShort
+  // (SetPhase keeps it so and checks it).
+  std::optional<Recovery> recovery_ ABSL_GUARDED_BY(mu_);
+  // Resets, every worker lost and every epoch formed (StatusReply).
+  JobHistory history_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace kolo::coordinator

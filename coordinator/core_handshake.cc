@@ -145,7 +145,7 @@ bool CoordinatorCore::Rejoin(Session& s, Actions& out) {
                    ? "the job forms again"
                    : "it waits until every member of the epoch left");
     if (phase_ == Phase::kEnded) {
-      phase_ = Phase::kForming;
+      SetPhase(Phase::kForming);
       end_reason_.clear();
       MaybeFormEpoch(out);
     }

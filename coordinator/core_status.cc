@@ -35,12 +35,10 @@ proto::StatusReply CoordinatorCore::Status() const {
       r.set_phase("ended");
       break;
   }
-  r.set_resets(static_cast<uint32_t>(resets_));
   r.set_elastic(options_.elastic);
   r.set_min_size(options_.min_size);
   r.set_max_size(options_.max_size);
-  for (const proto::EpochRecord& e : history_) *r.add_history() = e;
-  for (const proto::LostWorker& l : lost_all_) *r.add_lost() = l;
+  history_.AddTo(r);
   r.set_end_reason(end_reason_);
   r.set_failed_worker(failed_worker_);
   if (ep_.negotiator != nullptr) {

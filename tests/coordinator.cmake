@@ -9,6 +9,10 @@ kolo_add_test(coordinator_core_test
     coordinator_core_growth_test.cc
   LIBS kolo_coordinator_core
   LABELS unit tsan)
+kolo_add_test(coordinator_recovery_test
+  SOURCES coordinator_recovery_test.cc
+  LIBS kolo_coordinator_core
+  LABELS unit tsan)
 kolo_add_test(coordinator_server_test
   SOURCES coordinator_server_test.cc
   LIBS kolo_coordinator
