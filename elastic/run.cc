@@ -90,7 +90,10 @@ absl::Status run(State& state, const std::function<absl::Status()>& fn,
       continue;
     }
     if (s.ok() || !is_membership_error(s)) return s;
-    if (is_leaving(s)) {
+    // Asked to leave, at the check that ended the epoch or after it (the
+    // epoch then ended without this worker among the leavers): it leaves
+    // now rather than wait for the next epoch.
+    if (is_leaving(s) || internal::LeaveRequested()) {
       Log()->warn("worker {} leaves the job at commit {} (asked to: SIGTERM)",
                   kolo::worker_id(), state.commits());
       if (!options.exit_on_leave) return s;

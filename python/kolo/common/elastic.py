@@ -215,6 +215,11 @@ def run_fn(func, reset=_next_epoch):
                 if getattr(e, 'kolo_membership', '') == 'leaving':
                     _leave()
                 skip_sync = e.skip_sync
+            if _kolo.leave_requested():
+                # Asked to leave after this worker's last membership check
+                # (the epoch ended without it among the leavers): it leaves
+                # now rather than wait for the next epoch.
+                _leave()
             reset()
             state.on_reset()
 
