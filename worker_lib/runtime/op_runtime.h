@@ -108,6 +108,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "allreduce/data_plane.h"
+#include "common/knob_defaults.h"
 #include "common/mutex.h"
 #include "kolo/kolo.h"
 #include "proto/kolo.pb.h"
@@ -125,9 +126,9 @@ namespace kolo::worker {
 // What the runtime starts with (WorkerConfig's knobs; the settings change
 // at run time through SetFusionThreshold / SetCacheCapacity).
 struct RuntimeOptions {
-  int64_t fusion_threshold = int64_t{128} << 20;
-  int64_t fusion_direct_bytes = int64_t{1} << 20;
-  int64_t cache_capacity = 1024;
+  int64_t fusion_threshold = knob_defaults::kFusionThreshold;
+  int64_t fusion_direct_bytes = knob_defaults::kFusionDirectBytes;
+  int64_t cache_capacity = knob_defaults::kCacheCapacity;
   // The longest a submission waits to share a write with later ones while
   // the caller does not wait for any op (KOLO_CYCLE_TIME_MS, as Horovod's
   // background loop picks up submissions once per cycle).
