@@ -160,12 +160,14 @@ std::string ReadFlags(int argc, const char* const* argv, CoordinatorFlags& f) {
   app.set_help_flag();  // the usage above is the help (kolo's own wording)
   app.allow_extras();   // reported as "unknown argument" by RunParser
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  ListenOptions& listen = f.server.listen;
+  CoreOptions& core = f.server.core;
   Given port, np, min_np, max_np, reset_limit;
   port.option = app.add_option("--port", port.text);
   np.option = app.add_option("--np", np.text);
-  app.add_option("--bind", f.bind);
+  app.add_option("--bind", listen.bind_host);
   app.add_option("--secret-file", f.secret_file);
-  app.add_option("--job-id", f.job_id);
+  app.add_option("--job-id", core.job_id);
   app.add_option("--port-file", f.port_file);
   min_np.option = app.add_option("--min-np", min_np.text);
   max_np.option = app.add_option("--max-np", max_np.text);
@@ -188,48 +190,66 @@ std::string ReadFlags(int argc, const char* const* argv, CoordinatorFlags& f) {
     }
   }
   for (const std::string& error :
-       {ParseInt("--port", port, 0, 65535, "0..65535", f.port),
-        ParseInt("--np", np, 1, INT_MAX, "a positive integer", f.np),
+       {ParseInt("--port", port, 0, 65535, "0..65535", listen.port),
+        ParseInt("--np", np, 1, INT_MAX, "a positive integer",
+                 core.expected_size),
         ParseInt("--min-np", min_np, 1, INT_MAX, "a positive integer",
-                 f.min_np),
+                 core.min_size),
         ParseInt("--max-np", max_np, 0, INT_MAX,
-                 "a number of workers (0: no cap)", f.max_np),
+                 "a number of workers (0: no cap)", core.max_size),
         ParseInt("--reset-limit", reset_limit, 0, INT_MAX,
                  "a number of membership changes (0 or more)",
-                 f.reset_limit)}) {
+                 core.reset_limit)}) {
     if (!error.empty()) return error;
   }
+  // --min-np given: an elastic job.
+  if (min_np.value().has_value()) core.elastic = true;
   return "";
 }
 
-// Makes the job elastic when KOLO_ELASTIC=1 or --max-np alone asks for it.
-void ImplyElastic(EnvLookup env, CoordinatorFlags& f) {
+// Makes the job elastic (with --min-np 1, core.min_size's default) when
+// KOLO_ELASTIC=1 or --max-np alone asks for it.
+void ImplyElastic(EnvLookup env, CoreOptions& core) {
   if (std::optional<std::string> e = env("KOLO_ELASTIC");
-      e.has_value() && *e == "1" && f.min_np == 0) {
-    f.min_np = 1;
+      e.has_value() && *e == "1") {
+    core.elastic = true;
   }
-  if (f.max_np > 0 && f.min_np == 0) f.min_np = 1;
+  if (core.max_size > 0) core.elastic = true;
 }
 
-// Checks the required flags and that the sizes agree; "" when they do.
-std::string CheckSizes(const CoordinatorFlags& f) {
-  if (f.port < 0) return "--port is required (0 lets the kernel pick one)";
-  if (f.np < 1) return "--np is required (the number of workers)";
-  if (f.min_np > f.np) {
-    return absl::StrCat("--min-np ", f.min_np, " is more than --np ", f.np);
+// Checks the required flags and that the sizes agree; "" when they do. (Not
+// elastic, min_size is 1.)
+std::string CheckSizes(const ServerOptions& o) {
+  const int np = o.core.expected_size;
+  const int min_np = o.core.min_size;
+  const int max_np = o.core.max_size;
+  if (o.listen.port < 0) {
+    return "--port is required (0 lets the kernel pick one)";
   }
-  if (f.max_np > 0 && f.max_np < f.min_np) {
-    return absl::StrCat("--max-np ", f.max_np, " is less than --min-np ",
-                        f.min_np);
+  if (np < 1) return "--np is required (the number of workers)";
+  if (min_np > np) {
+    return absl::StrCat("--min-np ", min_np, " is more than --np ", np);
   }
-  if (f.max_np > 0 && f.max_np < f.np) {
-    return absl::StrCat("--max-np ", f.max_np, " is less than --np ", f.np,
+  if (max_np > 0 && max_np < min_np) {
+    return absl::StrCat("--max-np ", max_np, " is less than --min-np ", min_np);
+  }
+  if (max_np > 0 && max_np < np) {
+    return absl::StrCat("--max-np ", max_np, " is less than --np ", np,
                         " (the workers that form the first epoch)");
   }
   return "";
 }
 
 }  // namespace
+
+ServerOptions ServerFlagDefaults() {
+  ServerOptions o;
+  o.listen.port = -1;
+  o.listen.bind_host = "0.0.0.0";
+  o.core.expected_size = 0;
+  o.core.job_id = "default";
+  return o;
+}
 
 std::string CoordinatorUsage() { return FillKnobDefaults(kUsage, kFlagKnobs); }
 
@@ -244,11 +264,12 @@ FlagsOutcome ParseCoordinatorFlags(int argc, const char* const* argv,
   if (std::string error = ReadFlags(argc, argv, f); !error.empty()) {
     return Error(std::move(error));
   }
-  ImplyElastic(env, f);
+  ImplyElastic(env, f.server.core);
   if (!env_error.ok()) return Error(std::string(env_error.message()));
-  if (std::string error = CheckSizes(f); !error.empty()) {
+  if (std::string error = CheckSizes(f.server); !error.empty()) {
     return Error(std::move(error));
   }
+  SetServerKnobs(f.knobs, f.server);
 
   FlagsOutcome out;
   out.kind = FlagsOutcome::Kind::kRun;

@@ -24,20 +24,25 @@
 #include <string>
 
 #include "common/knobs.h"
+#include "coordinator/server.h"
 
 namespace kolo::coordinator {
 
+// The server options before any flag: --port -1 and --np 0 (both required),
+// --bind 0.0.0.0, --job-id "default"; the rest at ServerOptions' defaults.
+ServerOptions ServerFlagDefaults();
+
 struct CoordinatorFlags {
-  int port = -1;  // required; 0: the kernel picks one
-  int np = 0;     // required
-  std::string bind = "0.0.0.0";
+  // The flags that say where to listen and what job to run, parsed straight
+  // into the options the server starts with: --port, --bind (listen), --np
+  // (core.expected_size), --job-id, --min-np (core.min_size; given, or
+  // implied by KOLO_ELASTIC=1 or --max-np, it sets core.elastic), --max-np
+  // (core.max_size), --reset-limit; and the knobs' values
+  // (SetServerKnobs). main.cc adds the secret.
+  ServerOptions server = ServerFlagDefaults();
   std::string secret_file;  // empty: KOLO_SECRET_FILE (main.cc reads it)
-  std::string job_id = "default";
   std::string port_file;
-  KnobValues knobs;      // the table's defaults, variables, then flags
-  int min_np = 0;        // 0: not elastic
-  int max_np = 0;        // 0: no cap (CoreOptions::max_size)
-  int reset_limit = -1;  // -1: unlimited
+  KnobValues knobs;  // the table's defaults, variables, then flags
 };
 
 struct FlagsOutcome {

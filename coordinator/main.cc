@@ -17,7 +17,6 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -109,17 +108,9 @@ int main(int argc, char** argv) {
   absl::StatusOr<std::string> secret = kolo::auth::LoadSecretFile(secret_file);
   if (!secret.ok()) return Fail(std::string(secret.status().message()));
 
-  kolo::coordinator::ServerOptions options =
-      kolo::coordinator::ServerOptionsFromKnobs(flags.knobs);
-  options.listen.bind_host = flags.bind;
-  options.listen.port = flags.port;
-  options.core.expected_size = flags.np;
-  options.core.job_id = flags.job_id;
+  // The flags are parsed into the server's options; the secret is added here.
+  kolo::coordinator::ServerOptions options = flags.server;
   options.core.secret = *secret;
-  options.core.elastic = flags.min_np > 0;
-  options.core.min_size = std::max(1, flags.min_np);
-  options.core.max_size = flags.max_np;
-  options.core.reset_limit = flags.reset_limit;
   auto server = kolo::coordinator::CoordinatorServer::Start(options);
   if (!server.ok()) return Fail(std::string(server.status().message()));
 
@@ -133,7 +124,8 @@ int main(int argc, char** argv) {
   std::cout << absl::StrFormat(
                    "kolo-coordinator: listening on %s:%d (job %s, expecting "
                    "%d workers, incarnation %016x)",
-                   flags.bind, (*server)->port(), flags.job_id, flags.np,
+                   options.listen.bind_host, (*server)->port(),
+                   options.core.job_id, options.core.expected_size,
                    (*server)->incarnation())
             << std::endl;
 

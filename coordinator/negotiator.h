@@ -84,6 +84,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/time/time.h"
+#include "common/knob_defaults.h"
 #include "common/knobs.h"
 #include "coordinator/partial_order.h"
 #include "coordinator/response_cache.h"
@@ -102,9 +103,12 @@ struct NegotiatorOptions {
   // KOLO_STALL_SHUTDOWN_TIME_SECONDS; zero = never.
   absl::Duration stall_shutdown = knobs::kStallShutdown.default_duration;
   // The settings used until every rank sent its own (proto Settings).
-  uint64_t fusion_threshold = uint64_t{128} << 20;
-  uint64_t fusion_direct_bytes = uint64_t{1} << 20;
-  uint32_t cache_capacity = 1024;
+  uint64_t fusion_threshold =
+      static_cast<uint64_t>(knob_defaults::kFusionThreshold);
+  uint64_t fusion_direct_bytes =
+      static_cast<uint64_t>(knob_defaults::kFusionDirectBytes);
+  uint32_t cache_capacity =
+      static_cast<uint32_t>(knob_defaults::kCacheCapacity);
 };
 
 // What one call produced.

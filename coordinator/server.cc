@@ -290,8 +290,7 @@ class ServerImpl final : public CoordinatorServer {
 
 }  // namespace
 
-ServerOptions ServerOptionsFromKnobs(const KnobValues& knobs) {
-  ServerOptions options;
+void SetServerKnobs(const KnobValues& knobs, ServerOptions& options) {
   CoreOptions& core = options.core;
   core.heartbeat_interval = knobs.heartbeat_interval;
   core.heartbeat_timeout = knobs.heartbeat_timeout;
@@ -299,6 +298,11 @@ ServerOptions ServerOptionsFromKnobs(const KnobValues& knobs) {
   core.negotiator.stall_check = knobs.stall_check;
   core.negotiator.stall_shutdown = knobs.stall_shutdown;
   core.elastic_timeout = knobs.elastic_timeout;
+}
+
+ServerOptions ServerOptionsFromKnobs(const KnobValues& knobs) {
+  ServerOptions options;
+  SetServerKnobs(knobs, options);
   return options;
 }
 

@@ -55,12 +55,16 @@ struct ServerOptions {
   CoreOptions core;
 };
 
-// Options with the coordinator's knobs set from `knobs` (heartbeat interval
-// and timeout, cycle time, stall check and shutdown, elastic timeout), the
+// Sets the coordinator's knobs in `options` from `knobs` (heartbeat interval
+// and timeout, cycle time, stall check and shutdown, elastic timeout),
+// leaving the rest as they are.
+void SetServerKnobs(const KnobValues& knobs, ServerOptions& options);
+
+// Options with the coordinator's knobs set from `knobs` (SetServerKnobs), the
 // rest at their defaults for the caller to fill in (where to listen, the
-// job). kolorun's
-// embedded coordinator, kolo-coordinator and a worker that hosts the
-// coordinator all start from here.
+// job). kolorun's embedded coordinator and a worker that hosts the
+// coordinator start from here; kolo-coordinator parses its flags into
+// ServerOptions (coordinator/flags.h).
 ServerOptions ServerOptionsFromKnobs(const KnobValues& knobs);
 
 class CoordinatorServer {

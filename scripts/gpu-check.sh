@@ -104,7 +104,7 @@ build_module() {  # kolo._kolo for $py into $pydest/kolo
   if [ -n "$prebuilt" ]; then
     local kit; kit=$(cd "$prebuilt/pykit" && pwd)
     local f pids=()
-    for f in _kolo elastic_binding device_buffer; do
+    for f in _kolo elastic_binding device_buffer torch_fast_path; do
       c++ $(cat "$kit/compile.args") -I include -I . -I "$kit/include" \
         -I "$inc" -I "$pb" -I/usr/local/cuda/include \
         -c "python/$f.cc" -o "$pydest/$f.o" & pids+=($!)

@@ -21,7 +21,8 @@ import sys
 
 build, kit = sys.argv[1], sys.argv[2]
 objs = ['python/CMakeFiles/kolo_python.dir/' + f + '.cc.o'
-        for f in ('_kolo', 'elastic_binding', 'device_buffer')]
+        for f in ('_kolo', 'elastic_binding', 'device_buffer',
+                  'torch_fast_path')]
 
 
 def ninja(*args):

@@ -5,6 +5,9 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "common/knob_defaults.h"
 #include "common/knobs.h"
 #include "common/variables.h"
 #include "gtest/gtest.h"
@@ -63,6 +66,27 @@ TEST(Variables, EveryKnobHasItsRow) {
     }
     EXPECT_EQ(rows, 1) << knob.variable;
   }
+}
+
+// The rows of worker variables outside the knob table document the defaults
+// the structs start from (common/knobs.h, knob_defaults).
+TEST(Variables, RowsDocumentTheSharedDefaults) {
+  auto text = [](absl::string_view name) -> std::string {
+    for (const Variable& v : Variables()) {
+      if (name == v.name) return v.default_text ? v.default_text : "";
+    }
+    return "";
+  };
+  EXPECT_EQ(text("KOLO_LEASE_SECONDS"),
+            absl::StrCat(absl::ToInt64Seconds(knob_defaults::kLease)));
+  EXPECT_EQ(text("KOLO_FUSION_THRESHOLD"),
+            absl::StrCat(knob_defaults::kFusionThreshold, " (",
+                         knob_defaults::kFusionThreshold >> 20, " MiB)"));
+  EXPECT_EQ(text("KOLO_FUSION_DIRECT_BYTES"),
+            absl::StrCat(knob_defaults::kFusionDirectBytes, " (",
+                         knob_defaults::kFusionDirectBytes >> 20, " MiB)"));
+  EXPECT_EQ(text("KOLO_CACHE_CAPACITY"),
+            absl::StrCat(knob_defaults::kCacheCapacity));
 }
 
 }  // namespace

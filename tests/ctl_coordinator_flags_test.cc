@@ -27,19 +27,24 @@ FlagsOutcome Parse(std::vector<std::string> args, const Env& env = {}) {
 TEST(CoordinatorFlagsTest, Defaults) {
   FlagsOutcome p = Parse({"--port", "0", "--np", "2"});
   ASSERT_EQ(p.kind, Kind::kRun) << p.text;
-  EXPECT_EQ(p.flags.port, 0);
-  EXPECT_EQ(p.flags.np, 2);
-  EXPECT_EQ(p.flags.bind, "0.0.0.0");
+  const ServerOptions& o = p.flags.server;
+  EXPECT_EQ(o.listen.port, 0);
+  EXPECT_EQ(o.core.expected_size, 2);
+  EXPECT_EQ(o.listen.bind_host, "0.0.0.0");
   EXPECT_EQ(p.flags.secret_file, "");
-  EXPECT_EQ(p.flags.job_id, "default");
+  EXPECT_EQ(o.core.job_id, "default");
   EXPECT_EQ(p.flags.port_file, "");
-  EXPECT_EQ(p.flags.min_np, 0);
-  EXPECT_EQ(p.flags.max_np, 0);
-  EXPECT_EQ(p.flags.reset_limit, -1);
+  EXPECT_FALSE(o.core.elastic);  // no --min-np
+  EXPECT_EQ(o.core.min_size, 1);
+  EXPECT_EQ(o.core.max_size, 0);
+  EXPECT_EQ(o.core.reset_limit, -1);
   KnobValues defaults;
   EXPECT_EQ(p.flags.knobs.heartbeat_timeout, defaults.heartbeat_timeout);
   EXPECT_EQ(p.flags.knobs.cycle_time, defaults.cycle_time);
   EXPECT_EQ(p.flags.knobs.log_level, defaults.log_level);
+  // The knobs are in the server's options too.
+  EXPECT_EQ(o.core.heartbeat_timeout, defaults.heartbeat_timeout);
+  EXPECT_EQ(o.core.negotiator.cycle_time, defaults.cycle_time);
 }
 
 TEST(CoordinatorFlagsTest, EveryFlagBothSpellings) {
@@ -74,11 +79,12 @@ TEST(CoordinatorFlagsTest, EveryFlagBothSpellings) {
                           "3"});
   ASSERT_EQ(p.kind, Kind::kRun) << p.text;
   const CoordinatorFlags& f = p.flags;
-  EXPECT_EQ(f.port, 29400);
-  EXPECT_EQ(f.np, 4);
-  EXPECT_EQ(f.bind, "127.0.0.1");
+  const ServerOptions& o = f.server;
+  EXPECT_EQ(o.listen.port, 29400);
+  EXPECT_EQ(o.core.expected_size, 4);
+  EXPECT_EQ(o.listen.bind_host, "127.0.0.1");
   EXPECT_EQ(f.secret_file, "/s");
-  EXPECT_EQ(f.job_id, "train");
+  EXPECT_EQ(o.core.job_id, "train");
   EXPECT_EQ(f.port_file, "/p");
   EXPECT_EQ(f.knobs.heartbeat_timeout, absl::Seconds(5));
   EXPECT_EQ(f.knobs.heartbeat_interval, absl::Milliseconds(250));
@@ -86,16 +92,23 @@ TEST(CoordinatorFlagsTest, EveryFlagBothSpellings) {
   EXPECT_EQ(f.knobs.stall_check, absl::ZeroDuration());
   EXPECT_EQ(f.knobs.stall_shutdown, absl::Seconds(30));
   EXPECT_EQ(f.knobs.log_level, "info");
-  EXPECT_EQ(f.min_np, 2);
-  EXPECT_EQ(f.max_np, 8);
+  EXPECT_TRUE(o.core.elastic);
+  EXPECT_EQ(o.core.min_size, 2);
+  EXPECT_EQ(o.core.max_size, 8);
   EXPECT_EQ(f.knobs.elastic_timeout, absl::Seconds(60));
-  EXPECT_EQ(f.reset_limit, 3);
+  EXPECT_EQ(o.core.reset_limit, 3);
+  EXPECT_EQ(o.core.heartbeat_timeout, absl::Seconds(5));
+  EXPECT_EQ(o.core.heartbeat_interval, absl::Milliseconds(250));
+  EXPECT_EQ(o.core.negotiator.cycle_time, absl::Microseconds(2500));
+  EXPECT_EQ(o.core.negotiator.stall_check, absl::ZeroDuration());
+  EXPECT_EQ(o.core.negotiator.stall_shutdown, absl::Seconds(30));
+  EXPECT_EQ(o.core.elastic_timeout, absl::Seconds(60));
 }
 
 TEST(CoordinatorFlagsTest, TheLastOfARepeatedFlagWins) {
   FlagsOutcome p = Parse({"--port", "1", "--np", "2", "--port", "2"});
   ASSERT_EQ(p.kind, Kind::kRun) << p.text;
-  EXPECT_EQ(p.flags.port, 2);
+  EXPECT_EQ(p.flags.server.listen.port, 2);
 }
 
 TEST(CoordinatorFlagsTest, VariablesGiveDefaultsAndFlagsWin) {
@@ -122,14 +135,17 @@ TEST(CoordinatorFlagsTest, VariablesGiveDefaultsAndFlagsWin) {
 TEST(CoordinatorFlagsTest, Elastic) {
   FlagsOutcome p = Parse({"--port", "0", "--np", "2"}, {{"KOLO_ELASTIC", "1"}});
   ASSERT_EQ(p.kind, Kind::kRun) << p.text;
-  EXPECT_EQ(p.flags.min_np, 1);
+  EXPECT_TRUE(p.flags.server.core.elastic);
+  EXPECT_EQ(p.flags.server.core.min_size, 1);
   p = Parse({"--port", "0", "--np", "2", "--max-np", "4"});
   ASSERT_EQ(p.kind, Kind::kRun) << p.text;
-  EXPECT_EQ(p.flags.min_np, 1);
-  EXPECT_EQ(p.flags.max_np, 4);
+  EXPECT_TRUE(p.flags.server.core.elastic);
+  EXPECT_EQ(p.flags.server.core.min_size, 1);
+  EXPECT_EQ(p.flags.server.core.max_size, 4);
   p = Parse({"--port", "0", "--np", "2", "--min-np", "2", "--max-np", "0"});
   ASSERT_EQ(p.kind, Kind::kRun) << p.text;
-  EXPECT_EQ(p.flags.max_np, 0);
+  EXPECT_TRUE(p.flags.server.core.elastic);
+  EXPECT_EQ(p.flags.server.core.max_size, 0);
 }
 
 TEST(CoordinatorFlagsTest, Help) {

@@ -41,6 +41,7 @@
 #include "allreduce/collectives.h"
 #include "allreduce/hierarchy.h"
 #include "common/fault_spec.h"
+#include "common/knob_defaults.h"
 #include "common/knobs.h"
 #include "common/net.h"
 
@@ -86,7 +87,7 @@ struct WorkerConfig {
   // KOLO_LEASE_SECONDS: a coordinator silent this long (it heartbeats every
   // interval) is lost: pending calls fail and the worker exits. 10 s rides
   // out GC pauses and loaded hosts; must exceed the heartbeat interval.
-  absl::Duration lease = absl::Seconds(10);
+  absl::Duration lease = knob_defaults::kLease;
 
   // --- Data plane -----------------------------------------------------------
   // The data address defaults to the local address of the route to the
@@ -171,17 +172,17 @@ struct WorkerConfig {
   // one collective. 128 MiB, as Horovod: a ResNet-50 step fits in one buffer.
   // 0 = no fusion. The coordinator uses the smallest value over the ranks;
   // kolo::set_fusion_threshold changes it at run time.
-  int64_t fusion_threshold = int64_t{128} << 20;
+  int64_t fusion_threshold = knob_defaults::kFusionThreshold;
   // KOLO_FUSION_DIRECT_BYTES, bytes: tensors at least this big never fuse;
   // they run in place, skipping the copies into and out of the fusion
   // buffer, which cost more than a collective's fixed cost from about this
   // size (docs/benchmarks.md). 0 = nothing fuses.
-  int64_t fusion_direct_bytes = int64_t{1} << 20;
+  int64_t fusion_direct_bytes = knob_defaults::kFusionDirectBytes;
   // KOLO_CACHE_CAPACITY (alias HOROVOD_CACHE_CAPACITY), entries: tensors
   // announced again with unchanged metadata travel as a cache bit instead of
   // a Request. 1024, as Horovod: above the tensor count of common models.
   // 0 = no cache. kolo::set_cache_capacity changes it at run time.
-  int64_t cache_capacity = 1024;
+  int64_t cache_capacity = knob_defaults::kCacheCapacity;
   // KOLO_TIMELINE (alias HOROVOD_TIMELINE): a path; rank 0 writes a Chrome
   // trace of every op there (chrome://tracing, Perfetto). Empty = none.
   // "DYNAMIC" (as Horovod): none at start, but kolo::start_timeline /

@@ -54,6 +54,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "common/knob_defaults.h"
 #include "common/knobs.h"
 #include "common/version.h"
 #include "proto/kolo.pb.h"
@@ -87,7 +88,7 @@ struct SessionOptions {
   std::string secret;
   absl::Duration heartbeat_interval =
       knobs::kHeartbeatInterval.default_duration;
-  absl::Duration lease = absl::Seconds(10);
+  absl::Duration lease = knob_defaults::kLease;
   // Exit the process when the coordinator is lost after the Membership
   // arrived (the API turns this on; tests observe the failure instead).
   bool exit_on_lost_coordinator = false;
