@@ -1,6 +1,6 @@
 // Defaults of worker variables outside common/knobs.h's table that several
-// structs start from: the worker's WorkerConfig (worker_lib/config.h),
-// RuntimeOptions (worker_lib/runtime/op_runtime.h) and SessionOptions
+// structs start from: the worker's WorkerConfig (worker_lib/config.h) and
+// SessionOptions
 // (worker_lib/session/session_client.h), and the coordinator's
 // NegotiatorOptions (coordinator/negotiator.h). Each is written once, here;
 // common/variables.cc's rows document the same values
