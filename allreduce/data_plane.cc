@@ -276,6 +276,11 @@ absl::Status DataPlane::Judged(absl::Status status) const {
   return (*on_peer_fault_)(status);
 }
 
+void DataPlane::SetInactivityTimeout(absl::Duration timeout) {
+  MutexLock lock(&mu_);
+  transport_->SetInactivityTimeout(timeout);
+}
+
 void DataPlane::Stamp(uint64_t first) {
   MutexLock lock(&mu_);
   next_seq_ = first;

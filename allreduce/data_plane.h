@@ -100,6 +100,10 @@ class DataPlane {
   // Makes every current and later collective fail with `why` at once.
   void Abort(absl::Status why);
 
+  // The inactivity timeout of the collectives that follow, on this data
+  // plane's transport and its subsets (Transport::SetInactivityTimeout).
+  void SetInactivityTimeout(absl::Duration timeout);
+
   // Fault injection: cuts the connection to `peer` (-1: every peer); see
   // Transport::CutForFault. REQUIRES: the thread that runs collectives.
   absl::Status CutForFault(int peer) { return transport_->CutForFault(peer); }

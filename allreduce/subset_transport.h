@@ -40,6 +40,9 @@ class SubsetTransport : public Transport {
     return parent_->WaitAll(ops);
   }
   void Abort(absl::Status why) override { parent_->Abort(std::move(why)); }
+  void SetInactivityTimeout(absl::Duration timeout) override {
+    parent_->SetInactivityTimeout(timeout);
+  }
   absl::Status CutForFault(int peer) override {
     return parent_->CutForFault(peer);  // a parent rank: the hook's view
   }

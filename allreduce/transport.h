@@ -35,6 +35,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 
 namespace kolo {
@@ -85,6 +86,15 @@ class Transport {
   // fail on both ends. kUnimplemented where the transport cannot.
   // REQUIRES: called from the thread that runs this transport's ops.
   virtual absl::Status CutForFault(int peer);
+
+  // Changes the inactivity timeout of the Waits that follow (the options'
+  // value at construction). The worker's fast path waits for peers that may
+  // be computing for minutes (worker_lib/runtime/fast_path_link.h) with a
+  // long one: the coordinator's liveness checks bound that wait, and an
+  // epoch's end aborts it. REQUIRES: the thread that runs this transport's
+  // ops. A transport without an inactivity deadline (the tests' fakes)
+  // ignores it.
+  virtual void SetInactivityTimeout(absl::Duration /*timeout*/) {}
 
   // Convenience: send to one peer and receive from another, concurrently.
   absl::Status SendRecv(int send_peer, const void* send_data, size_t send_len,

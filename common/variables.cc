@@ -132,6 +132,16 @@ constexpr Variable kVariables[] = {
          "to the coordinator. 0: on the gRPC stream (slower; for comparison, "
          "or where only the coordinator's gRPC port is reachable). A link that "
          "cannot be opened falls back to the stream with a warning."},
+    {.name = "KOLO_FAST_PATH",
+     .read_by = "worker, kolo-bench",
+     .section = "Negotiation, fusion and the response cache",
+     .unit = "0/1",
+     .default_text = "0",
+     .meaning =
+         "1: once a step's tensors are in the response cache on every rank, "
+         "the ranks agree on them among themselves over the data plane "
+         "instead of through the coordinator (the fast path; needs the "
+         "negotiation link, and every rank must set it). Experimental."},
     {.name = "KOLO_ADDR",
      .read_by = "worker",
      .section = "Data plane",

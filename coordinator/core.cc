@@ -218,7 +218,13 @@ void CoordinatorCore::Dispatch(SessionId id, Session& s,
       if (s.state != State::kMember) break;
       if (phase_ != Phase::kRunning) return;  // the epoch ended
       NegotiatorOutput result;
-      ep_.negotiator->Done(s.rank, message.done().seq(), s.last_heard, result);
+      if (message.done().fast_exit()) {
+        ep_.negotiator->FastExit(s.rank, message.done().seq(), s.last_heard,
+                                 result);
+      } else {
+        ep_.negotiator->Done(s.rank, message.done().seq(), s.last_heard,
+                             result);
+      }
       Apply(result, out);
       return;
     }

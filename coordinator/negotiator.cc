@@ -47,6 +47,8 @@ Negotiator::Negotiator(NegotiatorOptions options)
   joined_.assign(options_.size, 0);
   left_.assign(options_.size, 0);
   left_who_.resize(options_.size);
+  announces_.assign(options_.size, 0);
+  fast_exited_.assign(options_.size, 0);
   for (int r = 0; r < options_.size; ++r) all_ranks_.push_back(r);
 }
 
@@ -87,9 +89,10 @@ void Negotiator::UpdateSettings(int rank, const proto::Settings& settings) {
   settings_[rank] = settings;
   uint64_t threshold = UINT64_MAX, direct = UINT64_MAX;
   uint32_t capacity = UINT32_MAX;
-  bool timeline = false, disable_group_fusion = false;
+  bool timeline = false, disable_group_fusion = false, fast = true;
   for (const std::optional<proto::Settings>& s : settings_) {
     if (!s.has_value()) return;  // until every rank sent its own
+    fast = fast && s->fast_path();
     threshold = std::min<uint64_t>(threshold, s->fusion_threshold());
     direct = std::min<uint64_t>(direct, s->fusion_direct_bytes());
     capacity = std::min(capacity, s->cache_capacity());
@@ -100,6 +103,13 @@ void Negotiator::UpdateSettings(int rank, const proto::Settings& settings) {
   fusion_direct_bytes_ = direct;
   timeline_ = timeline;
   disable_group_fusion_ = disable_group_fusion;
+  fast_wanted_ = fast;
+  if (fast_) {
+    // The ranks number their own plans meanwhile: a cache change belongs
+    // in the first plan after their exits (EndFastPath).
+    capacity_after_fast_ = capacity;
+    return;
+  }
   if (capacity != cache_.capacity()) {
     const size_t from = evicted_.size();
     cache_.SetCapacity(capacity, last_seq_ + 1, &evicted_);
@@ -111,6 +121,7 @@ void Negotiator::Announce(int rank, const proto::Announce& announce,
                           absl::Time now, NegotiatorOutput& out) {
   KOLO_CHECK(rank >= 0 && rank < options_.size)
       << "rank " << rank << " of " << options_.size;
+  ++announces_[rank];
   if (announce.has_settings()) UpdateSettings(rank, announce.settings());
   for (uint32_t bit : announce.cached()) AnnounceBit(rank, bit, now);
   for (const proto::Request& request : announce.requests()) {
@@ -516,6 +527,11 @@ void Negotiator::Done(int rank, uint64_t seq, absl::Time /*now*/,
   KOLO_CHECK(rank >= 0 && rank < options_.size)
       << "rank " << rank << " of " << options_.size;
   if (seq <= done_[rank]) return;
+  if (fast_ && seq > last_seq_) {
+    // A fast plan (the fast path numbers its own): its exit follows.
+    done_[rank] = seq;
+    return;
+  }
   if (seq > last_seq_) {
     GetLogger("coordinator")
         ->warn(

@@ -61,6 +61,14 @@
 //   tensors, repeated every stall_check while it lasts; past stall_shutdown
 //   (if non-zero) the negotiator returns a shutdown verdict with the reason,
 //   once. Ages count from a name's first announcement.
+// - The fast path (docs/design.md "The fast path"; negotiator_fast.cc): when
+//   every rank asked for it (Settings.fast_path) and a plan leaves nothing
+//   announced, joined, grouped, on a process set or held, the plan grants it
+//   (Plan.fast_path): the ranks then agree on cache hits among themselves
+//   over the data plane and number their own plans on. No plan goes out
+//   until every rank that did not leave reported its exit (Done.fast_exit,
+//   FastExit): the plan sequence then goes on after their last fast plan.
+//   Announcements that arrive meanwhile wait.
 // - Agreement checks and their messages: coordinator/negotiator_checks.h.
 //
 // Files: negotiator.cc (readiness: announcements, joins, groups, Done, ticks,
@@ -134,6 +142,12 @@ class Negotiator {
                 NegotiatorOutput& out);
   // `rank` finished every plan up to `seq`.
   void Done(int rank, uint64_t seq, absl::Time now, NegotiatorOutput& out);
+  // `rank` left the fast path after its fast plan `seq` (Done.fast_exit):
+  // every plan up to seq finished there. Ignored (logged) when no fast path
+  // was granted.
+  void FastExit(int rank, uint64_t seq, absl::Time now, NegotiatorOutput& out);
+  // Whether the ranks are on the fast path (granted, not every exit in).
+  bool on_fast_path() const { return fast_; }
   // `rank` left the epoch (kolo::shutdown(), or a Leave before its process
   // ended) while other members stay; `who` names it ("worker w1 (rank 1,
   // host h)"). See "Members that left" above. Idempotent.
@@ -279,6 +293,11 @@ class Negotiator {
   void Inspect(absl::Time now, NegotiatorOutput& out);
   // The effective settings (see the class comment).
   void UpdateSettings(int rank, const proto::Settings& settings);
+  // After Flush built `plan`: grants the fast path in it when it may.
+  void MaybeGrantFastPath(proto::Plan& plan);
+  // Every rank that did not leave reported its fast-path exit: the plan
+  // sequence goes on after their last fast plan.
+  void EndFastPath(NegotiatorOutput& out);
 
   const NegotiatorOptions options_;
   absl::flat_hash_map<std::string, Partial> partial_;
@@ -325,6 +344,18 @@ class Negotiator {
   std::vector<uint64_t> done_;  // per rank
   absl::Time next_stall_warning_ = absl::InfinitePast();
   bool shutdown_given_ = false;
+  // The fast path: whether every rank asked for it (Settings.fast_path);
+  // per rank, the Announce messages read; one past the highest cache bit
+  // given out in the epoch; whether it is granted, and per rank whether it
+  // exited (left ranks count as exited), and the last fast plan reported.
+  bool fast_wanted_ = false;
+  std::vector<uint64_t> announces_;
+  uint32_t bits_end_ = 0;
+  bool fast_ = false;
+  std::vector<uint8_t> fast_exited_;
+  uint64_t fast_seq_ = 0;
+  // A capacity set on the fast path, for its end.
+  std::optional<uint32_t> capacity_after_fast_;
 };
 
 }  // namespace kolo::coordinator

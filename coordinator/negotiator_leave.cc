@@ -162,6 +162,14 @@ void Negotiator::Leave(int rank, const std::string& who, absl::Time now,
     }
     groups_.erase(group);
   }
+  if (fast_) {
+    // A left rank sends no exit: the others' exits end the fast path.
+    bool all = true;
+    for (int r = 0; r < options_.size; ++r) {
+      all = all && (fast_exited_[r] != 0 || left_[r] != 0);
+    }
+    if (all) EndFastPath(out);
+  }
   MaybeDispatch(out);
 }
 

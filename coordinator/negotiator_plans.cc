@@ -16,6 +16,7 @@
 #include "coordinator/negotiator_checks.h"
 #include "coordinator/negotiator_internal.h"
 #include "fusion/fusion_planner.h"
+#include "proto/fusion_candidate.h"
 #include "proto/op_names.h"
 
 namespace kolo::coordinator {
@@ -23,6 +24,7 @@ namespace kolo::coordinator {
 using negotiator_internal::ListSome;
 
 bool Negotiator::DataPlaneIdle() const {
+  if (fast_) return false;  // the ranks run their own plans until they exit
   for (int r = 0; r < options_.size; ++r) {
     if (done_[r] < last_seq_ && left_[r] == 0) return false;  // busy
   }
@@ -32,52 +34,6 @@ bool Negotiator::DataPlaneIdle() const {
 void Negotiator::MaybeDispatch(NegotiatorOutput& out) {
   if (held_size_ > 0 && DataPlaneIdle()) Flush(out);
 }
-
-namespace {
-
-// What the fusion planner needs to know of a ready response (`first`: rank
-// 0's request).
-fusion::Candidate CandidateOf(const proto::Response& response,
-                              const proto::Request* first,
-                              uint64_t direct_bytes) {
-  fusion::Candidate c;
-  if (response.error_code() != 0 || first == nullptr) return c;  // kOther
-  const proto::Request& r = *first;
-  const auto dtype = static_cast<DataType>(r.dtype());
-  if (r.dtype() < 0 || DataTypeSize(dtype) == 0) return c;
-  uint64_t row = 1;
-  for (size_t i = 1; i < static_cast<size_t>(r.shape_size()); ++i) {
-    row *= static_cast<uint64_t>(r.shape(static_cast<int>(i)));
-  }
-  const uint64_t element = DataTypeSize(dtype);  // checked above
-  uint64_t bytes = 0;
-  if (response.op() == proto::ALLREDUCE) {
-    c.op = fusion::OpKind::kAllreduce;
-    bytes = element;
-    for (int64_t d : r.shape()) bytes *= static_cast<uint64_t>(d);
-    c.reduce_op = static_cast<ReduceOp>(r.reduce_op());
-    c.prescale = r.prescale();
-    c.postscale = r.postscale();
-  } else if (response.op() == proto::ALLGATHER) {
-    if (r.shape_size() == 0) return c;
-    c.op = fusion::OpKind::kAllgather;
-    for (int64_t rows : response.sizes()) {
-      bytes += static_cast<uint64_t>(rows) * row * element;
-    }
-  } else {
-    return c;
-  }
-  c.dtype = dtype;
-  // The kind (-1 host, 0 CUDA): ordinals differ from rank to rank, and a
-  // rank's CUDA tensors run on its one device
-  // (worker_lib/exec/cuda_executor.h).
-  c.device = r.device() < 0 ? -1 : 0;
-  c.bytes = bytes;
-  if (bytes >= direct_bytes) c.op = fusion::OpKind::kOther;  // runs in place
-  return c;
-}
-
-}  // namespace
 
 void Negotiator::FinishHeld(size_t index, const proto::Request& first) {
   Held& h = held_[index];
@@ -247,6 +203,7 @@ void Negotiator::Flush(NegotiatorOutput& out) {
   ClearHeld();
   held_names_.clear();
   held_since_ = absl::InfiniteFuture();
+  MaybeGrantFastPath(plan);
 }
 
 void Negotiator::TakeFastHits(
@@ -280,7 +237,8 @@ void Negotiator::TakeFastHits(
     h.response.add_cache_bits(h.hit_bit);
     const proto::Request* first = cache_.Lookup(bit, 0);
     FinishHeld(i, *first);
-    candidates_[i] = CandidateOf(h.response, first, fusion_direct_bytes_);
+    candidates_[i] =
+        proto::FusionCandidateOf(h.response, first, fusion_direct_bytes_);
     candidates_[i].domain = DomainOf(h, domains);
   }
 }
@@ -299,11 +257,15 @@ void Negotiator::CacheResolved(
       bit = static_cast<int32_t>(h.hit_bit);
     } else if (h.cacheable) {
       bit = cache_.Put(name, h.requests, h.response, seq, &evicted_);
+      if (bit >= 0) {
+        bits_end_ = std::max(bits_end_, static_cast<uint32_t>(bit) + 1);
+      }
     }
     if (cache_on || !evicted_.empty()) h.response.add_cache_bits(bit);
     const proto::Request* first = h.requests.empty() ? nullptr : &h.requests[0];
     if (first != nullptr) FinishHeld(i, *first);
-    candidates_[i] = CandidateOf(h.response, first, fusion_direct_bytes_);
+    candidates_[i] =
+        proto::FusionCandidateOf(h.response, first, fusion_direct_bytes_);
     candidates_[i].domain = DomainOf(h, domains);
   }
 }

@@ -480,11 +480,13 @@ TEST(Settings, SwitchedAtRunTimeBetweenSteps) {
 
 // ---- Metadata changes -------------------------------------------------------
 
-class Metadata : public ::testing::TestWithParam<int> {};
+// (world size, the fast path on): a changed signature on one rank leaves the
+// fast path and fails with the coordinator's error on every rank.
+class Metadata : public ::testing::TestWithParam<std::tuple<int, bool>> {};
 
 TEST_P(Metadata, ChangeOnEveryRankIsExactAndOnOneRankFailsEverywhere) {
-  const int n = GetParam();
-  JobRun run = Launch(n, {"metadata"});
+  const auto [n, fast] = GetParam();
+  JobRun run = Launch(n, {"metadata"}, {{"KOLO_FAST_PATH", fast ? "1" : "0"}});
   ExpectOk(run, n, "metadata", 8);
   std::vector<Fields> errs = ParseTagged(run.output, "FUS_ERR");
   if (n == 1) {
@@ -523,7 +525,53 @@ TEST_P(Metadata, ChangeOnEveryRankIsExactAndOnOneRankFailsEverywhere) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Sizes, Metadata, ::testing::Values(1, 3),
+INSTANTIATE_TEST_SUITE_P(
+    Sizes, Metadata,
+    ::testing::Values(std::make_tuple(1, false), std::make_tuple(3, false),
+                      std::make_tuple(3, true)),
+    [](const ::testing::TestParamInfo<std::tuple<int, bool>>& p) {
+      return absl::StrCat(std::get<0>(p.param), "ranks",
+                          std::get<1>(p.param) ? "FastPath" : "");
+    });
+
+// ---- The fast path (KOLO_FAST_PATH=1) --------------------------------------
+
+class FastPath : public ::testing::TestWithParam<int> {};
+
+// Steps of allreduces only: from the second step on, every step is agreed
+// among the ranks over the data plane (at least one round per step), and
+// every result is exact.
+TEST_P(FastPath, AllreduceStepsRunWithoutTheCoordinatorAndAreExact) {
+  const int n = GetParam();
+  constexpr int kFastSteps = 12;
+  JobRun run = Launch(n, {"allreduce", std::to_string(kFastSteps)},
+                      {{"KOLO_FAST_PATH", "1"}});
+  ExpectOk(run, n, "allreduce", kFastSteps);
+  for (const Fields& f : ParseTagged(run.output, "FUS_OK")) {
+    EXPECT_GE(IntField(f, "fast_rounds"), kFastSteps - 1) << run.output;
+  }
+}
+
+// The whole step (allgathers, broadcasts and a barrier, which need the
+// coordinator, among the allreduces), in a different order on every rank,
+// and a different subset each step: the ranks leave the fast path and come
+// back, and every result stays exact.
+TEST_P(FastPath, MixedStepsLeaveAndReturnAndAreExact) {
+  const int n = GetParam();
+  JobRun steps = Launch(n, {"steps", "6"}, {{"KOLO_FAST_PATH", "1"}});
+  ExpectOk(steps, n, "steps", 6);
+  JobRun churn = Launch(n, {"churn", "6"}, {{"KOLO_FAST_PATH", "1"}});
+  ExpectOk(churn, n, "churn", 6);
+}
+
+// Settings changed between steps (fusion off, a cache of 3 entries, ...)
+// go to the coordinator, which grants the fast path again under them.
+TEST(FastPathSettings, SwitchedAtRunTime) {
+  JobRun run = Launch(3, {"switch"}, {{"KOLO_FAST_PATH", "1"}});
+  ExpectOk(run, 3, "switch", 7);
+}
+
+INSTANTIATE_TEST_SUITE_P(Sizes, FastPath, ::testing::Values(1, 2, 3, 4),
                          [](const ::testing::TestParamInfo<int>& p) {
                            return absl::StrCat(p.param, "ranks");
                          });

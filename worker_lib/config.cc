@@ -287,6 +287,11 @@ absl::Status ParseJobMode(const EnvMap& env, WorkerConfig& c) {
     if (!v.ok()) return v.status();
     c.negotiation_link = *v;
   }
+  if (auto f = First(env, {"KOLO_FAST_PATH"})) {
+    auto v = ParseBool(*f);
+    if (!v.ok()) return v.status();
+    c.fast_path = *v;
+  }
   return absl::OkStatus();
 }
 

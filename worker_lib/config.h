@@ -158,6 +158,10 @@ struct WorkerConfig {
   // reachable). A link that cannot be opened falls back to the stream with a
   // warning.
   bool negotiation_link = true;
+  // KOLO_FAST_PATH (0/1): once every rank's step is in the response cache,
+  // negotiate it among the ranks over the data plane instead of through the
+  // coordinator (runtime/fast_path_link.h; needs the negotiation link).
+  bool fast_path = false;
   // KOLO_ELASTIC (set by kolorun --min-np, or by hand with a standalone
   // kolo-coordinator --min-np): the job is elastic (docs/design.md
   // "Elastic").

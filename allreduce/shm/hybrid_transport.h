@@ -53,6 +53,11 @@ class HybridTransport : public Transport {
   // Cuts the TCP connection of a remote peer, the shared-memory queues of a
   // local one (-1: every peer, both kinds).
   absl::Status CutForFault(int peer) override;
+  void SetInactivityTimeout(absl::Duration timeout) override {
+    timeout_ = timeout;
+    tcp_->SetInactivityTimeout(timeout);
+    shm_->SetInactivityTimeout(timeout);
+  }
 
  private:
   // Composite op ids: inner id * 2 + (1 for shared memory, 0 for TCP).
@@ -62,7 +67,7 @@ class HybridTransport : public Transport {
   const std::unique_ptr<TcpTransport> tcp_;
   const std::unique_ptr<ShmTransport> shm_;
   std::vector<int> local_of_;  // by epoch rank: index among local, or -1
-  const absl::Duration timeout_;
+  absl::Duration timeout_;     // SetInactivityTimeout changes it
   const absl::Duration spin_;
 };
 

@@ -515,9 +515,9 @@ absl::Status ShmTransport::Wait(OpId op) {
     }
     const absl::Time now = absl::Now();
     const absl::Duration idle = now - last_progress;
-    if (idle >= options_.timeout) return InactivityError(idle);
-    absl::StatusOr<size_t> moved = Drive(
-        now < spin_until ? absl::ZeroDuration() : options_.timeout - idle);
+    if (idle >= inactivity_) return InactivityError(idle);
+    absl::StatusOr<size_t> moved =
+        Drive(now < spin_until ? absl::ZeroDuration() : inactivity_ - idle);
     if (!moved.ok()) return moved.status();
     if (*moved > 0) last_progress = absl::Now();
   }
@@ -549,7 +549,7 @@ absl::Status ShmTransport::WaitFor(absl::FunctionRef<int()> laggard,
     }
     if (now < spin_until) continue;
     const absl::Duration idle = now - since;
-    if (idle >= options_.timeout) {
+    if (idle >= inactivity_) {
       absl::Status error = absl::DeadlineExceededError(absl::StrFormat(
           "%s: %s waited %.1f s over shared memory for %s "
           "(KOLO_TIMEOUT_SECONDS): is that worker alive and running the same "
@@ -575,7 +575,7 @@ absl::Status ShmTransport::WaitFor(absl::FunctionRef<int()> laggard,
     const uint32_t word = my_bell_->word.load(std::memory_order_seq_cst);
     my_bell_->waiters.fetch_add(1, std::memory_order_seq_cst);
     if (laggard() >= 0 && !aborted_.load(std::memory_order_seq_cst)) {
-      absl::Duration block = options_.timeout - idle;
+      absl::Duration block = inactivity_ - idle;
       if (pidfd.valid()) block = std::min(block, kLivenessSlice);
       shm::FutexWait(&my_bell_->word, word, block);
     }

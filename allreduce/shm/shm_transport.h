@@ -98,6 +98,9 @@ class ShmTransport : public Transport {
   // with kUnavailable naming it. The peer is not told; its waits end when
   // the coordinator ends the epoch on this rank's report.
   absl::Status CutForFault(int peer) override;
+  void SetInactivityTimeout(absl::Duration timeout) override {
+    inactivity_ = timeout;
+  }
 
   // For a transport that drives this one beside another
   // (hybrid_transport.h): moves what can move; when nothing moved and
@@ -182,6 +185,8 @@ class ShmTransport : public Transport {
 
   const std::unique_ptr<shm::Segment> segment_;
   const ShmOptions options_;
+  // options_.timeout until SetInactivityTimeout.
+  absl::Duration inactivity_ = options_.timeout;
   shm::Doorbell* const my_bell_;
   std::vector<Peer> peers_;
   uint64_t seq_ = 0;

@@ -279,9 +279,9 @@ absl::Status TcpTransport::Wait(OpId op) {
     absl::Time now = absl::Now();
     if (moved > 0) last_progress = now;
     absl::Duration idle = now - last_progress;
-    if (idle >= options_.timeout) return InactivityError(idle);
+    if (idle >= inactivity_) return InactivityError(idle);
     absl::Status s =
-        Poll(now < spin_until ? absl::ZeroDuration() : options_.timeout - idle);
+        Poll(now < spin_until ? absl::ZeroDuration() : inactivity_ - idle);
     if (!s.ok()) return s;
   }
 }

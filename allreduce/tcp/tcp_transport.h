@@ -64,6 +64,9 @@ class TcpTransport : public Transport {
   void Abort(absl::Status why) override;
   // shutdown(2) of the peer's socket (both directions).
   absl::Status CutForFault(int peer) override;
+  void SetInactivityTimeout(absl::Duration timeout) override {
+    inactivity_ = timeout;
+  }
 
   // For a transport that drives this one beside another
   // (allreduce/shm/hybrid_transport.h): moves what can move; when nothing
@@ -94,6 +97,8 @@ class TcpTransport : public Transport {
   absl::Status Poll(absl::Duration timeout);
 
   const TcpOptions options_;
+  // options_.timeout until SetInactivityTimeout.
+  absl::Duration inactivity_ = options_.timeout;
   std::unique_ptr<tcp::Poller> poller_;
   std::vector<std::unique_ptr<tcp::PeerChannel>> channels_;  // [rank] null
   uint64_t seq_ = 0;

@@ -13,6 +13,9 @@
 //     KOLO_CACHE_CAPACITY): the test runs the grid of them.
 //   churn STEPS  as steps, but each step submits a different subset of the
 //     tensors (the same on every rank).
+//   allreduce STEPS  as steps with the allreduces alone (what the fast path,
+//     KOLO_FAST_PATH=1, runs without the coordinator); FUS_OK then also says
+//     fast_rounds=K, the rounds of the fast path on this rank.
 //   switch  the same step seven times, changing the settings with
 //     kolo::set_fusion_threshold / set_cache_capacity between steps, the
 //     same on every rank (kSwitches below).
@@ -57,6 +60,8 @@
 #include "absl/strings/str_join.h"
 #include "allreduce/kernels.h"
 #include "kolo/kolo.h"
+#include "worker_lib/api/api_internal.h"
+#include "worker_lib/runtime/op_runtime.h"
 
 namespace {
 
@@ -533,8 +538,20 @@ std::vector<Spec> StepSpecs(int n) {
 // `steps`, or with `churn` a different subset of the step's tensors every
 // step (the same on every rank: about two thirds, chosen by a hash of the
 // step and the tensor), so that names leave and come back to a small cache.
-int Steps(int steps, bool churn) {
-  const std::vector<Spec> all = StepSpecs(kolo::size());
+// The fast path's rounds on this rank so far (0 without it).
+uint64_t FastRounds() {
+  auto ops = kolo::internal::CurrentOps("fast_path_rounds");
+  return ops.ok() ? (*ops)->fast_path_rounds() : 0;
+}
+
+int Steps(int steps, bool churn, bool allreduce_only) {
+  std::vector<Spec> all = StepSpecs(kolo::size());
+  if (allreduce_only) {
+    all.erase(std::remove_if(
+                  all.begin(), all.end(),
+                  [](const Spec& s) { return s.kind != Kind::kAllreduce; }),
+              all.end());
+  }
   int64_t elements = 0;
   size_t submitted = 0;
   for (int step = 0; step < steps; ++step) {
@@ -549,9 +566,13 @@ int Steps(int steps, bool churn) {
   }
   std::printf(
       "FUS_OK mode=%s rank=%d size=%d steps=%d tensors=%zu submitted=%zu "
-      "elements=%lld\n",
-      churn ? "churn" : "steps", kolo::rank(), kolo::size(), steps, all.size(),
-      submitted, static_cast<long long>(elements));
+      "elements=%lld fast_rounds=%llu\n",
+      allreduce_only ? "allreduce"
+      : churn        ? "churn"
+                     : "steps",
+      kolo::rank(), kolo::size(), steps, all.size(), submitted,
+      static_cast<long long>(elements),
+      static_cast<unsigned long long>(FastRounds()));
   return 0;
 }
 
@@ -723,10 +744,10 @@ int TimelineMode(int steps) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(
-        stderr,
-        "usage: kolo-fusion-worker steps|churn|switch|metadata|timeline "
-        "[STEPS]\n");
+    std::fprintf(stderr,
+                 "usage: kolo-fusion-worker "
+                 "steps|churn|allreduce|switch|metadata|timeline "
+                 "[STEPS]\n");
     return 2;
   }
   const std::string mode = argv[1];
@@ -734,8 +755,8 @@ int main(int argc, char** argv) {
   if (argc > 2 && (!absl::SimpleAtoi(argv[2], &steps) || steps < 1)) return 2;
   if (absl::Status s = kolo::init(); !s.ok()) return Fail("init", s);
   int rc;
-  if (mode == "steps" || mode == "churn") {
-    rc = Steps(steps, mode == "churn");
+  if (mode == "steps" || mode == "churn" || mode == "allreduce") {
+    rc = Steps(steps, mode == "churn", mode == "allreduce");
   } else if (mode == "switch") {
     rc = SwitchMode();
   } else if (mode == "metadata") {

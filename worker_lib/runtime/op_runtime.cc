@@ -14,7 +14,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/types/span.h"
+#include "proto/fusion_candidate.h"
 #include "proto/op_names.h"
+#include "worker_lib/runtime/fast_path_link.h"
 #include "worker_lib/runtime/op_runtime_internal.h"
 #include "worker_lib/runtime_log.h"
 
@@ -63,7 +65,7 @@ OpRuntime::OpRuntime(const JobContext& job,
                      std::unique_ptr<CoordinatorLink> link, DataPlane* data,
                      int rank, int size, RuntimeOptions options)
     : session_(std::move(session)),
-      link_(std::move(link)),
+      link_(WithFastPath(std::move(link), job, data, rank)),
       data_(data),
       rank_(rank),
       size_(size),
@@ -89,11 +91,61 @@ OpRuntime::OpRuntime(const JobContext& job,
         std::clamp<int64_t>(job.config->cache_capacity, 0, UINT32_MAX)));
     outbox_.settings.set_timeline(timeline_ != nullptr || timeline_dynamic_);
     outbox_.settings.set_disable_group_fusion(job.config->disable_group_fusion);
+    outbox_.settings.set_fast_path(dynamic_cast<FastPathLink*>(link_.get()) !=
+                                   nullptr);
   }
   thread_ = std::thread([this] { ThreadMain(); });
 }
 
 OpRuntime::~OpRuntime() { (void)Stop(); }
+
+uint64_t OpRuntime::fast_path_rounds() const {
+  const auto* fast = dynamic_cast<const FastPathLink*>(link_.get());
+  return fast == nullptr ? 0 : fast->rounds();
+}
+
+std::unique_ptr<CoordinatorLink> OpRuntime::WithFastPath(
+    std::unique_ptr<CoordinatorLink> link, const JobContext& job,
+    DataPlane* data, int rank) {
+  // The fast path reads plans and keeps announcements in the link: the
+  // negotiation link, not the stream.
+  if (!job.config->fast_path || !link->carries_plans() ||
+      !link->coalesces_writes()) {
+    return link;
+  }
+  FastPathLink::Hooks hooks;
+  hooks.describe =
+      [this](uint32_t bit,
+             uint64_t direct_bytes) -> std::optional<fusion::Candidate> {
+    MutexLock lock(&mu_);
+    const std::string* name = cache_.NameOf(bit);
+    const proto::Request* r =
+        name == nullptr ? nullptr : cache_.RequestOf(*name);
+    // An allreduce of every rank, not grouped, on a rank that has not
+    // joined: what the ranks can run without the coordinator's rules.
+    if (r == nullptr || r->op() != proto::ALLREDUCE || r->process_set() != 0 ||
+        !r->group().empty() || join_handle_ != 0) {
+      return std::nullopt;
+    }
+    proto::Response response;
+    response.set_op(proto::ALLREDUCE);
+    return proto::FusionCandidateOf(response, r, direct_bytes);
+  };
+  hooks.on_round = [this](size_t ran, bool exit) {
+    std::shared_ptr<Timeline> timeline;
+    {
+      MutexLock lock(&mu_);
+      timeline = timeline_;
+    }
+    if (timeline == nullptr) return;
+    timeline->Marker(
+        exit ? "fast path round, then the coordinator" : "fast path round",
+        absl::Now(), {{"responses", absl::StrCat(ran)}});
+  };
+  return std::make_unique<FastPathLink>(std::move(link), data,
+                                        job.config->knobs.data_timeout, rank,
+                                        std::move(hooks));
+}
 
 Handle OpRuntime::next_handle() {
   MutexLock lock(&mu_);

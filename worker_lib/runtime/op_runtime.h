@@ -226,8 +226,15 @@ class OpRuntime {
   absl::Status Stop(bool close_timeline = true) ABSL_LOCKS_EXCLUDED(mu_);
   // The timeline this runtime writes (null: none).
   std::shared_ptr<Timeline> timeline() ABSL_LOCKS_EXCLUDED(mu_);
+  // The fast path's rounds so far in this epoch (0 without the fast path).
+  uint64_t fast_path_rounds() const;
 
  private:
+  // `link`, or a FastPathLink around it when the job asks for the fast path
+  // (KOLO_FAST_PATH) and the link reads plans (runtime/fast_path_link.h).
+  std::unique_ptr<CoordinatorLink> WithFastPath(
+      std::unique_ptr<CoordinatorLink> link, const JobContext& job,
+      DataPlane* data, int rank);
   void ThreadMain() ABSL_LOCKS_EXCLUDED(mu_);
   // Submits `ops` (one op, or a group's members when `group`), returning
   // the op's or the group's handle.

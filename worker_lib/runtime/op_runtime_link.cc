@@ -22,6 +22,12 @@ namespace {
 // long after the last submission (see NextPlanFromLink).
 constexpr absl::Duration kActive = absl::Seconds(1);
 
+// A caller whose deadline is closer than this leaves the fast path's rounds
+// (which wait for the peers, past any deadline) to the background thread;
+// one with a longer deadline (or none) runs them itself, saving a wake-up,
+// and may return after its deadline when the peers never come.
+constexpr absl::Duration kShortestRoundWait = absl::Seconds(1);
+
 }  // namespace
 
 absl::Status OpRuntime::Flush() {
@@ -237,6 +243,13 @@ void OpRuntime::OnLinkBroken(const absl::Status& why) {
 bool OpRuntime::AwaitProgress(absl::Time deadline) {
   if (!link_->carries_plans() || runner_ == nullptr || link_broken_ || stop_ ||
       !terminal_.ok() || !plans_.empty()) {
+    return done_cv_.WaitWithDeadline(&mu_, deadline);
+  }
+  if (deadline - absl::Now() < kShortestRoundWait &&
+      link_->may_overrun_timeout()) {
+    // A fast-path round may wait for the peers past a deadline this close:
+    // the background thread runs it.
+    plan_cv_.SignalAll();
     return done_cv_.WaitWithDeadline(&mu_, deadline);
   }
   // The link is free: this caller takes the runner, reads the link and

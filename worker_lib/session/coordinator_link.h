@@ -44,6 +44,10 @@ class CoordinatorLink {
 
   virtual bool coalesces_writes() const = 0;
   virtual bool carries_plans() const = 0;
+  // Whether a Receive may now wait past its timeout (the fast path's rounds
+  // wait for the peers: runtime/fast_path_link.h); a caller with a deadline
+  // of its own then leaves the reading to the background thread.
+  virtual bool may_overrun_timeout() const { return false; }
 };
 
 }  // namespace kolo::worker

@@ -1,0 +1,84 @@
+// Negotiator (negotiator.h), the fast path: granting it in a plan, and the
+// ranks' exits from it (docs/design.md "The fast path").
+#include <algorithm>
+#include <cstdint>
+
+#include "common/log.h"
+#include "coordinator/negotiator.h"
+
+namespace kolo::coordinator {
+
+void Negotiator::MaybeGrantFastPath(proto::Plan& plan) {
+  // Nothing may be the coordinator's when the ranks go their own way: no
+  // name or bit announced by some ranks, nothing held, no group waiting for
+  // members, no join, no leave, no process set (a set's ops would wait for
+  // ranks outside it), and a cache with bits to announce.
+  if (!fast_wanted_ || fast_ || cache_.capacity() == 0 || bits_end_ == 0 ||
+      !partial_.empty() || !by_order_.empty() || held_size_ != 0 ||
+      !groups_.empty() || !broken_groups_.empty() || joined_count_ != 0 ||
+      left_count_ != 0 || !sets_.empty()) {
+    return;
+  }
+  proto::FastPath& grant = *plan.mutable_fast_path();
+  grant.set_fusion_threshold(fusion_threshold_);
+  grant.set_fusion_direct_bytes(fusion_direct_bytes_);
+  grant.set_bits_end(bits_end_);
+  for (uint64_t n : announces_) grant.add_announces(n);
+  fast_ = true;
+  fast_seq_ = plan.seq();
+  std::fill(fast_exited_.begin(), fast_exited_.end(), uint8_t{0});
+}
+
+void Negotiator::FastExit(int rank, uint64_t seq, absl::Time now,
+                          NegotiatorOutput& out) {
+  KOLO_CHECK(rank >= 0 && rank < options_.size)
+      << "rank " << rank << " of " << options_.size;
+  if (!fast_ || fast_exited_[rank] != 0) {
+    GetLogger("coordinator")
+        ->warn(
+            "rank {} reported leaving the fast path after plan {}, which "
+            "it was not on; ignored (a worker bug)",
+            rank, seq);
+    Done(rank, seq, now, out);
+    return;
+  }
+  fast_exited_[rank] = 1;
+  fast_seq_ = std::max(fast_seq_, seq);
+  done_[rank] = std::max(done_[rank], seq);
+  for (int r = 0; r < options_.size; ++r) {
+    if (fast_exited_[r] == 0 && left_[r] == 0) return;
+  }
+  EndFastPath(out);
+}
+
+void Negotiator::EndFastPath(NegotiatorOutput& out) {
+  // Every rank ran the same fast plans (each round is collective), so their
+  // exits name the same last plan; the highest is kept should one differ.
+  for (int r = 0; r < options_.size; ++r) {
+    if (left_[r] == 0 && done_[r] != fast_seq_) {
+      GetLogger("coordinator")
+          ->error(
+              "rank {} left the fast path after plan {}, another after plan "
+              "{}; the ranks ran different plans (a worker bug)",
+              r, done_[r], fast_seq_);
+    }
+  }
+  fast_ = false;
+  last_seq_ = std::max(last_seq_, fast_seq_);
+  uint64_t all_done = last_seq_;
+  for (int r = 0; r < options_.size; ++r) {
+    if (left_[r] == 0) all_done = std::min(all_done, done_[r]);
+  }
+  cache_.Retire(all_done);
+  if (capacity_after_fast_.has_value()) {
+    if (*capacity_after_fast_ != cache_.capacity()) {
+      const size_t from = evicted_.size();
+      cache_.SetCapacity(*capacity_after_fast_, last_seq_ + 1, &evicted_);
+      DivertEvicted(from);
+    }
+    capacity_after_fast_.reset();
+  }
+  MaybeDispatch(out);
+}
+
+}  // namespace kolo::coordinator
