@@ -47,7 +47,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::broadcast(
   return Submit(c10d::OpType::BROADCAST, "broadcast", name,
                 One(api_->broadcast_async(KoloTensor(buf, false), root, name,
                                           process_set_)),
-                tensors, CopyBack(tensors[0], buf));
+                tensors, CopyBack(tensors[0], buf), {buf});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::allreduce(
@@ -60,7 +60,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::allreduce(
   std::string name = NextName();
   return Submit(c10d::OpType::ALLREDUCE, "allreduce", name,
                 One(api_->allreduce_async(k, k, o, name, process_set_)),
-                tensors, CopyBack(tensors[0], buf));
+                tensors, CopyBack(tensors[0], buf), {buf});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::allreduce_coalesced(
@@ -85,7 +85,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::allreduce_coalesced(
   return Submit(
       c10d::OpType::ALLREDUCE_COALESCED, "allreduce_coalesced", name,
       One(api_->grouped_allreduce_async(ks, ks, o, name, process_set_)),
-      tensors, std::move(finish));
+      tensors, std::move(finish), bufs);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::reduce(
@@ -104,7 +104,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::reduce(
       c10d::OpType::REDUCE, "reduce", name,
       One(api_->allreduce_async(KoloTensor(buf, false), KoloTensor(out, false),
                                 o, name, process_set_)),
-      tensors, root ? CopyBack(tensors[0], buf) : nullptr);
+      tensors, root ? CopyBack(tensors[0], buf) : nullptr, {buf, out});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::allgather(
@@ -129,7 +129,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::allgather(
                     KoloTensor(buf, true),
                     OutputAllocator(at::Tensor(), buf.scalar_type(), staging),
                     name, process_set_)),
-                outputs[0], std::move(finish));
+                outputs[0], std::move(finish), {buf});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::_allgather_base(
@@ -154,7 +154,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::_allgather_base(
                     KoloTensor(buf, true),
                     OutputAllocator(output, buf.scalar_type(), staging), name,
                     process_set_)),
-                {output}, std::move(finish));
+                {output}, std::move(finish), {buf, output});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::gather(
@@ -191,7 +191,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::gather(
                     KoloTensor(buf, true),
                     OutputAllocator(at::Tensor(), buf.scalar_type(), staging),
                     name, process_set_)),
-                outs, std::move(finish));
+                outs, std::move(finish), {buf});
 }
 
 }  // namespace kolo::c10d_backend

@@ -72,7 +72,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::scatter(
       KoloTensor(send, true), OutputAllocator(out, out.scalar_type(), staging),
       splits, name, process_set_));
   return Submit(c10d::OpType::SCATTER, "scatter", name, std::move(h), outputs,
-                CopyOut(out, staging, "scatter"));
+                CopyOut(out, staging, "scatter"), {send, out});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::reduce_scatter(
@@ -104,7 +104,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::reduce_scatter(
     };
   }
   return Submit(c10d::OpType::REDUCE_SCATTER, "reduce_scatter", name,
-                std::move(h), outputs, std::move(finish));
+                std::move(h), outputs, std::move(finish), {send, buf});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::_reduce_scatter_base(
@@ -136,7 +136,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::_reduce_scatter_base(
     };
   }
   return Submit(c10d::OpType::_REDUCE_SCATTER_BASE, "_reduce_scatter_base",
-                name, std::move(h), {output}, std::move(finish));
+                name, std::move(h), {output}, std::move(finish), {send, buf});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::alltoall_base(
@@ -164,7 +164,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::alltoall_base(
     copy(r);
   };
   return Submit(c10d::OpType::ALLTOALL_BASE, "alltoall_base", name,
-                std::move(h), {output}, std::move(finish));
+                std::move(h), {output}, std::move(finish), {send, output});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::alltoall(
@@ -190,7 +190,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::alltoall(
     CopySlices(staging->tensor, Splits(r[0]), outs, "alltoall");
   };
   return Submit(c10d::OpType::ALLTOALL, "alltoall", name, std::move(h), outputs,
-                std::move(finish));
+                std::move(finish), {send});
 }
 
 }  // namespace kolo::c10d_backend

@@ -91,8 +91,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::Submit(
     c10d::OpType type, const char* title, const std::string& name,
     std::vector<absl::StatusOr<Handle>> submitted,
     std::vector<at::Tensor> outputs,
-    std::function<void(const std::vector<OpResult>&)> finish) {
+    std::function<void(const std::vector<OpResult>&)> finish,
+    std::vector<at::Tensor> keep) {
   Pending p;
+  p.keep = std::move(keep);
   p.what = std::string(title) + " " + name;
   absl::Status refused;
   for (absl::StatusOr<Handle>& h : submitted) {
@@ -158,7 +160,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::barrier(
   std::vector<absl::StatusOr<Handle>> h;
   h.push_back(api_->barrier_async(name, process_set_));
   return Submit(c10d::OpType::BARRIER, "barrier", name, std::move(h), {},
-                nullptr);
+                nullptr, {});
 }
 
 namespace {

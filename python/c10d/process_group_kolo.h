@@ -67,6 +67,9 @@ struct Pending {
   // results: copies out; throws to fail the op. May be empty.
   std::function<void(const std::vector<OpResult>&)> finish;
   c10::intrusive_ptr<KoloWork> work;
+  // Tensors kolo reads or writes (inputs, staging copies, scratch outputs):
+  // held until the handles completed.
+  std::vector<at::Tensor> keep;
 };
 
 class ProcessGroupKolo : public c10d::ProcessGroup {
@@ -135,13 +138,15 @@ class ProcessGroupKolo : public c10d::ProcessGroup {
  private:
   // The next op's name, "c10d.<uid>.<seq>".
   std::string NextName();
-  // Queues an op whose handles kolo returned; throws (on this rank) the
-  // first submission error, after queueing what was submitted.
+  // Queues an op whose handles kolo returned, holding `keep` until they
+  // completed; throws (on this rank) the first submission error, after
+  // queueing what was submitted.
   c10::intrusive_ptr<c10d::Work> Submit(
       c10d::OpType type, const char* title, const std::string& name,
       std::vector<absl::StatusOr<Handle>> submitted,
       std::vector<at::Tensor> outputs,
-      std::function<void(const std::vector<OpResult>&)> finish);
+      std::function<void(const std::vector<OpResult>&)> finish,
+      std::vector<at::Tensor> keep);
   // The progress thread's loop.
   void Progress();
   // A global rank of kolo's process set from a rank of this group.
