@@ -218,6 +218,13 @@ def test_mismatch_fails_on_every_rank_and_the_next_works():
     with pytest.raises(RuntimeError, match='kolo backend'):
         w.wait()
     assert w.is_completed() and not w.is_success()
+    with pytest.raises(RuntimeError, match='op allreduce on rank 0 but '
+                       'broadcast'):
+        t = torch.ones(2)
+        if rank == 0:
+            dist.all_reduce(t)
+        else:
+            dist.broadcast(t, src=0)
     t = torch.ones(3)
     dist.all_reduce(t)
     assert torch.equal(t, torch.full((3,), float(size)))
