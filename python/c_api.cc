@@ -21,6 +21,7 @@ const CApi kCApi = {
     &reducescatter_async,
     &barrier_async,
     &synchronize,
+    &wait_any,
     &process_set_ranks,
 };
 

@@ -21,7 +21,7 @@ class module_;
 namespace kolo::python {
 
 // Bumped whenever the table changes.
-inline constexpr int kCApiVersion = 1;
+inline constexpr int kCApiVersion = 2;
 // The capsule's name (PyCapsule_Import takes "module.attribute").
 inline constexpr char kCApiCapsuleName[] = "kolo._kolo._c_api";
 
@@ -51,6 +51,7 @@ struct CApi {
                                                 absl::string_view, ProcessSet);
   absl::StatusOr<Handle> (*barrier_async)(absl::string_view, ProcessSet);
   absl::Status (*synchronize)(Handle, absl::Duration, OpResult*);
+  absl::StatusOr<size_t> (*wait_any)(absl::Span<const Handle>, absl::Duration);
   absl::StatusOr<std::vector<int>> (*process_set_ranks)(ProcessSet);
 };
 

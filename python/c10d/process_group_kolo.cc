@@ -19,12 +19,20 @@ std::exception_ptr Error(const std::string& what, const absl::Status& s) {
 
 }  // namespace
 
-KoloWork::KoloWork(int rank, c10d::OpType type, const char* title,
-                   std::vector<at::Tensor> outputs)
+KoloWork::KoloWork(const python::CApi* api, int rank, c10d::OpType type,
+                   const char* title, std::vector<at::Tensor> outputs,
+                   Pending pending)
     : c10d::Work(rank, type, title),
+      api_(api),
       outputs_(std::move(outputs)),
       future_(c10::make_intrusive<c10::ivalue::Future>(
-          c10::ListType::create(c10::TensorType::get()))) {}
+          c10::ListType::create(c10::TensorType::get()))),
+      pending_(std::move(pending)) {}
+
+bool KoloWork::wait(std::chrono::milliseconds timeout) {
+  if (timeout == ::kNoTimeout && Claim()) Run();
+  return c10d::Work::wait(timeout);
+}
 
 c10::intrusive_ptr<c10::ivalue::Future> KoloWork::getFuture() {
   return future_;
@@ -32,7 +40,43 @@ c10::intrusive_ptr<c10::ivalue::Future> KoloWork::getFuture() {
 
 std::vector<at::Tensor> KoloWork::result() { return outputs_; }
 
-void KoloWork::Complete(std::exception_ptr error) {
+void KoloWork::Drive() {
+  for (Handle h : pending_.handles) {
+    while (!claimed_.load()) {
+      // Not releasing the handle: a waiter may claim it meanwhile. Any
+      // answer but a deadline (finished, or gone: a waiter released it)
+      // ends the wait.
+      absl::StatusOr<size_t> done =
+          api_->wait_any(absl::MakeConstSpan(&h, 1), absl::Milliseconds(200));
+      if (done.ok() ||
+          done.status().code() != absl::StatusCode::kDeadlineExceeded) {
+        break;
+      }
+    }
+  }
+  if (Claim()) Run();
+}
+
+void KoloWork::Run() {
+  std::vector<OpResult> results(pending_.handles.size());
+  absl::Status first;
+  for (size_t i = 0; i < pending_.handles.size(); ++i) {
+    absl::Status s = api_->synchronize(pending_.handles[i],
+                                       absl::InfiniteDuration(), &results[i]);
+    if (!s.ok() && first.ok()) first = s;
+  }
+  std::exception_ptr error;
+  if (!first.ok()) {
+    error = Error(pending_.what, first);
+  } else if (pending_.finish) {
+    try {
+      pending_.finish(results);
+    } catch (...) {
+      error = std::current_exception();
+    }
+  }
+  pending_.finish = nullptr;
+  pending_.keep.clear();
   finish(error);
   if (error) {
     future_->setError(error);
@@ -104,56 +148,35 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::Submit(
       refused = h.status();
     }
   }
-  p.finish = std::move(finish);
-  p.work =
-      c10::make_intrusive<KoloWork>(getRank(), type, title, std::move(outputs));
-  c10::intrusive_ptr<KoloWork> work = p.work;
-  if (!refused.ok()) {
-    // What was submitted still completes (on the progress thread); the
-    // caller learns of the refusal now.
-    p.finish = nullptr;
-  }
+  // After a refusal what was submitted still completes (on the progress
+  // thread); the caller learns of the refusal now.
+  if (refused.ok()) p.finish = std::move(finish);
+  auto work = c10::make_intrusive<KoloWork>(api_, getRank(), type, title,
+                                            std::move(outputs), std::move(p));
   {
     absl::MutexLock lock(&mu_);
-    queue_.push_back(std::move(p));
+    queue_.push_back(work);
     cv_.Signal();
   }
-  if (!refused.ok())
+  if (!refused.ok()) {
     std::rethrow_exception(Error(title + (" " + name), refused));
+  }
   return work;
 }
 
 void ProcessGroupKolo::Progress() {
   while (true) {
-    Pending p;
+    c10::intrusive_ptr<KoloWork> work;
     {
       absl::MutexLock lock(&mu_);
       while (queue_.empty() && !stopping_) cv_.Wait(&mu_);
       if (queue_.empty()) return;
-      p = std::move(queue_.front());
+      work = std::move(queue_.front());
       queue_.pop_front();
     }
-    std::vector<OpResult> results(p.handles.size());
-    absl::Status first;
-    for (size_t i = 0; i < p.handles.size(); ++i) {
-      absl::Status s = api_->synchronize(p.handles[i], absl::InfiniteDuration(),
-                                         &results[i]);
-      if (!s.ok() && first.ok()) first = s;
-    }
-    std::exception_ptr error;
-    if (!first.ok()) {
-      error = Error(p.what, first);
-    } else if (p.finish) {
-      try {
-        p.finish(results);
-      } catch (...) {
-        error = std::current_exception();
-      }
-    }
-    p.work->Complete(error);
+    work->Drive();
   }
 }
-
 c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::barrier(
     const c10d::BarrierOptions& /*opts*/) {
   std::string name = NextName();

@@ -9,11 +9,12 @@
 // ranks agree on each (a disagreement fails the op on every rank). The op
 // kind is not in the name on purpose: two ranks that call different
 // collectives meet under one name and fail, rather than wait for each other.
-// A KoloWork completes when kolo's handle does; one progress thread per
-// group waits for the handles in submission order, copies results out
-// (staging buffers, non-contiguous tensors) and completes the work and its
-// future. An error becomes a std::runtime_error (RuntimeError in Python)
-// that wait() rethrows and the future carries.
+// A KoloWork completes when kolo's handle does: a thread blocked in its
+// wait() completes it itself; otherwise one progress thread per group waits
+// for the handles in submission order, copies results out (staging
+// buffers, non-contiguous tensors) and completes the work and its future. An
+// error becomes a std::runtime_error (RuntimeError in Python) that wait()
+// rethrows and the future carries.
 //
 // CPU tensors only (strided); point-to-point (send/recv) is refused: kolo
 // has none.
@@ -21,8 +22,8 @@
 // Thread-safety: the collectives may be called from any thread (torch calls
 // them from the Python thread and DDP's autograd hooks); the queue is
 // guarded by mu_. KoloWork is thread-safe as c10d::Work is.
-// Invariants: every queued Pending is completed exactly once (success or
-// error), in submission order; the progress thread runs until the group is
+// Invariants: every submitted KoloWork is completed exactly once (success
+// or error), by its claimer; the progress thread runs until the group is
 // destroyed and the queue is empty.
 #ifndef KOLO_PYTHON_C10D_PROCESS_GROUP_KOLO_H_
 #define KOLO_PYTHON_C10D_PROCESS_GROUP_KOLO_H_
@@ -44,32 +45,43 @@
 
 namespace kolo::c10d_backend {
 
-// One op of the group: completes when its kolo handles have.
-class KoloWork : public c10d::Work {
- public:
-  KoloWork(int rank, c10d::OpType type, const char* title,
-           std::vector<at::Tensor> outputs);
-  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
-  std::vector<at::Tensor> result() override;
-  // Marks the work done (error null: success) and completes the future.
-  void Complete(std::exception_ptr error);
-
- private:
-  const std::vector<at::Tensor> outputs_;
-  const c10::intrusive_ptr<c10::ivalue::Future> future_;
-};
-
-// What the progress thread does for one op.
+// What completing one op takes.
 struct Pending {
-  std::string what;             // "allreduce c10d.0.3", for messages
+  std::string what;             // "allreduce c10d.0.0.3", for messages
   std::vector<Handle> handles;  // kolo's, waited for in order
-  // Runs after every handle succeeded, on the progress thread, with their
-  // results: copies out; throws to fail the op. May be empty.
+  // Runs after every handle succeeded, with their results: copies out;
+  // throws to fail the op. May be empty.
   std::function<void(const std::vector<OpResult>&)> finish;
-  c10::intrusive_ptr<KoloWork> work;
   // Tensors kolo reads or writes (inputs, staging copies, scratch outputs):
   // held until the handles completed.
   std::vector<at::Tensor> keep;
+};
+
+// One op of the group: completes when its kolo handles have. Whoever claims
+// it first completes it: a thread in wait() (no timeout) at once, saving a
+// hand-off, or else the group's progress thread once kolo finished it.
+class KoloWork : public c10d::Work {
+ public:
+  KoloWork(const python::CApi* api, int rank, c10d::OpType type,
+           const char* title, std::vector<at::Tensor> outputs, Pending pending);
+  bool wait(std::chrono::milliseconds timeout) override;
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
+  std::vector<at::Tensor> result() override;
+  // The progress thread: waits until kolo finished the op or a waiter
+  // claimed it, then completes it unless a waiter did.
+  void Drive();
+
+ private:
+  bool Claim() { return !claimed_.exchange(true); }
+  // The claimer: synchronizes, runs finish, completes work and future.
+  void Run();
+
+  const python::CApi* const api_;
+  const std::vector<at::Tensor> outputs_;
+  const c10::intrusive_ptr<c10::ivalue::Future> future_;
+  // what and handles are read by both threads, the rest by the claimer only.
+  Pending pending_;
+  std::atomic<bool> claimed_{false};
 };
 
 class ProcessGroupKolo : public c10d::ProcessGroup {
@@ -160,7 +172,7 @@ class ProcessGroupKolo : public c10d::ProcessGroup {
 
   absl::Mutex mu_;
   absl::CondVar cv_;
-  std::deque<Pending> queue_ ABSL_GUARDED_BY(mu_);
+  std::deque<c10::intrusive_ptr<KoloWork>> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread progress_;
 };

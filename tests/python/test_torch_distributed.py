@@ -218,8 +218,7 @@ def test_mismatch_fails_on_every_rank_and_the_next_works():
     with pytest.raises(RuntimeError, match='kolo backend'):
         w.wait()
     assert w.is_completed() and not w.is_success()
-    with pytest.raises(RuntimeError, match='op allreduce on rank 0 but '
-                       'broadcast'):
+    with pytest.raises(RuntimeError, match='op .*allreduce.* on rank'):
         t = torch.ones(2)
         if rank == 0:
             dist.all_reduce(t)
