@@ -236,19 +236,44 @@ def test_send_recv_refused():
         dist.recv(torch.ones(1), src=0)
 
 
-def _train(seed, group):
+class _Net(torch.nn.Module):
+    """An MLP, with a layer that takes no part if `unused`
+    (find_unused_parameters)."""
+
+    def __init__(self, unused):
+        super().__init__()
+        self.a = torch.nn.Linear(8, 16)
+        self.b = torch.nn.Linear(16, 1)
+        if unused:
+            self.unused = torch.nn.Linear(3, 3)
+
+    def forward(self, x):
+        return self.b(torch.tanh(self.a(x)))
+
+
+def _train(seed, group, extras=False):
+    """DDP, a few SGD steps of float64; extras: find_unused_parameters, a
+    step accumulated under no_sync, and the fp16 compression comm hook."""
+    # pylint: disable=import-outside-toplevel
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
     torch.manual_seed(seed)
-    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(),
-                                torch.nn.Linear(16, 1)).double()
+    model = _Net(extras).double()
     ddp = torch.nn.parallel.DistributedDataParallel(
-        model, process_group=group, bucket_cap_mb=0.0001)
+        model, process_group=group, bucket_cap_mb=0.0001,
+        find_unused_parameters=extras)
+    if extras:
+        ddp.register_comm_hook(group, default_hooks.fp16_compress_hook)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
     gen = torch.Generator().manual_seed(1000 + dist.get_rank())
-    for _ in range(4):
+    for step in range(4):
         x = torch.randn(5, 8, dtype=torch.float64, generator=gen)
-        opt.zero_grad()
+        if extras and step == 1:
+            with ddp.no_sync():
+                ddp(x).square().mean().backward()
+            continue
         ddp(x).square().mean().backward()
         opt.step()
+        opt.zero_grad()
     return [p.detach().clone() for p in model.parameters()]
 
 
@@ -257,9 +282,12 @@ def test_ddp_on_kolo_equals_gloo():
     if size > 2:
         pytest.skip('bit-for-bit equality needs sums of 2 (order-free)')
     gloo = dist.new_group(list(range(size)), backend='gloo')
-    on_kolo = _train(7, None)
-    on_gloo = _train(7, gloo)
-    assert all(torch.equal(a, b) for a, b in zip(on_kolo, on_gloo))
+    for extras in (False, True):
+        on_kolo = _train(7, None, extras)
+        on_gloo = _train(7, gloo, extras)
+        assert all(torch.equal(a, b) for a, b in zip(on_kolo, on_gloo))
+    if size == 2:  # the runs differ from each other
+        assert not torch.equal(_train(7, None)[0], _train(8, None)[0])
     dist.destroy_process_group(gloo)
 
 
@@ -295,3 +323,27 @@ def test_under_torchrun(tmp_path, launch):
     assert out.returncode == 0, text
     for rank in (0, 1):
         assert f'RESULT {rank} 2 3.0' in text, text
+
+
+def test_zero_redundancy_optimizer():
+    """ZeroRedundancyOptimizer (each rank steps its shard of the parameters,
+    then broadcasts it) on the kolo group ends where plain SGD does."""
+    # pylint: disable=import-outside-toplevel
+    from torch.distributed.optim import ZeroRedundancyOptimizer
+    results = []
+    for zero in (False, True):
+        torch.manual_seed(3)
+        model = _Net(False).double()
+        ddp = torch.nn.parallel.DistributedDataParallel(model)
+        opt = (ZeroRedundancyOptimizer(ddp.parameters(),
+                                       optimizer_class=torch.optim.SGD,
+                                       lr=0.1)
+               if zero else torch.optim.SGD(ddp.parameters(), lr=0.1))
+        gen = torch.Generator().manual_seed(50 + dist.get_rank())
+        for _ in range(3):
+            x = torch.randn(4, 8, dtype=torch.float64, generator=gen)
+            ddp(x).square().mean().backward()
+            opt.step()
+            opt.zero_grad()
+        results.append([p.detach().clone() for p in model.parameters()])
+    assert all(torch.equal(a, b) for a, b in zip(*results))
