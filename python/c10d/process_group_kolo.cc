@@ -19,26 +19,58 @@ std::exception_ptr Error(const std::string& what, const absl::Status& s) {
 
 }  // namespace
 
-KoloWork::KoloWork(const python::CApi* api, int rank, c10d::OpType type,
-                   const char* title, std::vector<at::Tensor> outputs,
-                   Pending pending)
+KoloWork::KoloWork(const python::CApi* api, std::shared_ptr<Progress> progress,
+                   int rank, c10d::OpType type, const char* title,
+                   std::vector<at::Tensor> outputs, Pending pending)
     : c10d::Work(rank, type, title),
       api_(api),
+      progress_(std::move(progress)),
       outputs_(std::move(outputs)),
       future_(c10::make_intrusive<c10::ivalue::Future>(
           c10::ListType::create(c10::TensorType::get()))),
       pending_(std::move(pending)) {}
 
+KoloWork::~KoloWork() {
+  if (Claim()) progress_->Drain(std::move(pending_));
+}
+
+bool KoloWork::isCompleted() {
+  if (!claimed_.load() && !c10d::Work::isCompleted()) {
+    bool finished = true;
+    for (Handle h : pending_.handles) {
+      absl::StatusOr<size_t> done =
+          api_->wait_any(absl::MakeConstSpan(&h, 1), absl::ZeroDuration());
+      if (!done.ok() &&
+          done.status().code() == absl::StatusCode::kDeadlineExceeded) {
+        finished = false;
+        break;
+      }
+    }
+    if (finished && Claim()) Run();
+  }
+  return c10d::Work::isCompleted();
+}
+
 bool KoloWork::wait(std::chrono::milliseconds timeout) {
-  if (timeout == ::kNoTimeout && Claim()) Run();
+  if (timeout != ::kNoTimeout) {
+    EnsureDriven();
+  } else if (Claim()) {
+    Run();
+  }
   return c10d::Work::wait(timeout);
 }
 
 c10::intrusive_ptr<c10::ivalue::Future> KoloWork::getFuture() {
+  EnsureDriven();
   return future_;
 }
 
 std::vector<at::Tensor> KoloWork::result() { return outputs_; }
+
+void KoloWork::EnsureDriven() {
+  if (driven_.exchange(true) || claimed_.load()) return;
+  progress_->Drive(c10::intrusive_ptr<KoloWork>::reclaim_copy(this));
+}
 
 void KoloWork::Drive() {
   for (Handle h : pending_.handles) {
@@ -85,6 +117,73 @@ void KoloWork::Run() {
   }
 }
 
+Progress::Progress(const python::CApi* api)
+    : api_(api), thread_([this] { Loop(); }) {}
+
+Progress::~Progress() { Stop(); }
+
+void Progress::Drive(c10::intrusive_ptr<KoloWork> work) {
+  Item item;
+  item.work = std::move(work);
+  {
+    absl::MutexLock lock(&mu_);
+    if (!stopped_) {
+      queue_.push_back(std::move(item));
+      cv_.Signal();
+      return;
+    }
+  }
+  Run(std::move(item));
+}
+
+void Progress::Drain(Pending pending) {
+  Item item;
+  item.pending = std::move(pending);
+  {
+    absl::MutexLock lock(&mu_);
+    if (!stopped_) {
+      queue_.push_back(std::move(item));
+      cv_.Signal();
+      return;
+    }
+  }
+  Run(std::move(item));
+}
+
+void Progress::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopped_) return;
+    stopped_ = true;
+    cv_.Signal();
+  }
+  thread_.join();
+}
+
+void Progress::Loop() {
+  while (true) {
+    Item item;
+    {
+      absl::MutexLock lock(&mu_);
+      while (queue_.empty() && !stopped_) cv_.Wait(&mu_);
+      if (queue_.empty()) return;
+      item = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    Run(std::move(item));
+  }
+}
+
+void Progress::Run(Item item) {
+  if (item.work) {
+    item.work->Drive();
+    return;
+  }
+  for (Handle h : item.pending.handles) {
+    (void)api_->synchronize(h, absl::InfiniteDuration(), nullptr);
+  }
+}
+
 ProcessGroupKolo::ProcessGroupKolo(const python::CApi* api, int rank, int size,
                                    ProcessSet process_set, std::string uid)
     : c10d::ProcessGroup(rank, size),
@@ -104,17 +203,10 @@ ProcessGroupKolo::ProcessGroupKolo(const python::CApi* api, int rank, int size,
         " ranks but kolo process set " + std::to_string(process_set) + " has " +
         std::to_string(global_ranks_.size()));
   }
-  progress_ = std::thread([this] { Progress(); });
+  progress_ = std::make_shared<Progress>(api_);
 }
 
-ProcessGroupKolo::~ProcessGroupKolo() {
-  {
-    absl::MutexLock lock(&mu_);
-    stopping_ = true;
-    cv_.Signal();
-  }
-  progress_.join();
-}
+ProcessGroupKolo::~ProcessGroupKolo() { progress_->Stop(); }
 
 std::string ProcessGroupKolo::NextName() {
   return "c10d." + uid_ + "." + std::to_string(seq_.fetch_add(1));
@@ -151,32 +243,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::Submit(
   // After a refusal what was submitted still completes (on the progress
   // thread); the caller learns of the refusal now.
   if (refused.ok()) p.finish = std::move(finish);
-  auto work = c10::make_intrusive<KoloWork>(api_, getRank(), type, title,
-                                            std::move(outputs), std::move(p));
-  {
-    absl::MutexLock lock(&mu_);
-    queue_.push_back(work);
-    cv_.Signal();
-  }
+  auto work =
+      c10::make_intrusive<KoloWork>(api_, progress_, getRank(), type, title,
+                                    std::move(outputs), std::move(p));
   if (!refused.ok()) {
     std::rethrow_exception(Error(title + (" " + name), refused));
   }
   return work;
 }
 
-void ProcessGroupKolo::Progress() {
-  while (true) {
-    c10::intrusive_ptr<KoloWork> work;
-    {
-      absl::MutexLock lock(&mu_);
-      while (queue_.empty() && !stopping_) cv_.Wait(&mu_);
-      if (queue_.empty()) return;
-      work = std::move(queue_.front());
-      queue_.pop_front();
-    }
-    work->Drive();
-  }
-}
 c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::barrier(
     const c10d::BarrierOptions& /*opts*/) {
   std::string name = NextName();

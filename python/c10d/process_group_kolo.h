@@ -9,22 +9,27 @@
 // ranks agree on each (a disagreement fails the op on every rank). The op
 // kind is not in the name on purpose: two ranks that call different
 // collectives meet under one name and fail, rather than wait for each other.
-// A KoloWork completes when kolo's handle does: a thread blocked in its
-// wait() completes it itself; otherwise one progress thread per group waits
-// for the handles in submission order, copies results out (staging
-// buffers, non-contiguous tensors) and completes the work and its future. An
-// error becomes a std::runtime_error (RuntimeError in Python) that wait()
+// A KoloWork completes when kolo's handle does, on whichever thread claims
+// it first: a thread in wait() completes its own op (no hand-off: the cost
+// of a blocking collective is kolo's); otherwise the group's progress
+// thread (class Progress), which drives the works whose futures were asked
+// for (DDP's comm hooks) in order, copies results out (staging buffers,
+// non-contiguous tensors) and completes the work and its future. An error
+// becomes a std::runtime_error (RuntimeError in Python) that wait()
 // rethrows and the future carries.
 //
 // CPU tensors only (strided); point-to-point (send/recv) is refused: kolo
 // has none.
 //
 // Thread-safety: the collectives may be called from any thread (torch calls
-// them from the Python thread and DDP's autograd hooks); the queue is
-// guarded by mu_. KoloWork is thread-safe as c10d::Work is.
-// Invariants: every submitted KoloWork is completed exactly once (success
-// or error), by its claimer; the progress thread runs until the group is
-// destroyed and the queue is empty.
+// them from the Python thread and DDP's autograd hooks); Progress's queue is
+// guarded by its mu_; a KoloWork's op is completed by the one thread that
+// claimed it (an atomic flag). KoloWork is thread-safe as c10d::Work is.
+// Invariants: each kolo handle is synchronized exactly once, by the thread
+// that claimed its work (which then completes the work, with success or an
+// error), or, for a work dropped unclaimed, by the progress thread (which
+// holds the op's tensors until then); the progress thread runs until the
+// group is destroyed and its queue is empty.
 #ifndef KOLO_PYTHON_C10D_PROCESS_GROUP_KOLO_H_
 #define KOLO_PYTHON_C10D_PROCESS_GROUP_KOLO_H_
 
@@ -33,6 +38,7 @@
 #include <deque>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
@@ -57,13 +63,20 @@ struct Pending {
   std::vector<at::Tensor> keep;
 };
 
+class Progress;
+
 // One op of the group: completes when its kolo handles have. Whoever claims
-// it first completes it: a thread in wait() (no timeout) at once, saving a
-// hand-off, or else the group's progress thread once kolo finished it.
+// it first completes it: a thread in wait() (no timeout) at once, with no
+// hand-off; isCompleted() once kolo finished it; or the progress thread,
+// once the future was asked for (or wait() with a timeout). A work dropped
+// unclaimed hands its op to the progress thread, which waits for it.
 class KoloWork : public c10d::Work {
  public:
-  KoloWork(const python::CApi* api, int rank, c10d::OpType type,
-           const char* title, std::vector<at::Tensor> outputs, Pending pending);
+  KoloWork(const python::CApi* api, std::shared_ptr<Progress> progress,
+           int rank, c10d::OpType type, const char* title,
+           std::vector<at::Tensor> outputs, Pending pending);
+  ~KoloWork() override;
+  bool isCompleted() override;
   bool wait(std::chrono::milliseconds timeout) override;
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
   std::vector<at::Tensor> result() override;
@@ -73,15 +86,52 @@ class KoloWork : public c10d::Work {
 
  private:
   bool Claim() { return !claimed_.exchange(true); }
+  // Has the progress thread complete the work (once).
+  void EnsureDriven();
   // The claimer: synchronizes, runs finish, completes work and future.
   void Run();
 
   const python::CApi* const api_;
+  const std::shared_ptr<Progress> progress_;
   const std::vector<at::Tensor> outputs_;
   const c10::intrusive_ptr<c10::ivalue::Future> future_;
-  // what and handles are read by both threads, the rest by the claimer only.
+  // what and handles are read by every thread, the rest by the claimer only.
   Pending pending_;
   std::atomic<bool> claimed_{false};
+  std::atomic<bool> driven_{false};
+};
+
+// A group's progress thread: it completes the works whose futures were
+// asked for (nobody may wait() on them) and releases the ops of works
+// dropped unfinished. Shared with the works, which may outlive the group;
+// after Stop() both calls do their work at once, on the caller's thread.
+class Progress {
+ public:
+  explicit Progress(const python::CApi* api);
+  ~Progress();
+  Progress(const Progress&) = delete;
+  Progress& operator=(const Progress&) = delete;
+  // Completes `work` once kolo finished it, unless a waiter claimed it.
+  void Drive(c10::intrusive_ptr<KoloWork> work);
+  // Waits for an abandoned op's handles, then drops its tensors.
+  void Drain(Pending pending);
+  // Finishes what is queued and joins the thread.
+  void Stop();
+
+ private:
+  struct Item {
+    c10::intrusive_ptr<KoloWork> work;  // or else:
+    Pending pending;
+  };
+  void Loop();
+  void Run(Item item);
+
+  const python::CApi* const api_;
+  absl::Mutex mu_;
+  absl::CondVar cv_;
+  std::deque<Item> queue_ ABSL_GUARDED_BY(mu_);
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
 };
 
 class ProcessGroupKolo : public c10d::ProcessGroup {
@@ -159,8 +209,6 @@ class ProcessGroupKolo : public c10d::ProcessGroup {
       std::vector<at::Tensor> outputs,
       std::function<void(const std::vector<OpResult>&)> finish,
       std::vector<at::Tensor> keep);
-  // The progress thread's loop.
-  void Progress();
   // A global rank of kolo's process set from a rank of this group.
   int GlobalRank(int64_t group_rank, const char* what) const;
 
@@ -170,11 +218,7 @@ class ProcessGroupKolo : public c10d::ProcessGroup {
   std::vector<int> global_ranks_;  // the set's ranks, ascending
   std::atomic<uint64_t> seq_{0};
 
-  absl::Mutex mu_;
-  absl::CondVar cv_;
-  std::deque<c10::intrusive_ptr<KoloWork>> queue_ ABSL_GUARDED_BY(mu_);
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread progress_;
+  std::shared_ptr<Progress> progress_;
 };
 
 }  // namespace kolo::c10d_backend
