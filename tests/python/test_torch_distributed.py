@@ -10,6 +10,8 @@ rendezvous, kolo's coordinator and secret through torch's store.
 
 import os
 import socket
+import time
+from datetime import timedelta
 
 import pytest
 import torch
@@ -82,6 +84,20 @@ def test_all_reduce_future_bool_premul_and_refusals():
     got = fut.wait()
     want = sum(over_ranks(lambda r: val(r, 4, torch.float64)))
     assert torch.equal(got[0], want) and torch.equal(t, want)
+    # polled to completion; waited with a timeout; dropped unwaited (kolo's
+    # op is released in the background, its staging copy kept till then)
+    t = val(rank, 4, torch.float64)
+    w = dist.all_reduce(t, async_op=True)
+    deadline = time.monotonic() + 30
+    while not w.is_completed():
+        assert time.monotonic() < deadline
+        time.sleep(0.001)
+    assert w.is_success() and torch.equal(t, want)
+    t = val(rank, 4, torch.float64)
+    assert dist.all_reduce(t, async_op=True).wait(timedelta(seconds=30))
+    assert torch.equal(t, want)
+    dist.all_reduce(val(rank, 8, torch.float64).reshape(2, 4).t(),
+                    async_op=True)
     b = torch.tensor([True, rank == 0, False])
     dist.all_reduce(b, op=dist.ReduceOp.BOR)
     assert b.tolist() == [True, True, False]
