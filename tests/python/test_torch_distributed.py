@@ -363,3 +363,38 @@ def test_zero_redundancy_optimizer():
             opt.zero_grad()
         results.append([p.detach().clone() for p in model.parameters()])
     assert all(torch.equal(a, b) for a, b in zip(*results))
+
+
+MISMATCH_JOB = '''\
+import os, sys
+import torch.distributed as dist
+import kolo.torch.distributed
+rank = int(os.environ["RANK"])  # kolo's rank; torch is told the other one
+try:
+    dist.init_process_group("kolo", init_method=sys.argv[1],
+                            rank=1 - rank, world_size=2)
+except RuntimeError as e:
+    print("REFUSED", rank, e, flush=True)
+'''
+
+
+@pytest.mark.skipif('KOLO_COORDINATOR' in os.environ,
+                    reason='starts its own processes (run.sh 1)')
+def test_ranks_torch_and_kolo_disagree_on(tmp_path):
+    # pylint: disable=import-outside-toplevel
+    import subprocess
+    import sys
+    script = tmp_path / 'job.py'
+    script.write_text(MISMATCH_JOB)
+    url = f'tcp://127.0.0.1:{_free_port()}'
+    env = {k: v for k, v in os.environ.items() if not k.startswith('KOLO_')}
+    env.update(WORLD_SIZE='2', MASTER_ADDR='127.0.0.1',
+               MASTER_PORT=str(_free_port()))
+    jobs = [subprocess.Popen([sys.executable, str(script), url],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True, env=dict(env, RANK=str(r)))
+            for r in (0, 1)]
+    outs = [j.communicate(timeout=120)[0] for j in jobs]
+    for r, out in enumerate(outs):
+        assert f'REFUSED {r} kolo backend: torch says rank {1 - r} of 2, ' \
+               f'kolo says rank {r} of 2' in out, out
