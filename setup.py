@@ -142,8 +142,10 @@ class CMakeBuild(build_ext):
         dest = Path(self.build_lib) / 'kolo'
         if dest.exists():
             shutil.rmtree(dest)  # nothing stale from an earlier build
+        # _kolo_c10d (the torch.distributed backend, built where libtorch-dev
+        # is) links the system's libtorch: not in the wheel yet.
         shutil.copytree(source, dest, ignore=shutil.ignore_patterns(
-            '__pycache__', '*.pyc'))
+            '__pycache__', '*.pyc', '_kolo_c10d.*'))
         (dest / '_bin').mkdir()
         for program in PROGRAMS:
             shutil.copy2(build_dir / 'bin' / program, dest / '_bin' / program)

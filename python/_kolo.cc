@@ -49,6 +49,7 @@
 #include "common/mutex.h"
 #include "kolo/kolo.h"
 #include "kolo/types.h"
+#include "python/c_api.h"
 #include "python/device_buffer.h"
 #include "python/elastic_binding.h"
 #include "python/torch_fast_path.h"
@@ -674,4 +675,5 @@ PYBIND11_MODULE(_kolo, m) {
   BindWaits(m);
   BindProcessSetsAndTimeline(m);
   BindElastic(m);
+  BindCApi(m);  // for kolo._kolo_c10d
 }

@@ -38,6 +38,10 @@ TEST_PKGS=(
   # broadcast_object.
   python3-dev pybind11-dev python3-torch python3-numpy python3-pytest
   python3-cloudpickle
+  # The torch.distributed backend "kolo" (python/c10d/, built only when CMake
+  # finds Torch): torch 1.13's C++ headers, c10d's among them, and
+  # TorchConfig.cmake (in /usr/lib/x86_64-linux-gnu/cmake/Torch).
+  libtorch-dev
   # The install tests (tests/install/): the wheel in a venv, the Debian
   # packages checked with lintian.
   python3-venv python3-setuptools python3-wheel lintian

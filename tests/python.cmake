@@ -32,8 +32,24 @@ if(KOLO_HAVE_PYTHON)
   # store, each job with a deadline.
   add_test(NAME python_torchrun_test COMMAND ${_py_run} 1 test_torchrun.py)
   set_tests_properties(python_torchrun_test PROPERTIES RUN_SERIAL TRUE)
+  # torch.distributed on the kolo backend (kolo.torch.distributed, issue
+  # 40), where kolo._kolo_c10d is built (libtorch-dev installed): alone (a
+  # tcp:// rendezvous, and two 2-worker torchrun launches) and under kolorun
+  # with 2 and 3 ranks.
+  set(_c10d_tests)
+  if(TARGET kolo_c10d)
+    add_test(NAME python_c10d_test
+             COMMAND ${_py_run} 1 test_torch_distributed.py)
+    foreach(np 2 3)
+      add_test(NAME python_c10d_np${np}_test
+               COMMAND ${_py_run} ${np} test_torch_distributed.py)
+    endforeach()
+    set(_c10d_tests python_c10d_test python_c10d_np2_test python_c10d_np3_test)
+    set_tests_properties(${_c10d_tests} PROPERTIES RUN_SERIAL TRUE)
+  endif()
   foreach(t python_package_test python_torch_np2_test python_torch_np3_test
-            python_elastic_test python_stranded_test python_torchrun_test)
+            python_elastic_test python_stranded_test python_torchrun_test
+            ${_c10d_tests})
     set_tests_properties(${t} PROPERTIES LABELS "python;multiprocess"
       TIMEOUT 300 SKIP_RETURN_CODE 77 ENVIRONMENT "${_py_env}")
   endforeach()

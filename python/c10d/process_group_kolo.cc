@@ -1,0 +1,292 @@
+// ProcessGroupKolo's machinery (process_group_kolo.h): KoloWork, the
+// progress thread, names, barrier and the refused point-to-point ops. The
+// collectives are in collectives.cc.
+//
+// Thread-safety and invariants: see process_group_kolo.h.
+#include "python/c10d/process_group_kolo.h"
+
+#include <stdexcept>
+#include <utility>
+
+namespace kolo::c10d_backend {
+namespace {
+
+std::exception_ptr Error(const std::string& what, const absl::Status& s) {
+  return std::make_exception_ptr(std::runtime_error(
+      "kolo backend: " + what + " failed: " + std::string(s.message()) + " [" +
+      absl::StatusCodeToString(s.code()) + "]"));
+}
+
+}  // namespace
+
+KoloWork::KoloWork(const python::CApi* api, std::shared_ptr<Progress> progress,
+                   int rank, c10d::OpType type, const char* title,
+                   std::vector<at::Tensor> outputs, Pending pending)
+    : c10d::Work(rank, type, title),
+      api_(api),
+      progress_(std::move(progress)),
+      outputs_(std::move(outputs)),
+      future_(c10::make_intrusive<c10::ivalue::Future>(
+          c10::ListType::create(c10::TensorType::get()))),
+      pending_(std::move(pending)) {}
+
+KoloWork::~KoloWork() {
+  if (Claim()) progress_->Drain(std::move(pending_));
+}
+
+bool KoloWork::isCompleted() {
+  if (!claimed_.load() && !c10d::Work::isCompleted()) {
+    bool finished = true;
+    for (Handle h : pending_.handles) {
+      absl::StatusOr<size_t> done =
+          api_->wait_any(absl::MakeConstSpan(&h, 1), absl::ZeroDuration());
+      if (!done.ok() &&
+          done.status().code() == absl::StatusCode::kDeadlineExceeded) {
+        finished = false;
+        break;
+      }
+    }
+    if (finished && Claim()) Run();
+  }
+  return c10d::Work::isCompleted();
+}
+
+bool KoloWork::wait(std::chrono::milliseconds timeout) {
+  if (timeout != ::kNoTimeout) {
+    EnsureDriven();
+  } else if (Claim()) {
+    Run();
+  }
+  return c10d::Work::wait(timeout);
+}
+
+c10::intrusive_ptr<c10::ivalue::Future> KoloWork::getFuture() {
+  EnsureDriven();
+  return future_;
+}
+
+std::vector<at::Tensor> KoloWork::result() { return outputs_; }
+
+void KoloWork::EnsureDriven() {
+  if (driven_.exchange(true) || claimed_.load()) return;
+  progress_->Drive(c10::intrusive_ptr<KoloWork>::reclaim_copy(this));
+}
+
+void KoloWork::Drive() {
+  for (Handle h : pending_.handles) {
+    while (!claimed_.load()) {
+      // Not releasing the handle: a waiter may claim it meanwhile. Any
+      // answer but a deadline (finished, or gone: a waiter released it)
+      // ends the wait.
+      absl::StatusOr<size_t> done =
+          api_->wait_any(absl::MakeConstSpan(&h, 1), absl::Milliseconds(200));
+      if (done.ok() ||
+          done.status().code() != absl::StatusCode::kDeadlineExceeded) {
+        break;
+      }
+    }
+  }
+  if (Claim()) Run();
+}
+
+void KoloWork::Run() {
+  std::vector<OpResult> results(pending_.handles.size());
+  absl::Status first;
+  for (size_t i = 0; i < pending_.handles.size(); ++i) {
+    absl::Status s = api_->synchronize(pending_.handles[i],
+                                       absl::InfiniteDuration(), &results[i]);
+    if (!s.ok() && first.ok()) first = s;
+  }
+  std::exception_ptr error;
+  if (!first.ok()) {
+    error = Error(pending_.what, first);
+  } else if (pending_.finish) {
+    try {
+      pending_.finish(results);
+    } catch (...) {
+      error = std::current_exception();
+    }
+  }
+  pending_.finish = nullptr;
+  pending_.keep.clear();
+  finish(error);
+  if (error) {
+    future_->setError(error);
+  } else {
+    future_->markCompleted(c10::IValue(outputs_));
+  }
+}
+
+Progress::Progress(const python::CApi* api)
+    : api_(api), thread_([this] { Loop(); }) {}
+
+Progress::~Progress() { Stop(); }
+
+void Progress::Drive(c10::intrusive_ptr<KoloWork> work) {
+  Item item;
+  item.work = std::move(work);
+  {
+    absl::MutexLock lock(&mu_);
+    if (!stopped_) {
+      queue_.push_back(std::move(item));
+      cv_.Signal();
+      return;
+    }
+  }
+  Run(std::move(item));
+}
+
+void Progress::Drain(Pending pending) {
+  Item item;
+  item.pending = std::move(pending);
+  {
+    absl::MutexLock lock(&mu_);
+    if (!stopped_) {
+      queue_.push_back(std::move(item));
+      cv_.Signal();
+      return;
+    }
+  }
+  Run(std::move(item));
+}
+
+void Progress::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopped_) return;
+    stopped_ = true;
+    cv_.Signal();
+  }
+  thread_.join();
+}
+
+void Progress::Loop() {
+  while (true) {
+    Item item;
+    {
+      absl::MutexLock lock(&mu_);
+      while (queue_.empty() && !stopped_) cv_.Wait(&mu_);
+      if (queue_.empty()) return;
+      item = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    Run(std::move(item));
+  }
+}
+
+void Progress::Run(Item item) {
+  if (item.work) {
+    item.work->Drive();
+    return;
+  }
+  for (Handle h : item.pending.handles) {
+    (void)api_->synchronize(h, absl::InfiniteDuration(), nullptr);
+  }
+}
+
+ProcessGroupKolo::ProcessGroupKolo(const python::CApi* api, int rank, int size,
+                                   ProcessSet process_set, std::string uid)
+    : c10d::ProcessGroup(rank, size),
+      api_(api),
+      process_set_(process_set),
+      uid_(std::move(uid)) {
+  absl::StatusOr<std::vector<int>> ranks = api_->process_set_ranks(process_set);
+  if (!ranks.ok()) {
+    throw std::runtime_error("kolo backend: kolo process set " +
+                             std::to_string(process_set) + ": " +
+                             std::string(ranks.status().message()));
+  }
+  global_ranks_ = *std::move(ranks);
+  if (static_cast<int>(global_ranks_.size()) != size) {
+    throw std::runtime_error(
+        "kolo backend: the group has " + std::to_string(size) +
+        " ranks but kolo process set " + std::to_string(process_set) + " has " +
+        std::to_string(global_ranks_.size()));
+  }
+  progress_ = std::make_shared<Progress>(api_);
+}
+
+ProcessGroupKolo::~ProcessGroupKolo() { progress_->Stop(); }
+
+std::string ProcessGroupKolo::NextName() {
+  return "c10d." + uid_ + "." + std::to_string(seq_.fetch_add(1));
+}
+
+int ProcessGroupKolo::GlobalRank(int64_t group_rank, const char* what) const {
+  if (group_rank < 0 ||
+      group_rank >= static_cast<int64_t>(global_ranks_.size())) {
+    throw std::runtime_error("kolo backend: " + std::string(what) + ": root " +
+                             std::to_string(group_rank) +
+                             " is not a rank of the group (size " +
+                             std::to_string(global_ranks_.size()) + ")");
+  }
+  return global_ranks_[static_cast<size_t>(group_rank)];
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::Submit(
+    c10d::OpType type, const char* title, const std::string& name,
+    std::vector<absl::StatusOr<Handle>> submitted,
+    std::vector<at::Tensor> outputs,
+    std::function<void(const std::vector<OpResult>&)> finish,
+    std::vector<at::Tensor> keep) {
+  Pending p;
+  p.keep = std::move(keep);
+  p.what = std::string(title) + " " + name;
+  absl::Status refused;
+  for (absl::StatusOr<Handle>& h : submitted) {
+    if (h.ok()) {
+      p.handles.push_back(*h);
+    } else if (refused.ok()) {
+      refused = h.status();
+    }
+  }
+  // After a refusal what was submitted still completes (on the progress
+  // thread); the caller learns of the refusal now.
+  if (refused.ok()) p.finish = std::move(finish);
+  auto work =
+      c10::make_intrusive<KoloWork>(api_, progress_, getRank(), type, title,
+                                    std::move(outputs), std::move(p));
+  if (!refused.ok()) {
+    std::rethrow_exception(Error(title + (" " + name), refused));
+  }
+  return work;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::barrier(
+    const c10d::BarrierOptions& /*opts*/) {
+  std::string name = NextName();
+  std::vector<absl::StatusOr<Handle>> h;
+  h.push_back(api_->barrier_async(name, process_set_));
+  return Submit(c10d::OpType::BARRIER, "barrier", name, std::move(h), {},
+                nullptr, {});
+}
+
+namespace {
+
+[[noreturn]] void RefusePointToPoint(const char* op) {
+  throw std::runtime_error(
+      std::string("kolo backend: ") + op +
+      " is not supported: kolo has no point-to-point transfers. Use a "
+      "collective instead (broadcast, scatter, gather, all_to_all with "
+      "splits), or a gloo group for send/recv "
+      "(dist.new_group(ranks, backend='gloo')).");
+}
+
+}  // namespace
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::send(
+    std::vector<at::Tensor>& /*tensors*/, int /*dst*/, int /*tag*/) {
+  RefusePointToPoint("send");
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::recv(
+    std::vector<at::Tensor>& /*tensors*/, int /*src*/, int /*tag*/) {
+  RefusePointToPoint("recv");
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::recvAnysource(
+    std::vector<at::Tensor>& /*tensors*/, int /*tag*/) {
+  RefusePointToPoint("recv (from any source)");
+}
+
+}  // namespace kolo::c10d_backend

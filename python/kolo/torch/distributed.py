@@ -1,0 +1,182 @@
+"""torch.distributed on kolo: ``import kolo.torch.distributed`` registers the
+c10d backend ``"kolo"``, so that ``dist.init_process_group("kolo")`` gives a
+process group whose collectives run on kolo (the native half is
+kolo._kolo_c10d, a ProcessGroupKolo; docs/pytorch.md lists the ops).
+
+Starting: under kolorun, which sets none of torch's variables, the import
+starts kolo (kolo.init()) and sets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR
+and MASTER_PORT (a port free on rank 0, at the address rank 0 reaches
+kolo's coordinator from, both broadcast through kolo) for torch's env://
+rendezvous, unless RANK is set already. Elsewhere
+(torchrun, env://, tcp://) the backend starts kolo from what torch gave it:
+unless KOLO_COORDINATOR and a secret (KOLO_SECRET or KOLO_SECRET_FILE) are
+set, rank 0 picks a free port on MASTER_ADDR (127.0.0.1 if unset) and draws
+a secret, and every rank reads both from torch's store (readable by anything
+that can reach it; set them yourself to keep the secret out). RANK and
+WORLD_SIZE default to the group's. Torch's rank and size must then agree
+with kolo's, else init_process_group raises RuntimeError.
+
+Subgroups: ``dist.new_group(ranks, backend="kolo")`` runs on a kolo process
+set of exactly those ranks, which must be registered on every rank first,
+since kolo negotiates sets over all ranks and torch calls the backend only
+on the group's members. ``new_group(ranks)`` here does both. A group of
+every rank runs on the global set.
+
+Thread-safety: the creator runs where torch calls it (init_process_group,
+new_group: the main thread); the per-set group counter is guarded by _lock.
+"""
+
+import os
+import secrets
+import socket
+import threading
+from datetime import timedelta
+
+import torch.distributed as dist
+
+from kolo import _kolo
+from kolo.common import basics as _basics
+from kolo.common import process_sets as _ps
+from kolo.common import torchrun as _torchrun
+
+try:
+    from kolo import _kolo_c10d
+except ImportError as _e:  # built without libtorch-dev
+    raise ImportError(
+        'kolo.torch.distributed: kolo was built without its torch.distributed '
+        'backend (kolo._kolo_c10d: build with libtorch-dev installed, '
+        f'apt-get install -y libtorch-dev) ({_e})') from None
+
+BACKEND = 'kolo'
+
+_lock = threading.Lock()
+_groups_per_set = {}  # kolo process set id -> groups created on it here
+
+
+def _start_kolo(store, rank, size):
+    """kolo.init() for a default group, its coordinator and secret through
+    torch's store when no launcher gave them."""
+    env = os.environ
+    if not env.get('KOLO_LAUNCHER') and not _torchrun.launched_by_torchrun(env):
+        env.setdefault('RANK', str(rank))
+        env.setdefault('WORLD_SIZE', str(size))
+    need_coordinator = not (env.get('KOLO_LAUNCHER') or
+                            env.get('KOLO_COORDINATOR'))
+    need_secret = not (env.get('KOLO_LAUNCHER') or env.get('KOLO_SECRET') or
+                       env.get('KOLO_SECRET_FILE'))
+    if rank == 0:
+        if need_coordinator:
+            host = env.get('MASTER_ADDR', '127.0.0.1')
+            store.set('kolo/coordinator',
+                      _torchrun._free_coordinator_address(host))
+        if need_secret:
+            store.set('kolo/secret', secrets.token_hex(32))
+    if need_coordinator:
+        env['KOLO_COORDINATOR'] = store.get('kolo/coordinator').decode()
+    if need_secret:
+        env['KOLO_SECRET'] = store.get('kolo/secret').decode()
+    try:
+        _basics.init()
+    except ValueError as e:
+        raise RuntimeError(f'kolo backend: kolo.init() failed: {e}') from None
+
+
+def _local_address():
+    """The address this host reaches kolo's coordinator from (127.0.0.1 when
+    it runs here)."""
+    host = os.environ.get('KOLO_COORDINATOR', '127.0.0.1:1').rsplit(':', 1)[0]
+    host = host.strip('[]') or '127.0.0.1'
+    try:
+        family = socket.AF_INET6 if ':' in host else socket.AF_INET
+        with socket.socket(family, socket.SOCK_DGRAM) as s:
+            s.connect((host, 1))
+            return s.getsockname()[0]
+    except OSError:
+        return '127.0.0.1'
+
+
+def _kolorun_env():
+    """Under kolorun without RANK: starts kolo and sets torch's env://
+    variables from it."""
+    env = os.environ
+    if env.get('KOLO_LAUNCHER') != 'kolorun' or env.get('RANK'):
+        return
+    # pylint: disable=import-outside-toplevel
+    from kolo.torch.functions import broadcast_object
+    try:
+        _basics.init()
+    except ValueError as e:
+        raise RuntimeError(f'kolo.torch.distributed: kolo.init() failed: {e}') \
+            from None
+    where = None
+    if _kolo.rank() == 0:
+        host = _local_address()
+        where = _torchrun._free_coordinator_address(host).rsplit(':', 1)
+        where[0] = where[0].strip('[]')
+    host, port = broadcast_object(where, root_rank=0,
+                                  name='kolo.torch.distributed.rendezvous')
+    env['RANK'] = str(_kolo.rank())
+    env['WORLD_SIZE'] = str(_kolo.size())
+    env['LOCAL_RANK'] = str(_kolo.local_rank())
+    env.setdefault('MASTER_ADDR', host)
+    env.setdefault('MASTER_PORT', port)
+
+
+def _set_of(ranks):
+    """The kolo process set of exactly ``ranks`` (0 for every rank)."""
+    if ranks == list(range(_kolo.size())):
+        return 0
+    for ps in _kolo.process_sets():
+        if ps and list(_kolo.process_set_ranks(ps)) == ranks:
+            return ps
+    raise RuntimeError(
+        f'kolo backend: no kolo process set holds exactly ranks {ranks}: '
+        'register it on every rank first (kolo.torch.add_process_set(ranks)), '
+        'or make the group with kolo.torch.distributed.new_group(ranks), '
+        'which does both (torch creates the backend on the members only, '
+        'and kolo registers sets over every rank)')
+
+
+def _create(opts, _pg_options):
+    """torch's creator (extended API): a ProcessGroupKolo for the default
+    group or a subgroup."""
+    ranks = sorted(opts.global_ranks_in_group)
+    if not ranks:  # the default group
+        if not _kolo.is_initialized():
+            _start_kolo(opts.store, opts.group_rank, opts.group_size)
+        if (_kolo.rank(), _kolo.size()) != (opts.group_rank, opts.group_size):
+            raise RuntimeError(
+                f'kolo backend: torch says rank {opts.group_rank} of '
+                f'{opts.group_size}, kolo says rank {_kolo.rank()} of '
+                f'{_kolo.size()}: start both from the same launcher (kolorun '
+                'sets RANK/WORLD_SIZE for torch; under torchrun kolo reads '
+                "torchrun's)")
+        ranks = list(range(opts.group_size))
+    elif not _kolo.is_initialized():
+        raise RuntimeError('kolo backend: a subgroup before the default group')
+    process_set = _set_of(ranks)
+    with _lock:
+        n = _groups_per_set.get(process_set, 0)
+        _groups_per_set[process_set] = n + 1
+    return _kolo_c10d.create(opts.group_rank, opts.group_size, process_set,
+                             f'{process_set}.{n}')
+
+
+def new_group(ranks=None, timeout=timedelta(minutes=30), pg_options=None):
+    """dist.new_group on the kolo backend: registers the kolo process set of
+    ``ranks`` (every rank must call it, as torch requires) unless one exists,
+    then makes the group. ``ranks=None``: every rank."""
+    if ranks is not None:
+        ranks = sorted(ranks)
+        if ranks != list(range(_kolo.size())):
+            try:
+                _set_of(ranks)
+            except RuntimeError:
+                _ps.add_process_set(ranks)
+    return dist.new_group(ranks, timeout=timeout, backend=BACKEND,
+                          pg_options=pg_options)
+
+
+_kolorun_env()
+if BACKEND.upper() not in dist.Backend._plugins:  # pylint: disable=protected-access
+    dist.Backend.register_backend(BACKEND, _create, extended_api=True)
