@@ -9,6 +9,8 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -82,20 +84,27 @@ TEST(ElasticTrain, SameBitsAtOneAndThreeRanks) {
   EXPECT_GT(std::stod(acc), 0.8) << one.output;
 }
 
-TEST(ElasticTrain, KilledWorkerEndsWithTheUnfaultedRunsBits) {
+// With the fast path on (KOLO_FAST_PATH=1), the kill lands while the
+// survivors agree on their steps over the data plane: the epoch's end aborts
+// that wait like any other, and the job recovers alike.
+class KilledWorker : public ::testing::TestWithParam<bool> {};
+
+TEST_P(KilledWorker, EndsWithTheUnfaultedRunsBits) {
+  const std::map<std::string, std::optional<std::string>> env = {
+      {"KOLO_FAST_PATH", GetParam() ? "1" : "0"}};
   const std::vector<std::string> train = {"--steps", "400",    "--step-ms",
                                           "5",       "--seed", Seed()};
   std::vector<std::string> ref_argv = {Bin("kolorun"), "-np", "2",
                                        Bin("kolo-elastic-train")};
   ref_argv.insert(ref_argv.end(), train.begin(), train.end());
-  JobRun ref = RunJob(ref_argv);
+  JobRun ref = RunJob(ref_argv, env);
   ASSERT_TRUE(ref.exit.exited && ref.exit.code == 0) << ref.output;
   const std::string expected = ExpectFinal(ref.output, 2);
 
   std::vector<std::string> argv = {
       Bin("kolorun"), "-np", "4", "--min-np", "2", Bin("kolo-elastic-train")};
   argv.insert(argv.end(), train.begin(), train.end());
-  Subprocess job(argv);
+  Subprocess job(argv, env);
   ASSERT_TRUE(job.Start().ok());
   ASSERT_TRUE(job.WaitForOutput("EL_STEP step=100 ", Scaled(absl::Seconds(60))))
       << job.output();
@@ -113,6 +122,11 @@ TEST(ElasticTrain, KilledWorkerEndsWithTheUnfaultedRunsBits) {
   EXPECT_THAT(out, HasSubstr("EL_RESHARD rank=0 size=4"));
   EXPECT_EQ(ExpectFinal(out, 4), expected) << out;
 }
+
+INSTANTIATE_TEST_SUITE_P(FastPath, KilledWorker, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& p) {
+                           return p.param ? "On" : "Off";
+                         });
 
 // Issue 39: a worker stopped for good (SIGSTOP, never continued) is evicted;
 // the survivors finish, and kolorun then kills the stopped process instead

@@ -9,6 +9,7 @@
 
 #include "allreduce/collectives.h"
 #include "kolo/types.h"
+#include "worker_lib/runtime_log.h"
 
 namespace kolo::worker {
 namespace {
@@ -95,6 +96,9 @@ void FastPathLink::Grant(const proto::FastPath& grant, uint64_t seq) {
   bits_kept_.assign(n, 0);
   ready_.clear();
   kept_.Clear();
+  RuntimeLog()->debug(
+      "fast path granted after plan {} ({} cache bits{})", seq, n,
+      need_ ? "; announcements in flight: leaving at once" : "");
 }
 
 absl::StatusOr<std::optional<proto::CoordinatorMessage>> FastPathLink::Receive(
@@ -253,6 +257,10 @@ absl::Status FastPathLink::Exit() {
     count = 2;
     ++announces_sent_;
   }
+  RuntimeLog()->debug(
+      "fast path left after plan {}: {} request(s) and {} cache bit(s) go to "
+      "the coordinator",
+      fast_seq_, a.requests_size(), a.cached_size());
   fast_ = false;
   need_ = false;
   ready_.clear();
