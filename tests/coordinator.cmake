@@ -33,6 +33,10 @@ kolo_add_test(coordinator_metrics_text_test
   SOURCES coordinator_metrics_text_test.cc
   LIBS kolo_coordinator_core
   LABELS unit tsan)
+kolo_add_test(coordinator_event_log_test
+  SOURCES coordinator_event_log_test.cc
+  LIBS kolo_coordinator_core
+  LABELS unit tsan)
 kolo_add_test(coordinator_response_cache_test
   SOURCES coordinator_response_cache_test.cc
   LIBS kolo_coordinator_core
