@@ -276,6 +276,10 @@ uint64_t CoordinatorCore::FenceOf(const Session& s) const {
 }
 
 void CoordinatorCore::SetPhase(Phase next) {
+  if (next == Phase::kRunning && recovery_.has_value()) {
+    stats_.recovery_seconds.Observe(
+        absl::ToDoubleSeconds(options_.clock() - recovery_->since));
+  }
   phase_ = next;
   const bool recovering =
       phase_ == Phase::kRecovering || phase_ == Phase::kShort;
@@ -339,11 +343,25 @@ void CoordinatorCore::FormEpoch(uint64_t number,
   }
   NegotiatorOptions no = options_.negotiator;
   no.size = static_cast<int>(ep_.members.size());
+  no.stats = &stats_.negotiation;
   ep_.negotiator = std::make_unique<Negotiator>(no);
   record.set_epoch(number);
   record.set_formed_unix_ms(absl::ToUnixMillis(options_.clock()));
   record.clear_members();
   for (const Member& m : ep_.members) record.add_members(m.worker_id);
+  nlohmann::ordered_json fields;
+  fields["cause"] = record.cause();
+  fields["members"] = std::vector<std::string>(record.members().begin(),
+                                               record.members().end());
+  fields["joined"] =
+      std::vector<std::string>(record.joined().begin(), record.joined().end());
+  fields["left"] =
+      std::vector<std::string>(record.left().begin(), record.left().end());
+  nlohmann::ordered_json lost = nlohmann::ordered_json::array();
+  for (const proto::LostWorker& l : record.lost())
+    lost.push_back(l.worker_id());
+  fields["lost"] = std::move(lost);
+  Event("epoch_formed", std::move(fields));
   history_.RecordEpoch(std::move(record));
   Log()->info("epoch {} formed with {} workers{}: {}", ep_.number,
               ep_.members.size(),
@@ -401,7 +419,11 @@ void CoordinatorCore::HandleExchange(SessionId id, Session& s,
 }
 
 void CoordinatorCore::Apply(NegotiatorOutput& result, Actions& out) {
-  for (const std::string& w : result.warnings) Log()->warn("{}", w);
+  for (const std::string& w : result.warnings) {
+    Log()->warn("{}", w);
+    Event("stall_warning", {{"message", w}});
+  }
+  stats_.stall_warnings += result.warnings.size();
   for (proto::Plan& plan : result.plans) {
     std::optional<std::vector<int>> change;
     if (options_.elastic) change = TakeMembershipChange(plan);
@@ -414,6 +436,7 @@ void CoordinatorCore::Apply(NegotiatorOutput& result, Actions& out) {
         if (m.open && m.state == proto::MEMBER_STATE_MEMBER)
           Send(m.session, msg, out);
       }
+      ++stats_.plans;
     }
     if (change.has_value()) {
       // Later plans of this round belong to an epoch that ends now.
@@ -422,6 +445,7 @@ void CoordinatorCore::Apply(NegotiatorOutput& result, Actions& out) {
     }
   }
   if (result.shutdown.has_value()) {
+    ++stats_.stall_shutdowns;
     EndJob(true, *result.shutdown, out);
     return;
   }
@@ -477,6 +501,7 @@ void CoordinatorCore::HandleLeave(SessionId id, Session& s, Actions& out) {
             : absl::StrCat("the ", left, " remaining workers left (lost: ",
                            DescribeLost(history_.lost()), ")");
     Log()->info("job '{}' ended: {}", options_.job_id, end_reason_);
+    JobEndEvent();
     // Newcomers still waiting (a replacement that started late) will never
     // be admitted: tell them now rather than leave them to their lease.
     for (SessionId waiting : Newcomers(-1)) {
@@ -501,6 +526,13 @@ void CoordinatorCore::HandleLeave(SessionId id, Session& s, Actions& out) {
 void CoordinatorCore::Refuse(SessionId id, proto::Refusal::Reason reason,
                              const std::string& message, Actions& out) {
   Session& s = sessions_.at(id);
+  ++stats_.refusals[proto::Refusal::Reason_Name(reason)];
+  if (s.proven || refusal_events_.Admit(PeerHost(s.peer)).has_value()) {
+    Event("refusal", {{"reason", proto::Refusal::Reason_Name(reason)},
+                      {"peer", s.peer},
+                      {"worker_id", s.proven ? s.hello.worker_id() : ""},
+                      {"message", message}});
+  }
   std::string told = message;
   if (!s.proven && reason != proto::Refusal::VERSION_MISMATCH) {
     // Bytes from outside the job until proven otherwise: a generic answer,
@@ -548,6 +580,10 @@ void CoordinatorCore::FailMember(int rank, const std::string& cause,
     return;
   }
   m.state = proto::MEMBER_STATE_FAILED;
+  Event("worker_failed", {{"worker_id", m.worker_id},
+                          {"rank", rank},
+                          {"host", m.host_name},
+                          {"cause", cause}});
   EndJob(true,
          absl::StrCat("worker ", m.worker_id, " (rank ", rank, ", host ",
                       m.host_name, ") ", cause),
@@ -566,6 +602,7 @@ void CoordinatorCore::EndJob(bool failure, const std::string& reason,
     } else {
       Log()->info("job '{}' ended: {}", options_.job_id, reason);
     }
+    JobEndEvent();
   }
   std::vector<SessionId> ids;
   for (const auto& [id, s] : sessions_) ids.push_back(id);
@@ -734,6 +771,20 @@ Actions CoordinatorCore::Shutdown(bool failure, absl::string_view reason,
   Actions out;
   EndJob(failure, std::string(reason), out, std::string(failed_worker));
   return out;
+}
+
+void CoordinatorCore::JobEndEvent() {
+  Event("job_end", {{"failure", end_failure_},
+                    {"reason", end_reason_},
+                    {"failed_worker", failed_worker_}});
+  if (options_.events != nullptr) options_.events->Flush();
+}
+
+void CoordinatorCore::Event(absl::string_view event,
+                            nlohmann::ordered_json fields) const {
+  if (options_.events == nullptr) return;
+  // The wall clock (the core's may be a test's fake one).
+  options_.events->Write(absl::Now(), event, ep_.number, fields);
 }
 
 }  // namespace kolo::coordinator

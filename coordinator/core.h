@@ -116,7 +116,10 @@
 #include "common/auth.h"
 #include "common/knobs.h"
 #include "common/mutex.h"
+#include "common/rate_limited_log.h"
+#include "coordinator/event_log.h"
 #include "coordinator/job_history.h"
+#include "coordinator/metrics.h"
 #include "coordinator/negotiator.h"
 #include "coordinator/recovery.h"
 #include "proto/kolo.pb.h"
@@ -148,6 +151,8 @@ struct CoreOptions {
   int max_size = 0;  // the most workers an epoch may have; 0: no cap
   absl::Duration elastic_timeout = knobs::kElasticTimeout.default_duration;
   int reset_limit = -1;
+  // The event log (kolorun / kolo-coordinator --events; null: none).
+  std::shared_ptr<EventLog> events;
   // When a message arrives (for liveness). Tests inject a fake clock and pass
   // the same clock's time to OnTick.
   std::function<absl::Time()> clock = [] { return absl::Now(); };
@@ -206,6 +211,8 @@ class CoordinatorCore {
   bool IsProven(SessionId session) const;
 
   proto::StatusReply Status() const;
+  // The Prometheus page (coordinator/metrics.h): Status() and the counters.
+  std::string Metrics() const;
   uint64_t incarnation() const { return options_.incarnation; }
   int expected_size() const { return options_.expected_size; }
   // The current epoch: 0 while forming, then 1, 2, ... (elastic jobs).
@@ -405,6 +412,11 @@ class CoordinatorCore {
   void Send(SessionId id, proto::CoordinatorMessage msg, Actions& out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int AuthenticatedCount() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The job ended (phase_ is kEnded): its event, and the log flushed.
+  void JobEndEvent() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Writes `event` of the current epoch to the event log, if there is one.
+  void Event(absl::string_view event, nlohmann::ordered_json fields) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // "worker w1 (host h, from <peer>)" / "worker w1 (rank 1, host h)".
   std::string Describe(const Session& s) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -428,6 +440,13 @@ class CoordinatorCore {
   std::optional<Recovery> recovery_ ABSL_GUARDED_BY(mu_);
   // Resets, every worker lost and every epoch formed (StatusReply).
   JobHistory history_ ABSL_GUARDED_BY(mu_);
+  // The metrics' counters. Each epoch's Negotiator adds to
+  // stats_.negotiation through NegotiatorOptions::stats (under mu_, as
+  // every call to it).
+  CoreStats stats_ ABSL_GUARDED_BY(mu_);
+  // Refusals of unproven peers go to the event log at most once per peer
+  // host per minute, as they go to the log.
+  RateLimiter refusal_events_{RateLimiter::Options{}};
 };
 
 }  // namespace kolo::coordinator

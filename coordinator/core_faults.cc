@@ -49,6 +49,10 @@ void CoordinatorCore::HandlePeerFault(Session& s, const proto::PeerFault& fault,
       "from streams and heartbeats",
       ep_.members[s.rank].worker_id, s.rank, absl::StrJoin(named, ", "),
       report.error);
+  Event("peer_fault", {{"worker_id", ep_.members[s.rank].worker_id},
+                       {"rank", s.rank},
+                       {"peers", report.peers},
+                       {"error", report.error}});
   if (report.peers.empty()) return;
   ep_.faults.push_back(std::move(report));
   JudgeFaults(options_.clock(), out);

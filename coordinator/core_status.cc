@@ -10,6 +10,17 @@
 
 namespace kolo::coordinator {
 
+std::string CoordinatorCore::Metrics() const {
+  const proto::StatusReply status = Status();
+  CoreStats stats;
+  {
+    MutexLock lock(&mu_);
+    stats = stats_;
+  }
+  // Rendered outside the mutex: the events wait only for the copy.
+  return RenderMetrics(status, stats);
+}
+
 proto::StatusReply CoordinatorCore::Status() const {
   MutexLock lock(&mu_);
   absl::Time now = options_.clock();

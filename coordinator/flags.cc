@@ -19,7 +19,9 @@ namespace {
 // The defaults in <--flag> are filled in from common/knobs.h (Usage).
 constexpr char kUsage[] =
     "usage: kolo-coordinator --port P --np N [--bind HOST] [--secret-file F]\n"
-    "         [--job-id ID] [--port-file F] [--heartbeat-timeout-seconds S]\n"
+    "         [--job-id ID] [--port-file F] [--metrics-port P]\n"
+    "         [--metrics-address A] [--events F] [--heartbeat-timeout-seconds "
+    "S]\n"
     "         [--heartbeat-interval-seconds S] [--cycle-time-ms X]\n"
     "         [--stall-check-time-seconds S]\n"
     "         [--stall-shutdown-time-seconds S] [--log-level L]\n"
@@ -32,6 +34,11 @@ constexpr char kUsage[] =
     "  --job-id ID      job id every worker must present (default "
     "\"default\")\n"
     "  --port-file F    write the bound port to F\n"
+    "  --metrics-port P serve Prometheus metrics on http://A:P/metrics\n"
+    "                   (0: a free port; default: off)\n"
+    "  --metrics-address A\n"
+    "                   the address of the metrics page (default 127.0.0.1)\n"
+    "  --events F       write the event log (one JSON object a line) to F\n"
     "  --heartbeat-timeout-seconds S\n"
     "                   a worker silent this long has failed (default "
     "<--heartbeat-timeout-seconds>)\n"
@@ -162,13 +169,16 @@ std::string ReadFlags(int argc, const char* const* argv, CoordinatorFlags& f) {
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   ListenOptions& listen = f.server.listen;
   CoreOptions& core = f.server.core;
-  Given port, np, min_np, max_np, reset_limit;
+  Given port, np, min_np, max_np, reset_limit, metrics_port;
   port.option = app.add_option("--port", port.text);
   np.option = app.add_option("--np", np.text);
   app.add_option("--bind", listen.bind_host);
   app.add_option("--secret-file", f.secret_file);
   app.add_option("--job-id", core.job_id);
   app.add_option("--port-file", f.port_file);
+  metrics_port.option = app.add_option("--metrics-port", metrics_port.text);
+  app.add_option("--metrics-address", f.metrics_address);
+  app.add_option("--events", f.events_file);
   min_np.option = app.add_option("--min-np", min_np.text);
   max_np.option = app.add_option("--max-np", max_np.text);
   reset_limit.option = app.add_option("--reset-limit", reset_limit.text);
@@ -191,6 +201,8 @@ std::string ReadFlags(int argc, const char* const* argv, CoordinatorFlags& f) {
   }
   for (const std::string& error :
        {ParseInt("--port", port, 0, 65535, "0..65535", listen.port),
+        ParseInt("--metrics-port", metrics_port, 0, 65535, "0..65535",
+                 f.metrics_port),
         ParseInt("--np", np, 1, INT_MAX, "a positive integer",
                  core.expected_size),
         ParseInt("--min-np", min_np, 1, INT_MAX, "a positive integer",

@@ -1,7 +1,8 @@
 // kolo-coordinator's command line (coordinator/main.cc), parsed with CLI11:
 //
 //   kolo-coordinator --port P --np N [--bind HOST] [--secret-file F]
-//       [--job-id ID] [--port-file F] [--heartbeat-timeout-seconds S]
+//       [--job-id ID] [--port-file F] [--metrics-port P]
+//       [--metrics-address A] [--events F] [--heartbeat-timeout-seconds S]
 //       [--heartbeat-interval-seconds S] [--cycle-time-ms X]
 //       [--stall-check-time-seconds S] [--stall-shutdown-time-seconds S]
 //       [--log-level L] [--min-np A] [--max-np M] [--elastic-timeout S]
@@ -42,6 +43,11 @@ struct CoordinatorFlags {
   ServerOptions server = ServerFlagDefaults();
   std::string secret_file;  // empty: KOLO_SECRET_FILE (main.cc reads it)
   std::string port_file;
+  // --metrics-port (-1: no metrics page), --metrics-address, --events (""
+  // none); main.cc starts the page and opens the log.
+  int metrics_port = -1;
+  std::string metrics_address = "127.0.0.1";
+  std::string events_file;
   KnobValues knobs;  // the table's defaults, variables, then flags
 };
 

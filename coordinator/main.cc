@@ -24,7 +24,9 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -35,7 +37,9 @@
 #include "common/fd_limit.h"
 #include "common/knobs.h"
 #include "common/log.h"
+#include "coordinator/event_log.h"
 #include "coordinator/flags.h"
+#include "coordinator/metrics_http.h"
 #include "coordinator/server.h"
 
 namespace {
@@ -111,8 +115,26 @@ int main(int argc, char** argv) {
   // The flags are parsed into the server's options; the secret is added here.
   kolo::coordinator::ServerOptions options = flags.server;
   options.core.secret = *secret;
+  if (!flags.events_file.empty()) {
+    auto events = kolo::coordinator::EventLog::Open(flags.events_file);
+    if (!events.ok()) return Fail(std::string(events.status().message()));
+    options.core.events = *events;
+  }
   auto server = kolo::coordinator::CoordinatorServer::Start(options);
   if (!server.ok()) return Fail(std::string(server.status().message()));
+  // Declared after the server, so it stops first.
+  std::unique_ptr<kolo::coordinator::MetricsHttpServer> metrics;
+  if (flags.metrics_port >= 0) {
+    kolo::coordinator::CoordinatorServer* s = server->get();
+    auto started = kolo::coordinator::MetricsHttpServer::Start(
+        flags.metrics_address, flags.metrics_port,
+        [s] { return s->Metrics(); });
+    if (!started.ok()) {
+      (*server)->Shutdown(true, "the coordinator could not start");
+      return Fail(std::string(started.status().message()));
+    }
+    metrics = std::move(*started);
+  }
 
   if (!flags.port_file.empty()) {
     if (absl::Status st = WritePortFile(flags.port_file, (*server)->port());

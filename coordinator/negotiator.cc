@@ -254,6 +254,9 @@ void Negotiator::AnnounceBit(int rank, uint32_t bit, absl::Time now) {
 void Negotiator::CompleteBit(uint32_t bit, absl::Time now) {
   BitPartial& b = bits_[bit];
   const proto::Request& first = *cache_.Lookup(bit, 0);
+  if (options_.stats != nullptr) {
+    options_.stats->wait_seconds.Observe(absl::ToDoubleSeconds(now - b.first));
+  }
   by_order_.Erase(b.order);
   b.active = false;
   b.held = true;
@@ -490,6 +493,9 @@ bool Cacheable(proto::OpType op) {
 void Negotiator::CompleteName(const std::string& name, absl::Time now) {
   auto it = partial_.find(name);
   Partial& p = it->second;
+  if (options_.stats != nullptr) {
+    options_.stats->wait_seconds.Observe(absl::ToDoubleSeconds(now - p.first));
+  }
   auto announced = [&](int r) { return p.by_rank[r].has_value(); };
   Held held;
   held.set = p.set;

@@ -94,6 +94,7 @@
 #include "absl/time/time.h"
 #include "common/knob_defaults.h"
 #include "common/knobs.h"
+#include "coordinator/metrics.h"
 #include "coordinator/partial_order.h"
 #include "coordinator/response_cache.h"
 #include "fusion/fusion_planner.h"
@@ -117,6 +118,10 @@ struct NegotiatorOptions {
       static_cast<uint64_t>(knob_defaults::kFusionDirectBytes);
   uint32_t cache_capacity =
       static_cast<uint32_t>(knob_defaults::kCacheCapacity);
+  // Where the negotiator counts what it dispatches (coordinator/metrics.h);
+  // null: nowhere. Its owner keeps it alive and serialises access to it
+  // with the negotiator's calls (CoordinatorCore: under its mutex).
+  NegotiationStats* stats = nullptr;
 };
 
 // What one call produced.
@@ -289,6 +294,9 @@ class Negotiator {
   // the plan lists the evicted bits.
   void ForgetEvictedBits(proto::Plan& plan);
   // The held responses, fused, into `plan`.
+  // Adds dispatched response `r` (of fusion group `group`) to `stats`.
+  void Count(const fusion::Group& group, const proto::Response& r,
+             NegotiationStats& stats) const;
   void EmitFused(const std::vector<uint8_t>& by_bit, proto::Plan& plan);
   void Inspect(absl::Time now, NegotiatorOutput& out);
   // The effective settings (see the class comment).

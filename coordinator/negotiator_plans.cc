@@ -230,6 +230,7 @@ void Negotiator::TakeFastHits(
       continue;
     }
     cache_.Touch(bit);
+    if (options_.stats != nullptr) ++options_.stats->cache_hits;
     by_bit[i] = h.absent.empty() ? 1 : 0;
     if (by_bit[i] == 0) h.response.add_names(cached->names(0));
     h.response.set_op(cached->op());
@@ -252,13 +253,21 @@ void Negotiator::CacheResolved(
     const std::string& name = h.response.names(0);
     int32_t bit = -1;
     // A hit whose entry a capacity change evicted meanwhile is put again.
-    if (h.hit_bit >= 0 && cache_.BitOf(name) == h.hit_bit) {
+    const bool hit = h.hit_bit >= 0 && cache_.BitOf(name) == h.hit_bit;
+    if (hit) {
       cache_.Touch(static_cast<uint32_t>(h.hit_bit));
       bit = static_cast<int32_t>(h.hit_bit);
     } else if (h.cacheable) {
       bit = cache_.Put(name, h.requests, h.response, seq, &evicted_);
       if (bit >= 0) {
         bits_end_ = std::max(bits_end_, static_cast<uint32_t>(bit) + 1);
+      }
+    }
+    if (options_.stats != nullptr && cache_on) {
+      if (hit) {
+        ++options_.stats->cache_hits;
+      } else if (h.cacheable) {
+        ++options_.stats->cache_misses;
       }
     }
     if (cache_on || !evicted_.empty()) h.response.add_cache_bits(bit);
@@ -317,6 +326,27 @@ void Negotiator::EmitFused(const std::vector<uint8_t>& by_bit,
       r.mutable_cache_bits()->MergeFrom(m.cache_bits());
       r.mutable_ready_us()->MergeFrom(m.ready_us());
       r.mutable_counts()->MergeFrom(m.counts());
+    }
+    if (options_.stats != nullptr) Count(group, r, *options_.stats);
+  }
+}
+
+void Negotiator::Count(const fusion::Group& group, const proto::Response& r,
+                       NegotiationStats& stats) const {
+  OpStats& op = stats.by_op[r.op()];
+  ++op.collectives;
+  const size_t tensors = group.members.size();
+  op.tensors += tensors;
+  if (r.error_code() != 0) ++op.errors;
+  uint64_t bytes = 0;
+  for (size_t m : group.members) bytes += candidates_[m].bytes;
+  op.bytes += bytes;
+  if (tensors > 1) {
+    ++stats.fused_buffers;
+    stats.fused_tensors += tensors;
+    if (fusion_threshold_ > 0) {
+      stats.fusion_fill.Observe(static_cast<double>(bytes) /
+                                static_cast<double>(fusion_threshold_));
     }
   }
 }

@@ -94,6 +94,11 @@ void CoordinatorCore::LoseMember(int rank, const std::string& cause,
   lost.set_detection(DetectionOf(cause));
   lost.set_incarnation(m.incarnation);
   history_.RecordLoss(lost);
+  Event("worker_lost", {{"worker_id", lost.worker_id()},
+                        {"rank", rank},
+                        {"host", lost.host_name()},
+                        {"detection", lost.detection()},
+                        {"cause", cause}});
   const std::string who = absl::StrCat("worker ", m.worker_id, " (rank ", rank,
                                        ", host ", m.host_name, ")");
   // Evict it if its stream is still open: a silent worker may come back
@@ -109,6 +114,7 @@ void CoordinatorCore::LoseMember(int rank, const std::string& cause,
     msg.mutable_fence()->set_epoch(ep_.number);
     msg.mutable_evicted()->set_epoch(ep_.number);
     msg.mutable_evicted()->set_reason(reason);
+    Event("evicted", {{"worker_id", m.worker_id}, {"reason", reason}});
     Send(m.session, std::move(msg), out);
     out.closes.push_back(
         Actions::Close{m.session, absl::FailedPreconditionError(reason)});

@@ -149,6 +149,7 @@ class ServerImpl final : public CoordinatorServer {
   proto::StatusReply Status() const override {
     return service_.core().Status();
   }
+  std::string Metrics() const override { return service_.core().Metrics(); }
 
   absl::Status WaitForEpoch(absl::Time deadline) override {
     service_.WaitFor(

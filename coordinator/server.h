@@ -80,6 +80,8 @@ class CoordinatorServer {
   virtual uint64_t incarnation() const = 0;
 
   virtual proto::StatusReply Status() const = 0;
+  // The Prometheus page (coordinator/metrics.h), as /metrics serves it.
+  virtual std::string Metrics() const = 0;
 
   // Blocks until epoch 1 has formed (OK), the job ended (kAborted, with the
   // reason) or the deadline passed (kDeadlineExceeded, naming the workers

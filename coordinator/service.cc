@@ -189,6 +189,7 @@ grpc::ServerUnaryReactor* CoordinatorService::Status(
   }
   if (gate_ != nullptr) gate_->Proven(context->peer());
   *reply = core_.Status();
+  if (request->metrics()) reply->set_metrics(core_.Metrics());
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }

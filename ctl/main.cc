@@ -48,6 +48,16 @@ int main(int argc, char** argv) {
   if (options.watch) pthread_sigmask(SIG_BLOCK, &stop, nullptr);
 
   kolo::ctl::StatusClient client(options.coordinator, options.job_id, *secret);
+  if (options.command == kolo::ctl::CtlOptions::Command::kMetrics) {
+    absl::StatusOr<kolo::proto::StatusReply> reply =
+        client.Poll(kolo::ctl::kRpcDeadline, /*metrics=*/true);
+    if (!reply.ok()) {
+      std::cerr << "kolo-ctl: " << reply.status().message() << "\n";
+      return 1;
+    }
+    std::cout << reply->metrics();
+    return 0;
+  }
   kolo::ctl::RunIo io;
   io.poll = [&client] { return client.Poll(); };
   io.out = &std::cout;

@@ -62,10 +62,11 @@ std::optional<ParseOutcome> RefuseEarly(int argc, const char* const* argv) {
           "set KOLO_SECRET or KOLO_SECRET_FILE");
     }
   }
-  if (argc > 1 && argv[1][0] != '-' && absl::string_view(argv[1]) != "status") {
+  if (argc > 1 && argv[1][0] != '-' && absl::string_view(argv[1]) != "status" &&
+      absl::string_view(argv[1]) != "metrics") {
     return Error(absl::StrCat("kolo-ctl: unknown command '", argv[1],
-                              "'; the command is `kolo-ctl status` (see "
-                              "kolo-ctl --help)"));
+                              "'; the commands are `kolo-ctl status` and "
+                              "`kolo-ctl metrics` (see kolo-ctl --help)"));
   }
   return std::nullopt;
 }
@@ -118,6 +119,31 @@ void AddStatusCommand(CLI::App& app, CtlOptions& o, StatusTexts& texts) {
                        KnobDefaultText(knobs::kStallCheck, KnobSpelling::kFlag),
                        ", as the coordinator)"))
       ->type_name("S");
+}
+
+// Adds the `metrics` command (the job's Prometheus page, once) and the
+// flags that reach the job to `app`, reading into `o`.
+void AddMetricsCommand(CLI::App& app, CtlOptions& o) {
+  CLI::App* metrics = app.add_subcommand(
+      "metrics",
+      "Print the coordinator's metrics in Prometheus' text format (what its "
+      "--metrics-port page serves), through the signed Status call");
+  metrics
+      ->add_option("--coordinator", o.coordinator,
+                   "HOST:PORT of the job's coordinator (default: "
+                   "$KOLO_COORDINATOR)")
+      ->type_name("HOST:PORT");
+  metrics
+      ->add_option("--job-id", o.job_id,
+                   "the job's id (default: $KOLO_JOB_ID, else "
+                   "\"default\")")
+      ->type_name("ID");
+  metrics
+      ->add_option("--secret-file", o.secret_file,
+                   "file holding the job secret (default: $KOLO_SECRET, "
+                   "else $KOLO_SECRET_FILE)")
+      ->type_name("FILE");
+  metrics->callback([&o] { o.command = CtlOptions::Command::kMetrics; });
 }
 
 // Runs `app` over argv: nullopt when it parsed, else the outcome (the help,
@@ -208,6 +234,7 @@ ParseOutcome ParseCtlArgs(int argc, const char* const* argv, EnvLookup env) {
   app.footer(kFooter);
   StatusTexts texts;
   AddStatusCommand(app, o, texts);
+  AddMetricsCommand(app, o);
   if (std::optional<ParseOutcome> done = RunParser(app, argc, argv)) {
     return *std::move(done);
   }

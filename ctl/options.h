@@ -3,6 +3,8 @@
 //   kolo-ctl status [--coordinator HOST:PORT] [--job-id ID]
 //                   [--secret-file FILE] [--watch [--interval SECONDS]]
 //                   [--json] [--stall-check-time-seconds S]
+//   kolo-ctl metrics [--coordinator HOST:PORT] [--job-id ID]
+//                    [--secret-file FILE]
 //
 // Defaults come from the environment: the coordinator from KOLO_COORDINATOR,
 // the job id from KOLO_JOB_ID (else "default", kolo-coordinator's default),
@@ -30,6 +32,9 @@ inline constexpr absl::Duration kMinInterval = absl::Milliseconds(100);
 inline constexpr absl::Duration kMaxInterval = absl::Hours(24);
 
 struct CtlOptions {
+  // status: the job's state; metrics: its Prometheus page, printed once.
+  enum class Command { kStatus, kMetrics };
+  Command command = Command::kStatus;
   std::string coordinator;  // HOST:PORT; never empty once parsed
   std::string job_id = "default";
   std::string secret_file;  // empty: KOLO_SECRET, then KOLO_SECRET_FILE

@@ -17,13 +17,15 @@ StatusClient::StatusClient(std::string address, std::string job_id,
       stub_(proto::Coordinator::NewStub(
           grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()))) {}
 
-absl::StatusOr<proto::StatusReply> StatusClient::Poll(
-    absl::Duration deadline) const {
+absl::StatusOr<proto::StatusReply> StatusClient::Poll(absl::Duration deadline,
+                                                      bool metrics) const {
   grpc::ClientContext ctx;
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
   proto::StatusReply reply;
-  grpc::Status st = stub_->Status(
-      &ctx, coordinator::SignStatusRequest(secret_, job_id_), &reply);
+  proto::StatusRequest request =
+      coordinator::SignStatusRequest(secret_, job_id_);
+  request.set_metrics(metrics);
+  grpc::Status st = stub_->Status(&ctx, request, &reply);
   if (st.ok()) return reply;
   const std::string said = st.error_message();
   switch (st.error_code()) {

@@ -29,8 +29,10 @@ class StatusClient {
   // kUnauthenticated (the coordinator refused the secret, the job id or this
   // host's clock), kUnimplemented (not a kolo coordinator), or the call's own
   // code.
+  // With `metrics`, the reply carries the Prometheus page too
+  // (StatusReply.metrics).
   absl::StatusOr<proto::StatusReply> Poll(
-      absl::Duration deadline = kRpcDeadline) const;
+      absl::Duration deadline = kRpcDeadline, bool metrics = false) const;
 
  private:
   std::string address_, job_id_, secret_;

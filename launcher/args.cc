@@ -95,6 +95,9 @@ enum class Flag {
   kFault,
   kFaultSeed,
   kFaultReport,
+  kMetricsPort,
+  kMetricsAddress,
+  kEvents,
   kHorovod,  // a kMapped, kNotice or kRefused flag of horovod_flags.h
 };
 
@@ -175,7 +178,10 @@ FlagTable Declare(CLI::App& app) {
         {"--slots", Flag::kSlotsPerHost, "--slots"},
         {"--fault", Flag::kFault, "--fault"},
         {"--fault-seed", Flag::kFaultSeed, "--fault-seed"},
-        {"--fault-report", Flag::kFaultReport, "--fault-report"}}) {
+        {"--fault-report", Flag::kFaultReport, "--fault-report"},
+        {"--metrics-port", Flag::kMetricsPort, "--metrics-port"},
+        {"--metrics-address", Flag::kMetricsAddress, "--metrics-address"},
+        {"--events", Flag::kEvents, "--events"}}) {
     table[app.add_option(names)] = {flag, name};
   }
   // LO HI: two values, taken whatever they look like (as -np's one).
@@ -444,6 +450,25 @@ absl::Status Apply(const FlagInfo& flag, absl::Span<const std::string> values,
         return absl::InvalidArgumentError("--fault-report: empty path");
       }
       o.fault_report = value;
+      break;
+    case Flag::kMetricsPort:
+      if (!absl::SimpleAtoi(value, &o.metrics_port) || o.metrics_port < 0 ||
+          o.metrics_port > 65535) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--metrics-port: expected a port 0..65535, got '", value, "'"));
+      }
+      break;
+    case Flag::kMetricsAddress:
+      if (value.empty()) {
+        return absl::InvalidArgumentError("--metrics-address: empty address");
+      }
+      o.metrics_address = value;
+      break;
+    case Flag::kEvents:
+      if (value.empty()) {
+        return absl::InvalidArgumentError("--events: empty path");
+      }
+      o.events = value;
       break;
     case Flag::kCoordinatorAddr:
       if (value.empty()) {

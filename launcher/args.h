@@ -101,6 +101,12 @@ struct LaunchOptions {
   std::vector<FaultSpec> faults;
   uint64_t fault_seed = 1;
   std::string fault_report;
+  // The embedded coordinator's metrics page (--metrics-port P, -1: off;
+  // --metrics-address A) and event log (--events FILE; "": none), as
+  // kolo-coordinator's flags of the same names.
+  int metrics_port = -1;
+  std::string metrics_address = "127.0.0.1";
+  std::string events;
   // ---- horovodrun's command line (launcher/horovod_flags.h has the
   // table of every horovodrun 0.28.1 flag and what kolorun does with it) --
   // -x NAME[=VALUE] (mpirun's; repeatable): NAME=VALUE sets NAME for every

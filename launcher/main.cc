@@ -26,6 +26,8 @@
 #include "common/log.h"
 #include "common/net.h"
 #include "common/version.h"
+#include "coordinator/event_log.h"
+#include "coordinator/metrics_http.h"
 #include "coordinator/server.h"
 #include "launcher/args.h"
 #include "launcher/check_build.h"
@@ -314,6 +316,11 @@ StartCoordinator(const LaunchOptions& options,
   server_options.core.min_size = std::max(1, options.min_np);
   server_options.core.max_size = options.max_np;
   server_options.core.reset_limit = options.reset_limit;
+  if (!options.events.empty()) {
+    auto events = coordinator::EventLog::Open(options.events);
+    if (!events.ok()) return events.status();
+    server_options.core.events = *events;
+  }
   return coordinator::CoordinatorServer::Start(server_options);
 }
 
@@ -502,6 +509,20 @@ int Main(int argc, char** argv) {
     return 1;
   }
   coordinator::CoordinatorServer& coord = **server;
+  // After the server, so it stops first.
+  std::unique_ptr<coordinator::MetricsHttpServer> metrics;
+  if (options.metrics_port >= 0) {
+    auto started = coordinator::MetricsHttpServer::Start(
+        options.metrics_address, options.metrics_port,
+        [&coord] { return coord.Metrics(); });
+    if (!started.ok()) {
+      std::fprintf(stderr, "kolorun: %s\n",
+                   std::string(started.status().message()).c_str());
+      coord.Shutdown(true, "kolorun could not serve metrics");
+      return 1;
+    }
+    metrics = std::move(*started);
+  }
   const JobInfo job = MakeJobInfo(
       options, id,
       net::HostPort{CoordinatorHost(options, plan, iface_addr), coord.port()}

@@ -128,6 +128,14 @@ Options:
                                Default: 1.
   --fault-report FILE          Also write the recovery report to FILE as
                                JSON.
+  --metrics-port P             Serve the coordinator's Prometheus metrics on
+                               http://A:P/metrics (0: a free port, logged at
+                               info). Default: off.
+  --metrics-address A          The metrics page's address. Default:
+                               127.0.0.1.
+  --events FILE                Write the coordinator's event log to FILE: one
+                               JSON object a line (epochs, losses, faults,
+                               stalls, refusals, the job's end).
   --log-level L                trace, debug, info, warn, error, critical, off;
                                for kolorun and (as KOLO_LOG_LEVEL) the workers.
                                Default: KOLO_LOG_LEVEL / HOROVOD_LOG_LEVEL, or

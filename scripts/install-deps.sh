@@ -15,6 +15,9 @@ BUILD_PKGS=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libspdlog-dev libssl-dev
   libcli11-dev nlohmann-json3-dev
+  # The coordinator's /metrics page (--metrics-port): Debian's cpp-httplib,
+  # a compiled library (libcpp-httplib.so) with its pkg-config file.
+  libcpp-httplib-dev
   # kolorun --config-file (horovodrun's YAML config).
   libyaml-cpp-dev
   # Optional to CMake, but the compiler launcher of build/ when installed: the
@@ -54,6 +57,9 @@ TEST_PKGS=(
   slurm-wlm munge openmpi-bin
   # kolorun's ssh starts against a real sshd in network namespaces.
   openssh-server openssh-client
+  # promtool (Debian's prometheus package) checks the /metrics page in
+  # tests/multiprocess_metrics_test.cc.
+  prometheus
 )
 
 PKGS=("${BUILD_PKGS[@]}")

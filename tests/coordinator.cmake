@@ -29,6 +29,14 @@ kolo_add_test(coordinator_negotiator_sets_test
   SOURCES coordinator_negotiator_sets_test.cc testing/negotiator_messages.cc
   LIBS kolo_coordinator_core
   LABELS unit tsan)
+kolo_add_test(coordinator_metrics_text_test
+  SOURCES coordinator_metrics_text_test.cc
+  LIBS kolo_coordinator_core
+  LABELS unit tsan)
+kolo_add_test(coordinator_event_log_test
+  SOURCES coordinator_event_log_test.cc
+  LIBS kolo_coordinator_core
+  LABELS unit tsan)
 kolo_add_test(coordinator_response_cache_test
   SOURCES coordinator_response_cache_test.cc
   LIBS kolo_coordinator_core

@@ -76,7 +76,12 @@ TEST(CoordinatorFlagsTest, EveryFlagBothSpellings) {
                           "--elastic-timeout",
                           "60",
                           "--reset-limit",
-                          "3"});
+                          "3",
+                          "--metrics-port",
+                          "9464",
+                          "--metrics-address=0.0.0.0",
+                          "--events",
+                          "/e"});
   ASSERT_EQ(p.kind, Kind::kRun) << p.text;
   const CoordinatorFlags& f = p.flags;
   const ServerOptions& o = f.server;
@@ -103,6 +108,20 @@ TEST(CoordinatorFlagsTest, EveryFlagBothSpellings) {
   EXPECT_EQ(o.core.negotiator.stall_check, absl::ZeroDuration());
   EXPECT_EQ(o.core.negotiator.stall_shutdown, absl::Seconds(30));
   EXPECT_EQ(o.core.elastic_timeout, absl::Seconds(60));
+  EXPECT_EQ(f.metrics_port, 9464);
+  EXPECT_EQ(f.metrics_address, "0.0.0.0");
+  EXPECT_EQ(f.events_file, "/e");
+}
+
+TEST(CoordinatorFlagsTest, MetricsAreOffByDefaultAndPortsChecked) {
+  FlagsOutcome p = Parse({"--port", "0", "--np", "1"});
+  ASSERT_EQ(p.kind, Kind::kRun) << p.text;
+  EXPECT_EQ(p.flags.metrics_port, -1);
+  EXPECT_EQ(p.flags.metrics_address, "127.0.0.1");
+  EXPECT_EQ(p.flags.events_file, "");
+  p = Parse({"--port", "0", "--np", "1", "--metrics-port", "70000"});
+  EXPECT_EQ(p.kind, Kind::kError);
+  EXPECT_THAT(p.text, HasSubstr("--metrics-port"));
 }
 
 TEST(CoordinatorFlagsTest, TheLastOfARepeatedFlagWins) {

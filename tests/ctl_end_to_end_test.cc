@@ -123,6 +123,18 @@ TEST_F(CtlEndToEndTest, RightSecretFileAndJson) {
   EXPECT_EQ(j["coordinator"], address_);
 }
 
+TEST_F(CtlEndToEndTest, MetricsPrintsThePrometheusPage) {
+  std::string out;
+  EXPECT_EQ(Run({"metrics", "--coordinator", address_, "--job-id", kJob,
+                 "--secret-file", secret_file_},
+                {}, &out),
+            0)
+      << out;
+  EXPECT_THAT(out, HasSubstr("# TYPE kolo_job_phase gauge\n"));
+  EXPECT_THAT(out, HasSubstr("kolo_job_phase{phase=\"forming\"} 1\n"));
+  EXPECT_THAT(out, HasSubstr("kolo_expected_workers 2\n"));
+}
+
 TEST_F(CtlEndToEndTest, WrongSecretIsRefused) {
   std::string out;
   EXPECT_EQ(Run({"status", "--coordinator", address_, "--job-id", kJob},

@@ -165,6 +165,24 @@ TEST(ParseArgsTest, AllFlags) {
   EXPECT_EQ(o->command, std::vector<std::string>{"cmd"});
 }
 
+TEST(ParseArgsTest, MetricsAndEvents) {
+  auto o = Parse({"-np", "2", "cmd"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->metrics_port, -1);  // off
+  EXPECT_EQ(o->metrics_address, "127.0.0.1");
+  EXPECT_EQ(o->events, "");
+  o = Parse({"-np", "2", "--metrics-port", "9464", "--metrics-address=0.0.0.0",
+             "--events", "/tmp/e.jsonl", "cmd"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->metrics_port, 9464);
+  EXPECT_EQ(o->metrics_address, "0.0.0.0");
+  EXPECT_EQ(o->events, "/tmp/e.jsonl");
+  o = Parse({"-np", "2", "--metrics-port", "x", "cmd"});
+  ASSERT_FALSE(o.ok());
+  EXPECT_EQ(o.status().message(),
+            "--metrics-port: expected a port 0..65535, got 'x'");
+}
+
 TEST(ParseArgsTest, HelpAndVersionNeedNothingElse) {
   auto h = Parse({"-h"});
   ASSERT_TRUE(h.ok());

@@ -182,3 +182,16 @@ kolo_target_warnings(kolo-cuda-worker)
 kolo_add_test(multiprocess_cuda_test SOURCES multiprocess_cuda_test.cc
   LIBS kolo_mp_testing LABELS multiprocess SERIAL TIMEOUT 900)
 add_dependencies(multiprocess_cuda_test kolo-cuda-worker kolorun)
+
+# The coordinator's /metrics page (checked by promtool) and event log
+# through kolorun, in a plain and an elastic kill run
+# (tests/multiprocess_metrics_test.cc).
+kolo_add_test(multiprocess_metrics_test
+  SOURCES multiprocess_metrics_test.cc
+  LIBS kolo_mp_testing nlohmann_json::nlohmann_json LABELS multiprocess SERIAL
+  TIMEOUT 120)
+add_dependencies(multiprocess_metrics_test kolo-elastic-worker kolorun)
+if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+  set_source_files_properties(multiprocess_metrics_test.cc PROPERTIES
+    COMPILE_OPTIONS -Wno-null-dereference)
+endif()
