@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "common/check.h"
 #include "common/log.h"
 #include "coordinator/negotiator.h"
 
