@@ -125,20 +125,16 @@ Progress::~Progress() { Stop(); }
 void Progress::Drive(c10::intrusive_ptr<KoloWork> work) {
   Item item;
   item.work = std::move(work);
-  {
-    absl::MutexLock lock(&mu_);
-    if (!stopped_) {
-      queue_.push_back(std::move(item));
-      cv_.Signal();
-      return;
-    }
-  }
-  Run(std::move(item));
+  Enqueue(std::move(item));
 }
 
 void Progress::Drain(Pending pending) {
   Item item;
   item.pending = std::move(pending);
+  Enqueue(std::move(item));
+}
+
+void Progress::Enqueue(Item item) {
   {
     absl::MutexLock lock(&mu_);
     if (!stopped_) {
@@ -147,7 +143,7 @@ void Progress::Drain(Pending pending) {
       return;
     }
   }
-  Run(std::move(item));
+  Run(std::move(item));  // stopped: on the caller's thread
 }
 
 void Progress::Stop() {

@@ -124,6 +124,8 @@ class Progress {
     Pending pending;
   };
   void Loop();
+  // Queues `item` for the thread, or runs it here once stopped.
+  void Enqueue(Item item);
   void Run(Item item);
 
   const python::CApi* const api_;
