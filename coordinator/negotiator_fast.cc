@@ -34,6 +34,9 @@ void Negotiator::FastExit(int rank, uint64_t seq, absl::Time now,
                           NegotiatorOutput& out) {
   KOLO_CHECK(rank >= 0 && rank < options_.size)
       << "rank " << rank << " of " << options_.size;
+  // A rank that shuts down leaves the fast path first (its Done may come
+  // after its Leave, on the other stream): it counts as exited already.
+  if (left_[rank] != 0) return;
   if (!fast_ || fast_exited_[rank] != 0) {
     GetLogger("coordinator")
         ->warn(

@@ -233,13 +233,9 @@ INSTANTIATE_TEST_SUITE_P(Paths, Killed, ::testing::Bool(),
 // change either: the same errors, and the others go on.
 class EarlyExit : public ::testing::TestWithParam<std::tuple<bool, bool>> {};
 
-TEST_P(EarlyExit, RankThatShutsDownFailsEveryOpWaitingForItNamingIt) {
-  const int n = 3;
-  const auto [link, elastic] = GetParam();
-  std::vector<std::string> flags;
-  if (elastic) flags = {"--min-np", "2"};
-  JobRun run = Launch(n, flags, {"early-exit", "1"},
-                      {{"KOLO_NEGOTIATION_LINK", link ? "1" : "0"}});
+// What every EarlyExit run must show: the others' ops fail within seconds
+// naming the leaver, and every worker exits 0.
+void ExpectEarlyExit(const JobRun& run, int n) {
   std::vector<Fields> left = ParseTagged(run.output, "NEG_LEFT");
   ASSERT_EQ(left.size(), 4u * (n - 1)) << run.output;
   for (const Fields& f : left) {
@@ -258,6 +254,16 @@ TEST_P(EarlyExit, RankThatShutsDownFailsEveryOpWaitingForItNamingIt) {
       << run.output;
 }
 
+TEST_P(EarlyExit, RankThatShutsDownFailsEveryOpWaitingForItNamingIt) {
+  const int n = 3;
+  const auto [link, elastic] = GetParam();
+  std::vector<std::string> flags;
+  if (elastic) flags = {"--min-np", "2"};
+  JobRun run = Launch(n, flags, {"early-exit", "1"},
+                      {{"KOLO_NEGOTIATION_LINK", link ? "1" : "0"}});
+  ExpectEarlyExit(run, n);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Paths, EarlyExit,
     ::testing::Values(std::make_tuple(false, false),
@@ -267,6 +273,39 @@ INSTANTIATE_TEST_SUITE_P(
       return std::string(std::get<0>(p.param) ? "Link" : "Stream") +
              (std::get<1>(p.param) ? "Elastic" : "");
     });
+
+// The fast path (KOLO_FAST_PATH=1; docs/design.md "The fast path"): the
+// tensors are cache hits, so the ranks wait for each other in the fast
+// path's rounds over the data plane, not at the coordinator.
+std::map<std::string, std::optional<std::string>> FastPathEnv() {
+  return {
+      {"KOLO_FAST_PATH", "1"}, {"NEG_WARM", "20"}, {"KOLO_LOG_LEVEL", "debug"}};
+}
+
+// A rank that has nothing to run for a second hands over to the
+// coordinator, whose stall inspector then names it.
+TEST(NegotiationFastPath, StallIsWarnedAboutThenResolves) {
+  const int n = 3;
+  JobRun run = Launch(n, {"--stall-check-time-seconds", "1"}, {"stall", "4"},
+                      FastPathEnv());
+  ExpectOk(run, n, "stall");
+  EXPECT_TRUE(absl::StrContains(run.output, "fast path granted")) << run.output;
+  EXPECT_TRUE(absl::StrContains(run.output, "hands over to the coordinator"))
+      << run.output;
+  EXPECT_TRUE(absl::StrContains(run.output, "'late' waits for rank 2"))
+      << run.output;
+}
+
+// A rank that shuts down while the others wait in a round leaves the fast
+// path with them first: their ops fail naming it, as off the fast path.
+TEST(NegotiationFastPath, RankThatShutsDownFailsEveryOpWaitingForIt) {
+  const int n = 3;
+  JobRun run = Launch(n, {}, {"early-exit", "1"}, FastPathEnv());
+  ExpectEarlyExit(run, n);
+  EXPECT_TRUE(absl::StrContains(run.output, "fast path granted")) << run.output;
+  EXPECT_TRUE(absl::StrContains(run.output, "shutdown: leaving the fast path"))
+      << run.output;
+}
 
 }  // namespace
 }  // namespace kolo::testing

@@ -20,6 +20,9 @@
 //   kill VICTIM: every rank but VICTIM submits three tensors; VICTIM kills
 //     itself (SIGKILL); the others (ignoring kolorun's SIGTERM meanwhile)
 //     print NEG_KILLED with each handle's error.
+// NEG_WARM=STEPS (environment): stall and early-exit first run STEPS steps
+// of their tensors on every rank, so that they are cache hits (on the fast
+// path, KOLO_FAST_PATH=1, when the scenario starts).
 // Every wait is bounded; nothing here can hang a test run.
 #include <signal.h>
 #include <unistd.h>
@@ -469,8 +472,45 @@ int Try() {
   return 0;
 }
 
+bool Failed(int /*code*/) { return false; }
+
+// NEG_WARM steps (0 without it) of every rank's allreduce of int64 tensors
+// `names`, of `shapes`, in place; true when every one gave the exact sum.
+bool Warm(const std::vector<std::string>& names,
+          const std::vector<int64_t>& sizes) {
+  const char* env = std::getenv("NEG_WARM");
+  int steps = 0;
+  if (env == nullptr || !absl::SimpleAtoi(env, &steps)) return true;
+  const int rank = kolo::rank(), n = kolo::size();
+  for (int step = 0; step < steps; ++step) {
+    std::vector<std::vector<int64_t>> bufs;
+    std::vector<Handle> handles;
+    for (size_t i = 0; i < names.size(); ++i) {
+      bufs.emplace_back(static_cast<size_t>(sizes[i]), rank + step);
+    }
+    for (size_t i = 0; i < names.size(); ++i) {
+      Tensor t{DataType::kInt64, {sizes[i]}, bufs[i].data()};
+      auto h = kolo::allreduce_async(t, t, {}, names[i]);
+      if (!h.ok()) return Failed(Fail("warm submit", h.status()));
+      handles.push_back(*h);
+    }
+    for (absl::Status& s : kolo::synchronize_all(handles, kWait)) {
+      if (!s.ok()) return Failed(Fail("warm", s));
+    }
+    const int64_t want =
+        static_cast<int64_t>(n) * (n - 1) / 2 + static_cast<int64_t>(n) * step;
+    for (const std::vector<int64_t>& b : bufs) {
+      if (b[0] != want) {
+        return Failed(Fail("warm result", absl::InternalError("wrong sum")));
+      }
+    }
+  }
+  return true;
+}
+
 int Stall(int seconds) {
   const int rank = kolo::rank(), n = kolo::size();
+  if (!Warm({"late"}, {2})) return 4;
   if (rank == n - 1) absl::SleepFor(absl::Seconds(seconds));
   std::vector<int64_t> v(2, rank + 1);
   Tensor t{DataType::kInt64, {2}, v.data()};
@@ -541,6 +581,10 @@ int Kill(int victim) {
 // afterwards; then they shut down too and the job ends well.
 int EarlyExit(int leaver) {
   const int rank = kolo::rank();
+  if (!Warm({"together", "stranded0", "stranded1", "stranded2"},
+            {2, 4, 4, 4})) {
+    return 4;
+  }
   std::vector<int64_t> v(2, rank + 1);
   Tensor t{DataType::kInt64, {2}, v.data()};
   auto first = kolo::allreduce_async(t, t, {}, "together");

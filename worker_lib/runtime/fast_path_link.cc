@@ -27,6 +27,10 @@ uint64_t RoundStamp(uint64_t next_seq, uint64_t round) {
 
 }  // namespace
 
+absl::Duration RoundPatience(absl::Duration data_timeout) {
+  return std::max(data_timeout, kShortestRoundPatience);
+}
+
 FastPathLink::FastPathLink(std::unique_ptr<CoordinatorLink> inner,
                            DataPlane* data, absl::Duration data_timeout,
                            int rank, Hooks hooks)
@@ -40,7 +44,8 @@ absl::Status FastPathLink::SendAll(absl::Span<proto::WorkerMessage> msgs) {
   {
     MutexLock lock(&mu_);
     if (fast_) {
-      for (proto::WorkerMessage& msg : msgs) Keep(msg);
+      const absl::Time now = absl::Now();
+      for (proto::WorkerMessage& msg : msgs) Keep(msg, now);
       cv_.SignalAll();
       return absl::OkStatus();
     }
@@ -51,8 +56,9 @@ absl::Status FastPathLink::SendAll(absl::Span<proto::WorkerMessage> msgs) {
   return inner_->SendAll(msgs);
 }
 
-void FastPathLink::Keep(proto::WorkerMessage& msg) {
+void FastPathLink::Keep(proto::WorkerMessage& msg, absl::Time now) {
   if (msg.has_done()) return;  // the exit reports the last plan run
+  active_at_ = now;
   if (!msg.has_announce()) {
     // Nothing else travels on the link; should it, it needs the coordinator.
     need_ = true;
@@ -64,10 +70,12 @@ void FastPathLink::Keep(proto::WorkerMessage& msg) {
       // Given out before the grant, so below bits_end; a bit beyond it is
       // the coordinator's to judge.
       bits_kept_.resize(bit + 1, 0);
+      kept_at_.resize(bit + 1);
       need_ = true;
     }
     if (bits_kept_[bit] == 0) {
       bits_kept_[bit] = 1;
+      kept_at_[bit] = now;
       ready_.push_back(bit);
     }
   }
@@ -90,10 +98,15 @@ void FastPathLink::Grant(const proto::FastPath& grant, uint64_t seq) {
   // Announcements the coordinator had not read when it granted are its own.
   need_ = rank_ >= grant.announces_size() ||
           announces_sent_ > grant.announces(rank_);
+  // Shutting down: leave at once (Leave).
+  if (leaving_) need_ = true;
+  failed_ = false;
+  active_at_ = absl::Now();
   const size_t n = grant.bits_end();
   described_.assign(n, 0);
   candidates_.assign(n, fusion::Candidate{});
   bits_kept_.assign(n, 0);
+  kept_at_.assign(n, absl::InfinitePast());
   ready_.clear();
   kept_.Clear();
   RuntimeLog()->debug(
@@ -124,10 +137,17 @@ absl::StatusOr<std::optional<proto::CoordinatorMessage>> FastPathLink::Receive(
       woken_ = false;
       return std::nullopt;
     }
-    if (ready_.empty() && !need_) {
-      if (cv_.WaitWithDeadline(&mu_, deadline)) return std::nullopt;
+    if (ready_.empty() && !MustLeave(absl::Now())) {
+      // Idle: wait for something kept, or until idle too long (then this
+      // rank's round leaves the fast path for every rank).
+      const absl::Time idle_end = active_at_ + kFastPathPatience;
+      if (cv_.WaitWithDeadline(&mu_, std::min(deadline, idle_end)) &&
+          absl::Now() >= deadline) {
+        return std::nullopt;
+      }
       continue;
     }
+    (void)MustLeave(absl::Now());  // a stalled bit
     DescribeNewBits();
     bool exit = false;
     absl::StatusOr<std::optional<proto::Plan>> plan = Round(exit);
@@ -153,6 +173,23 @@ absl::StatusOr<std::optional<proto::CoordinatorMessage>> FastPathLink::Receive(
     (void)cv_.WaitWithDeadline(&mu_,
                                std::min(deadline, now + kEmptyRoundPause));
   }
+}
+
+bool FastPathLink::MustLeave(absl::Time now) {
+  if (need_) return true;
+  const char* why = nullptr;
+  if (ready_.empty()) {
+    if (now - active_at_ >= kFastPathPatience) why = "nothing to run";
+  } else if (ready_.front() < kept_at_.size() &&
+             now - kept_at_[ready_.front()] >= kFastPathPatience) {
+    why = "a tensor waiting for the other ranks";
+  }
+  if (why == nullptr) return false;
+  RuntimeLog()->debug(
+      "fast path: {} for {}; this rank hands over to the coordinator", why,
+      absl::FormatDuration(kFastPathPatience));
+  need_ = true;
+  return true;
 }
 
 void FastPathLink::DescribeNewBits() {
@@ -183,6 +220,7 @@ absl::StatusOr<std::optional<proto::Plan>> FastPathLink::Round(bool& exit) {
   round_.assign(1 + n, 0);
   bool need = need_;
   for (uint32_t bit : ready_) {
+    if (leaving_) break;  // its ops were abandoned: no bit from this rank
     if (bit < n && described_[bit] == 1) {
       round_[1 + bit] = 1;
     } else {
@@ -196,9 +234,9 @@ absl::StatusOr<std::optional<proto::Plan>> FastPathLink::Round(bool& exit) {
   uint8_t* buffer = round_.data();
   in_round_ = true;
   mu_.Unlock();
-  // The peers may be computing: wait for them as for a plan (see the
-  // header), then give the plans' collectives their own deadline back.
-  data_->SetInactivityTimeout(kRoundPatience);
+  // The peers come within about kFastPathPatience (see the header); then
+  // the plans' collectives get their own deadline back.
+  data_->SetInactivityTimeout(RoundPatience(data_timeout_));
   data_->Stamp(stamp);
   ReduceOptions reduce;
   reduce.op = ReduceOp::kMin;  // bytes of 0/1: the AND of every rank's
@@ -207,7 +245,11 @@ absl::StatusOr<std::optional<proto::Plan>> FastPathLink::Round(bool& exit) {
   data_->SetInactivityTimeout(data_timeout_);
   mu_.Lock();
   in_round_ = false;
-  if (!status.ok()) return status;
+  if (!status.ok()) {
+    failed_ = true;
+    cv_.SignalAll();
+    return status;
+  }
   exit = round_[0] == 0;
   std::vector<uint32_t> bits;
   for (uint32_t bit = 0; bit < n; ++bit) {
@@ -216,6 +258,7 @@ absl::StatusOr<std::optional<proto::Plan>> FastPathLink::Round(bool& exit) {
     bits_kept_[bit] = 0;
   }
   if (bits.empty()) return std::optional<proto::Plan>();
+  active_at_ = absl::Now();
   ready_.erase(std::remove_if(ready_.begin(), ready_.end(),
                               [&](uint32_t bit) {
                                 mu_.AssertHeld();
@@ -251,8 +294,10 @@ absl::Status FastPathLink::Exit() {
   done.set_fast_exit(true);
   size_t count = 1;
   proto::Announce& a = *msgs[1].mutable_announce();
-  a.Swap(&kept_);
-  for (uint32_t bit : ready_) a.add_cached(bit);
+  if (!leaving_) {  // a leaving rank's ops were abandoned
+    a.Swap(&kept_);
+    for (uint32_t bit : ready_) a.add_cached(bit);
+  }
   if (a.requests_size() > 0 || a.cached_size() > 0 || a.has_settings()) {
     count = 2;
     ++announces_sent_;
@@ -265,6 +310,7 @@ absl::Status FastPathLink::Exit() {
   need_ = false;
   ready_.clear();
   kept_.Clear();
+  cv_.SignalAll();  // AwaitExit
   // Under mu_: a SendAll that finds the fast path over writes after this.
   return inner_->SendAll(absl::MakeSpan(msgs, count));
 }
@@ -281,6 +327,26 @@ void FastPathLink::Wake() {
 bool FastPathLink::may_overrun_timeout() const {
   MutexLock lock(&mu_);
   return fast_;
+}
+
+bool FastPathLink::Leave() {
+  MutexLock lock(&mu_);
+  leaving_ = true;
+  if (!fast_) return false;
+  RuntimeLog()->debug(
+      "shutdown: leaving the fast path with the other ranks after plan {}",
+      fast_seq_);
+  need_ = true;
+  cv_.SignalAll();
+  return true;
+}
+
+bool FastPathLink::AwaitExit(absl::Time deadline) {
+  MutexLock lock(&mu_);
+  while (fast_ && !failed_) {
+    if (cv_.WaitWithDeadline(&mu_, deadline)) break;
+  }
+  return !fast_;
 }
 
 uint64_t FastPathLink::rounds() const {

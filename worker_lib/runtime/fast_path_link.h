@@ -19,11 +19,17 @@
 //   needs the coordinator, every rank leaves after that round's plan: it
 //   writes Done(fast_exit) with its last fast plan and then, in the same
 //   write, every announcement kept and not run, and reads the link again.
-// - A round waits for the peers with a long inactivity timeout
-//   (kRoundPatience): a peer may be computing for minutes, as a worker
-//   waiting for a plan would wait. The coordinator's liveness checks bound
-//   the wait (a lost peer ends the epoch, which aborts the data plane), and
-//   Stop aborts it.
+// - Every rank comes to a round within about kFastPathPatience: a rank
+//   that has had nothing to run on the fast path for that long needs the
+//   coordinator (idle), and so does one whose oldest kept bit has waited
+//   that long (a stall: the coordinator's stall inspector and `kolo-ctl
+//   status` then see what it waits for). So a round waits for the peers
+//   with a bounded inactivity timeout (RoundPatience), and a peer that
+//   never comes is a fault like any other. The epoch's end and Stop abort
+//   a round.
+// - Leave (shutdown): the rank runs one more round that needs the
+//   coordinator and contributes no bit, so that every rank leaves with it,
+//   and hands nothing it kept to the coordinator (its ops were abandoned).
 // - Announcements written before the grant and not yet read by the
 //   coordinator when it granted (FastPath.announces) are the coordinator's:
 //   this rank then needs the coordinator at its first round.
@@ -55,8 +61,15 @@
 
 namespace kolo::worker {
 
-// How long a round waits for peers without any byte moving.
-inline constexpr absl::Duration kRoundPatience = absl::Hours(24);
+// A rank leaves the fast path when it has had nothing to run on it for
+// this long, or when a bit it kept has waited this long (see above).
+inline constexpr absl::Duration kFastPathPatience = absl::Seconds(1);
+
+// How long a round waits for peers without any byte moving: the data-plane
+// timeout, and no less than kShortestRoundPatience (a peer comes within
+// kFastPathPatience plus a park of its background thread, about a second).
+inline constexpr absl::Duration kShortestRoundPatience = absl::Seconds(10);
+absl::Duration RoundPatience(absl::Duration data_timeout);
 
 class FastPathLink final : public CoordinatorLink {
  public:
@@ -91,12 +104,24 @@ class FastPathLink final : public CoordinatorLink {
   // Rounds run and fast plans derived so far (for tests and benchmarks).
   uint64_t rounds() const ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Before shutdown: whether this rank is on the fast path; if so, its next
+  // round leaves it for every rank (see above), run by whichever thread
+  // reads the link next. Later grants are left at once.
+  bool Leave() ABSL_LOCKS_EXCLUDED(mu_);
+  // Waits until this rank is off the fast path, or a round failed, or
+  // `deadline`; true when off it.
+  bool AwaitExit(absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
+
  private:
   // Starts the fast path granted in `plan` (Receive, off the fast path).
   void Grant(const proto::FastPath& grant, uint64_t seq)
       ABSL_LOCKS_EXCLUDED(mu_);
-  // Keeps `msg` (on the fast path).
-  void Keep(proto::WorkerMessage& msg) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Keeps `msg` (on the fast path), kept at `now`.
+  void Keep(proto::WorkerMessage& msg, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether this rank's next round must leave (need_, or idle or stalled
+  // for kFastPathPatience at `now`); sets need_ when it newly must.
+  bool MustLeave(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Describes the bits kept since the last round (calls hooks_.describe
   // with mu_ released).
   void DescribeNewBits() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -118,7 +143,7 @@ class FastPathLink final : public CoordinatorLink {
   const Hooks hooks_;
 
   mutable Mutex mu_;
-  CondVar cv_;  // something kept, or Wake
+  CondVar cv_;  // something kept, Wake, Leave, or the exit
   bool woken_ ABSL_GUARDED_BY(mu_) = false;
   // Announce messages written to the coordinator (off the fast path).
   uint64_t announces_sent_ ABSL_GUARDED_BY(mu_) = 0;
@@ -128,6 +153,15 @@ class FastPathLink final : public CoordinatorLink {
   uint64_t fast_seq_ ABSL_GUARDED_BY(mu_) = 0;
   // Whether this rank needs the coordinator (sticky until the exit).
   bool need_ ABSL_GUARDED_BY(mu_) = false;
+  // Shutting down (Leave): no bit is contributed, nothing kept is handed on.
+  bool leaving_ ABSL_GUARDED_BY(mu_) = false;
+  // A round failed (the data plane's error went to the caller).
+  bool failed_ ABSL_GUARDED_BY(mu_) = false;
+  // The grant, a kept message or a round that ran bits: the last activity
+  // (for the idle exit); and when each kept bit was kept (for the stall
+  // exit: ready_.front() is the oldest).
+  absl::Time active_at_ ABSL_GUARDED_BY(mu_);
+  std::vector<absl::Time> kept_at_ ABSL_GUARDED_BY(mu_);
   // Kept: announcements that need the coordinator (full Requests), the
   // latest settings, and the cache bits announced and not run yet, in
   // announcement order (bits_kept_[b]: whether b is among them).

@@ -140,6 +140,10 @@ absl::Status Job::Stop() {
   absl::Status abandoned;
   if (attachment_.epochs != nullptr) {
     if (std::shared_ptr<EpochRuntime> e = attachment_.epochs->current()) {
+      // No round of the fast path may wait for this rank once it stopped.
+      if (attachment_.epochs->EndedWith(e->number).ok()) {
+        e->ops->LeaveFastPath();
+      }
       abandoned = e->ops->Stop();  // before the data plane
     }
     attachment_.epochs.reset();  // closes the data connections

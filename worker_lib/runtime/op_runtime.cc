@@ -72,6 +72,7 @@ OpRuntime::OpRuntime(const JobContext& job,
       timeline_(std::move(options.timeline)),
       timeline_dynamic_(job.config->timeline_dynamic),
       announce_window_(job.config->knobs.cycle_time),
+      data_timeout_(job.config->knobs.data_timeout),
       epoch_(options.epoch),
       dissolved_sets_(std::move(options.dissolved_sets)),
       runner_(std::make_unique<PlanRunner>(
@@ -515,6 +516,31 @@ void OpRuntime::Fail(absl::Status why) {
 std::shared_ptr<Timeline> OpRuntime::timeline() {
   MutexLock lock(&mu_);
   return timeline_;
+}
+
+void OpRuntime::LeaveFastPath() {
+  auto* fast = dynamic_cast<FastPathLink*>(link_.get());
+  if (fast == nullptr) return;
+  {
+    MutexLock lock(&mu_);
+    if (stop_ || link_broken_ || !terminal_.ok()) return;
+  }
+  if (!fast->Leave()) return;
+  {
+    // The background thread reads the link now (a caller reading it runs
+    // the round itself).
+    MutexLock lock(&mu_);
+    plan_cv_.SignalAll();
+  }
+  const absl::Duration limit =
+      RoundPatience(data_timeout_) + kFastPathPatience + absl::Seconds(2);
+  if (!fast->AwaitExit(absl::Now() + limit)) {
+    RuntimeLog()->warn(
+        "rank {}: shutdown() could not leave the fast path together with the "
+        "other ranks within {}; a rank still waiting in a round for this one "
+        "fails when its round's timeout passes",
+        rank_, absl::FormatDuration(limit));
+  }
 }
 
 absl::Status OpRuntime::Stop(bool close_timeline) {

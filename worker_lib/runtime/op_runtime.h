@@ -224,6 +224,11 @@ class OpRuntime {
   // logging it at warn on this rank; OK when there were none.
   // `close_timeline`: false when the next epoch goes on writing it.
   absl::Status Stop(bool close_timeline = true) ABSL_LOCKS_EXCLUDED(mu_);
+  // Before Stop at shutdown, on a live epoch: when this rank is on the fast
+  // path, leaves it together with the other ranks (FastPathLink::Leave),
+  // so that no round waits for this rank after it stopped. Bounded (the
+  // round's patience plus the peers' way to a round); logs when it fails.
+  void LeaveFastPath() ABSL_LOCKS_EXCLUDED(mu_);
   // The timeline this runtime writes (null: none).
   std::shared_ptr<Timeline> timeline() ABSL_LOCKS_EXCLUDED(mu_);
   // The fast path's rounds so far in this epoch (0 without the fast path).
@@ -377,6 +382,7 @@ class OpRuntime {
   std::shared_ptr<Timeline> timeline_ ABSL_GUARDED_BY(mu_);
   const bool timeline_dynamic_;
   const absl::Duration announce_window_;
+  const absl::Duration data_timeout_;  // KOLO_TIMEOUT_SECONDS
   const uint64_t epoch_;
   const std::vector<int32_t> dissolved_sets_;
 
