@@ -481,12 +481,15 @@ TEST(Settings, SwitchedAtRunTimeBetweenSteps) {
 // ---- Metadata changes -------------------------------------------------------
 
 // (world size, the fast path on): a changed signature on one rank leaves the
-// fast path and fails with the coordinator's error on every rank.
+// fast path and fails with the coordinator's error on every rank; on the
+// fast path after a thousand cached steps.
 class Metadata : public ::testing::TestWithParam<std::tuple<int, bool>> {};
 
 TEST_P(Metadata, ChangeOnEveryRankIsExactAndOnOneRankFailsEverywhere) {
   const auto [n, fast] = GetParam();
-  JobRun run = Launch(n, {"metadata"}, {{"KOLO_FAST_PATH", fast ? "1" : "0"}});
+  std::vector<std::string> args = {"metadata"};
+  if (fast) args.push_back("1000");
+  JobRun run = Launch(n, args, {{"KOLO_FAST_PATH", fast ? "1" : "0"}});
   ExpectOk(run, n, "metadata", 8);
   std::vector<Fields> errs = ParseTagged(run.output, "FUS_ERR");
   if (n == 1) {

@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -25,16 +26,21 @@ std::string Bin(const std::string& name) { return BinDir() + "/" + name; }
 
 // Runs `kolorun -np n kolo-grid-worker args...` with allreduce forced to
 // `algorithm` and expects every rank to report GRID_OK.
+// `env`: more of the job's environment; `output` (if set) gets the job's.
 void RunGrid(int n, const std::string& algorithm,
-             const std::vector<std::string>& args) {
+             const std::vector<std::string>& args,
+             std::map<std::string, std::optional<std::string>> env = {},
+             std::string* output = nullptr) {
   std::vector<std::string> argv = {Bin("kolorun"), "-np", std::to_string(n),
                                    Bin("kolo-grid-worker")};
   argv.insert(argv.end(), args.begin(), args.end());
-  Subprocess p(argv, {{"KOLO_ALLREDUCE_ALGORITHM", algorithm}});
+  env["KOLO_ALLREDUCE_ALGORITHM"] = algorithm;
+  Subprocess p(argv, std::move(env));
   const absl::Time start = absl::Now();
   ASSERT_TRUE(p.Start().ok());
   const absl::Status st = p.Wait(Scaled(absl::Seconds(240)));
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  if (output != nullptr) *output = p.output();
   ASSERT_TRUE(st.ok()) << st << "\n" << p.output();
   ASSERT_TRUE(p.exit_info().exited && p.exit_info().code == 0)
       << p.exit_info().ToString() << "\n"
@@ -74,6 +80,38 @@ INSTANTIATE_TEST_SUITE_P(Sizes, Grid, ::testing::Values(1, 2, 3, 4, 5),
                          [](const ::testing::TestParamInfo<int>& param_info) {
                            return absl::StrCat(param_info.param, "ranks");
                          });
+
+// The fast path (KOLO_FAST_PATH=1): every allreduce case (counts up to
+// 4099) twice by name, the second a cache hit run by a round of the fast
+// path; every result exact, as with the fast path off.
+class GridFastPath : public ::testing::TestWithParam<std::tuple<int, bool>> {};
+
+TEST_P(GridFastPath, EveryAllreduceCaseTwiceIsExact) {
+  const auto [n, fast] = GetParam();
+  std::string output;
+  RunGrid(n, "auto", {"allreduce", "--light", "--twice"},
+          {{"KOLO_FAST_PATH", fast ? "1" : "0"}, {"KOLO_LOG_LEVEL", "debug"}},
+          &output);
+  size_t grants = 0;
+  for (size_t at = output.find("fast path granted"); at != std::string::npos;
+       at = output.find("fast path granted", at + 1)) {
+    ++grants;
+  }
+  if (fast && n > 1) {
+    EXPECT_GT(grants, 100u) << output.substr(0, 20000);
+  } else {
+    EXPECT_EQ(grants, 0u);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Sizes, GridFastPath,
+    ::testing::Values(std::make_tuple(2, true), std::make_tuple(3, true),
+                      std::make_tuple(4, true), std::make_tuple(3, false)),
+    [](const ::testing::TestParamInfo<std::tuple<int, bool>>& p) {
+      return absl::StrCat(std::get<0>(p.param), "ranks",
+                          std::get<1>(p.param) ? "On" : "Off");
+    });
 
 TEST(GridLight, SevenRanksRing) { RunGrid(7, "ring", {"all", "--light"}); }
 

@@ -14,6 +14,9 @@
 //     --light    counts up to 4099 and no 64 MiB buffers (the 7-rank pass)
 //     --huge-subset  64 MiB allreduces for every dtype summed and float32
 //                with every op only (14 instead of 49 cases)
+//     --twice    every allreduce case (not the 64 MiB ones) by name, twice:
+//                the second is a cache hit (with KOLO_FAST_PATH=1, a round
+//                of the fast path); both must be exact
 // Sanitizer builds (KOLO_TIMEOUT_SCALE > 1) run the subset that
 // tests/testing/collective_data.h defines (Sanitized(), LargeCaseRuns()) and
 // one 64 MiB case per collective.
@@ -84,7 +87,19 @@ std::string AlgorithmLabel() {
 
 // ---- allreduce --------------------------------------------------------------
 
-void AllreduceGrid(Checker& ck, bool light, bool huge_subset) {
+// A named allreduce, waited for.
+absl::Status NamedAllreduce(const std::string& name, void* input, void* output,
+                            int64_t count, DataType type, ReduceOp op) {
+  kolo::AllreduceOptions o;
+  o.op = op;
+  absl::StatusOr<kolo::Handle> h = kolo::allreduce_async(
+      kolo::Tensor{type, {count}, input, kolo::kCpu},
+      kolo::Tensor{type, {count}, output, kolo::kCpu}, o, name);
+  if (!h.ok()) return h.status();
+  return kolo::synchronize(*h, absl::Seconds(120));
+}
+
+void AllreduceGrid(Checker& ck, bool light, bool huge_subset, bool twice) {
   const int r = ck.rank(), n = ck.size();
   const std::string name = absl::StrCat("allreduce(", AlgorithmLabel(), ")");
   int index = 0;
@@ -95,19 +110,28 @@ void AllreduceGrid(Checker& ck, bool light, bool huge_subset) {
         const bool in_place = index++ % 2 == 1;
         Case c{name, type, op, count, in_place ? "in-place" : "out-of-place"};
         const Bytes input = Input(type, op, r, 0, count);
-        Bytes in = input;
-        Bytes out(in.size(), '\xcd');
-        void* dst = in_place ? in.data() : out.data();
-        absl::Status st = kolo::allreduce(in.data(), dst, count, type, op);
-        if (type == DataType::kBool && op == ReduceOp::kAverage) {
-          ck.Refused(st, c);
-          continue;
-        }
-        ck.Ok(st, c);
-        ck.Same(in_place ? in : out, Expected(type, op, n, 0, count), c);
-        if (!in_place) {
-          c.extra = "out-of-place, input changed";
-          ck.Same(in, input, c, /*count_case=*/false);
+        const std::string tensor =
+            absl::StrCat("grid.", index, ".", static_cast<int>(type), ".",
+                         static_cast<int>(op), ".", count);
+        for (int run = 0; run < (twice ? 2 : 1); ++run) {
+          Bytes in = input;
+          Bytes out(in.size(), '\xcd');
+          void* dst = in_place ? in.data() : out.data();
+          absl::Status st =
+              twice ? NamedAllreduce(tensor, in.data(), dst, count, type, op)
+                    : kolo::allreduce(in.data(), dst, count, type, op);
+          c.extra = absl::StrCat(in_place ? "in-place" : "out-of-place",
+                                 twice && run == 1 ? ", cache hit" : "");
+          if (type == DataType::kBool && op == ReduceOp::kAverage) {
+            ck.Refused(st, c);
+            continue;
+          }
+          ck.Ok(st, c);
+          ck.Same(in_place ? in : out, Expected(type, op, n, 0, count), c);
+          if (!in_place) {
+            c.extra = "out-of-place, input changed";
+            ck.Same(in, input, c, /*count_case=*/false);
+          }
         }
       }
     }
@@ -337,13 +361,15 @@ void BarrierGrid(Checker& ck) {
 
 int Main(int argc, char** argv) {
   std::string mode;
-  bool light = false, huge_subset = false;
+  bool light = false, huge_subset = false, twice = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--light") {
       light = true;
     } else if (a == "--huge-subset") {
       huge_subset = true;
+    } else if (a == "--twice") {
+      twice = true;
     } else if (mode.empty() &&
                (a == "allreduce" || a == "others" || a == "all")) {
       mode = a;
@@ -355,7 +381,7 @@ int Main(int argc, char** argv) {
   if (mode.empty()) {
     std::fprintf(stderr,
                  "usage: kolo-grid-worker allreduce|others|all [--light] "
-                 "[--huge-subset]\n");
+                 "[--huge-subset] [--twice]\n");
     return 2;
   }
   const absl::Time start = absl::Now();
@@ -367,7 +393,7 @@ int Main(int argc, char** argv) {
   Checker ck(kolo::rank(), kolo::size());
   ck.Phase("init");
   if (mode == "allreduce" || mode == "all") {
-    AllreduceGrid(ck, light, huge_subset);
+    AllreduceGrid(ck, light, huge_subset, twice);
     if (!light) ck.Phase("allreduce-64MiB");
   }
   if (mode == "others" || mode == "all") {
