@@ -45,8 +45,10 @@ target_link_libraries(kolo-negotiation-worker PRIVATE kolo_worker)
 kolo_target_warnings(kolo-negotiation-worker)
 kolo_add_test(multiprocess_negotiation_test
   SOURCES multiprocess_negotiation_test.cc
-  LIBS kolo_mp_testing LABELS multiprocess SERIAL TIMEOUT 600)
-add_dependencies(multiprocess_negotiation_test kolo-negotiation-worker kolorun)
+  LIBS kolo_mp_testing nlohmann_json::nlohmann_json
+  LABELS multiprocess SERIAL TIMEOUT 600)
+add_dependencies(multiprocess_negotiation_test kolo-negotiation-worker kolorun
+  kolo-ctl)
 
 # Fusion, the response cache and the timeline of issue 5: exact results over
 # the grid of settings, settings switched at run time, metadata changes, and

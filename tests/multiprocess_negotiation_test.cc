@@ -18,7 +18,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "tests/testing/job_run.h"
+#include "tests/testing/subprocess.h"
+#include "tests/testing/timeouts.h"
 #include "tests/testing/topology.h"
 
 namespace kolo::testing {
@@ -294,6 +297,52 @@ TEST(NegotiationFastPath, StallIsWarnedAboutThenResolves) {
       << run.output;
   EXPECT_TRUE(absl::StrContains(run.output, "'late' waits for rank 2"))
       << run.output;
+}
+
+// While the last rank computes, `kolo-ctl status` shows the tensor the
+// others wait for on the fast path, and the missing rank (the fast path
+// hands the wait over to the coordinator after a second).
+TEST(NegotiationFastPath, KoloCtlShowsTheTensorARoundWaitsFor) {
+  std::vector<std::string> argv = {
+      Bin("kolorun"), "-np",  "3",
+      "--log-level",  "info", Bin("kolo-negotiation-worker"),
+      "stall",        "5"};
+  std::map<std::string, std::optional<std::string>> env = FastPathEnv();
+  env.erase("KOLO_LOG_LEVEL");
+  Subprocess job(argv, env);
+  ASSERT_TRUE(job.Start().ok());
+  ASSERT_TRUE(job.WaitForOutput("job state: ", Scaled(absl::Seconds(30))))
+      << job.output();
+  // "KOLO_SECRET_FILE=<f> kolo-ctl status --coordinator <a> --job-id <id>"
+  std::vector<std::string> how = Lines(job.output(), "job state: ");
+  ASSERT_EQ(how.size(), 1u) << job.output();
+  const std::string cmd = how[0].substr(how[0].find("KOLO_SECRET_FILE="));
+  const std::string file = cmd.substr(17, cmd.find(' ') - 17);
+  std::string job_id = cmd.substr(cmd.find("--job-id ") + 9);
+  job_id = job_id.substr(0, job_id.find_first_of(" \n"));
+  const size_t at = cmd.find("--coordinator ") + 14;
+  const std::string coord = cmd.substr(at, cmd.find(" --job-id") - at);
+  nlohmann::json waiting;
+  const absl::Time until = absl::Now() + absl::Seconds(4);
+  while (absl::Now() < until && waiting.is_null()) {
+    absl::SleepFor(absl::Milliseconds(500));
+    Subprocess ctl({Bin("kolo-ctl"), "status", "--json", "--coordinator", coord,
+                    "--job-id", job_id},
+                   {{"KOLO_SECRET_FILE", file}, {"KOLO_SECRET", std::nullopt}});
+    ASSERT_TRUE(ctl.Start().ok());
+    ASSERT_TRUE(ctl.Wait(Scaled(absl::Seconds(30))).ok()) << ctl.output();
+    ASSERT_EQ(ctl.exit_info().code, 0) << ctl.output();
+    const nlohmann::json j = nlohmann::json::parse(ctl.output());
+    for (const auto& p : j["pending"]) {
+      if (p["name"] == "late") waiting = p;
+    }
+  }
+  ASSERT_FALSE(waiting.is_null()) << "'late' never shown pending";
+  ASSERT_EQ(waiting["missing"].size(), 1u) << waiting.dump();
+  EXPECT_EQ(waiting["missing"][0]["rank"], 2) << waiting.dump();
+  ASSERT_TRUE(job.Wait(Scaled(absl::Seconds(60))).ok()) << job.output();
+  EXPECT_EQ(job.exit_info().code, 0) << job.output();
+  EXPECT_EQ(ParseTagged(job.output(), "NEG_OK").size(), 3u) << job.output();
 }
 
 // A rank that shuts down while the others wait in a round leaves the fast
