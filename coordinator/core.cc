@@ -219,7 +219,8 @@ void CoordinatorCore::Dispatch(SessionId id, Session& s,
       if (phase_ != Phase::kRunning) return;  // the epoch ended
       NegotiatorOutput result;
       if (message.done().fast_exit()) {
-        ep_.negotiator->FastExit(s.rank, message.done().seq(), s.last_heard,
+        ep_.negotiator->FastExit(s.rank, message.done().seq(),
+                                 message.done().fast_used(), s.last_heard,
                                  result);
       } else {
         ep_.negotiator->Done(s.rank, message.done().seq(), s.last_heard,

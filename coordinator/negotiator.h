@@ -92,6 +92,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "common/knob_defaults.h"
 #include "common/knobs.h"
 #include "coordinator/metrics.h"
@@ -148,9 +149,12 @@ class Negotiator {
   // `rank` finished every plan up to `seq`.
   void Done(int rank, uint64_t seq, absl::Time now, NegotiatorOutput& out);
   // `rank` left the fast path after its fast plan `seq` (Done.fast_exit):
-  // every plan up to seq finished there. Ignored (logged) when no fast path
-  // was granted.
-  void FastExit(int rank, uint64_t seq, absl::Time now, NegotiatorOutput& out);
+  // every plan up to seq finished there; `used` (Done.fast_used): the cache
+  // bits its fast plans ran, least recently first, which the cache marks
+  // used in that order (every rank sends the same). Ignored (logged) when no
+  // fast path was granted.
+  void FastExit(int rank, uint64_t seq, absl::Span<const uint32_t> used,
+                absl::Time now, NegotiatorOutput& out);
   // Whether the ranks are on the fast path (granted, not every exit in).
   bool on_fast_path() const { return fast_; }
   // `rank` left the epoch (kolo::shutdown(), or a Leave before its process

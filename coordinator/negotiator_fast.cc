@@ -30,7 +30,8 @@ void Negotiator::MaybeGrantFastPath(proto::Plan& plan) {
   std::fill(fast_exited_.begin(), fast_exited_.end(), uint8_t{0});
 }
 
-void Negotiator::FastExit(int rank, uint64_t seq, absl::Time now,
+void Negotiator::FastExit(int rank, uint64_t seq,
+                          absl::Span<const uint32_t> used, absl::Time now,
                           NegotiatorOutput& out) {
   KOLO_CHECK(rank >= 0 && rank < options_.size)
       << "rank " << rank << " of " << options_.size;
@@ -48,6 +49,19 @@ void Negotiator::FastExit(int rank, uint64_t seq, absl::Time now,
   }
   fast_exited_[rank] = 1;
   fast_seq_ = std::max(fast_seq_, seq);
+  // The hits the coordinator did not see: the LRU order follows them (a bit
+  // not live any more, which a worker cannot cause, is skipped).
+  for (uint32_t bit : used) {
+    if (cache_.Response(bit) != nullptr) {
+      cache_.Touch(bit);
+    } else {
+      GetLogger("coordinator")
+          ->warn(
+              "rank {} ran cache bit {} on the fast path, which is not "
+              "live; ignored (a worker bug)",
+              rank, bit);
+    }
+  }
   done_[rank] = std::max(done_[rank], seq);
   for (int r = 0; r < options_.size; ++r) {
     if (fast_exited_[r] == 0 && left_[r] == 0) return;

@@ -985,5 +985,45 @@ TEST(NegotiatorTest, HitWithAJoinedRankGoesByName) {
   EXPECT_THAT(r.joined(), ElementsAre(1));
 }
 
+// The fast path (negotiator_fast.cc): the hits the ranks ran among
+// themselves come back in the exits (Done.fast_used), and the cache's LRU
+// order follows them: a full cache then evicts the entry not used on the
+// fast path, not the one that was.
+TEST(NegotiatorTest, FastPathHitsKeepTheirEntriesRecentlyUsed) {
+  NegotiatorOptions o = Opts(2);
+  o.cache_capacity = 2;
+  Negotiator n(o);
+  NegotiatorOutput out;
+  for (int r = 0; r < 2; ++r) {
+    proto::Announce a = Ann({"a", "b"});
+    a.mutable_settings()->set_fast_path(true);
+    a.mutable_settings()->set_cache_capacity(2);
+    a.mutable_settings()->set_fusion_threshold(0);
+    a.mutable_settings()->set_fusion_direct_bytes(uint64_t{1} << 20);
+    n.Announce(r, a, kT0, out);
+  }
+  ASSERT_EQ(out.plans.size(), 1u);
+  const proto::Plan& first = out.plans[0];
+  ASSERT_TRUE(first.has_fast_path());
+  ASSERT_EQ(first.responses_size(), 2);
+  const int32_t bit_a = first.responses(0).cache_bits(0);
+  const int32_t bit_b = first.responses(1).cache_bits(0);
+  ASSERT_GE(bit_a, 0);
+  ASSERT_GE(bit_b, 0);
+  EXPECT_TRUE(n.on_fast_path());
+  // Fast plans 2 and 3 ran 'a' only; every rank says so when it leaves.
+  const std::vector<uint32_t> used = {static_cast<uint32_t>(bit_a)};
+  n.FastExit(0, 3, used, kT0, out);
+  n.FastExit(1, 3, used, kT0, out);
+  EXPECT_FALSE(n.on_fast_path());
+  n.Announce(0, Ann({"c"}), kT0, out);
+  n.Announce(1, Ann({"c"}), kT0, out);
+  ASSERT_EQ(out.plans.size(), 2u);
+  EXPECT_EQ(out.plans[1].seq(), 4u);
+  EXPECT_THAT(Names(out.plans[1]), ElementsAre("c"));
+  EXPECT_THAT(out.plans[1].cache_evicted(),
+              ElementsAre(static_cast<uint32_t>(bit_b)));
+}
+
 }  // namespace
 }  // namespace kolo::coordinator

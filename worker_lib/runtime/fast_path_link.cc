@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <utility>
+#include <vector>
 
 #include "allreduce/collectives.h"
 #include "kolo/types.h"
@@ -107,6 +108,8 @@ void FastPathLink::Grant(const proto::FastPath& grant, uint64_t seq) {
   candidates_.assign(n, fusion::Candidate{});
   bits_kept_.assign(n, 0);
   kept_at_.assign(n, absl::InfinitePast());
+  used_at_.assign(n, 0);
+  use_clock_ = 0;
   ready_.clear();
   kept_.Clear();
   RuntimeLog()->debug(
@@ -282,6 +285,7 @@ proto::Plan FastPathLink::PlanOf(const std::vector<uint32_t>& bits) {
     r.set_by_bit(true);
     for (size_t m : group.members) {
       r.add_cache_bits(static_cast<int32_t>(bits[m]));
+      used_at_[bits[m]] = ++use_clock_;
     }
   }
   return plan;
@@ -292,6 +296,12 @@ absl::Status FastPathLink::Exit() {
   proto::Done& done = *msgs[0].mutable_done();
   done.set_seq(fast_seq_);
   done.set_fast_exit(true);
+  std::vector<std::pair<uint64_t, uint32_t>> used;
+  for (uint32_t bit = 0; bit < used_at_.size(); ++bit) {
+    if (used_at_[bit] != 0) used.emplace_back(used_at_[bit], bit);
+  }
+  std::sort(used.begin(), used.end());
+  for (const auto& [at, bit] : used) done.add_fast_used(bit);
   size_t count = 1;
   proto::Announce& a = *msgs[1].mutable_announce();
   if (!leaving_) {  // a leaving rank's ops were abandoned

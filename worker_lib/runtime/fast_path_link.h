@@ -19,6 +19,8 @@
 //   needs the coordinator, every rank leaves after that round's plan: it
 //   writes Done(fast_exit) with its last fast plan and then, in the same
 //   write, every announcement kept and not run, and reads the link again.
+// - The exit's Done also lists the bits the fast plans ran, least recently
+//   run first (Done.fast_used): the coordinator's LRU order follows them.
 // - Every rank comes to a round within about kFastPathPatience: a rank
 //   that has had nothing to run on the fast path for that long needs the
 //   coordinator (idle), and so does one whose oldest kept bit has waited
@@ -172,6 +174,10 @@ class FastPathLink final : public CoordinatorLink {
   // and the candidates of those that may.
   std::vector<uint8_t> described_ ABSL_GUARDED_BY(mu_);
   std::vector<fusion::Candidate> candidates_ ABSL_GUARDED_BY(mu_);
+  // Per bit: when a fast plan last ran it (a count of bits run; 0: never
+  // since the grant), for the exit's Done.fast_used.
+  std::vector<uint64_t> used_at_ ABSL_GUARDED_BY(mu_);
+  uint64_t use_clock_ ABSL_GUARDED_BY(mu_) = 0;
   // The round's buffer: the flag byte, then one byte per bit.
   std::vector<uint8_t> round_ ABSL_GUARDED_BY(mu_);
   uint64_t rounds_ ABSL_GUARDED_BY(mu_) = 0;
