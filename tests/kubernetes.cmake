@@ -1,0 +1,12 @@
+# The Kubernetes manifests (deploy/kubernetes/) run by a harness that plays
+# the kubelet (tests/kubernetes/harness.py): pods in network namespaces,
+# restart policy, pod deletion, StatefulSet scaling. CI runs one combined
+# short scenario (a pod deleted, a container killed, 4 -> 6 -> 3 workers);
+# KOLO_LONG_TESTS=1 (read at run time) adds each fault alone. Skips (77) without root, ip netns
+# or python3-yaml. RUN_SERIAL: up to seven processes on a 2-core machine.
+add_test(NAME kubernetes_harness_test
+  COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/kubernetes/scenarios.py
+    --scenario ci)
+set_tests_properties(kubernetes_harness_test PROPERTIES
+  LABELS "multiprocess;kubernetes" TIMEOUT 300 RUN_SERIAL TRUE
+  SKIP_RETURN_CODE 77 ENVIRONMENT "${KOLO_TEST_ENV}")
