@@ -20,6 +20,7 @@ Single-threaded; the harness's cleanup runs on every exit.
 import argparse
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -179,6 +180,8 @@ def main():
                     help="fault again as soon as a worker joined (reproduces the hang "
                     "described in docs/kubernetes.md)")
     a = ap.parse_args()
+    # SIGTERM (ctest, a CI runner) unwinds too, so the cleanup runs.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     global NO_SETTLE
     NO_SETTLE = a.no_settle
     if os.geteuid() != 0:
