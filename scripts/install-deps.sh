@@ -34,6 +34,8 @@ TEST_PKGS=(
   libgtest-dev libgmock-dev
   clang clang-format libclang-rt-dev
   iproute2 procps
+  # tests/kubernetes/ reads the manifests.
+  python3-yaml
   # kolo-bench --plot draws its PNG/SVG with gnuplot (no X needed).
   gnuplot-nox
   # The Python package (python/, KOLO_WITH_PYTHON) for Debian's /usr/bin/python3
