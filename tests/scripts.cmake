@@ -18,3 +18,11 @@ add_test(NAME chaos_1000_faults_test
 set_tests_properties(chaos_1000_faults_test PROPERTIES
   RUN_SERIAL TRUE SKIP_RETURN_CODE 77 TIMEOUT 36000
   ENVIRONMENT "${KOLO_TEST_ENV};KOLO_BIN_DIR=${PROJECT_BINARY_DIR}/bin")
+# fault_events_test: kolorun --events with --fault writes a `fault` event
+# for each fault kolorun fires, matching the fault report (one short job).
+add_test(NAME fault_events_test
+         COMMAND ${KOLO_PYTHON_EXECUTABLE}
+                 ${CMAKE_CURRENT_SOURCE_DIR}/scripts/fault_events_test.py)
+set_tests_properties(fault_events_test PROPERTIES
+  RUN_SERIAL TRUE TIMEOUT 300
+  ENVIRONMENT "${KOLO_TEST_ENV};KOLO_BIN_DIR=${PROJECT_BINARY_DIR}/bin")
