@@ -5,8 +5,9 @@ step count, faulted and unfaulted runs alternated so that a slow minute of
 a shared machine hits both.
 
 Work is the committed steps that count toward the final result: a run
-that ends with the unfaulted run's result counts its --steps; a run that
-fails counts none (its steps count toward nothing). So
+that ends well (kolorun exits 0 and no rank saw other parameters than the
+others; the examples check after every membership change) counts its
+--steps; a run that fails counts none. So
 
     goodput = (sum of work / sum of seconds, faulted)
               / (sum of work / sum of seconds, unfaulted)
@@ -98,9 +99,10 @@ def run_job(argv, timeout):
     except subprocess.TimeoutExpired as e:
         ok, text = False, f'timed out after {timeout} s: {e}'
     took = time.monotonic() - start
-    final_ok = ('EL_FINAL' in text or 'FINAL loss=' in text) and \
-        'INCONSISTENT' not in text
-    return ok and final_ok, took, text
+    # The job ended well and no rank saw others hold other parameters. (A
+    # kill near the end may take the rank that prints FINAL after the
+    # others finished; the result itself is chaos.py's to check.)
+    return ok and 'INCONSISTENT' not in text, took, text
 
 
 def steps_for(example, minutes):
