@@ -137,6 +137,9 @@ void FaultDriver::Tick(absl::Time now, const std::vector<LiveWorker>& live) {
       continue;
     }
     Fire(r, now, live);
+    if (r.state != FaultRecord::State::kPending && options_.on_settled) {
+      options_.on_settled(r);
+    }
   }
   for (auto it = to_continue_.begin(); it != to_continue_.end();) {
     if (now < it->second.when) {

@@ -23,6 +23,10 @@
 // stops only the client). Partitions run `ip -n HOST link set DEV
 // down|up` on every non-loopback link of the namespace HOST.
 //
+// Faults kolorun settles (fired or skipped) are also handed to
+// Options::on_settled; the worker-fired ones are not (they are read from the
+// workers' events file only).
+//
 // Thread-safety: used by kolorun's main thread only (the supervisor loop
 // calls Tick and OnWorkerEnded; main calls the rest before and after).
 #ifndef KOLO_LAUNCHER_FAULT_DRIVER_H_
@@ -84,6 +88,9 @@ class FaultDriver {
     // so a chaos run would otherwise drain the job); explicit specs fire
     // as asked.
     int min_members = 0;
+    // Called once for each fault kolorun fired or skipped, when it did
+    // (kolorun writes it to the --events log as a `fault` event).
+    std::function<void(const FaultRecord&)> on_settled;
   };
   explicit FaultDriver(Options options);
 

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -298,7 +299,8 @@ struct JobIdentity {
 absl::StatusOr<std::unique_ptr<coordinator::CoordinatorServer>>
 StartCoordinator(const LaunchOptions& options,
                  const std::vector<WorkerPlan>& plan,
-                 const std::string& iface_addr, const JobIdentity& id) {
+                 const std::string& iface_addr, const JobIdentity& id,
+                 std::shared_ptr<coordinator::EventLog> events) {
   const bool loopback_only =
       AllLocal(plan) &&
       (iface_addr.empty() || absl::StartsWith(iface_addr, "127.")) &&
@@ -316,11 +318,7 @@ StartCoordinator(const LaunchOptions& options,
   server_options.core.min_size = std::max(1, options.min_np);
   server_options.core.max_size = options.max_np;
   server_options.core.reset_limit = options.reset_limit;
-  if (!options.events.empty()) {
-    auto events = coordinator::EventLog::Open(options.events);
-    if (!events.ok()) return events.status();
-    server_options.core.events = *events;
-  }
+  server_options.core.events = std::move(events);
   return coordinator::CoordinatorServer::Start(server_options);
 }
 
@@ -340,11 +338,45 @@ JobInfo MakeJobInfo(const LaunchOptions& options, const JobIdentity& id,
   return job;
 }
 
+// --events: the log the coordinator and the fault driver share (stays null
+// when not asked for). False, after saying why, when it cannot be opened.
+bool OpenEventLog(const LaunchOptions& options,
+                  std::shared_ptr<coordinator::EventLog>& events) {
+  if (options.events.empty()) return true;
+  auto opened = coordinator::EventLog::Open(options.events);
+  if (!opened.ok()) {
+    std::fprintf(stderr, "kolorun: cannot start the coordinator: %s\n",
+                 std::string(opened.status().message()).c_str());
+    return false;
+  }
+  events = *std::move(opened);
+  return true;
+}
+
+// The --events log's `fault` event of a fault kolorun fired or skipped.
+std::function<void(const FaultRecord&)> FaultEventWriter(
+    std::shared_ptr<coordinator::EventLog> events) {
+  return [events = std::move(events)](const FaultRecord& r) {
+    const bool fired = r.state == FaultRecord::State::kFired;
+    events->Write(fired ? r.fired_at : absl::Now(), "fault", r.epoch,
+                  {{"id", r.fault.id},
+                   {"kind", std::string(FaultKindName(r.fault.spec.kind))},
+                   {"spec", FaultSpecText(r.fault.spec)},
+                   {"state", fired ? "fired" : "skipped"},
+                   {"fired_by", "kolorun"},
+                   {"worker_id", r.worker_id},
+                   {"incarnation", r.incarnation},
+                   {"rank", r.rank},
+                   {"detail", r.detail}});
+  };
+}
+
 // --fault: the driver fires kolorun's faults and gathers the report; its
 // events go to a fresh directory (`fault_dir`). Null, after saying why, when
 // that directory cannot be created.
 std::unique_ptr<FaultDriver> StartFaultDriver(
     const LaunchOptions& options, coordinator::CoordinatorServer* coord,
+    const std::shared_ptr<coordinator::EventLog>& events,
     std::string& fault_dir) {
   char dir_template[] = "/tmp/kolo-faults-XXXXXX";
   if (::mkdtemp(dir_template) == nullptr) {
@@ -374,6 +406,7 @@ std::unique_ptr<FaultDriver> StartFaultDriver(
   };
   fo.kill_coordinator = [coord] { coord->Kill(); };
   if (options.min_np > 0) fo.min_members = options.min_np;
+  if (events != nullptr) fo.on_settled = FaultEventWriter(events);
   auto faults = std::make_unique<FaultDriver>(std::move(fo));
   for (const FaultRecord& r : faults->records()) {
     GetLogger("kolorun")->info("fault {}: {} (fired by {})", r.fault.id,
@@ -501,8 +534,10 @@ int Main(int argc, char** argv) {
   // A short start (fewer slots than --min-np) forms its first epoch once
   // --min-np workers joined.
   id.first_size = std::max({1, options.np, options.min_np});
+  std::shared_ptr<coordinator::EventLog> events;
+  if (!OpenEventLog(options, events)) return 1;
   absl::StatusOr<std::unique_ptr<coordinator::CoordinatorServer>> server =
-      StartCoordinator(options, plan, iface_addr, id);
+      StartCoordinator(options, plan, iface_addr, id, events);
   if (!server.ok()) {
     std::fprintf(stderr, "kolorun: cannot start the coordinator: %s\n",
                  std::string(server.status().message()).c_str());
@@ -540,7 +575,7 @@ int Main(int argc, char** argv) {
   std::unique_ptr<FaultDriver> faults;
   std::string fault_dir;
   if (!options.faults.empty()) {
-    faults = StartFaultDriver(options, &coord, fault_dir);
+    faults = StartFaultDriver(options, &coord, events, fault_dir);
     if (faults == nullptr) {
       coord.Shutdown(true, "kolorun could not set up fault injection");
       return 1;

@@ -14,8 +14,13 @@ bin="$root/${2:-build}/bin"
 shift $(( $# > 2 ? 2 : $# ))
 out=${KOLO_BENCH_OUT:-$(mktemp -d /tmp/kolo-bench.XXXXXX)}
 mkdir -p "$out"
+step=0
+total=$(( 2 * runs ))
 for n in 2 4; do
   for run in $(seq 1 "$runs"); do
+    step=$(( step + 1 ))
+    # Progress on stderr: a run takes a minute or more.
+    echo "[$step/$total] allreduce 4 B..256 MiB kolo np=$n run $run ..." >&2
     "$bin/kolorun" -np "$n" "$bin/kolo-bench" --min-bytes 4 --max-bytes 256M \
       --factor 4 --json "$out/np${n}_run${run}.json" "$@" >/dev/null
   done

@@ -20,10 +20,22 @@ survivors' next completed collective, hangs, wrong results and orphans,
 and exits non-zero when there was any hang, wrong result, orphan or failed
 round.
 
-Usage: chaos.py MINUTES SEED (scripts/chaos.sh passes them; KOLO_BIN_DIR
-names the folder of kolorun and kolo-elastic-train, default build/bin).
+It also prints the goodput (scripts/goodput.py): committed steps per second
+of the rounds (a failed round counts none) over those of the unfaulted
+reference run, which runs the same job (4 workers, same steps) without
+faults. CI's run has one reference run: alternated runs are
+scripts/goodput.sh's.
+
+Usage: chaos.py [MINUTES] [SEED] [--round-seconds S] [--faults N]
+       chaos.py --replay ROUND_SEED [--round-seconds S]
+--faults N runs rounds until N faults fired (MINUTES ignored); --replay
+reruns one round of an earlier run from its round seed (SEED * 1000 +
+round index: the same data, the same fault plan) and prints its result.
+Progress lines go to stderr. KOLO_BIN_DIR names the folder of kolorun and
+kolo-elastic-train, default build/bin.
 """
 
+import argparse
 import collections
 import json
 import os
@@ -34,10 +46,13 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import goodput  # noqa: E402  (scripts/goodput.py)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.environ.get('KOLO_BIN_DIR', os.path.join(ROOT, 'build', 'bin'))
 KINDS = 'kill,stop,term,delay,drop,slow'
-ROUND_SECONDS = 45   # faults are drawn over this much of each round
+ROUND_SECONDS = 45   # default: faults are drawn over this much of a round
 RATE_PER_MIN = 8     # faults per minute
 STEP_MS = 10
 
@@ -73,16 +88,21 @@ def orphans(marker):
     return found
 
 
+def job_args():
+    """kolorun's options of every job (the reference run's too)."""
+    return [os.path.join(BIN, 'kolorun'), '-np', '4', '--min-np', '2',
+            '--max-np', '4', '--blacklist-cooldown-range', '1', '2',
+            '--elastic-timeout', '60']
+
+
 def run_round(index, seed, steps, data_seed, reference, work):
     report = os.path.join(work, f'round{index}.json')
     marker = f'--seed {data_seed}'  # marks the run's worker processes
     spec = (f'random:rate={RATE_PER_MIN}/min:kinds={KINDS}:'
             f'until={ROUND_SECONDS}s')
-    argv = [os.path.join(BIN, 'kolorun'), '-np', '4', '--min-np', '2',
-            '--max-np', '4', '--blacklist-cooldown-range', '1', '2',
-            '--elastic-timeout', '60', '--fault', spec, '--fault-seed',
-            str(seed), '--fault-report', report] + train_args(data_seed,
-                                                              steps)
+    argv = job_args() + ['--fault', spec, '--fault-seed', str(seed),
+                         '--fault-report', report] + train_args(data_seed,
+                                                                steps)
     # Bound: the training itself plus generous room for every recovery.
     bound = ROUND_SECONDS * 3 + 120
     start = time.monotonic()
@@ -123,49 +143,36 @@ def run_round(index, seed, steps, data_seed, reference, work):
             'report': rep}
 
 
-def main():
-    minutes = float(sys.argv[1]) if len(sys.argv) > 1 else 2.0
-    seed = int(sys.argv[2]) if len(sys.argv) > 2 else 1
-    work = tempfile.mkdtemp(prefix='kolo-chaos.')
-    # Steps that fill the round's fault window and a little more.
-    steps = int((ROUND_SECONDS + 10) * 1000 / (STEP_MS + 2))
-    # The training data of every round (and the mark of its processes).
-    data_seed = 7000 + seed % 100000
-    out = subprocess.run(
-        [os.path.join(BIN, 'kolorun'), '-np', '2'] +
-        train_args(data_seed, steps)[:3] + ['--seed', str(data_seed)],
-        capture_output=True, text=True, timeout=600, check=False)
+def reference_run(data_seed, steps):
+    """The unfaulted run: (fingerprint, seconds). The same job as a round's
+    (4 workers, same steps), without faults."""
+    start = time.monotonic()
+    out = subprocess.run(job_args() + train_args(data_seed, steps),
+                         capture_output=True, text=True, timeout=600,
+                         check=False)
+    took = time.monotonic() - start
     prints = set(fingerprints(out.stdout))
     if out.returncode != 0 or len(prints) != 1:
         sys.exit('chaos: the unfaulted reference run failed:\n' + out.stdout +
                  out.stderr)
-    reference = prints.pop()
+    return prints.pop(), took
 
-    print(f'chaos: {minutes:g} min, seed {seed}, unfaulted fingerprint '
-          f'{reference}, rounds of ~{ROUND_SECONDS} s '
-          f'with {RATE_PER_MIN} faults/min of {KINDS}; logs in {work}',
-          flush=True)
-    deadline = time.monotonic() + minutes * 60
-    rounds = []
-    while time.monotonic() < deadline or not rounds:
-        index = len(rounds)
-        round_seed = seed * 1000 + index
-        r = run_round(index, round_seed, steps, data_seed, reference, work)
-        rounds.append(r)
-        fired = [f for f in (r['report'] or {}).get('faults', [])
-                 if f.get('state') == 'fired']
-        print(f'  round {index}: seed {round_seed}, exit {r["exit"]}, '
-              f'{r["took"]:.1f} s, {len(fired)} fault(s) fired'
-              f'{", HANG" if r["hang"] else ""}'
-              f'{", WRONG" if r["wrong"] else ""}'
-              f'{", ORPHANS" if r["orphans"] else ""}', flush=True)
 
+def fired_faults(r):
+    return [f for f in (r['report'] or {}).get('faults', [])
+            if f.get('state') == 'fired']
+
+
+def replay_command(round_seed):
+    return (f'scripts/chaos.sh --replay {round_seed} --round-seconds '
+            f'{ROUND_SECONDS}')
+
+
+def print_table(rounds, steps, ref_seconds, work):
     by_kind = collections.Counter()
     recoveries, times = 0, []
     for r in rounds:
-        for f in (r['report'] or {}).get('faults', []):
-            if f.get('state') != 'fired':
-                continue
+        for f in fired_faults(r):
             by_kind[f['kind']] += 1
             rec = f.get('recovery')
             if isinstance(rec, dict) and rec.get('max_s') is not None:
@@ -175,6 +182,9 @@ def main():
     hangs = [r for r in rounds if r['hang']]
     wrong = [r for r in rounds if r['wrong']]
     orphan_count = sum(len(r['orphans']) for r in rounds)
+    good = goodput.goodput(
+        [(0 if r['exit'] != 0 or r['wrong'] else steps, r['took'])
+         for r in rounds], [(steps, ref_seconds)])
     print()
     print('| what | count |')
     print('|---|---|')
@@ -189,13 +199,77 @@ def main():
               f'{max(times):.3f} s |')
     print(f'| identical-state checks passed (EL_CONSISTENT) | '
           f'{sum(r["consistent_checks"] for r in rounds)} |')
+    if good is not None:
+        print(f'| goodput (committed steps/s under faults over the '
+              f'unfaulted run\'s, {ref_seconds:.1f} s) | {100 * good:.1f} % |')
     print(f'| rounds that failed | {len(failed)} |')
     print(f'| hangs (a round past its bound) | {len(hangs)} |')
     print(f'| wrong results | {len(wrong)} |')
     print(f'| orphans left | {orphan_count} |')
     for r in failed + hangs + wrong:
-        print(f'  see {work}/round{r["index"]}.log (seed {r["seed"]})')
-    sys.exit(1 if failed or hangs or wrong or orphan_count else 0)
+        print(f'  see {work}/round{r["index"]}.log (seed {r["seed"]}); '
+              f'replay: {replay_command(r["seed"])}')
+    return bool(failed or hangs or wrong or orphan_count)
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description='The chaos run.')
+    p.add_argument('numbers', nargs='*', type=float,
+                   help='MINUTES SEED, or SEED with --faults')
+    p.add_argument('--replay', type=int, metavar='ROUND_SEED',
+                   help='rerun one round from its seed')
+    p.add_argument('--faults', type=int, metavar='N',
+                   help='run rounds until N faults fired')
+    p.add_argument('--round-seconds', type=int, default=ROUND_SECONDS)
+    a = p.parse_args()
+    nums = list(a.numbers)
+    a.minutes = 2.0 if a.faults or not nums else nums.pop(0)
+    a.seed = int(nums.pop(0)) if nums else 1
+    return a
+
+
+def main():
+    global ROUND_SECONDS  # pylint: disable=global-statement
+    a = parse_args()
+    ROUND_SECONDS = a.round_seconds
+    # A round's seed is SEED * 1000 + its index: a replay finds SEED there.
+    seed = a.replay // 1000 if a.replay is not None else a.seed
+    work = tempfile.mkdtemp(prefix='kolo-chaos.')
+    # Steps that fill the round's fault window and a little more.
+    steps = int((ROUND_SECONDS + 10) * 1000 / (STEP_MS + 2))
+    # The training data of every round (and the mark of its processes).
+    data_seed = 7000 + seed % 100000
+    goodput.progress('chaos: the unfaulted reference run ...')
+    reference, ref_seconds = reference_run(data_seed, steps)
+    goal = (f'{a.faults} faults' if a.faults else
+            f'replay of round seed {a.replay}' if a.replay is not None else
+            f'{a.minutes:g} min')
+    print(f'chaos: {goal}, seed {seed}, unfaulted fingerprint '
+          f'{reference} in {ref_seconds:.1f} s, rounds of ~{ROUND_SECONDS} s '
+          f'with {RATE_PER_MIN} faults/min of {KINDS}; logs in {work}',
+          flush=True)
+    deadline = time.monotonic() + a.minutes * 60
+    rounds, fired = [], 0
+    while not rounds or (a.replay is None and (
+            fired < a.faults if a.faults else time.monotonic() < deadline)):
+        index = len(rounds)
+        round_seed = a.replay if a.replay is not None else seed * 1000 + index
+        goodput.progress(f'[round {index + 1}'
+                         f'{f", {fired}/{a.faults} faults" if a.faults else ""}'
+                         f'] seed {round_seed} ...')
+        r = run_round(index, round_seed, steps, data_seed, reference, work)
+        rounds.append(r)
+        fired += len(fired_faults(r))
+        print(f'  round {index}: seed {round_seed}, exit {r["exit"]}, '
+              f'{r["took"]:.1f} s, {len(fired_faults(r))} fault(s) fired'
+              f'{", HANG" if r["hang"] else ""}'
+              f'{", WRONG" if r["wrong"] else ""}'
+              f'{", ORPHANS" if r["orphans"] else ""}', flush=True)
+        if a.replay is not None:
+            for f in fired_faults(r):
+                print(f'    fault {f["id"]}: {f["spec"]} at '
+                      f'{f["fired_s"]:.3f} s on {(f["target"] or {}).get("worker")}')
+    sys.exit(1 if print_table(rounds, steps, ref_seconds, work) else 0)
 
 
 if __name__ == '__main__':

@@ -87,15 +87,24 @@ run_peer() {  # peer n file
 echo "# $(date -u '+%F %H:%M UTC'); system congestion control:" \
   "$(cat "$cc_file"); peers: ${peers[*]:-none}" \
   | tee "$out/header"
+step=0
+total=$(( runs * 2 * (2 + ${#peers[@]}) ))
+progress() {  # what: a progress line on stderr (runs take minutes)
+  step=$(( step + 1 ))
+  echo "[$step/$total] $1 ..." >&2
+}
 for run in $(seq 1 "$runs"); do
   for n in 2 4; do
+    progress "allreduce kolo np=$n run $run"
     "$bin/kolorun" -np "$n" "$bin/kolo-bench" --min-bytes 4 \
       --max-bytes "$max_bytes" --factor 4 --json "$out/kolo_np${n}_run${run}.json" \
       >/dev/null
+    progress "allreduce kolo (TCP, KOLO_SHM=0) np=$n run $run"
     KOLO_SHM=0 "$bin/kolorun" -np "$n" "$bin/kolo-bench" --min-bytes 4 \
       --max-bytes "$max_bytes" --factor 4 \
       --json "$out/kolotcp_np${n}_run${run}.json" >/dev/null
     for peer in "${peers[@]}"; do
+      progress "allreduce $peer np=$n run $run"
       run_peer "$peer" "$n" "$out/${peer}_np${n}_run${run}.txt"
     done
   done
