@@ -322,9 +322,16 @@ TEST(NegotiationFastPath, KoloCtlShowsTheTensorARoundWaitsFor) {
   job_id = job_id.substr(0, job_id.find_first_of(" \n"));
   const size_t at = cmd.find("--coordinator ") + 14;
   const std::string coord = cmd.substr(at, cmd.find(" --job-id") - at);
+  // The warm-up steps submit 'late' too, and kolo-ctl may see one of them
+  // pending with another rank missing: wait for the stall to begin, and
+  // then for the hand-over to show the stalled rank.
+  ASSERT_TRUE(job.WaitForOutput("NEG_STALL_BEGIN", Scaled(absl::Seconds(60))))
+      << job.output();
   nlohmann::json waiting;
   const absl::Time until = absl::Now() + absl::Seconds(4);
-  while (absl::Now() < until && waiting.is_null()) {
+  while (absl::Now() < until &&
+         (waiting.is_null() || waiting["missing"].size() != 1 ||
+          waiting["missing"][0]["rank"] != 2)) {
     absl::SleepFor(absl::Milliseconds(500));
     Subprocess ctl({Bin("kolo-ctl"), "status", "--json", "--coordinator", coord,
                     "--job-id", job_id},

@@ -12,8 +12,9 @@
 //     submitted (they wait for it), true once done with the exact sum, then
 //     kNotFound for the released handle; a dtype mismatch comes back
 //     through it on every rank (NEG_TRY bad code=C), and the next op works.
-//   stall SECONDS: the last rank submits 'late' SECONDS after the others;
-//     every rank then gets the right result.
+//   stall SECONDS: the last rank submits 'late' SECONDS after the others
+//     (printing NEG_STALL_BEGIN when it starts to wait); every rank then
+//     gets the right result.
 //   stall-shutdown: the last rank submits 'only-last', the others 'not-last';
 //     nobody completes: the coordinator's stall shutdown must fail both,
 //     printing NEG_STALL_FAILED with the error.
@@ -511,7 +512,13 @@ bool Warm(const std::vector<std::string>& names,
 int Stall(int seconds) {
   const int rank = kolo::rank(), n = kolo::size();
   if (!Warm({"late"}, {2})) return 4;
-  if (rank == n - 1) absl::SleepFor(absl::Seconds(seconds));
+  if (rank == n - 1) {
+    // Every warm-up step has run on every rank: from here on, 'late' waits
+    // only for this rank.
+    std::printf("NEG_STALL_BEGIN rank=%d\n", rank);
+    std::fflush(stdout);
+    absl::SleepFor(absl::Seconds(seconds));
+  }
   std::vector<int64_t> v(2, rank + 1);
   Tensor t{DataType::kInt64, {2}, v.data()};
   auto h = kolo::allreduce_async(t, t, {}, "late");
