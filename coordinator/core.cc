@@ -122,14 +122,18 @@ bool CoordinatorCore::CheckFence(SessionId id, const Session& s,
                                  const proto::WorkerMessage& message,
                                  Actions& out) {
   // Fencing: after the Challenge, this incarnation; after the Membership,
-  // this epoch (epoch 0 is tolerated on Heartbeat/Leave in flight meanwhile).
+  // this epoch (epoch 0 is tolerated on Heartbeat/Leave in flight meanwhile;
+  // a member's Leave of an earlier epoch counts: it left as the next one
+  // formed, and Leave.built_epoch says whether it joined it).
   const proto::Fence& f = message.fence();
-  bool late_ok = f.epoch() == 0 &&
-                 (message.body_case() == proto::WorkerMessage::kHeartbeat ||
-                  message.body_case() == proto::WorkerMessage::kLeave);
+  const bool leave = message.body_case() == proto::WorkerMessage::kLeave;
   uint64_t want_epoch = FenceOf(s);
+  bool late_ok =
+      (f.epoch() == 0 &&
+       (message.body_case() == proto::WorkerMessage::kHeartbeat || leave)) ||
+      (leave && f.epoch() < want_epoch);
   if (f.incarnation() == options_.incarnation && s.rank >= 0 && f.epoch() > 0 &&
-      f.epoch() < want_epoch) {
+      f.epoch() < want_epoch && !leave) {
     // Sent before the member learnt that its epoch ended (elastic jobs):
     // a consequence of the change, not a fault. Its liveness counts.
     Log()->debug("dropped {} of {} fenced with epoch {} (the epoch is {})",
@@ -193,7 +197,7 @@ void CoordinatorCore::Dispatch(SessionId id, Session& s,
       return;
     case proto::WorkerMessage::kLeave:
       if (s.state != State::kMember && s.state != State::kWaiting) break;
-      HandleLeave(id, s, out);
+      HandleLeave(id, s, message.leave(), out);
       return;
     case proto::WorkerMessage::kAnnounce: {
       // A worker's negotiation link is a second connection: what it sent
@@ -453,7 +457,8 @@ void CoordinatorCore::Apply(NegotiatorOutput& result, Actions& out) {
   out.wake_at = std::min(out.wake_at, ep_.negotiator->NextWake());
 }
 
-void CoordinatorCore::HandleLeave(SessionId id, Session& s, Actions& out) {
+void CoordinatorCore::HandleLeave(SessionId id, Session& s,
+                                  const proto::Leave& leave, Actions& out) {
   proto::CoordinatorMessage ack;
   ack.mutable_fence()->set_incarnation(options_.incarnation);
   ack.mutable_fence()->set_epoch(FenceOf(s));
@@ -466,6 +471,17 @@ void CoordinatorCore::HandleLeave(SessionId id, Session& s, Actions& out) {
   }
   ep_.members[s.rank].state = proto::MEMBER_STATE_LEFT;
   Log()->info("{} left", Describe(s));
+  if (options_.elastic && phase_ == Phase::kRunning &&
+      leave.built_epoch() < ep_.number) {
+    // It never connected this epoch's data plane, and the others wait for
+    // it there: they go on without it.
+    ReformEpoch(absl::StrCat(Describe(s),
+                             " left (kolo::shutdown) before it "
+                             "connected the data plane of epoch ",
+                             ep_.number),
+                out, s.rank);
+    return;
+  }
   // Elastic jobs: the lost are out already; the job ends well when every
   // other member left.
   int left = 0;

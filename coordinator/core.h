@@ -318,8 +318,11 @@ class CoordinatorCore {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void HandleExchange(SessionId id, Session& s, const proto::Exchange& ex,
                       Actions& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void HandleLeave(SessionId id, Session& s, Actions& out)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A worker leaves (kolo::shutdown). An elastic member that has not built
+  // the running epoch's data plane (Leave.built_epoch) ends that epoch:
+  // the others would wait for its connections.
+  void HandleLeave(SessionId id, Session& s, const proto::Leave& leave,
+                   Actions& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A member's data plane blames peers: recorded, then judged.
   void HandlePeerFault(Session& s, const proto::PeerFault& fault, Actions& out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -358,10 +361,12 @@ class CoordinatorCore {
   void LoseMember(int rank, const std::string& cause, Actions& out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Elastic: ends the running epoch although nobody was lost (`why`: its
-  // data connections broke): every member is told (the membership error,
-  // not planned: they restore their last commit) and the next epoch forms
-  // with the same members, in the same order, once they acknowledged.
-  void ReformEpoch(const std::string& why, Actions& out)
+  // data connections broke, or `left_rank`, a member that left, cannot
+  // take part): every member is told (the membership error, not planned:
+  // they restore their last commit) and the next epoch forms with the same
+  // members (but the one that left), in the same order, once they
+  // acknowledged.
+  void ReformEpoch(const std::string& why, Actions& out, int left_rank = -1)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Elastic: forms the next epoch once every survivor acked (or ends the
   // job, or waits below min_size), with the waiting newcomers appended.

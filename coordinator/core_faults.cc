@@ -76,7 +76,7 @@ void CoordinatorCore::JudgeFaults(absl::Time now, Actions& out) {
           f.reporter, "'s data plane reported: ", f.error, ")");
       ep_.faults.clear();
       if (options_.elastic) {
-        ReformEpoch(what, out);  // the others go on without it
+        ReformEpoch(what, out, p);  // the others go on without it
       } else {
         EndJob(true, what, out, m.worker_id);
       }

@@ -164,14 +164,20 @@ void CoordinatorCore::LoseMember(int rank, const std::string& cause,
   MaybeFormNextEpoch(now, out);
 }
 
-void CoordinatorCore::ReformEpoch(const std::string& why, Actions& out) {
+void CoordinatorCore::ReformEpoch(const std::string& why, Actions& out,
+                                  int left_rank) {
   const absl::Time now = options_.clock();
   const uint64_t number = ep_.number;
   BeginRecovery(now);
+  if (left_rank >= 0) {
+    recovery_->left.push_back(ep_.members[left_rank].worker_id);
+  }
   const std::string reason = absl::StrCat(
       "epoch ", number, " ended: ", why,
-      "; every worker is alive: the members rebuild the data plane and go on "
-      "from their last commit");
+      left_rank >= 0 ? "; the other members rebuild the data plane without "
+                       "it and go on from their last commit"
+                     : "; every worker is alive: the members rebuild the data "
+                       "plane and go on from their last commit");
   RecoveryLog()->error("job '{}': {}", options_.job_id, reason);
   if (history_.PastResetLimit(options_.reset_limit)) {
     EndJob(true,

@@ -23,6 +23,7 @@ using core_harness::ElasticTest;
 using core_harness::To;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::IsEmpty;
 
 TEST_F(ElasticTest, KilledMemberEndsTheEpochAndSurvivorsFormTheNext) {
   FormElastic(4);
@@ -260,7 +261,7 @@ TEST_F(ElasticTest, SurvivorsLeavingEndTheJobWell) {
   ASSERT_EQ(core_->epoch(), 2u);
   for (SessionId id : {1, 3}) {
     proto::WorkerMessage leave = Fenced(2);
-    leave.mutable_leave();
+    leave.mutable_leave()->set_built_epoch(2);
     (void)core_->OnMessage(id, leave);
   }
   ASSERT_TRUE(core_->ended());
@@ -277,7 +278,7 @@ TEST_F(ElasticTest, MembersLeavingTellAWaitingNewcomerThatTheJobEnded) {
   Actions last;
   for (SessionId id : {1, 2}) {
     proto::WorkerMessage leave = Fenced(1);
-    leave.mutable_leave();
+    leave.mutable_leave()->set_built_epoch(1);
     last = core_->OnMessage(id, leave);
   }
   ASSERT_TRUE(core_->ended());
@@ -305,6 +306,63 @@ TEST_F(ElasticTest, LeavingDuringRecoveryDoesNotBlockTheNextEpoch) {
   Actions a = core_->OnMessage(2, leave);
   EXPECT_EQ(core_->epoch(), 2u);
   EXPECT_EQ(MembershipTo(a, 1, 2).size(), 1);
+}
+
+// A member that leaves before it connected the running epoch's data plane
+// (asked to leave as the epoch formed) would leave the others waiting for
+// its connections until their deadline: the epoch ends (not planned), and
+// the next one forms without it. A member that built the epoch leaves as
+// before: the epoch goes on.
+TEST_F(ElasticTest, LeavingBeforeBuildingTheEpochReformsItWithoutTheLeaver) {
+  FormElastic(3);
+  proto::WorkerMessage leave = Fenced(1);
+  leave.mutable_leave()->set_built_epoch(0);
+  Actions a = core_->OnMessage(3, leave);
+  ASSERT_EQ(core_->Status().phase(), "recovering");
+  for (SessionId id : {1, 2}) {
+    proto::EpochAborted ab = AbortedTo(a, id);
+    EXPECT_EQ(ab.epoch(), 1u);
+    EXPECT_FALSE(ab.planned());
+    EXPECT_THAT(ab.reason(),
+                HasSubstr("left (kolo::shutdown) before it connected the "
+                          "data plane of epoch 1"));
+    EXPECT_THAT(ab.reason(), HasSubstr("without it"));
+  }
+  (void)Ack(1, 1);
+  Actions formed = Ack(2, 1);
+  EXPECT_THAT(PeerIds(MembershipTo(formed, 1, 2)), ElementsAre("w0", "w1"));
+  EXPECT_TRUE(To(formed, 3).empty() || !To(formed, 3).front().has_membership());
+  proto::StatusReply st = core_->Status();
+  ASSERT_EQ(st.history_size(), 2);
+  EXPECT_THAT(st.history(1).left(), ElementsAre("w2"));
+  EXPECT_THAT(st.lost(), IsEmpty());
+
+  // In epoch 2, a member that built it leaves without ending it.
+  proto::WorkerMessage built = Fenced(2);
+  built.mutable_leave()->set_built_epoch(2);
+  (void)core_->OnMessage(2, built);
+  EXPECT_EQ(core_->Status().phase(), "running");
+  EXPECT_EQ(core_->epoch(), 2u);
+}
+
+// A member's Leave fenced with the epoch before the running one (sent as
+// the running one formed, before the worker saw its Membership) is not
+// dropped as stale: it is acknowledged, and the epoch the leaver never
+// joined reforms without it.
+TEST_F(ElasticTest, LeaveFencedWithThePreviousEpochCounts) {
+  FormElastic(3);
+  (void)core_->OnClosed(1, "killed");
+  (void)Ack(2, 1);
+  (void)Ack(3, 1);
+  ASSERT_EQ(core_->epoch(), 2u);
+  proto::WorkerMessage stale = Fenced(1);
+  stale.mutable_leave()->set_built_epoch(1);
+  Actions left = core_->OnMessage(3, stale);
+  ASSERT_FALSE(To(left, 3).empty());
+  EXPECT_TRUE(To(left, 3)[0].has_leave_ack());
+  EXPECT_EQ(core_->Status().phase(), "recovering");
+  EXPECT_THAT(AbortedTo(left, 2).reason(),
+              HasSubstr("before it connected the data plane of epoch 2"));
 }
 
 // Broken data connections while every worker heartbeats: an elastic job

@@ -499,5 +499,43 @@ TEST(Growth, WorkerStartedByHandJoinsAtTheNextCommit) {
   EXPECT_THAT(coord.output(), HasSubstr("hw2 joins"));
 }
 
+// SIGTERM to a worker still waiting to be admitted (the job needs two, and
+// only it started): it stops waiting at once, says why, and ends as SIGTERM
+// ends a process.
+TEST(Growth, SigtermBeforeAdmissionEndsTheWaitAtOnce) {
+  SecretFile secret;
+  Subprocess coord({Bin("kolo-coordinator"), "--port", "0", "--np", "2",
+                    "--min-np", "2", "--bind", "127.0.0.1", "--secret-file",
+                    secret.path(), "--log-level", "info"});
+  ASSERT_TRUE(coord.Start().ok());
+  ASSERT_TRUE(coord.WaitForOutput("(job", Scaled(absl::Seconds(30))))
+      << coord.output();
+  size_t pos = coord.output().find("listening on ");
+  ASSERT_NE(pos, std::string::npos) << coord.output();
+  std::string rest = coord.output().substr(pos + 13);
+  std::string hostport = rest.substr(0, rest.find(' '));
+  int port = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(hostport.substr(hostport.rfind(':') + 1), &port))
+      << hostport;
+  Env env = WorkerEnv(0, 2, port, secret.path());
+  env["KOLO_LOG_LEVEL"] = "info";
+  Subprocess worker({Bin("kolo-elastic-worker"), "--steps", "10"}, env);
+  ASSERT_TRUE(worker.Start().ok());
+  // Its Hello reached the coordinator: it waits for the second worker.
+  ASSERT_TRUE(coord.WaitForOutput("hw0", Scaled(absl::Seconds(30))))
+      << coord.output() << worker.output();
+  absl::SleepFor(absl::Milliseconds(300));
+  const absl::Time sent = absl::Now();
+  worker.Signal(SIGTERM);
+  ASSERT_TRUE(worker.Wait(Scaled(absl::Seconds(10))).ok()) << worker.output();
+  EXPECT_LT(absl::Now() - sent, Scaled(absl::Seconds(3)));
+  EXPECT_FALSE(worker.exit_info().exited) << worker.exit_info().ToString();
+  EXPECT_EQ(worker.exit_info().signal, SIGTERM) << worker.output();
+  EXPECT_THAT(worker.output(),
+              HasSubstr("was asked to leave (SIGTERM) before"));
+  coord.Signal(SIGTERM);
+  EXPECT_TRUE(coord.Wait(Scaled(absl::Seconds(30))).ok()) << coord.output();
+}
+
 }  // namespace
 }  // namespace kolo::testing

@@ -72,22 +72,36 @@ void OnSigterm(int) {
   }
 }
 
-void InstallGracefulLeave() {
+// Installed before the worker joins, so that a SIGTERM while it waits for
+// admission (a pod scaled down as it starts) is a leave too: the worker
+// leaves at its first commit. Returns whether it was installed.
+bool InstallGracefulLeave() {
   struct sigaction old = {};
-  if (::sigaction(SIGTERM, nullptr, &old) != 0) return;
+  if (::sigaction(SIGTERM, nullptr, &old) != 0) return false;
+  if (old.sa_handler == OnSigterm) return true;  // an earlier init()
   if (old.sa_handler != SIG_DFL || (old.sa_flags & SA_SIGINFO) != 0) {
     Log()->info(
         "SIGTERM has a handler of the program's: kolo's graceful leave on "
         "SIGTERM is off (call kolo::elastic::request_leave() from it)");
-    return;
+    return false;
   }
   struct sigaction sa = {};
   sa.sa_handler = OnSigterm;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;
-  if (::sigaction(SIGTERM, &sa, nullptr) == 0) {
-    Log()->debug("SIGTERM leaves the job at the next commit");
-  }
+  if (::sigaction(SIGTERM, &sa, nullptr) != 0) return false;
+  Log()->debug("SIGTERM leaves the job at the next commit");
+  return true;
+}
+
+// init() failed: SIGTERM ends the process again, and one that came while
+// it tried does now (there is no job to leave).
+void UninstallGracefulLeave(const absl::Status& why) {
+  ::signal(SIGTERM, SIG_DFL);
+  if (!leave_requested.load()) return;
+  Log()->warn("{}; the process ends as SIGTERM ends it",
+              std::string(why.message()));
+  ::raise(SIGTERM);
 }
 
 // The topology of the current epoch; rank == -1 when not initialised. Rank
@@ -171,10 +185,14 @@ absl::Status init() {
                   std::string(s.message()));
     }
   }
-  auto started = worker::Job::Start(*std::move(config));
-  if (!started.ok()) return started.status();
+  const bool graceful = config->elastic && InstallGracefulLeave();
+  auto started = worker::Job::Start(*std::move(config),
+                                    [] { return leave_requested.load(); });
+  if (!started.ok()) {
+    if (graceful) UninstallGracefulLeave(started.status());
+    return started.status();
+  }
   job = *std::move(started);
-  if (job->config().elastic) InstallGracefulLeave();
   static const bool at_exit = std::atexit(ShutdownAtExit) == 0;
   if (!at_exit) Log()->warn("could not register kolo's shutdown at exit");
   const proto::Membership m = job->membership();

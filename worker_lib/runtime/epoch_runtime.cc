@@ -83,6 +83,7 @@ absl::StatusOr<std::shared_ptr<EpochRuntime>> BuildEpoch(
       deadline);
   if (!data.ok()) return data.status();
   epoch->data = *std::move(data);
+  in.client->MarkEpochBuilt(view.epoch);
   // A collective that failed because of peers waits for the coordinator's
   // verdict on who failed (it judges from streams and heartbeats; a ring
   // neighbour of a stopped rank times out on a healthy peer). The

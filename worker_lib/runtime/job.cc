@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "allreduce/transport.h"
 #include "common/fd_limit.h"
 #include "common/log.h"
 #include "common/unique_fd.h"
@@ -58,7 +59,8 @@ absl::StatusOr<std::shared_ptr<DataListener>> OpenListener(
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Job>> Job::Start(WorkerConfig config) {
+absl::StatusOr<std::unique_ptr<Job>> Job::Start(
+    WorkerConfig config, std::function<bool()> asked_to_leave) {
   // A worker of an elastic job may have to wait until it is admitted (at
   // the members' next commit, or when a slot frees under --max-np).
   const absl::Time deadline =
@@ -69,6 +71,7 @@ absl::StatusOr<std::unique_ptr<Job>> Job::Start(WorkerConfig config) {
   // connections from outside, which must not starve the job (issue 39).
   RaiseOpenFileLimitAndLog("api");
   std::unique_ptr<Job> job(new Job(std::move(config)));
+  job->asked_to_leave_ = std::move(asked_to_leave);
   auto listener = OpenListener(job->config_);
   if (!listener.ok()) return listener.status();
   job->listener_ = *std::move(listener);
@@ -93,9 +96,10 @@ absl::StatusOr<std::string> Job::HostIfAsked() {
 
 absl::StatusOr<std::shared_ptr<SessionClient>> Job::Connect(
     absl::Time deadline) const {
-  auto client = SessionClient::Connect(
-      SessionOptionsFor(config_, context_.coordinator, listener_->address()),
-      deadline);
+  SessionOptions so =
+      SessionOptionsFor(config_, context_.coordinator, listener_->address());
+  so.give_up = asked_to_leave_;
+  auto client = SessionClient::Connect(std::move(so), deadline);
   if (!client.ok()) return client.status();
   return std::shared_ptr<SessionClient>(*std::move(client));
 }
@@ -219,7 +223,18 @@ absl::StatusOr<std::shared_ptr<EpochRuntime>> Job::AwaitNextEpoch(
     a.epochs->EndBuild();
     if (!epoch.ok()) {
       absl::Status ended = a.epochs->EndedWith(view->epoch);
-      if (ended.ok()) return epoch.status();
+      if (ended.ok()) {
+        // A member died or left while the data plane formed, and this
+        // rank saw it first (a refused connection, a cut shared-memory
+        // handshake): the coordinator's verdict ends the epoch within its
+        // heartbeat timeout. Only if it finds everyone alive is the
+        // failure this worker's own.
+        absl::Status verdict = a.client->ReportPeerFault(
+            epoch.status(), PeersOf(epoch.status()),
+            config_.knobs.heartbeat_timeout + absl::Seconds(2));
+        ended = a.epochs->EndedWith(view->epoch);
+        if (ended.ok()) return verdict;
+      }
       // Epoch e+1 ended while its data plane formed: wait for e+2. The
       // failed build leaves the ended epoch current.
       JobLog()->warn("epoch {} ended while it formed: {}", view->epoch,

@@ -23,6 +23,7 @@
 #ifndef KOLO_WORKER_LIB_RUNTIME_JOB_H_
 #define KOLO_WORKER_LIB_RUNTIME_JOB_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -51,8 +52,11 @@ class Job {
   // Opens the data listener, hosts the coordinator if the config says so,
   // connects the Session and builds the first epoch: the job as init()
   // returns it. On failure nothing is left running (the hosted coordinator
-  // ends the job with the reason).
-  static absl::StatusOr<std::unique_ptr<Job>> Start(WorkerConfig config);
+  // ends the job with the reason). `asked_to_leave` (may be empty) is polled
+  // while the worker waits to be admitted: true gives up the wait (SIGTERM
+  // before admission: SessionOptions::give_up).
+  static absl::StatusOr<std::unique_ptr<Job>> Start(
+      WorkerConfig config, std::function<bool()> asked_to_leave = nullptr);
 
   Job(const Job&) = delete;
   Job& operator=(const Job&) = delete;
@@ -107,6 +111,7 @@ class Job {
   absl::Status Join(absl::Time deadline);
 
   const WorkerConfig config_;
+  std::function<bool()> asked_to_leave_;       // see Start
   std::unique_ptr<HostedCoordinator> hosted_;  // if hosting
   // Shared with an epoch change in flight.
   std::shared_ptr<DataListener> listener_;

@@ -24,6 +24,8 @@ namespace {
 // would not change. (gRPC's channel cannot tell: it is READY once TCP
 // connects.)
 constexpr absl::Duration kProbeEvery = absl::Milliseconds(500);
+// How often SessionOptions::give_up is polled while waiting for admission.
+constexpr absl::Duration kGiveUpEvery = absl::Milliseconds(100);
 constexpr absl::Duration kProbeTimeout = absl::Seconds(1);
 constexpr absl::Duration kNotACoordinatorAfter = absl::Seconds(3);
 // Between two Sessions of one Connect (MayReconnect).
@@ -120,9 +122,18 @@ absl::Status SessionClient::Reactor::WaitForMembership(absl::Time start,
       const absl::Time now = absl::Now();
       if (epoch_.membership.has_value() || verdict_.given() || now >= deadline)
         break;
+      if (options_.give_up && options_.give_up()) {
+        Fail(absl::CancelledError(
+                 absl::StrCat("worker ", options_.worker_id,
+                              " was asked to leave (SIGTERM) before ", Who(),
+                              " admitted it: it does not join")),
+             SessionVerdict::Cause::kOther);
+        break;
+      }
       const bool probe = !incarnation_.has_value() && addr.ok();
-      const absl::Time wake =
+      absl::Time wake =
           probe ? std::min(deadline, now + kProbeEvery) : deadline;
+      if (options_.give_up) wake = std::min(wake, now + kGiveUpEvery);
       while (!epoch_.membership.has_value() && !verdict_.given()) {
         if (cv_.WaitWithDeadline(&mu_, wake)) break;
       }
@@ -243,6 +254,7 @@ absl::Status SessionClient::Reactor::Leave(absl::Duration timeout) {
     phase_ = Phase::kLeaving;
     proto::WorkerMessage msg;
     msg.mutable_leave()->set_reason("shutdown");
+    msg.mutable_leave()->set_built_epoch(built_epoch_);
     Enqueue(std::move(msg));
   }
   MaybeStartWrite(/*from_reaction=*/false);
@@ -377,16 +389,18 @@ absl::Status SessionClient::Done(uint64_t seq) {
 absl::Status SessionClient::ReportPeerFault(const absl::Status& error,
                                             absl::Span<const int> peers,
                                             absl::Duration wait) {
-  proto::WorkerMessage msg;
-  msg.mutable_peer_fault()->mutable_peers()->Add(peers.begin(), peers.end());
-  msg.mutable_peer_fault()->set_error(
-      std::string(error.message().substr(0, 4096)));
-  absl::Status sent = reactor_->SendMessage(std::move(msg));
-  if (!sent.ok())
-    return sent.code() == absl::StatusCode::kAborted ||
-                   sent.code() == absl::StatusCode::kUnavailable
-               ? sent  // the verdict (or the loss) is known
-               : error;
+  if (!peers.empty()) {  // else no one to judge: only wait for a verdict
+    proto::WorkerMessage msg;
+    msg.mutable_peer_fault()->mutable_peers()->Add(peers.begin(), peers.end());
+    msg.mutable_peer_fault()->set_error(
+        std::string(error.message().substr(0, 4096)));
+    absl::Status sent = reactor_->SendMessage(std::move(msg));
+    if (!sent.ok())
+      return sent.code() == absl::StatusCode::kAborted ||
+                     sent.code() == absl::StatusCode::kUnavailable
+                 ? sent  // the verdict (or the loss) is known
+                 : error;
+  }
   absl::Status verdict = reactor_->WaitForVerdict(absl::Now() + wait);
   if (!verdict.ok()) return verdict;
   return absl::Status(error.code(),
@@ -412,6 +426,10 @@ absl::Status SessionClient::health() const { return reactor_->health(); }
 
 SessionClient::EpochView SessionClient::current() const {
   return reactor_->Current();
+}
+
+void SessionClient::MarkEpochBuilt(uint64_t epoch) {
+  reactor_->MarkEpochBuilt(epoch);
 }
 
 void SessionClient::OnEpochEnd(

@@ -96,6 +96,9 @@ struct SessionOptions {
   // evicted. Elastic jobs turn it off: kolo::elastic::run rejoins instead.
   bool exit_on_evicted = true;
   absl::Duration exit_grace = absl::Milliseconds(200);
+  // Polled (every 100 ms) while waiting for the Membership: true ends the
+  // wait with kCancelled (a worker asked to leave before it was admitted).
+  std::function<bool()> give_up;
   // What the Hello claims; tests inject a mismatch.
   uint32_t protocol_version = kProtocolVersion;
   uint64_t feature_bits = kFeatureBits;
@@ -126,6 +129,9 @@ class SessionClient {
     uint64_t epoch = 0;
   };
   EpochView current() const;
+  // This worker's data plane of `epoch` is connected (its Leave says the
+  // last such epoch; see proto Leave.built_epoch).
+  void MarkEpochBuilt(uint64_t epoch);
   proto::Membership membership() const { return current().membership; }
   uint64_t epoch() const { return current().epoch; }
   uint64_t incarnation() const { return incarnation_; }
@@ -157,11 +163,11 @@ class SessionClient {
   absl::Status Announce(proto::Announce announce);
   absl::Status Done(uint64_t seq);
   // A collective failed on the data plane because of `peers` (ranks of the
-  // epoch): tells the coordinator (PeerFault) and waits up to `wait` for
-  // its verdict. Returns the verdict (the job's end: kAborted naming the
-  // worker the coordinator judged failed; in elastic jobs the epoch's end,
-  // the membership error), or `error`, noting that no
-  // verdict came, after `wait`.
+  // epoch): tells the coordinator (PeerFault; nothing when `peers` is
+  // empty) and waits up to `wait` for its verdict. Returns the verdict (the
+  // job's end: kAborted naming the worker the coordinator judged failed; in
+  // elastic jobs the epoch's end, the membership error), or `error`, noting
+  // that no verdict came, after `wait`.
   absl::Status ReportPeerFault(const absl::Status& error,
                                absl::Span<const int> peers,
                                absl::Duration wait);

@@ -328,6 +328,14 @@ bool SessionClient::Reactor::Fenced(
       (f.epoch() == epoch_.number || new_epoch)) {
     return false;
   }
+  if (incarnation_ == f.incarnation() && leaving() &&
+      f.epoch() > epoch_.number) {
+    // The job went on to an epoch this worker leaves without joining: its
+    // LeaveAck counts; the rest is no longer this worker's business.
+    if (msg.has_leave_ack()) return false;
+    SessionLog()->debug("leaving: dropped a message of epoch {}", f.epoch());
+    return true;
+  }
   SessionLog()->warn(
       "dropped a message from {} fenced (incarnation {:016x}, epoch {}); "
       "worker {} is at incarnation {:016x}, epoch {}",
@@ -342,6 +350,11 @@ void SessionClient::Reactor::HandleMembership(
   // Elastic jobs: after EpochAborted the next Membership is awaited.
   const bool awaiting = phase_ == Phase::kAwaitMembership ||
                         (phase_ == Phase::kMember && epoch_.ended());
+  if (leaving()) {
+    SessionLog()->debug("leaving: the Membership of epoch {} is ignored",
+                        f.epoch());
+    return;
+  }
   if (!awaiting || f.epoch() <= epoch_.number) {
     SessionLog()->warn("{} sent an unexpected Membership (epoch {}); ignored",
                        Who(), f.epoch());

@@ -25,6 +25,7 @@
 #ifndef KOLO_WORKER_LIB_SESSION_SESSION_REACTOR_H_
 #define KOLO_WORKER_LIB_SESSION_SESSION_REACTOR_H_
 
+#include <algorithm>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -80,8 +81,14 @@ class SessionClient::Reactor final
   // See SessionClient::OnPlan.
   void OnPlan(std::function<void(const proto::Plan&)> sink)
       ABSL_LOCKS_EXCLUDED(mu_);
-  // Leave, LeaveAck, WritesDone.
+  // Leave (saying the last epoch built: MarkEpochBuilt), LeaveAck,
+  // WritesDone.
   absl::Status Leave(absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
+  // See SessionClient::MarkEpochBuilt.
+  void MarkEpochBuilt(uint64_t epoch) ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(&mu_);
+    built_epoch_ = std::max(built_epoch_, epoch);
+  }
   // Marks the session closing and cancels the stream.
   void Abort() ABSL_LOCKS_EXCLUDED(mu_);
   // Waits for OnDone (cancelling after `timeout`), stops the kolo thread.
@@ -208,6 +215,8 @@ class SessionClient::Reactor final
   absl::Status distrust_ ABSL_GUARDED_BY(mu_);
   absl::Time distrust_deadline_ ABSL_GUARDED_BY(mu_);
   uint64_t heartbeat_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  // The last epoch whose data plane this worker built (Leave says it).
+  uint64_t built_epoch_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace kolo::worker
