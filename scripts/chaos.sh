@@ -4,7 +4,7 @@
 # prints a table (faults by kind, recoveries and their times, goodput,
 # hangs, wrong results, orphans) and fails on any hang, wrong result, orphan
 # or failed job. See scripts/chaos.py.
-# Usage: scripts/chaos.sh [MINUTES] [SEED] [--round-seconds S]
+# Usage: scripts/chaos.sh [MINUTES] [SEED] [--round-seconds S] [--no-goodput]
 #        scripts/chaos.sh --faults N [SEED]     (rounds until N faults fired)
 #        scripts/chaos.sh --replay ROUND_SEED   (one round again)
 # (KOLO_BIN_DIR: default build/bin)
