@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/time.h"
 #include "common/log.h"
 #include "kolo/elastic.h"
 #include "kolo/kolo.h"
@@ -73,6 +74,30 @@ absl::Status run(State& state, const std::function<absl::Status()>& fn,
       // error (and the process exits: kLostCoordinatorExitCode).
       absl::Status verdict = internal::AwaitSessionVerdict();
       if (is_evicted_error(verdict)) s = verdict;
+      const absl::Duration window = internal::CoordinatorReconnectWindow();
+      if (absl::IsUnavailable(verdict) && window > absl::ZeroDuration()) {
+        // A standalone coordinator was lost: restarted at its address (a
+        // Kubernetes Service, a systemd unit) within the lease, it forms
+        // the job again from the workers that reconnect. Each goes back to
+        // its last commit; the new epoch's sync makes them one state.
+        Log()->warn(
+            "worker {} lost the coordinator ({}); restoring commit {} and "
+            "reconnecting for up to {} (KOLO_LEASE_SECONDS)",
+            kolo::worker_id(), std::string(verdict.message()), state.commits(),
+            absl::FormatDuration(window));
+        state.restore();
+        worker::faults::OnRollback(state.commits());
+        if (absl::Status back = internal::Rejoin(window); !back.ok()) {
+          return absl::UnavailableError(absl::StrCat(
+              verdict.message(),
+              "; the coordinator did not come back: ", back.message()));
+        }
+        Log()->warn("worker {} is back: the coordinator restarted",
+                    kolo::worker_id());
+        ++resets;
+        state.on_reset();
+        continue;
+      }
     }
     // Rejoins as a newcomer after an eviction; false: `evicted` stays the
     // error.

@@ -137,6 +137,14 @@ void BindElastic(py::module_& m) {
         "run() restored commit number `commit` (for the recovery report).");
   m.def("leave_requested", &internal::LeaveRequested);
   m.def("is_elastic_job", &internal::IsElasticJob);
+  m.def(
+      "coordinator_reconnect_window",
+      [] {
+        return absl::ToDoubleSeconds(internal::CoordinatorReconnectWindow());
+      },
+      "Seconds this worker waits for a lost coordinator to come back (an "
+      "elastic job's standalone coordinator restarted at its address: the "
+      "lease); 0 when a lost coordinator ends the worker.");
   m.def("worker_id", &worker_id);
 }
 

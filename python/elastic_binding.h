@@ -34,7 +34,8 @@ PyObject* ErrorArgs(const absl::Status& s);
 
 // Adds the elastic functions to kolo._kolo: check_host_updates,
 // await_next_epoch, rejoin, await_session_verdict, request_leave,
-// leave_requested, is_elastic_job, worker_id, note_commit, note_rollback.
+// leave_requested, is_elastic_job, coordinator_reconnect_window, worker_id,
+// note_commit, note_rollback.
 void BindElastic(pybind11::module_& m);
 
 }  // namespace kolo::python

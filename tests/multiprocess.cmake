@@ -112,7 +112,7 @@ kolo_add_test(multiprocess_growth_test SOURCES multiprocess_growth_test.cc
   LIBS kolo_mp_testing nlohmann_json::nlohmann_json
   LABELS multiprocess SERIAL TIMEOUT 900)
 add_dependencies(multiprocess_growth_test kolo-elastic-worker kolorun
-  kolo-coordinator kolo-ctl)
+  kolo-coordinator kolo-ctl kolo-elastic-train)
 # Connections from outside the job (issue 39): idle floods to the gRPC port
 # and the data ports, then a kill; garbage to each port.
 kolo_add_test(multiprocess_flood_test SOURCES multiprocess_flood_test.cc

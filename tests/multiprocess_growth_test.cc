@@ -537,5 +537,128 @@ TEST(Growth, SigtermBeforeAdmissionEndsTheWaitAtOnce) {
   EXPECT_TRUE(coord.Wait(Scaled(absl::Seconds(30))).ok()) << coord.output();
 }
 
+// A standalone coordinator started on `port` (0: any) for job `job_id`,
+// listening when this returns; its port in *port.
+std::unique_ptr<Subprocess> StartCoordinator(const SecretFile& secret,
+                                             const std::string& job_id,
+                                             int* port) {
+  auto coord = std::make_unique<Subprocess>(std::vector<std::string>{
+      Bin("kolo-coordinator"), "--port", std::to_string(*port), "--np", "4",
+      "--min-np", "2", "--max-np", "4", "--bind", "127.0.0.1", "--secret-file",
+      secret.path(), "--job-id", job_id, "--log-level", "info"});
+  if (!coord->Start().ok() ||
+      !coord->WaitForOutput("listening on ", Scaled(absl::Seconds(30)))) {
+    ADD_FAILURE() << coord->output();
+    return coord;
+  }
+  std::string rest =
+      coord->output().substr(coord->output().find("listening on ") + 13);
+  std::string hostport = rest.substr(0, rest.find(' '));
+  EXPECT_TRUE(absl::SimpleAtoi(hostport.substr(hostport.rfind(':') + 1), port))
+      << hostport;
+  return coord;
+}
+
+// Four kolo-elastic-train workers of a standalone coordinator's job.
+std::vector<std::unique_ptr<Subprocess>> StartTrainers(
+    const SecretFile& secret, const std::string& job_id, int port,
+    const std::string& lease) {
+  std::vector<std::unique_ptr<Subprocess>> workers;
+  for (int i = 0; i < 4; ++i) {
+    Env env = WorkerEnv(i, 4, port, secret.path());
+    env["KOLO_JOB_ID"] = job_id;
+    env["KOLO_LEASE_SECONDS"] = lease;
+    workers.push_back(std::make_unique<Subprocess>(
+        std::vector<std::string>{Bin("kolo-elastic-train"), "--steps", "800",
+                                 "--step-ms", "10", "--seed", "7",
+                                 "--log-every", "0"},
+        env));
+    EXPECT_TRUE(workers.back()->Start().ok());
+  }
+  return workers;
+}
+
+// Issue 37 point 1: the standalone coordinator of a 4-worker elastic job is
+// SIGKILLed mid-training and started again at its address 1 s later: every
+// worker reconnects within its lease, goes back to its last commit, and the
+// job ends with the fingerprint of an unfaulted run.
+TEST(Restart, KilledCoordinatorRestartedAtItsAddressPicksTheJobUp) {
+  SecretFile secret;
+  int port = 0;
+  std::unique_ptr<Subprocess> coord =
+      StartCoordinator(secret, "restart", &port);
+  ASSERT_GT(port, 0);
+  auto workers = StartTrainers(secret, "restart", port, "10");
+  ASSERT_TRUE(coord->WaitForOutput("epoch 1 formed", Scaled(absl::Seconds(30))))
+      << coord->output();
+  absl::SleepFor(absl::Seconds(2));  // ~150 of the 800 steps
+  coord->Signal(SIGKILL);
+  ASSERT_TRUE(coord->Wait(Scaled(absl::Seconds(10))).ok());
+  absl::SleepFor(absl::Seconds(1));
+  std::unique_ptr<Subprocess> again =
+      StartCoordinator(secret, "restart", &port);
+  const absl::Time restarted = absl::Now();
+  for (auto& w : workers) {
+    ASSERT_TRUE(w->WaitForOutput("the coordinator restarted",
+                                 Scaled(absl::Seconds(30))))
+        << w->output() << again->output();
+  }
+  const absl::Duration back = absl::Now() - restarted;
+  std::printf("RESTART every worker back %.3f s after the restart\n",
+              absl::ToDoubleSeconds(back));
+  std::string output;
+  for (auto& w : workers) {
+    ASSERT_TRUE(w->Wait(Scaled(absl::Seconds(60))).ok()) << w->output();
+    EXPECT_TRUE(w->exit_info().exited && w->exit_info().code == 0)
+        << w->exit_info().ToString() << "\n"
+        << w->output();
+    EXPECT_THAT(w->output(), HasSubstr("lost the coordinator"));
+    output += w->output();
+  }
+  std::vector<std::string> fin = Lines(output, "EL_FINAL ");
+  ASSERT_EQ(fin.size(), 4u) << output;
+  Subprocess solo({Bin("kolo-elastic-train"), "--steps", "800", "--seed", "7",
+                   "--log-every", "0"},
+                  {{"KOLO_COORDINATOR", std::nullopt},
+                   {"KOLO_ELASTIC", std::nullopt},
+                   {"RANK", std::nullopt},
+                   {"WORLD_SIZE", std::nullopt}});
+  ASSERT_TRUE(solo.Start().ok());
+  ASSERT_TRUE(solo.Wait(Scaled(absl::Seconds(60))).ok()) << solo.output();
+  std::vector<std::string> want = Lines(solo.output(), "EL_FINAL ");
+  ASSERT_EQ(want.size(), 1u) << solo.output();
+  for (const std::string& line : fin) {
+    EXPECT_EQ(Field(line, "fingerprint"), Field(want[0], "fingerprint"))
+        << output;
+    EXPECT_EQ(Int(Field(line, "size")), 4) << line;
+  }
+  again->Signal(SIGTERM);
+  EXPECT_TRUE(again->Wait(Scaled(absl::Seconds(30))).ok()) << again->output();
+  EXPECT_THAT(again->output(), HasSubstr("epoch 1 formed with 4 workers"));
+}
+
+// A coordinator that does not come back: every worker gives up after its
+// lease (2 s here) and exits non-zero, saying so; none lingers.
+TEST(Restart, CoordinatorThatStaysDownEndsEveryWorkerAfterTheLease) {
+  SecretFile secret;
+  int port = 0;
+  std::unique_ptr<Subprocess> coord =
+      StartCoordinator(secret, "no-restart", &port);
+  ASSERT_GT(port, 0);
+  auto workers = StartTrainers(secret, "no-restart", port, "2");
+  ASSERT_TRUE(coord->WaitForOutput("epoch 1 formed", Scaled(absl::Seconds(30))))
+      << coord->output();
+  absl::SleepFor(absl::Seconds(1));
+  coord->Signal(SIGKILL);
+  const absl::Time killed = absl::Now();
+  for (auto& w : workers) {
+    ASSERT_TRUE(w->Wait(Scaled(absl::Seconds(20))).ok()) << w->output();
+    EXPECT_FALSE(w->exit_info().exited && w->exit_info().code == 0)
+        << w->output();
+    EXPECT_THAT(w->output(), HasSubstr("the coordinator did not come back"));
+  }
+  EXPECT_LT(absl::Now() - killed, Scaled(absl::Seconds(12)));
+}
+
 }  // namespace
 }  // namespace kolo::testing

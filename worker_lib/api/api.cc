@@ -418,6 +418,14 @@ bool IsElasticJob() {
   return job != nullptr && job->config().elastic;
 }
 
+absl::Duration CoordinatorReconnectWindow() {
+  MutexLock lock(&api_mu);
+  if (job == nullptr || !job->MayOutliveCoordinator()) {
+    return absl::ZeroDuration();
+  }
+  return job->config().lease;
+}
+
 bool LeaveRequested() { return leave_requested.load(); }
 
 void RequestLeave() { leave_requested.store(true); }

@@ -33,7 +33,8 @@ absl::StatusOr<std::shared_ptr<worker::OpRuntime>> OpsForHandle(
 // error when the job ends first.
 absl::Status AwaitNextEpoch(absl::Duration timeout);
 
-// Elastic jobs: after this worker was evicted (its Session is over), stops
+// Elastic jobs: after this worker was evicted or lost a standalone
+// coordinator (its Session is over), stops
 // its epoch and joins the job again as a newcomer with a new Session,
 // waiting (at most `timeout`) to be admitted; then publishes the new rank
 // and size. kFailedPrecondition outside elastic jobs.
@@ -54,6 +55,11 @@ absl::StatusOr<Handle> MembershipCheckAsync(bool leave);
 // Whether this job is elastic (KOLO_ELASTIC); false when kolo is not
 // initialised.
 bool IsElasticJob();
+// How long this worker waits for a lost coordinator to come back (a
+// standalone coordinator of an elastic job, restarted at its address: the
+// lease); zero when a lost coordinator ends the worker (kolorun's, rank
+// 0's, a static job's) or kolo is not initialised.
+absl::Duration CoordinatorReconnectWindow();
 // Whether this worker was asked to leave at its next membership check
 // (SIGTERM in an elastic job, or kolo::elastic::request_leave()).
 bool LeaveRequested();

@@ -3,19 +3,21 @@
 #include <algorithm>
 #include <thread>
 
+#include "absl/strings/str_format.h"
+
 namespace kolo::worker {
 
 DataPlaneOptions DataPlaneOptionsFor(const WorkerConfig& config,
                                      const proto::Membership& membership,
-                                     uint64_t epoch, tcp::Acceptor* acceptor,
-                                     int abort_fd) {
+                                     uint64_t epoch, uint64_t incarnation,
+                                     tcp::Acceptor* acceptor, int abort_fd) {
   DataPlaneOptions options;
   TcpOptions& o = options.tcp;
   o.abort_fd = abort_fd;
   o.rank = membership.rank();
   o.size = membership.size();
   o.epoch = epoch;
-  o.job_id = config.job_id;
+  o.job_id = absl::StrFormat("%s/%016x", config.job_id, incarnation);
   for (const proto::Peer& p : membership.peers()) {
     o.worker_ids.push_back(p.worker_id());
     o.addresses.push_back(p.data_address());

@@ -16,13 +16,16 @@
 
 namespace kolo::worker {
 
-// The data plane of epoch `epoch` among the peers of `membership`, taking
-// the connections of the borrowed `acceptor` and stopping when the borrowed
-// `abort_fd` (if >= 0) becomes readable.
+// The data plane of epoch `epoch` of the coordinator's `incarnation` among
+// the peers of `membership`, taking the connections of the borrowed
+// `acceptor` and stopping when the borrowed `abort_fd` (if >= 0) becomes
+// readable. The connections' job is "<job id>/<incarnation in hex>": a
+// restarted coordinator numbers its epochs from 1 again, and a peer of
+// the previous incarnation's epoch must not pass for one of the new.
 DataPlaneOptions DataPlaneOptionsFor(const WorkerConfig& config,
                                      const proto::Membership& membership,
-                                     uint64_t epoch, tcp::Acceptor* acceptor,
-                                     int abort_fd);
+                                     uint64_t epoch, uint64_t incarnation,
+                                     tcp::Acceptor* acceptor, int abort_fd);
 
 }  // namespace kolo::worker
 

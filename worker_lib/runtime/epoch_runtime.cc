@@ -79,7 +79,8 @@ absl::StatusOr<std::shared_ptr<EpochRuntime>> BuildEpoch(
   epoch->membership = m;
   epoch->first_handle = in.first_handle;
   auto data = DataPlane::Connect(
-      DataPlaneOptionsFor(c, m, view.epoch, in.job->acceptor, abort_fd),
+      DataPlaneOptionsFor(c, m, view.epoch, in.client->incarnation(),
+                          in.job->acceptor, abort_fd),
       deadline);
   if (!data.ok()) return data.status();
   epoch->data = *std::move(data);

@@ -40,6 +40,12 @@ SessionOptions SessionOptionsFor(const WorkerConfig& c,
   so.exit_on_lost_coordinator = true;
   // An evicted worker of an elastic job may rejoin (Job::Rejoin).
   so.exit_on_evicted = !c.elastic;
+  // So may one that lost a standalone coordinator, restarted within the
+  // lease (neither kolorun's nor rank 0's: those end with their process).
+  if (c.elastic && !c.host_coordinator &&
+      c.launch_mode != LaunchMode::kKolorun) {
+    so.reconnect_window = c.lease;
+  }
   return so;
 }
 
@@ -178,6 +184,8 @@ absl::StatusOr<Job::Attachment> Job::Rejoin(const Attachment& old,
                  config_.job_id);
   auto client = Connect(deadline);
   if (!client.ok()) return client.status();
+  // The old Session (evicted, or its coordinator lost) is done for.
+  (void)old.client->Shutdown(absl::Seconds(1));
   Attachment a;
   a.client = *std::move(client);
   a.epochs = std::make_shared<EpochSlot>();
@@ -245,6 +253,11 @@ absl::StatusOr<std::shared_ptr<EpochRuntime>> Job::AwaitNextEpoch(
     a.epochs->Install(*std::move(epoch));
     return next;
   }
+}
+
+bool Job::MayOutliveCoordinator() const {
+  return SessionOptionsFor(config_, "", "").reconnect_window >
+         absl::ZeroDuration();
 }
 
 absl::Status Job::AwaitVerdict(const Attachment& a) const {

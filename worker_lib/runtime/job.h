@@ -70,9 +70,11 @@ class Job {
   // The membership of the attachment's current epoch.
   proto::Membership membership() const;
 
-  // Elastic jobs, after this worker was evicted (the Session of `old` is
-  // over): stops old's epoch and joins the job again as a newcomer with a
-  // new Session, waiting until `deadline` to be admitted. The new
+  // Elastic jobs, after this worker was evicted or lost a standalone
+  // coordinator (the Session of `old` is over): stops old's epoch and joins
+  // the job again as a newcomer with a new Session (to the restarted
+  // coordinator: until `deadline` it keeps dialling), waiting until
+  // `deadline` to be admitted; then shuts old's Session down. The new
   // attachment has its first epoch installed; Adopt makes it the job's.
   absl::StatusOr<Attachment> Rejoin(const Attachment& old,
                                     absl::Time deadline) const;
@@ -91,6 +93,9 @@ class Job {
   // The Session's terminal error, waiting for it at most the lease: OK when
   // the Session of `a` is still healthy then.
   absl::Status AwaitVerdict(const Attachment& a) const;
+  // Whether a lost coordinator may come back (SessionOptions::
+  // reconnect_window): an elastic job's standalone coordinator.
+  bool MayOutliveCoordinator() const;
 
   // Leaves the job: stops the current epoch's runtime, closes the data
   // connections, shuts the Session down; on the hosting rank, waits

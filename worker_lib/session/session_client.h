@@ -95,6 +95,13 @@ struct SessionOptions {
   // With exit_on_lost_coordinator: also exit (kEvictedExitCode) when
   // evicted. Elastic jobs turn it off: kolo::elastic::run rejoins instead.
   bool exit_on_evicted = true;
+  // With exit_on_lost_coordinator: a lost coordinator may come back (a
+  // standalone coordinator restarted at its address): the process exits
+  // only if this session is still open `reconnect_window` (+ 5 s) after the
+  // loss
+  // (kolo::elastic::run reconnects with a new Session, which closes this
+  // one). Zero: exit after exit_grace.
+  absl::Duration reconnect_window = absl::ZeroDuration();
   absl::Duration exit_grace = absl::Milliseconds(200);
   // Polled (every 100 ms) while waiting for the Membership: true ends the
   // wait with kCancelled (a worker asked to leave before it was admitted).

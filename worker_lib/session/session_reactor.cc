@@ -18,6 +18,9 @@ namespace {
 
 // How long a worker that distrusts the coordinator waits for its refusal.
 constexpr absl::Duration kDistrustGrace = absl::Seconds(2);
+// After reconnect_window, the time a reconnecting worker has to close this
+// Session (Job::Rejoin) before the process exits.
+constexpr absl::Duration kReconnectGrace = absl::Seconds(5);
 
 }  // namespace
 
@@ -480,6 +483,24 @@ void SessionClient::Reactor::ThreadMain() {
       loss_reported = true;
       SessionLog()->error("worker {}: {}", options_.worker_id,
                           std::string(verdict_.status.message()));
+      if (options_.exit_on_lost_coordinator && phase_ == Phase::kMember &&
+          options_.reconnect_window > absl::ZeroDuration()) {
+        // It may come back: a new Session closes this one (stop_thread_)
+        // before the window ends, else the worker goes as below.
+        const absl::Time until =
+            now + options_.reconnect_window + kReconnectGrace;
+        while (!stop_thread_ && absl::Now() < until) {
+          cv_.WaitWithDeadline(&mu_, until);
+        }
+        if (stop_thread_) break;
+        SessionLog()->error(
+            "worker {} exits with status {}: {} did not come back within {}",
+            options_.worker_id, kLostCoordinatorExitCode, Who(),
+            Secs(options_.reconnect_window));
+        FlushLogs();
+        std::fflush(nullptr);
+        std::_Exit(kLostCoordinatorExitCode);
+      }
       if (options_.exit_on_lost_coordinator && phase_ == Phase::kMember) {
         // Let pending calls return and report first; then go: a worker
         // without a coordinator must not linger (docs/design.md

@@ -19,6 +19,8 @@ Two differences from Horovod, both on the side of not hiding faults:
     would fail the same way;
   - a worker that the coordinator evicted (it was stopped or cut off, then
     came back) joins the job again as a newcomer and receives the state;
+    so does every worker of a job whose standalone coordinator was lost and
+    restarted at its address within the lease (KOLO_LEASE_SECONDS);
     a worker asked to leave (SIGTERM in an elastic job, or
     ``kolo._kolo.request_leave()``) shuts kolo down and exits with status 0
     at its next commit.
@@ -166,6 +168,24 @@ def _leave():
     sys.exit(0)
 
 
+def _reconnect(lost):
+    """The standalone coordinator was lost: restarted at its address within
+    the lease, it forms the job again from the workers that reconnect.
+    Raises ``lost`` when it does not come back."""
+    window = _kolo.coordinator_reconnect_window()
+    print(f'kolo: worker {_kolo.worker_id()} lost the coordinator ({lost}); '
+          f'reconnecting for up to {window:g} s (KOLO_LEASE_SECONDS)',
+          file=sys.stderr, flush=True)
+    try:
+        _kolo.rejoin(window)
+    except _kolo.Error as e:
+        raise HorovodInternalError(
+            f'{lost}; the coordinator did not come back: {e}') from None
+    print(f'kolo: worker {_kolo.worker_id()} is back: the coordinator '
+          'restarted', file=sys.stderr, flush=True)
+    _b._epoch_changed()
+
+
 def _verdict_after_broken_link(error):
     """An op failed because the link to the coordinator broke: after a
     partition that healed, the eviction arrives just behind it. Returns the
@@ -197,6 +217,17 @@ def run_fn(func, reset=_next_epoch):
                         _kolo.is_elastic_job():
                     error = _verdict_after_broken_link(e)
                 kind = getattr(error, 'kolo_membership', '')
+                if (getattr(error, 'kolo_code', None) == UNAVAILABLE and
+                        kind == '' and
+                        _kolo.coordinator_reconnect_window() > 0):
+                    # Back to the last commit; the new epoch's sync makes
+                    # every worker's state rank 0's.
+                    state.restore()
+                    _kolo.note_rollback(getattr(state, '_commits', 0))
+                    _reconnect(error)
+                    state.on_reset()
+                    skip_sync = False
+                    continue
                 if kind == 'evicted':
                     # Back to the last commit first: what it did after it
                     # (in a timeline the others rolled back) must not reach
