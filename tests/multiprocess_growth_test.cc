@@ -499,53 +499,26 @@ TEST(Growth, WorkerStartedByHandJoinsAtTheNextCommit) {
   EXPECT_THAT(coord.output(), HasSubstr("hw2 joins"));
 }
 
-// SIGTERM to a worker still waiting to be admitted (the job needs two, and
-// only it started): it stops waiting at once, says why, and ends as SIGTERM
-// ends a process.
-TEST(Growth, SigtermBeforeAdmissionEndsTheWaitAtOnce) {
-  SecretFile secret;
-  Subprocess coord({Bin("kolo-coordinator"), "--port", "0", "--np", "2",
-                    "--min-np", "2", "--bind", "127.0.0.1", "--secret-file",
-                    secret.path(), "--log-level", "info"});
-  ASSERT_TRUE(coord.Start().ok());
-  ASSERT_TRUE(coord.WaitForOutput("(job", Scaled(absl::Seconds(30))))
-      << coord.output();
-  size_t pos = coord.output().find("listening on ");
-  ASSERT_NE(pos, std::string::npos) << coord.output();
-  std::string rest = coord.output().substr(pos + 13);
-  std::string hostport = rest.substr(0, rest.find(' '));
-  int port = 0;
-  ASSERT_TRUE(absl::SimpleAtoi(hostport.substr(hostport.rfind(':') + 1), &port))
-      << hostport;
-  Env env = WorkerEnv(0, 2, port, secret.path());
-  env["KOLO_LOG_LEVEL"] = "info";
-  Subprocess worker({Bin("kolo-elastic-worker"), "--steps", "10"}, env);
-  ASSERT_TRUE(worker.Start().ok());
-  // Its Hello reached the coordinator: it waits for the second worker.
-  ASSERT_TRUE(coord.WaitForOutput("hw0", Scaled(absl::Seconds(30))))
-      << coord.output() << worker.output();
-  absl::SleepFor(absl::Milliseconds(300));
-  const absl::Time sent = absl::Now();
-  worker.Signal(SIGTERM);
-  ASSERT_TRUE(worker.Wait(Scaled(absl::Seconds(10))).ok()) << worker.output();
-  EXPECT_LT(absl::Now() - sent, Scaled(absl::Seconds(3)));
-  EXPECT_FALSE(worker.exit_info().exited) << worker.exit_info().ToString();
-  EXPECT_EQ(worker.exit_info().signal, SIGTERM) << worker.output();
-  EXPECT_THAT(worker.output(),
-              HasSubstr("was asked to leave (SIGTERM) before"));
-  coord.Signal(SIGTERM);
-  EXPECT_TRUE(coord.Wait(Scaled(absl::Seconds(30))).ok()) << coord.output();
-}
-
-// A standalone coordinator started on `port` (0: any) for job `job_id`,
-// listening when this returns; its port in *port.
-std::unique_ptr<Subprocess> StartCoordinator(const SecretFile& secret,
-                                             const std::string& job_id,
-                                             int* port) {
-  auto coord = std::make_unique<Subprocess>(std::vector<std::string>{
-      Bin("kolo-coordinator"), "--port", std::to_string(*port), "--np", "4",
-      "--min-np", "2", "--max-np", "4", "--bind", "127.0.0.1", "--secret-file",
-      secret.path(), "--job-id", job_id, "--log-level", "info"});
+// A standalone coordinator started on `port` (0: any) for job `job_id`
+// with `sizes` (--np, --min-np, ...), listening when this returns; its port
+// in *port.
+std::unique_ptr<Subprocess> StartCoordinator(
+    const SecretFile& secret, const std::string& job_id, int* port,
+    const std::vector<std::string>& sizes = {"--np", "4", "--min-np", "2",
+                                             "--max-np", "4"}) {
+  std::vector<std::string> argv = {Bin("kolo-coordinator"),
+                                   "--port",
+                                   std::to_string(*port),
+                                   "--bind",
+                                   "127.0.0.1",
+                                   "--secret-file",
+                                   secret.path(),
+                                   "--job-id",
+                                   job_id,
+                                   "--log-level",
+                                   "info"};
+  argv.insert(argv.end(), sizes.begin(), sizes.end());
+  auto coord = std::make_unique<Subprocess>(argv);
   if (!coord->Start().ok() ||
       !coord->WaitForOutput("listening on ", Scaled(absl::Seconds(30)))) {
     ADD_FAILURE() << coord->output();
@@ -658,6 +631,36 @@ TEST(Restart, CoordinatorThatStaysDownEndsEveryWorkerAfterTheLease) {
     EXPECT_THAT(w->output(), HasSubstr("the coordinator did not come back"));
   }
   EXPECT_LT(absl::Now() - killed, Scaled(absl::Seconds(12)));
+}
+
+// SIGTERM to a worker still waiting to be admitted (the job needs two, and
+// only it started): it stops waiting at once, says why, and ends as SIGTERM
+// ends a process.
+TEST(Growth, SigtermBeforeAdmissionEndsTheWaitAtOnce) {
+  SecretFile secret;
+  int port = 0;
+  std::unique_ptr<Subprocess> coord = StartCoordinator(
+      secret, "sigterm", &port, {"--np", "2", "--min-np", "2"});
+  ASSERT_GT(port, 0);
+  Env env = WorkerEnv(0, 2, port, secret.path());
+  env["KOLO_JOB_ID"] = "sigterm";
+  env["KOLO_LOG_LEVEL"] = "info";
+  Subprocess worker({Bin("kolo-elastic-worker"), "--steps", "10"}, env);
+  ASSERT_TRUE(worker.Start().ok());
+  // Its Hello reached the coordinator: it waits for the second worker.
+  ASSERT_TRUE(coord->WaitForOutput("hw0", Scaled(absl::Seconds(30))))
+      << coord->output() << worker.output();
+  absl::SleepFor(absl::Milliseconds(300));
+  const absl::Time sent = absl::Now();
+  worker.Signal(SIGTERM);
+  ASSERT_TRUE(worker.Wait(Scaled(absl::Seconds(10))).ok()) << worker.output();
+  EXPECT_LT(absl::Now() - sent, Scaled(absl::Seconds(3)));
+  EXPECT_FALSE(worker.exit_info().exited) << worker.exit_info().ToString();
+  EXPECT_EQ(worker.exit_info().signal, SIGTERM) << worker.output();
+  EXPECT_THAT(worker.output(),
+              HasSubstr("was asked to leave (SIGTERM) before"));
+  coord->Signal(SIGTERM);
+  EXPECT_TRUE(coord->Wait(Scaled(absl::Seconds(30))).ok()) << coord->output();
 }
 
 }  // namespace
