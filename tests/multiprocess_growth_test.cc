@@ -331,19 +331,9 @@ TEST(Growth, KoloCtlShowsTheTrueMembership) {
   ASSERT_TRUE(
       job.WaitForOutput("EL_RESET n=2 size=3", Scaled(absl::Seconds(30))))
       << job.output();
-  std::vector<std::string> how = Lines(job.output(), "job state: ");
-  ASSERT_EQ(how.size(), 1u) << job.output();
-  // "KOLO_SECRET_FILE=<f> kolo-ctl status --coordinator <a> --job-id <id>"
-  const std::string cmd = how[0].substr(how[0].find("KOLO_SECRET_FILE="));
-  const std::string file = cmd.substr(17, cmd.find(' ') - 17);
-  std::string job_id = cmd.substr(cmd.find("--job-id ") + 9);
-  job_id = job_id.substr(0, job_id.find_first_of(" \n"));
-  const std::string coord =
-      cmd.substr(cmd.find("--coordinator ") + 14,
-                 cmd.find(" --job-id") - cmd.find("--coordinator ") - 14);
-  Subprocess ctl({Bin("kolo-ctl"), "status", "--json", "--coordinator", coord,
-                  "--job-id", job_id},
-                 {{"KOLO_SECRET_FILE", file}, {"KOLO_SECRET", std::nullopt}});
+  std::optional<Command> status = CtlStatusJson(job.output());
+  ASSERT_TRUE(status.has_value()) << job.output();
+  Subprocess ctl(status->argv, status->env);
   ASSERT_TRUE(ctl.Start().ok());
   ASSERT_TRUE(ctl.Wait(Scaled(absl::Seconds(30))).ok()) << ctl.output();
   ASSERT_EQ(ctl.exit_info().code, 0) << ctl.output();
@@ -370,6 +360,7 @@ TEST(Growth, KoloCtlShowsTheTrueMembership) {
   ASSERT_TRUE(job.Wait(Scaled(absl::Seconds(60))).ok()) << job.output();
   EXPECT_EQ(job.exit_info().code, 0) << job.output();
   // The secret file is gone with the job.
+  const std::string& file = *status->env["KOLO_SECRET_FILE"];
   EXPECT_NE(::access(file.c_str(), F_OK), 0) << file;
 }
 

@@ -313,15 +313,8 @@ TEST(NegotiationFastPath, KoloCtlShowsTheTensorARoundWaitsFor) {
   ASSERT_TRUE(job.Start().ok());
   ASSERT_TRUE(job.WaitForOutput("job state: ", Scaled(absl::Seconds(30))))
       << job.output();
-  // "KOLO_SECRET_FILE=<f> kolo-ctl status --coordinator <a> --job-id <id>"
-  std::vector<std::string> how = Lines(job.output(), "job state: ");
-  ASSERT_EQ(how.size(), 1u) << job.output();
-  const std::string cmd = how[0].substr(how[0].find("KOLO_SECRET_FILE="));
-  const std::string file = cmd.substr(17, cmd.find(' ') - 17);
-  std::string job_id = cmd.substr(cmd.find("--job-id ") + 9);
-  job_id = job_id.substr(0, job_id.find_first_of(" \n"));
-  const size_t at = cmd.find("--coordinator ") + 14;
-  const std::string coord = cmd.substr(at, cmd.find(" --job-id") - at);
+  std::optional<Command> status = CtlStatusJson(job.output());
+  ASSERT_TRUE(status.has_value()) << job.output();
   // The warm-up steps submit 'late' too, and kolo-ctl may see one of them
   // pending with another rank missing: wait for the stall to begin, and
   // then for the hand-over to show the stalled rank.
@@ -333,9 +326,7 @@ TEST(NegotiationFastPath, KoloCtlShowsTheTensorARoundWaitsFor) {
          (waiting.is_null() || waiting["missing"].size() != 1 ||
           waiting["missing"][0]["rank"] != 2)) {
     absl::SleepFor(absl::Milliseconds(500));
-    Subprocess ctl({Bin("kolo-ctl"), "status", "--json", "--coordinator", coord,
-                    "--job-id", job_id},
-                   {{"KOLO_SECRET_FILE", file}, {"KOLO_SECRET", std::nullopt}});
+    Subprocess ctl(status->argv, status->env);
     ASSERT_TRUE(ctl.Start().ok());
     ASSERT_TRUE(ctl.Wait(Scaled(absl::Seconds(30))).ok()) << ctl.output();
     ASSERT_EQ(ctl.exit_info().code, 0) << ctl.output();

@@ -27,6 +27,32 @@ JobRun RunJob(const std::vector<std::string>& argv,
   return run;
 }
 
+std::optional<Command> CtlStatusJson(const std::string& output) {
+  std::vector<std::string> how = Lines(output, "job state: ");
+  if (how.size() != 1) return std::nullopt;
+  const size_t at = how[0].find("KOLO_SECRET_FILE=");
+  const size_t coord = how[0].find("--coordinator ");
+  const size_t id = how[0].find(" --job-id ");
+  if (at == std::string::npos || coord == std::string::npos ||
+      id == std::string::npos || id < coord) {
+    return std::nullopt;
+  }
+  const std::string cmd = how[0].substr(at);
+  const std::string file = cmd.substr(17, cmd.find(' ') - 17);
+  std::string job_id = how[0].substr(id + 10);
+  job_id = job_id.substr(0, job_id.find_first_of(" \n"));
+  Command c;
+  c.argv = {Bin("kolo-ctl"),
+            "status",
+            "--json",
+            "--coordinator",
+            how[0].substr(coord + 14, id - coord - 14),
+            "--job-id",
+            job_id};
+  c.env = {{"KOLO_SECRET_FILE", file}, {"KOLO_SECRET", std::nullopt}};
+  return c;
+}
+
 std::vector<std::string> Lines(const std::string& output,
                                absl::string_view needle) {
   std::vector<std::string> lines;

@@ -45,6 +45,16 @@ std::string Field(const std::string& line, const std::string& key);
 // `s` as an integer, or -1.
 int64_t Int(const std::string& s);
 
+// A command line and the environment on top of this process's.
+struct Command {
+  std::vector<std::string> argv;
+  std::map<std::string, std::optional<std::string>> env;
+};
+// `kolo-ctl status --json` against the job whose kolorun printed `output`:
+// from its line "job state: KOLO_SECRET_FILE=<f> kolo-ctl status
+// --coordinator <a> --job-id <id>"; nullopt when there is not exactly one.
+std::optional<Command> CtlStatusJson(const std::string& output);
+
 }  // namespace kolo::testing
 
 #endif  // KOLO_TESTS_TESTING_JOB_RUN_H_
