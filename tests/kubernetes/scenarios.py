@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """The Kubernetes scenarios of issue 37, run by tests/kubernetes/harness.py.
 
-  scenarios.py [--scenario ci|delete|kill|scale|all] [--steps N]
+  scenarios.py [--scenario ci|coordinator|delete|kill|scale|all] [--steps N]
 
 Each scenario applies deploy/kubernetes/elastic-job.yaml (the worker's
 --steps replaced by N so a run stays short), does its faults, and checks
@@ -9,8 +9,11 @@ that every worker left at the end prints EL_FINAL with the fingerprint of an
 unfaulted run (kolo-elastic-train alone, same flags), that a deleted pod's
 worker left on SIGTERM within its grace period (exit 0), and that the
 coordinator ended the job with status 0.
-  ci      one pod deleted, one container killed, scale 4 -> 6 -> 3 (ctest;
-          with KOLO_LONG_TESTS=1 the three below as well)
+  ci      the coordinator's container killed (the kubelet restarts it and
+          every worker reconnects), one pod deleted, one container killed,
+          scale 4 -> 6 -> 3 (ctest; with KOLO_LONG_TESTS=1 the four below as
+          well)
+  coordinator  the coordinator's container killed and restarted
   delete  a pod deleted; kill: a container killed; scale: 4 -> 6 -> 3
 Exit 77 (skip) when not root or network namespaces can't be made.
 Environment: KOLO_BIN_DIR (the build's bin/), KOLO_TIMEOUT_SCALE.
@@ -81,10 +84,8 @@ def coordinator(cluster):
 
 
 def settle(cluster):
-    """Waits until training is past the last change (two EL_STEP lines on).
-
-    Faults are spaced so: a kill while a newcomer's admission is still
-    forming has been seen to hang the job (see docs/kubernetes.md)."""
+    """Waits until training is past the last change (two EL_STEP lines on),
+    unless --no-settle (the faults back to back)."""
     if NO_SETTLE:
         return
     s = step(cluster)
@@ -100,6 +101,19 @@ def delete_one(cluster, name, leavers):
     cluster.wait(name + " left and was made again",
                  lambda: name in cluster.pods and cluster.pods[name] is not pod, T)
     cluster.wait(name + " (new pod) joined", lambda: joins(cluster, name) > n, T)
+    settle(cluster)
+
+
+def restart_coordinator(cluster):
+    """The coordinator's container killed: the kubelet restarts it (1 s) and
+    every worker reconnects within its lease, from its last commit."""
+    pod = coordinator(cluster)
+    cluster.kill_container(pod.name)
+    cluster.wait("the coordinator restarted",
+                 lambda: len(pod.starts) == 2, T)
+    cluster.wait("every worker back with the restarted coordinator",
+                 lambda: all("the coordinator restarted" in w.current().log()
+                             for w in workers(cluster)), T)
     settle(cluster)
 
 
@@ -157,6 +171,8 @@ def run(scenario, steps, bin_dir, work):
         cluster.apply()
         cluster.wait("4 workers training", lambda: step(cluster) >= 100, T)
         leavers = []
+        if scenario in ("ci", "coordinator", "all"):
+            restart_coordinator(cluster)
         if scenario in ("ci", "delete", "all"):
             delete_one(cluster, "kolo-worker-2", leavers)
         if scenario in ("ci", "kill", "all"):
@@ -173,7 +189,8 @@ def run(scenario, steps, bin_dir, work):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--scenario", default="ci",
-                    choices=["ci", "delete", "kill", "scale", "all"])
+                    choices=["ci", "coordinator", "delete", "kill", "scale",
+                             "all"])
     ap.add_argument("--steps", type=int, default=1500)
     ap.add_argument("--keep-logs", action="store_true")
     ap.add_argument("--no-settle", action="store_true",
@@ -196,7 +213,8 @@ def main():
     subprocess.run(["ip", "netns", "del", probe])
     bin_dir = os.environ.get("KOLO_BIN_DIR", os.path.join(REPO, "build/bin"))
     work = tempfile.mkdtemp(prefix="kolo-k8s-")
-    names = ["delete", "kill", "scale"] if a.scenario == "all" else [a.scenario]
+    names = (["coordinator", "delete", "kill", "scale"] if a.scenario == "all"
+             else [a.scenario])
     if a.scenario == "ci" and os.environ.get("KOLO_LONG_TESTS") == "1":
         names += ["delete", "kill", "scale"]
     try:
