@@ -171,7 +171,8 @@ def _leave():
 def _reconnect(lost):
     """The standalone coordinator was lost: restarted at its address within
     the lease, it forms the job again from the workers that reconnect.
-    Raises ``lost`` when it does not come back."""
+    Raises HorovodInternalError naming ``lost`` when it does not come
+    back."""
     window = _kolo.coordinator_reconnect_window()
     print(f'kolo: worker {_kolo.worker_id()} lost the coordinator ({lost}); '
           f'reconnecting for up to {window:g} s (KOLO_LEASE_SECONDS)',
