@@ -248,13 +248,31 @@ void CoordinatorCore::Dispatch(SessionId id, Session& s,
 }
 
 void CoordinatorCore::MaybeFormEpoch(Actions& out) {
-  if (phase_ != Phase::kForming ||
-      AuthenticatedCount() < options_.expected_size) {
-    return;
+  if (phase_ != Phase::kForming) return;
+  int room = options_.expected_size;
+  const int in = AuthenticatedCount();
+  if (in < options_.expected_size) {
+    // A restarted coordinator: the workers that were alive reconnect
+    // within a fraction of a second of each other; those lost while it
+    // was down never come.
+    if (!options_.elastic || ep_.number != 0 ||
+        last_reconnect_ == absl::InfinitePast() || in < options_.min_size) {
+      return;
+    }
+    const absl::Time settled = last_reconnect_ + kReconnectSettle;
+    if (options_.clock() < settled) {
+      out.wake_at = std::min(out.wake_at, settled);
+      return;
+    }
+    Log()->warn(
+        "{} of {} workers reconnected (none for {}): the job forms again "
+        "with them",
+        in, options_.expected_size, absl::FormatDuration(kReconnectSettle));
+    room = in;
   }
-  // The first expected_size to arrive (an elastic job's extras wait to
-  // join at the first membership check).
-  std::vector<SessionId> ids = Newcomers(options_.expected_size);
+  // The first `room` to arrive (an elastic job's extras wait to join at the
+  // first membership check).
+  std::vector<SessionId> ids = Newcomers(room);
   proto::EpochRecord record;
   // ep_.number is 0 before the first epoch; after a re-init (core.h) the
   // job forms again under the next number, so that epochs never mix.
@@ -703,6 +721,7 @@ Actions CoordinatorCore::OnTick(absl::Time now) {
   JudgeRecoveryDeadlines(now, out);
   if (phase_ == Phase::kEnded) return out;
   JudgeSilence(now, out);
+  MaybeFormEpoch(out);  // a restarted coordinator's settle time
   if (phase_ == Phase::kRunning && ep_.negotiator != nullptr) {
     NegotiatorOutput result;
     ep_.negotiator->Tick(now, result);

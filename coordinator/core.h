@@ -182,6 +182,11 @@ struct Actions {
   }
 };
 
+// How long a restarted coordinator waits after the last reconnecting worker
+// before it forms its first epoch with fewer than expected_size
+// (CoordinatorCore::MaybeFormEpoch).
+inline constexpr absl::Duration kReconnectSettle = absl::Seconds(1);
+
 class CoordinatorCore {
  public:
   // REQUIRES: options.expected_size >= 1.
@@ -348,6 +353,10 @@ class CoordinatorCore {
   void Apply(NegotiatorOutput& result, Actions& out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Forms epoch 1 once expected_size workers are in.
+  // A restarted coordinator (reconnecting Hellos, elastic) also forms with
+  // fewer than expected_size (at least min_size) once kReconnectSettle
+  // passed without another reconnecting worker: the ones lost while it
+  // was down never come.
   void MaybeFormEpoch(Actions& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Makes epoch `number` of `sessions` (in arrival order; `keep_order`: the
   // order is the ranks) and sends every member its Membership.
@@ -437,6 +446,9 @@ class CoordinatorCore {
   // Open sessions only.
   absl::flat_hash_map<SessionId, Session> sessions_ ABSL_GUARDED_BY(mu_);
   uint64_t next_arrival_ ABSL_GUARDED_BY(mu_) = 0;
+  // When the last reconnecting worker (Hello.reconnecting) authenticated
+  // before the first epoch: MaybeFormEpoch.
+  absl::Time last_reconnect_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   uint64_t heartbeat_seq_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time next_heartbeat_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   // Elastic: the recovery under way (coordinator/recovery.h).

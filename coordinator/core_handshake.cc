@@ -190,9 +190,15 @@ void CoordinatorCore::Admit(SessionId id, Session& s, Actions& out) {
   }
   s.state = State::kWaiting;
   s.arrival = next_arrival_++;
+  if (options_.elastic && s.hello.reconnecting()) {
+    last_reconnect_ = options_.clock();
+  }
   GetLogger("coordinator")
-      ->info("{} authenticated ({} of {})", Describe(s), AuthenticatedCount(),
-             options_.expected_size);
+      ->info("{} authenticated ({} of {}{})", Describe(s), AuthenticatedCount(),
+             options_.expected_size,
+             s.hello.reconnecting() ? "; it reconnects after losing its "
+                                      "coordinator"
+                                    : "");
   MaybeFormEpoch(out);
 }
 

@@ -365,6 +365,43 @@ TEST_F(ElasticTest, LeaveFencedWithThePreviousEpochCounts) {
               HasSubstr("before it connected the data plane of epoch 2"));
 }
 
+// A restarted coordinator (its workers' Hellos say they reconnect) forms
+// its first epoch with fewer than --np once kReconnectSettle passed without
+// another reconnecting worker (at least --min-np); fresh Hellos still wait
+// for all of --np.
+TEST_F(ElasticTest, RestartedCoordinatorFormsWithTheWorkersThatReconnected) {
+  tweak_ = [](CoreOptions& o) {
+    o.elastic = true;
+    o.min_size = 2;
+    o.elastic_timeout = absl::Seconds(20);
+  };
+  Make(4);
+  for (SessionId id : {1, 2, 3}) {
+    proto::WorkerMessage hello =
+        Hello(absl::StrCat("w", id - 1), absl::StrCat("h", id), "");
+    hello.mutable_hello()->set_reconnecting(true);
+    (void)JoinWith(id, hello);
+  }
+  EXPECT_EQ(core_->epoch(), 0u);
+  now_ += kReconnectSettle / 2;
+  (void)core_->OnTick(now_);
+  EXPECT_EQ(core_->epoch(), 0u);
+  now_ += kReconnectSettle;
+  Actions formed = core_->OnTick(now_);
+  EXPECT_EQ(core_->epoch(), 1u);
+  EXPECT_THAT(PeerIds(MembershipTo(formed, 1, 1)),
+              ElementsAre("w0", "w1", "w2"));
+
+  // Fresh workers (a first start) wait for all four.
+  Make(4);
+  for (SessionId id : {1, 2, 3}) {
+    (void)Join(id, absl::StrCat("w", id - 1), absl::StrCat("h", id));
+  }
+  now_ += 10 * kReconnectSettle;
+  (void)core_->OnTick(now_);
+  EXPECT_EQ(core_->epoch(), 0u);
+}
+
 // Broken data connections while every worker heartbeats: an elastic job
 // does not end; the epoch ends (not planned: the members restore their
 // last commit) and the next one forms with the same members in the same

@@ -542,6 +542,22 @@ std::vector<std::unique_ptr<Subprocess>> StartTrainers(
   return workers;
 }
 
+// The fingerprint of StartTrainers' training, unfaulted, in one process
+// (the same at every size).
+std::string UnfaultedFingerprint() {
+  Subprocess solo({Bin("kolo-elastic-train"), "--steps", "800", "--seed", "7",
+                   "--log-every", "0"},
+                  {{"KOLO_COORDINATOR", std::nullopt},
+                   {"KOLO_ELASTIC", std::nullopt},
+                   {"RANK", std::nullopt},
+                   {"WORLD_SIZE", std::nullopt}});
+  EXPECT_TRUE(solo.Start().ok());
+  EXPECT_TRUE(solo.Wait(Scaled(absl::Seconds(60))).ok()) << solo.output();
+  std::vector<std::string> want = Lines(solo.output(), "EL_FINAL ");
+  EXPECT_EQ(want.size(), 1u) << solo.output();
+  return want.empty() ? "" : Field(want[0], "fingerprint");
+}
+
 // Issue 37 point 1: the standalone coordinator of a 4-worker elastic job is
 // SIGKILLed mid-training and started again at its address 1 s later: every
 // worker reconnects within its lease, goes back to its last commit, and the
@@ -581,24 +597,58 @@ TEST(Restart, KilledCoordinatorRestartedAtItsAddressPicksTheJobUp) {
   }
   std::vector<std::string> fin = Lines(output, "EL_FINAL ");
   ASSERT_EQ(fin.size(), 4u) << output;
-  Subprocess solo({Bin("kolo-elastic-train"), "--steps", "800", "--seed", "7",
-                   "--log-every", "0"},
-                  {{"KOLO_COORDINATOR", std::nullopt},
-                   {"KOLO_ELASTIC", std::nullopt},
-                   {"RANK", std::nullopt},
-                   {"WORLD_SIZE", std::nullopt}});
-  ASSERT_TRUE(solo.Start().ok());
-  ASSERT_TRUE(solo.Wait(Scaled(absl::Seconds(60))).ok()) << solo.output();
-  std::vector<std::string> want = Lines(solo.output(), "EL_FINAL ");
-  ASSERT_EQ(want.size(), 1u) << solo.output();
+  const std::string want = UnfaultedFingerprint();
   for (const std::string& line : fin) {
-    EXPECT_EQ(Field(line, "fingerprint"), Field(want[0], "fingerprint"))
-        << output;
+    EXPECT_EQ(Field(line, "fingerprint"), want) << output;
     EXPECT_EQ(Int(Field(line, "size")), 4) << line;
   }
   again->Signal(SIGTERM);
   EXPECT_TRUE(again->Wait(Scaled(absl::Seconds(30))).ok()) << again->output();
   EXPECT_THAT(again->output(), HasSubstr("epoch 1 formed with 4 workers"));
+}
+
+// A worker lost while the coordinator was down never reconnects: the
+// restarted coordinator forms the job with the three that did, once no
+// other reconnected for a second, and they end with the unfaulted bits.
+TEST(Restart, WorkerLostWhileTheCoordinatorWasDownIsLeftBehind) {
+  SecretFile secret;
+  int port = 0;
+  std::unique_ptr<Subprocess> coord =
+      StartCoordinator(secret, "restart-3", &port);
+  ASSERT_GT(port, 0);
+  auto workers = StartTrainers(secret, "restart-3", port, "10");
+  ASSERT_TRUE(coord->WaitForOutput("epoch 1 formed", Scaled(absl::Seconds(30))))
+      << coord->output();
+  absl::SleepFor(absl::Seconds(2));
+  coord->Signal(SIGKILL);
+  ASSERT_TRUE(coord->Wait(Scaled(absl::Seconds(10))).ok());
+  workers[3]->Signal(SIGKILL);
+  ASSERT_TRUE(workers[3]->Wait(Scaled(absl::Seconds(10))).ok());
+  absl::SleepFor(absl::Seconds(1));
+  std::unique_ptr<Subprocess> again =
+      StartCoordinator(secret, "restart-3", &port);
+  std::string output;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(workers[i]->Wait(Scaled(absl::Seconds(60))).ok())
+        << workers[i]->output();
+    EXPECT_TRUE(workers[i]->exit_info().exited &&
+                workers[i]->exit_info().code == 0)
+        << workers[i]->exit_info().ToString() << "\n"
+        << workers[i]->output();
+    EXPECT_THAT(workers[i]->output(),
+                HasSubstr("is back: the coordinator restarted"));
+    output += workers[i]->output();
+  }
+  std::vector<std::string> fin = Lines(output, "EL_FINAL ");
+  ASSERT_EQ(fin.size(), 3u) << output;
+  const std::string want = UnfaultedFingerprint();
+  for (const std::string& line : fin) {
+    EXPECT_EQ(Field(line, "fingerprint"), want) << output;
+    EXPECT_EQ(Int(Field(line, "size")), 3) << line;
+  }
+  again->Signal(SIGTERM);
+  EXPECT_TRUE(again->Wait(Scaled(absl::Seconds(30))).ok()) << again->output();
+  EXPECT_THAT(again->output(), HasSubstr("3 of 4 workers reconnected"));
 }
 
 // A coordinator that does not come back: every worker gives up after its

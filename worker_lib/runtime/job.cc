@@ -101,10 +101,11 @@ absl::StatusOr<std::string> Job::HostIfAsked() {
 }
 
 absl::StatusOr<std::shared_ptr<SessionClient>> Job::Connect(
-    absl::Time deadline) const {
+    absl::Time deadline, bool reconnecting) const {
   SessionOptions so =
       SessionOptionsFor(config_, context_.coordinator, listener_->address());
   so.give_up = asked_to_leave_;
+  so.reconnecting = reconnecting;
   auto client = SessionClient::Connect(std::move(so), deadline);
   if (!client.ok()) return client.status();
   return std::shared_ptr<SessionClient>(*std::move(client));
@@ -182,7 +183,7 @@ absl::StatusOr<Job::Attachment> Job::Rejoin(const Attachment& old,
   (void)ended->ops->Stop(/*close_timeline=*/false);
   JobLog()->warn("worker {} rejoins job '{}' as a newcomer", config_.worker_id,
                  config_.job_id);
-  auto client = Connect(deadline);
+  auto client = Connect(deadline, absl::IsUnavailable(old.client->health()));
   if (!client.ok()) return client.status();
   // The old Session (evicted, or its coordinator lost) is done for.
   (void)old.client->Shutdown(absl::Seconds(1));

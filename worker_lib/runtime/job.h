@@ -110,8 +110,9 @@ class Job {
   // Starts the coordinator when hosting; the address to dial.
   absl::StatusOr<std::string> HostIfAsked();
   // Connects a Session to the job at context_.coordinator.
+  // `reconnecting`: after losing the coordinator (Hello.reconnecting).
   absl::StatusOr<std::shared_ptr<SessionClient>> Connect(
-      absl::Time deadline) const;
+      absl::Time deadline, bool reconnecting = false) const;
   // Connects the first Session and builds the first epoch.
   absl::Status Join(absl::Time deadline);
 

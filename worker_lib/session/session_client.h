@@ -106,6 +106,8 @@ struct SessionOptions {
   // Polled (every 100 ms) while waiting for the Membership: true ends the
   // wait with kCancelled (a worker asked to leave before it was admitted).
   std::function<bool()> give_up;
+  // This worker lost its coordinator and dials it again (Hello.reconnecting).
+  bool reconnecting = false;
   // What the Hello claims; tests inject a mismatch.
   uint32_t protocol_version = kProtocolVersion;
   uint64_t feature_bits = kFeatureBits;

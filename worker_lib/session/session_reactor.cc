@@ -67,6 +67,7 @@ void SessionClient::Reactor::Start() {
   h->set_data_address(options_.data_address);
   h->set_requested_rank(options_.requested_rank);
   h->set_expected_size(options_.expected_size);
+  h->set_reconnecting(options_.reconnecting);
   h->set_client_nonce(handshake_.client_nonce());
   h->set_pid(::getpid());
   {
