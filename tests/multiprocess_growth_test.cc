@@ -558,6 +558,29 @@ std::string UnfaultedFingerprint() {
   return want.empty() ? "" : Field(want[0], "fingerprint");
 }
 
+// The first `n` of `workers` end with status 0, each saying `said`, and
+// with the unfaulted fingerprint at size `n`.
+void ExpectUnfaultedEnd(std::vector<std::unique_ptr<Subprocess>>& workers,
+                        int n, const std::string& said) {
+  std::string output;
+  for (int i = 0; i < n; ++i) {
+    Subprocess& w = *workers[static_cast<size_t>(i)];
+    ASSERT_TRUE(w.Wait(Scaled(absl::Seconds(60))).ok()) << w.output();
+    EXPECT_TRUE(w.exit_info().exited && w.exit_info().code == 0)
+        << w.exit_info().ToString() << "\n"
+        << w.output();
+    EXPECT_THAT(w.output(), HasSubstr(said));
+    output += w.output();
+  }
+  std::vector<std::string> fin = Lines(output, "EL_FINAL ");
+  ASSERT_EQ(fin.size(), static_cast<size_t>(n)) << output;
+  const std::string want = UnfaultedFingerprint();
+  for (const std::string& line : fin) {
+    EXPECT_EQ(Field(line, "fingerprint"), want) << output;
+    EXPECT_EQ(Int(Field(line, "size")), n) << line;
+  }
+}
+
 // Issue 37 point 1: the standalone coordinator of a 4-worker elastic job is
 // SIGKILLed mid-training and started again at its address 1 s later: every
 // worker reconnects within its lease, goes back to its last commit, and the
@@ -586,22 +609,7 @@ TEST(Restart, KilledCoordinatorRestartedAtItsAddressPicksTheJobUp) {
   const absl::Duration back = absl::Now() - restarted;
   std::printf("RESTART every worker back %.3f s after the restart\n",
               absl::ToDoubleSeconds(back));
-  std::string output;
-  for (auto& w : workers) {
-    ASSERT_TRUE(w->Wait(Scaled(absl::Seconds(60))).ok()) << w->output();
-    EXPECT_TRUE(w->exit_info().exited && w->exit_info().code == 0)
-        << w->exit_info().ToString() << "\n"
-        << w->output();
-    EXPECT_THAT(w->output(), HasSubstr("lost the coordinator"));
-    output += w->output();
-  }
-  std::vector<std::string> fin = Lines(output, "EL_FINAL ");
-  ASSERT_EQ(fin.size(), 4u) << output;
-  const std::string want = UnfaultedFingerprint();
-  for (const std::string& line : fin) {
-    EXPECT_EQ(Field(line, "fingerprint"), want) << output;
-    EXPECT_EQ(Int(Field(line, "size")), 4) << line;
-  }
+  ExpectUnfaultedEnd(workers, 4, "lost the coordinator");
   again->Signal(SIGTERM);
   EXPECT_TRUE(again->Wait(Scaled(absl::Seconds(30))).ok()) << again->output();
   EXPECT_THAT(again->output(), HasSubstr("epoch 1 formed with 4 workers"));
@@ -627,25 +635,7 @@ TEST(Restart, WorkerLostWhileTheCoordinatorWasDownIsLeftBehind) {
   absl::SleepFor(absl::Seconds(1));
   std::unique_ptr<Subprocess> again =
       StartCoordinator(secret, "restart-3", &port);
-  std::string output;
-  for (int i = 0; i < 3; ++i) {
-    ASSERT_TRUE(workers[i]->Wait(Scaled(absl::Seconds(60))).ok())
-        << workers[i]->output();
-    EXPECT_TRUE(workers[i]->exit_info().exited &&
-                workers[i]->exit_info().code == 0)
-        << workers[i]->exit_info().ToString() << "\n"
-        << workers[i]->output();
-    EXPECT_THAT(workers[i]->output(),
-                HasSubstr("is back: the coordinator restarted"));
-    output += workers[i]->output();
-  }
-  std::vector<std::string> fin = Lines(output, "EL_FINAL ");
-  ASSERT_EQ(fin.size(), 3u) << output;
-  const std::string want = UnfaultedFingerprint();
-  for (const std::string& line : fin) {
-    EXPECT_EQ(Field(line, "fingerprint"), want) << output;
-    EXPECT_EQ(Int(Field(line, "size")), 3) << line;
-  }
+  ExpectUnfaultedEnd(workers, 3, "is back: the coordinator restarted");
   again->Signal(SIGTERM);
   EXPECT_TRUE(again->Wait(Scaled(absl::Seconds(30))).ok()) << again->output();
   EXPECT_THAT(again->output(), HasSubstr("3 of 4 workers reconnected"));
