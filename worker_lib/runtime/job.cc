@@ -21,6 +21,13 @@ std::shared_ptr<spdlog::logger> JobLog() {
   return *logger;
 }
 
+// An elastic job's standalone coordinator may come back; kolorun's and rank
+// 0's end with their process.
+bool OutlivesCoordinator(const WorkerConfig& c) {
+  return c.elastic && !c.host_coordinator &&
+         c.launch_mode != LaunchMode::kKolorun;
+}
+
 SessionOptions SessionOptionsFor(const WorkerConfig& c,
                                  const std::string& target,
                                  const std::string& data_address) {
@@ -41,11 +48,8 @@ SessionOptions SessionOptionsFor(const WorkerConfig& c,
   // An evicted worker of an elastic job may rejoin (Job::Rejoin).
   so.exit_on_evicted = !c.elastic;
   // So may one that lost a standalone coordinator, restarted within the
-  // lease (neither kolorun's nor rank 0's: those end with their process).
-  if (c.elastic && !c.host_coordinator &&
-      c.launch_mode != LaunchMode::kKolorun) {
-    so.reconnect_window = c.lease;
-  }
+  // lease.
+  if (OutlivesCoordinator(c)) so.reconnect_window = c.lease;
   return so;
 }
 
@@ -256,10 +260,7 @@ absl::StatusOr<std::shared_ptr<EpochRuntime>> Job::AwaitNextEpoch(
   }
 }
 
-bool Job::MayOutliveCoordinator() const {
-  return SessionOptionsFor(config_, "", "").reconnect_window >
-         absl::ZeroDuration();
-}
+bool Job::MayOutliveCoordinator() const { return OutlivesCoordinator(config_); }
 
 absl::Status Job::AwaitVerdict(const Attachment& a) const {
   const absl::Time deadline = absl::Now() + config_.lease;
