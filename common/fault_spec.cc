@@ -73,10 +73,11 @@ const std::vector<KindInfo>& Kinds() {
        "partition:host=H[:after=DUR][:for=DUR]"},
       {FaultKind::kKillCoordinator,
        "kill-coordinator",
-       {},
+       {"for"},
        false,
        false,
-       "kill-coordinator[:after=DUR]"},
+       "kill-coordinator[:after=DUR][:for=DUR: then a new coordinator at its "
+       "address]"},
       {FaultKind::kRandom,
        "random",
        {"rate", "kinds", "until"},
@@ -244,10 +245,11 @@ absl::Status ParseKinds(absl::string_view text, absl::string_view value,
                         FaultSpec& spec) {
   for (absl::string_view k : absl::StrSplit(value, ',')) {
     const KindInfo* ki = FindKind(k);
-    if (ki == nullptr || !ki->has_target) {
+    if (ki == nullptr ||
+        !(ki->has_target || ki->kind == FaultKind::kKillCoordinator)) {
       return Bad(text, absl::StrCat("'", k, "' cannot be a random fault"),
                  "kinds= lists some of kill, stop, term, delay, drop, "
-                 "slow");
+                 "slow, kill-coordinator");
     }
     spec.kinds.push_back(ki->kind);
   }
@@ -493,6 +495,11 @@ std::vector<PlannedFault> PlanFaults(const std::vector<FaultSpec>& specs,
         case FaultKind::kSlow:
           f.factor = 2 + std::floor(u * 3);
           f.duration = absl::Seconds(3);
+          break;
+        case FaultKind::kKillCoordinator:
+          // Always restarted: a coordinator that stays down ends the job.
+          f.target = FaultTarget{};
+          f.duration = absl::Seconds(1);
           break;
         default:
           break;

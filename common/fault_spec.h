@@ -22,10 +22,12 @@
 //                       default every data connection of the target]
 //   slow                target, trigger, factor=F (1 < F <= 100), [for=DUR]
 //   partition           host=H, after=DUR, [for=DUR: then the link is back]
-//   kill-coordinator    after=DUR
+//   kill-coordinator    after=DUR, [for=DUR: then a new coordinator at the
+//                       old one's address, the job's id and secret (elastic
+//                       jobs only; kolorun checks)]
 //   random              rate=R/min or R/s, until=DUR (both required),
-//                       [kinds=K,K,...: of kill stop term delay drop slow;
-//                       default kill,stop,delay]
+//                       [kinds=K,K,...: of kill stop term delay drop slow
+//                       kill-coordinator; default kill,stop,delay]
 // Bad specs are kInvalidArgument saying what is wrong and what is allowed.
 //
 // Thread-safety: pure functions and plain values.
@@ -109,8 +111,9 @@ struct PlannedFault {
 // The job's fault plan: every spec but random in order, then each random's
 // draws (a Poisson process of its rate until its `until`; a kind from its
 // kinds; a target pick; stop for 1-4 s, delay 5-50 ms for 2 s, slow x2-x4
-// for 3 s), all from `seed` alone: the same specs and seed give the same
-// plan. Randoms keep their id (they fire nothing themselves).
+// for 3 s, kill-coordinator down for 1 s), all from `seed` alone: the same
+// specs and seed give the same plan. Randoms keep their id (they fire nothing
+// themselves).
 std::vector<PlannedFault> PlanFaults(const std::vector<FaultSpec>& specs,
                                      uint64_t seed);
 

@@ -259,6 +259,18 @@ constexpr Variable kVariables[] = {
                 "worker yourself. Refused on a worker that would host the "
                 "coordinator. For kolo-coordinator, `KOLO_ELASTIC=1` alone "
                 "makes the job elastic with a minimum of 1."},
+    {.name = "KOLO_COORDINATOR_RETURNS",
+     .read_by = "worker (set by kolorun --fault kill-coordinator:for=)",
+     .section = "Elastic jobs",
+     .unit = "0/1",
+     .default_text = "1 with a standalone coordinator, else 0",
+     .meaning =
+         "1: when the coordinator of an elastic job is lost, the worker keeps "
+         "its lease (`KOLO_LEASE_SECONDS`) and waits for a coordinator "
+         "started again at the same address, then rejoins; 0: it exits with "
+         "status 75 at once. kolorun sets 1 when a fault starts its "
+         "coordinator again. Refused with 1 on a worker of a fixed job, or "
+         "on one that hosts the coordinator."},
     {.name = "KOLO_ELASTIC_TIMEOUT",
      .read_by = "worker, kolorun, kolo-coordinator",
      .knob = &knobs::kElasticTimeout,

@@ -6,6 +6,7 @@
 // Thread-safety: every function is thread-safe (no global state).
 #include "launcher/args.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
@@ -668,6 +669,19 @@ absl::Status CheckCombinations(const ParseState& state, LaunchOptions& o) {
           "--fault ", FaultSpecText(f),
           ": a partition cuts a network namespace's link; start the workers "
           "in namespaces with --launcher-cmd 'ip netns exec {host}'"));
+    }
+    const bool restarts =
+        (f.kind == FaultKind::kKillCoordinator &&
+         f.duration != absl::InfiniteDuration()) ||
+        (f.kind == FaultKind::kRandom &&
+         std::find(f.kinds.begin(), f.kinds.end(),
+                   FaultKind::kKillCoordinator) != f.kinds.end());
+    if (restarts && !o.elastic()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--fault ", FaultSpecText(f),
+          ": a coordinator started again picks up an elastic job only (a "
+          "fixed job ends when its coordinator is lost); add --min-np N, or "
+          "give kill-coordinator without for="));
     }
   }
   if (!o.fault_report.empty() && o.faults.empty()) {

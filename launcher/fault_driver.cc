@@ -108,10 +108,19 @@ std::vector<std::pair<std::string, std::string>> FaultDriver::WorkerEnv()
       mine.push_back(r.fault);
     }
   }
-  return {{"KOLO_FAULT_EVENTS", options_.events_path},
-          {"KOLO_FAULT_ORIGIN_MS",
-           absl::StrCat(absl::ToUnixMillis(options_.origin))},
-          {"KOLO_FAULT_PLAN", EncodeWorkerPlan(mine)}};
+  std::vector<std::pair<std::string, std::string>> env = {
+      {"KOLO_FAULT_EVENTS", options_.events_path},
+      {"KOLO_FAULT_ORIGIN_MS",
+       absl::StrCat(absl::ToUnixMillis(options_.origin))},
+      {"KOLO_FAULT_PLAN", EncodeWorkerPlan(mine)}};
+  for (const FaultRecord& r : records_) {
+    if (r.fault.spec.kind == FaultKind::kKillCoordinator &&
+        r.fault.spec.duration != absl::InfiniteDuration()) {
+      env.emplace_back("KOLO_COORDINATOR_RETURNS", "1");
+      break;
+    }
+  }
+  return env;
 }
 
 absl::Time FaultDriver::NextDue() const {
@@ -125,6 +134,7 @@ absl::Time FaultDriver::NextDue() const {
   }
   for (const auto& [pid, c] : to_continue_) due = std::min(due, c.when);
   for (const auto& [i, when] : to_heal_) due = std::min(due, when);
+  for (const auto& [i, when] : to_restart_) due = std::min(due, when);
   return due;
 }
 
@@ -173,6 +183,32 @@ void FaultDriver::Tick(absl::Time now, const std::vector<LiveWorker>& live) {
                 st.ok() ? "" : absl::StrCat(" (", st.message(), ")"));
     it = to_heal_.erase(it);
   }
+  RestartDue(now);
+}
+
+void FaultDriver::RestartDue(absl::Time now) {
+  for (auto it = to_restart_.begin(); it != to_restart_.end();) {
+    if (now < it->second) {
+      ++it;
+      continue;
+    }
+    FaultRecord& r = records_[it->first];
+    it = to_restart_.erase(it);
+    r.ended_at = now;
+    absl::Status st = options_.restart_coordinator
+                          ? options_.restart_coordinator()
+                          : absl::UnimplementedError("kolorun cannot");
+    if (st.ok()) {
+      absl::StrAppend(&r.detail, "; a new coordinator at its address ",
+                      absl::FormatDuration(now - r.fired_at), " later");
+      Log()->warn("fault {}: the coordinator is started again", r.fault.id);
+    } else {
+      coordinator_gone_ = true;
+      absl::StrAppend(&r.detail, "; starting it again failed: ", st.message());
+      Log()->error("fault {}: starting the coordinator again failed: {}",
+                   r.fault.id, std::string(st.message()));
+    }
+  }
 }
 
 void FaultDriver::Fire(FaultRecord& r, absl::Time now,
@@ -186,11 +222,30 @@ void FaultDriver::Fire(FaultRecord& r, absl::Time now,
     Log()->warn("fault {} ({}) skipped: {}", r.fault.id, text, r.detail);
   };
   if (s.kind == FaultKind::kKillCoordinator) {
+    if (!to_restart_.empty()) {
+      skip(absl::StrCat("the coordinator is down already (fault ",
+                        records_[to_restart_.begin()->first].fault.id,
+                        " starts it again)"));
+      return;
+    }
+    if (coordinator_gone_) {
+      skip("the coordinator was killed for good already");
+      return;
+    }
     r.state = FaultRecord::State::kFired;
     r.fired_at = now;
     r.detail = "the embedded coordinator stopped serving (no JobEnd)";
-    Log()->warn("fault {}: killing the coordinator", r.fault.id);
-    coordinator_killed_ = true;
+    if (options_.job_view) r.epoch = options_.job_view().epoch;
+    Log()->warn("fault {}: killing the coordinator{}", r.fault.id,
+                s.duration == absl::InfiniteDuration()
+                    ? ""
+                    : absl::StrCat(", to start it again in ",
+                                   absl::FormatDuration(s.duration)));
+    if (s.duration == absl::InfiniteDuration()) {
+      coordinator_gone_ = true;
+    } else {
+      to_restart_[static_cast<size_t>(&r - records_.data())] = now + s.duration;
+    }
     if (options_.kill_coordinator) options_.kill_coordinator();
     return;
   }
@@ -388,6 +443,13 @@ void FaultDriver::Finish(const std::vector<LiveWorker>& live) {
     records_[i].ended_at = now;
   }
   to_heal_.clear();
+  for (const auto& [i, when] : to_restart_) {
+    absl::StrAppend(&records_[i].detail,
+                    "; the job ended before the coordinator was started "
+                    "again");
+    records_[i].ended_at = now;
+  }
+  to_restart_.clear();
 }
 
 }  // namespace kolo::launcher

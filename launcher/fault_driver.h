@@ -3,13 +3,16 @@
 // faults kolorun fires — kill / stop / term by time (signals to the target
 // worker's process group), partition (the namespace's links down, then up),
 // kill-coordinator — sends SIGCONT when a stop's `for` ends (also for stops
-// the workers fired themselves), and reads the events the workers' fault
+// the workers fired themselves), starts the coordinator again when a
+// kill-coordinator's `for` ends, and reads the events the workers' fault
 // hooks write (worker_lib/fault_hook.h) for the recovery report
 // (launcher/fault_report.h).
 //
 // Workers learn their share through WorkerEnv (KOLO_FAULT_PLAN: the
 // worker-fired faults not fired yet, so that a replacement does not fire
-// again what its predecessor did; KOLO_FAULT_EVENTS; KOLO_FAULT_ORIGIN_MS).
+// again what its predecessor did; KOLO_FAULT_EVENTS; KOLO_FAULT_ORIGIN_MS;
+// KOLO_COORDINATOR_RETURNS=1 when the plan restarts the coordinator, so
+// that the workers wait for it instead of exiting).
 //
 // Targets: rank=N is the worker with rank N in the current epoch (the
 // coordinator's view, JobView) when the fault fires; worker=ID the live
@@ -81,6 +84,9 @@ class FaultDriver {
     absl::Time origin = absl::Now();
     std::function<JobView()> job_view;
     std::function<void()> kill_coordinator;
+    // Starts the killed coordinator again at its address (kill-coordinator
+    // with for=). An error leaves it down: the job ends.
+    std::function<absl::Status()> restart_coordinator;
     // Runs a command (argv) to its end within a bound; the partition's `ip`.
     std::function<absl::Status(const std::vector<std::string>&)> run;
     // Elastic jobs: kolorun's --min-np. A *random* term that would leave
@@ -107,7 +113,9 @@ class FaultDriver {
   // the job is over.
   void Finish(const std::vector<LiveWorker>& live);
 
-  bool coordinator_killed() const { return coordinator_killed_; }
+  // The coordinator was killed and will not be started again (no for=, or
+  // the restart failed): the job is over.
+  bool coordinator_gone() const { return coordinator_gone_; }
   const std::vector<FaultRecord>& records() const { return records_; }
   const std::vector<nlohmann::json>& events() const { return events_; }
   struct WorkerEnd {
@@ -129,6 +137,8 @@ class FaultDriver {
   absl::Status SetLinks(const std::string& host, bool up);
   // Schedules the SIGCONT of a stop `r` fired at `fired` on `pid`.
   void ContinueLater(pid_t pid, absl::Time fired, const FaultRecord& r);
+  // Starts the killed coordinator again when its fault's `for` ended.
+  void RestartDue(absl::Time now);
 
   Options options_;
   std::vector<FaultRecord> records_;
@@ -136,7 +146,9 @@ class FaultDriver {
   std::vector<WorkerEnd> ends_;
   int64_t events_offset_ = 0;
   std::string partial_line_;
-  bool coordinator_killed_ = false;
+  bool coordinator_gone_ = false;
+  // A killed coordinator to start again: record index -> when (one at most).
+  std::map<size_t, absl::Time> to_restart_;
   // Workers a random term was sent to (they leave at their next commit).
   std::set<std::string> termed_;
   // Stopped processes to continue: pid -> when, and the stops that end

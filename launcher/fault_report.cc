@@ -357,7 +357,8 @@ json BuildFaultReport(const ReportInputs& in) {
                    // The coordinator's verdict, which kolorun's own reason may
                    // not name (a worker that ended because of it, say).
                    {"coordinator_reason", st.end_reason()},
-                   {"coordinator_killed", d.coordinator_killed()},
+                   {"coordinator_killed", d.coordinator_gone()},
+                   {"coordinator_restarts", in.coordinator_restarts},
                    {"final_epoch", st.epoch()},
                    {"final_members", members},
                    {"resets", st.resets()}};

@@ -26,7 +26,8 @@ namespace kolo::launcher {
 
 struct ReportInputs {
   const FaultDriver* driver = nullptr;
-  proto::StatusReply status;  // the coordinator's, at the end
+  proto::StatusReply status;     // the coordinator's, at the end
+  int coordinator_restarts = 0;  // kill-coordinator:for= restarts
   int exit_code = 0;
   std::string failure_reason;  // "" when the job succeeded
   absl::Time end = absl::Now();

@@ -35,6 +35,7 @@
 #include "launcher/command_line.h"
 #include "launcher/ctl_access.h"
 #include "launcher/discovery.h"
+#include "launcher/embedded_coordinator.h"
 #include "launcher/fault_driver.h"
 #include "launcher/fault_report.h"
 #include "launcher/guard.h"
@@ -186,8 +187,15 @@ absl::Status CheckRuntimeOptions(const LaunchOptions& options,
   return absl::OkStatus();
 }
 
-CoordinatorView Probe(coordinator::CoordinatorServer& server) {
+// The supervisor's view of the coordinator. While a killed one waits to be
+// started again (kill-coordinator:for=), the job runs on: the workers wait
+// for it.
+CoordinatorView Probe(EmbeddedCoordinator& server) {
   CoordinatorView view;
+  if (server.down()) {
+    view.phase = CoordinatorView::Phase::kRunning;
+    return view;
+  }
   proto::StatusReply reply = server.Status();
   view.connected = reply.workers_size();
   for (const proto::WorkerStatus& w : reply.workers()) {
@@ -296,11 +304,10 @@ struct JobIdentity {
 // Starts the embedded coordinator. With a discovery script, hosts that
 // appear later may be remote: it listens on every address unless it is
 // reached on loopback.
-absl::StatusOr<std::unique_ptr<coordinator::CoordinatorServer>>
-StartCoordinator(const LaunchOptions& options,
-                 const std::vector<WorkerPlan>& plan,
-                 const std::string& iface_addr, const JobIdentity& id,
-                 std::shared_ptr<coordinator::EventLog> events) {
+absl::StatusOr<std::unique_ptr<EmbeddedCoordinator>> StartCoordinator(
+    const LaunchOptions& options, const std::vector<WorkerPlan>& plan,
+    const std::string& iface_addr, const JobIdentity& id,
+    std::shared_ptr<coordinator::EventLog> events) {
   const bool loopback_only =
       AllLocal(plan) &&
       (iface_addr.empty() || absl::StartsWith(iface_addr, "127.")) &&
@@ -319,7 +326,7 @@ StartCoordinator(const LaunchOptions& options,
   server_options.core.max_size = options.max_np;
   server_options.core.reset_limit = options.reset_limit;
   server_options.core.events = std::move(events);
-  return coordinator::CoordinatorServer::Start(server_options);
+  return EmbeddedCoordinator::Start(std::move(server_options));
 }
 
 // What every worker is told of the job.
@@ -375,7 +382,7 @@ std::function<void(const FaultRecord&)> FaultEventWriter(
 // events go to a fresh directory (`fault_dir`). Null, after saying why, when
 // that directory cannot be created.
 std::unique_ptr<FaultDriver> StartFaultDriver(
-    const LaunchOptions& options, coordinator::CoordinatorServer* coord,
+    const LaunchOptions& options, EmbeddedCoordinator* coord,
     const std::shared_ptr<coordinator::EventLog>& events,
     std::string& fault_dir) {
   char dir_template[] = "/tmp/kolo-faults-XXXXXX";
@@ -405,6 +412,7 @@ std::unique_ptr<FaultDriver> StartFaultDriver(
     return view;
   };
   fo.kill_coordinator = [coord] { coord->Kill(); };
+  fo.restart_coordinator = [coord] { return coord->Restart(); };
   if (options.min_np > 0) fo.min_members = options.min_np;
   if (events != nullptr) fo.on_settled = FaultEventWriter(events);
   auto faults = std::make_unique<FaultDriver>(std::move(fo));
@@ -418,10 +426,12 @@ std::unique_ptr<FaultDriver> StartFaultDriver(
 
 // The supervisor of the job's workers: elastic (it spawns them as slots
 // appear, through `spawn`, which must outlive it) or fixed (`plan`).
-std::unique_ptr<Supervisor> MakeSupervisor(
-    const LaunchOptions& options, const JobInfo& job,
-    const std::vector<WorkerPlan>& plan, const SpawnContext& spawn,
-    coordinator::CoordinatorServer& coord, FaultDriver* faults) {
+std::unique_ptr<Supervisor> MakeSupervisor(const LaunchOptions& options,
+                                           const JobInfo& job,
+                                           const std::vector<WorkerPlan>& plan,
+                                           const SpawnContext& spawn,
+                                           EmbeddedCoordinator& coord,
+                                           FaultDriver* faults) {
   SupervisorOptions sup_options;
   sup_options.start_timeout = options.knobs.start_timeout;
   sup_options.coordinator_address = job.coordinator;
@@ -433,7 +443,7 @@ std::unique_ptr<Supervisor> MakeSupervisor(
     coord.EndJob(true, reason, failed_worker);
   };
   CoordinatorProbe probe = [&coord, faults] {
-    if (faults != nullptr && faults->coordinator_killed()) {
+    if (faults != nullptr && faults->coordinator_gone()) {
       CoordinatorView view;
       view.phase = CoordinatorView::Phase::kEndedFailure;
       view.reason =
@@ -481,13 +491,13 @@ std::unique_ptr<Supervisor> MakeSupervisor(
 // After the job ended under --fault: the report (on stderr, and as JSON to
 // --fault-report), then the events directory goes.
 void ReportFaults(const LaunchOptions& options, FaultDriver& faults,
-                  const Supervisor& supervisor,
-                  coordinator::CoordinatorServer& coord, int code,
-                  const std::string& fault_dir) {
+                  const Supervisor& supervisor, EmbeddedCoordinator& coord,
+                  int code, const std::string& fault_dir) {
   faults.Finish(supervisor.Live());
   ReportInputs report_in;
   report_in.driver = &faults;
   report_in.status = coord.Status();
+  report_in.coordinator_restarts = coord.restarts();
   report_in.exit_code = code;
   report_in.failure_reason = code != 0 ? supervisor.failure_reason() : "";
   const nlohmann::json report = BuildFaultReport(report_in);
@@ -536,14 +546,14 @@ int Main(int argc, char** argv) {
   id.first_size = std::max({1, options.np, options.min_np});
   std::shared_ptr<coordinator::EventLog> events;
   if (!OpenEventLog(options, events)) return 1;
-  absl::StatusOr<std::unique_ptr<coordinator::CoordinatorServer>> server =
+  absl::StatusOr<std::unique_ptr<EmbeddedCoordinator>> server =
       StartCoordinator(options, plan, iface_addr, id, events);
   if (!server.ok()) {
     std::fprintf(stderr, "kolorun: cannot start the coordinator: %s\n",
                  std::string(server.status().message()).c_str());
     return 1;
   }
-  coordinator::CoordinatorServer& coord = **server;
+  EmbeddedCoordinator& coord = **server;
   // After the server, so it stops first.
   std::unique_ptr<coordinator::MetricsHttpServer> metrics;
   if (options.metrics_port >= 0) {

@@ -41,6 +41,11 @@ kolo_add_test(launcher_fault_driver_test
   SOURCES launcher_fault_driver_test.cc
   LIBS kolo_launcher_faults kolo_launcher_core
   LABELS unit)
+# kolorun's coordinator, killed and started again at its port.
+kolo_add_test(launcher_embedded_coordinator_test
+  SOURCES launcher_embedded_coordinator_test.cc
+  LIBS kolo_launcher_coordinator
+  LABELS unit)
 # horovodrun's command line (launcher/horovod_flags.h, config_file.h,
 # horovod_variables.h) and --hostfile: pure parsing, files given in memory.
 kolo_add_test(launcher_horovod_flags_test

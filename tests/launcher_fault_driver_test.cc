@@ -2,7 +2,8 @@
 // an elastic job stop at --min-np (a leave frees no slot that kolorun
 // refills, so a chaos run must not drain the job); without a minimum every
 // drawn term fires; two stops of one worker keep it stopped until the later
-// one ends.
+// one ends; a kill-coordinator with for= starts the coordinator again when
+// it ends, tells the workers it will, and skips a second kill meanwhile.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -158,6 +159,77 @@ TEST_F(FaultDriverTest, OverlappingStopsOfAWorkerLastUntilTheLaterEnds) {
   EXPECT_TRUE(StoppedBecomes(pid, false));
   EXPECT_EQ(driver.records()[0].ended_at, t0 + absl::Seconds(4));
   EXPECT_EQ(driver.records()[1].ended_at, t0 + absl::Seconds(4));
+}
+
+// kill-coordinator:for=: killed when due, started again `for` later (the
+// soonest thing due meanwhile); a kill due while it is down is skipped; the
+// workers are told the coordinator comes back.
+TEST_F(FaultDriverTest, KilledCoordinatorIsStartedAgainWhenItsForEnds) {
+  FaultDriver::Options o;
+  for (const char* text : {"kill-coordinator:after=1s:for=2s",
+                           "kill-coordinator:after=2s:for=1s"}) {
+    absl::StatusOr<FaultSpec> spec = ParseFaultSpec(text);
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    o.specs.push_back(*spec);
+  }
+  o.events_path = events_;
+  const absl::Time t0 = absl::Now();
+  o.origin = t0;
+  std::vector<std::string> calls;
+  o.kill_coordinator = [&calls] { calls.push_back("kill"); };
+  o.restart_coordinator = [&calls] {
+    calls.push_back("restart");
+    return absl::OkStatus();
+  };
+  FaultDriver driver(std::move(o));
+  const auto env = driver.WorkerEnv();
+  EXPECT_THAT(env, ::testing::Contains(
+                       ::testing::Pair("KOLO_COORDINATOR_RETURNS", "1")));
+  driver.Tick(t0 + absl::Seconds(1), live_);
+  EXPECT_EQ(calls, std::vector<std::string>({"kill"}));
+  EXPECT_EQ(driver.NextDue(), t0 + absl::Seconds(2));  // the second kill
+  driver.Tick(t0 + absl::Seconds(2), live_);
+  EXPECT_EQ(driver.records()[1].state, FaultRecord::State::kSkipped);
+  EXPECT_THAT(driver.records()[1].detail, HasSubstr("down already"));
+  EXPECT_EQ(driver.NextDue(), t0 + absl::Seconds(3));  // the restart
+  driver.Tick(t0 + absl::Seconds(3), live_);
+  EXPECT_EQ(calls, std::vector<std::string>({"kill", "restart"}));
+  EXPECT_EQ(driver.records()[0].ended_at, t0 + absl::Seconds(3));
+  EXPECT_THAT(driver.records()[0].detail, HasSubstr("a new coordinator"));
+  EXPECT_FALSE(driver.coordinator_gone());
+  EXPECT_EQ(driver.NextDue(), absl::InfiniteFuture());
+}
+
+// Without for=, or when starting it again fails, the coordinator is gone for
+// good (the job ends); the workers are not told it comes back.
+TEST_F(FaultDriverTest, CoordinatorThatCannotBeStartedAgainIsGone) {
+  for (const bool restart_fails : {false, true}) {
+    FaultDriver::Options o;
+    absl::StatusOr<FaultSpec> spec = ParseFaultSpec(
+        restart_fails ? "kill-coordinator:for=1s" : "kill-coordinator");
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    o.specs = {*spec};
+    o.events_path = events_;
+    const absl::Time t0 = absl::Now();
+    o.origin = t0;
+    o.restart_coordinator = [] {
+      return absl::UnavailableError("port 4242 is taken");
+    };
+    FaultDriver driver(std::move(o));
+    bool told = false;
+    for (const auto& [k, v] : driver.WorkerEnv()) {
+      told = told || k == "KOLO_COORDINATOR_RETURNS";
+    }
+    EXPECT_EQ(told, restart_fails);
+    driver.Tick(t0, live_);
+    EXPECT_EQ(driver.coordinator_gone(), !restart_fails);
+    driver.Tick(t0 + absl::Seconds(1), live_);
+    EXPECT_TRUE(driver.coordinator_gone());
+    if (restart_fails) {
+      EXPECT_THAT(driver.records()[0].detail,
+                  HasSubstr("starting it again failed: port 4242 is taken"));
+    }
+  }
 }
 
 }  // namespace

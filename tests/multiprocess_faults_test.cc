@@ -351,6 +351,64 @@ TEST_F(FaultsTest, KillCoordinatorEndsTheJob) {
   EXPECT_EQ(r["worker_ends"].size(), 2u) << r.dump(2);
 }
 
+// kill-coordinator with for=: kolorun kills its coordinator as a crash
+// would and starts a new one at the same port 1 s later. The workers, told
+// it comes back (KOLO_COORDINATOR_RETURNS), keep their lease, rejoin the new
+// incarnation from their last commit, and every step's sums stay exact.
+TEST_F(FaultsTest, KillCoordinatorForStartsItAgainAndTheJobGoesOn) {
+  JobRun run = Launch(
+      4, {"--min-np", "2", "--fault", "kill-coordinator:after=2s:for=1s"},
+      {"--steps", "1000000", "--seconds", "6", "--step-ms", "10"});
+  EXPECT_TRUE(run.exit.exited && run.exit.code == 0)
+      << run.exit.ToString() << "\n"
+      << run.output;
+  ExpectExactSurvivors(run, 4);
+  EXPECT_THAT(run.output, HasSubstr("the coordinator is back at port"));
+  json r = Report();
+  ASSERT_TRUE(r.is_object());
+  EXPECT_EQ(r["job"]["coordinator_killed"], false);
+  EXPECT_EQ(r["job"]["coordinator_restarts"], 1);
+  EXPECT_EQ(r["faults"][0]["state"], "fired");
+  EXPECT_THAT(r["faults"][0]["detail"].get<std::string>(),
+              HasSubstr("a new coordinator at its address"));
+  EXPECT_TRUE(r["faults"][0]["ended_s"].is_number()) << r.dump(2);
+}
+
+// The coordinator killed 50 ms after a worker, while the job forms the
+// epoch without it: the new coordinator forms the job from the workers that
+// dial back, and every step's sums stay exact.
+TEST_F(FaultsTest, KillCoordinatorDuringAnEpochChange) {
+  JobRun run =
+      Launch(4,
+             {"--min-np", "2", "--blacklist-cooldown-range", "1", "1",
+              "--fault", "kill:rank=1:after=2s", "--fault",
+              "kill-coordinator:after=2050ms:for=1s"},
+             {"--steps", "1000000", "--seconds", "7", "--step-ms", "10"});
+  EXPECT_TRUE(run.exit.exited && run.exit.code == 0)
+      << run.exit.ToString() << "\n"
+      << run.output;
+  std::vector<std::string> done = Lines(run.output, "EL_DONE ");
+  ASSERT_GE(done.size(), 3u) << run.output;
+  for (const std::string& line : done) {
+    EXPECT_EQ(static_cast<size_t>(Int(Field(line, "size"))), done.size())
+        << line;
+    EXPECT_EQ(Field(line, "w"), Field(done[0], "w")) << run.output;
+  }
+  EXPECT_THAT(run.output, Not(HasSubstr("EL_STEP_BAD")));
+  json r = Report();
+  ASSERT_TRUE(r.is_object());
+  EXPECT_EQ(r["job"]["coordinator_restarts"], 1) << r.dump(2);
+}
+
+// kill-coordinator:for= needs an elastic job: a fixed one ends with its
+// coordinator.
+TEST_F(FaultsTest, RestartOfAFixedJobsCoordinatorIsRefused) {
+  JobRun run = Launch(2, {"--fault", "kill-coordinator:after=1s:for=1s"},
+                      {"--steps", "10"});
+  EXPECT_TRUE(run.exit.exited && run.exit.code == 2) << run.output;
+  EXPECT_THAT(run.output, HasSubstr("picks up an elastic job only"));
+}
+
 // random draws its faults from the seed alone: the report lists exactly
 // the plan PlanFaults gives.
 TEST_F(FaultsTest, RandomFaultsFollowTheSeed) {

@@ -523,20 +523,29 @@ std::unique_ptr<Subprocess> StartCoordinator(
   return coord;
 }
 
-// Four kolo-elastic-train workers of a standalone coordinator's job.
+// kolo-elastic-train workers `first`..`first + n - 1` of a standalone
+// coordinator's job (each told the job has `first + n` workers), with
+// `extra` flags.
 std::vector<std::unique_ptr<Subprocess>> StartTrainers(
     const SecretFile& secret, const std::string& job_id, int port,
-    const std::string& lease) {
+    const std::string& lease, int n = 4, int first = 0,
+    const std::vector<std::string>& extra = {}) {
   std::vector<std::unique_ptr<Subprocess>> workers;
-  for (int i = 0; i < 4; ++i) {
-    Env env = WorkerEnv(i, 4, port, secret.path());
+  for (int i = first; i < first + n; ++i) {
+    Env env = WorkerEnv(i, first + n, port, secret.path());
     env["KOLO_JOB_ID"] = job_id;
     env["KOLO_LEASE_SECONDS"] = lease;
-    workers.push_back(std::make_unique<Subprocess>(
-        std::vector<std::string>{Bin("kolo-elastic-train"), "--steps", "800",
-                                 "--step-ms", "10", "--seed", "7",
-                                 "--log-every", "0"},
-        env));
+    std::vector<std::string> argv = {Bin("kolo-elastic-train"),
+                                     "--steps",
+                                     "800",
+                                     "--step-ms",
+                                     "10",
+                                     "--seed",
+                                     "7",
+                                     "--log-every",
+                                     "0"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    workers.push_back(std::make_unique<Subprocess>(argv, env));
     EXPECT_TRUE(workers.back()->Start().ok());
   }
   return workers;
@@ -613,6 +622,40 @@ TEST(Restart, KilledCoordinatorRestartedAtItsAddressPicksTheJobUp) {
   again->Signal(SIGTERM);
   EXPECT_TRUE(again->Wait(Scaled(absl::Seconds(30))).ok()) << again->output();
   EXPECT_THAT(again->output(), HasSubstr("epoch 1 formed with 4 workers"));
+}
+
+// The coordinator is killed while a newcomer waits to be admitted (the
+// members commit every 3 s): the newcomer dials the restarted coordinator
+// too, and the job ends at size 4 with the unfaulted bits.
+TEST(Restart, NewcomerWaitingToJoinJoinsTheRestartedCoordinator) {
+  SecretFile secret;
+  int port = 0;
+  const std::vector<std::string> sizes = {"--np", "3",        "--min-np",
+                                          "2",    "--max-np", "4"};
+  std::unique_ptr<Subprocess> coord =
+      StartCoordinator(secret, "restart-new", &port, sizes);
+  ASSERT_GT(port, 0);
+  const std::vector<std::string> slow_commits = {"--commit-every", "300"};
+  auto workers =
+      StartTrainers(secret, "restart-new", port, "10", 3, 0, slow_commits);
+  ASSERT_TRUE(coord->WaitForOutput("epoch 1 formed", Scaled(absl::Seconds(30))))
+      << coord->output();
+  absl::SleepFor(absl::Milliseconds(500));
+  auto newcomer =
+      StartTrainers(secret, "restart-new", port, "10", 1, 3, slow_commits);
+  ASSERT_TRUE(coord->WaitForOutput("waits to join", Scaled(absl::Seconds(30))))
+      << coord->output() << newcomer[0]->output();
+  coord->Signal(SIGKILL);
+  ASSERT_TRUE(coord->Wait(Scaled(absl::Seconds(10))).ok());
+  ASSERT_THAT(coord->output(), Not(HasSubstr("epoch 2 formed")))
+      << "the newcomer was admitted before the kill";
+  absl::SleepFor(absl::Seconds(1));
+  std::unique_ptr<Subprocess> again =
+      StartCoordinator(secret, "restart-new", &port, sizes);
+  workers.push_back(std::move(newcomer[0]));
+  ExpectUnfaultedEnd(workers, 4, "EL_FINAL");
+  again->Signal(SIGTERM);
+  EXPECT_TRUE(again->Wait(Scaled(absl::Seconds(30))).ok()) << again->output();
 }
 
 // A worker lost while the coordinator was down never reconnects: the

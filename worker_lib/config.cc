@@ -282,6 +282,21 @@ absl::Status ParseJobMode(const EnvMap& env, WorkerConfig& c) {
           "workers"));
     }
   }
+  if (auto f = First(env, {"KOLO_COORDINATOR_RETURNS"})) {
+    auto v = ParseBool(*f);
+    if (!v.ok()) return v.status();
+    if (*v && (!c.elastic || c.host_coordinator)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "KOLO_COORDINATOR_RETURNS=1 but ",
+          c.host_coordinator
+              ? absl::StrCat("rank ", c.rank,
+                             " hosts the coordinator, which ends with it")
+              : std::string("the job is not elastic (KOLO_ELASTIC=1): a "
+                            "fixed job ends when its coordinator is lost"),
+          "; unset it"));
+    }
+    c.coordinator_returns = *v;
+  }
   if (auto f = First(env, {"KOLO_NEGOTIATION_LINK"})) {
     auto v = ParseBool(*f);
     if (!v.ok()) return v.status();

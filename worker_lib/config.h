@@ -31,6 +31,7 @@
 #define KOLO_WORKER_LIB_CONFIG_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -168,6 +169,12 @@ struct WorkerConfig {
   // Refused on a worker that would host the coordinator: the coordinator
   // must outlive any worker.
   bool elastic = false;
+  // KOLO_COORDINATOR_RETURNS (0/1): whether a lost coordinator may be started
+  // again, so that the worker waits for it within its lease instead of
+  // exiting. Unset: yes for an elastic job's standalone coordinator, no for
+  // kolorun's (it ends with kolorun) and rank 0's (it ends with rank 0).
+  // kolorun sets 1 when a fault of its plan starts its coordinator again.
+  std::optional<bool> coordinator_returns;
 
   // --- Fusion, response cache, timeline (issue 5) ----------------------------
   // KOLO_FUSION_THRESHOLD (alias HOROVOD_FUSION_THRESHOLD), bytes: ready

@@ -22,10 +22,11 @@ std::shared_ptr<spdlog::logger> JobLog() {
 }
 
 // An elastic job's standalone coordinator may come back; kolorun's and rank
-// 0's end with their process.
+// 0's end with their process, unless KOLO_COORDINATOR_RETURNS says
+// otherwise (kolorun's fault injection starts its coordinator again).
 bool OutlivesCoordinator(const WorkerConfig& c) {
-  return c.elastic && !c.host_coordinator &&
-         c.launch_mode != LaunchMode::kKolorun;
+  if (!c.elastic || c.host_coordinator) return false;
+  return c.coordinator_returns.value_or(c.launch_mode != LaunchMode::kKolorun);
 }
 
 SessionOptions SessionOptionsFor(const WorkerConfig& c,
