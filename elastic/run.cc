@@ -82,7 +82,7 @@ absl::Status run(State& state, const std::function<absl::Status()>& fn,
         // its last commit; the new epoch's sync makes them one state.
         Log()->warn(
             "worker {} lost the coordinator ({}); restoring commit {} and "
-            "reconnecting for up to {} (KOLO_LEASE_SECONDS)",
+            "reconnecting for up to {} (KOLO_LEASE_SECONDS and a grace)",
             kolo::worker_id(), std::string(verdict.message()), state.commits(),
             absl::FormatDuration(window));
         state.restore();

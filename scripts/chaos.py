@@ -51,7 +51,7 @@ import goodput  # noqa: E402  (scripts/goodput.py)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.environ.get('KOLO_BIN_DIR', os.path.join(ROOT, 'build', 'bin'))
-KINDS = 'kill,stop,term,delay,drop,slow'
+KINDS = 'kill,stop,term,delay,drop,slow,kill-coordinator'
 ROUND_SECONDS = 45   # default: faults are drawn over this much of a round
 RATE_PER_MIN = 8     # faults per minute
 STEP_MS = 10

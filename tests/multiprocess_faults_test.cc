@@ -400,6 +400,32 @@ TEST_F(FaultsTest, KillCoordinatorDuringAnEpochChange) {
   EXPECT_EQ(r["job"]["coordinator_restarts"], 1) << r.dump(2);
 }
 
+// A coordinator down longer than the workers' lease (1 s, then the lost
+// Session's 5 s grace): each worker exits with status 75, as a worker that
+// lost its coordinator does, kolorun replaces it in its slot, and the
+// replacements form the job with the coordinator when it is back.
+TEST_F(FaultsTest, WorkerWhoseLeaseRanOutExits75AndIsReplaced) {
+  JobRun run =
+      Launch(3,
+             {"--min-np", "2", "--blacklist-cooldown-range", "1", "1",
+              "--fault", "kill-coordinator:after=1s:for=8s"},
+             {"--steps", "1000000", "--seconds", "3", "--step-ms", "10"},
+             {{"KOLO_LEASE_SECONDS", "1"}});
+  EXPECT_TRUE(run.exit.exited && run.exit.code == 0)
+      << run.exit.ToString() << "\n"
+      << run.output;
+  EXPECT_THAT(run.output, HasSubstr("exits with status 75"));
+  ExpectExactSurvivors(run, 3);
+  json r = Report();
+  ASSERT_TRUE(r.is_object());
+  int lost = 0;
+  for (const json& w : r["worker_ends"]) {
+    lost += w["what"] == "exited with code 75" ? 1 : 0;
+  }
+  EXPECT_EQ(lost, 3) << r.dump(2);
+  EXPECT_EQ(r["job"]["coordinator_restarts"], 1);
+}
+
 // kill-coordinator:for= needs an elastic job: a fixed one ends with its
 // coordinator.
 TEST_F(FaultsTest, RestartOfAFixedJobsCoordinatorIsRefused) {

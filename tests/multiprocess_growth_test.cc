@@ -658,6 +658,30 @@ TEST(Restart, NewcomerWaitingToJoinJoinsTheRestartedCoordinator) {
   EXPECT_TRUE(again->Wait(Scaled(absl::Seconds(30))).ok()) << again->output();
 }
 
+// A second coordinator for a live job, at its address, is refused (the
+// port is taken) and the job goes on untouched.
+TEST(Restart, SecondCoordinatorForALiveJobIsRefused) {
+  SecretFile secret;
+  int port = 0;
+  std::unique_ptr<Subprocess> coord =
+      StartCoordinator(secret, "restart-two", &port);
+  ASSERT_GT(port, 0);
+  auto workers = StartTrainers(secret, "restart-two", port, "10");
+  ASSERT_TRUE(coord->WaitForOutput("epoch 1 formed", Scaled(absl::Seconds(30))))
+      << coord->output();
+  Subprocess second({Bin("kolo-coordinator"), "--port", std::to_string(port),
+                     "--bind", "127.0.0.1", "--secret-file", secret.path(),
+                     "--job-id", "restart-two", "--np", "4", "--min-np", "2"});
+  ASSERT_TRUE(second.Start().ok());
+  ASSERT_TRUE(second.Wait(Scaled(absl::Seconds(30))).ok()) << second.output();
+  EXPECT_EQ(second.exit_info().code, 2) << second.output();
+  EXPECT_THAT(second.output(), HasSubstr("the port is taken"));
+  ExpectUnfaultedEnd(workers, 4, "EL_FINAL");
+  EXPECT_THAT(coord->output(), Not(HasSubstr("epoch 2 formed")));
+  coord->Signal(SIGTERM);
+  EXPECT_TRUE(coord->Wait(Scaled(absl::Seconds(30))).ok()) << coord->output();
+}
+
 // A worker lost while the coordinator was down never reconnects: the
 // restarted coordinator forms the job with the three that did, once no
 // other reconnected for a second, and they end with the unfaulted bits.
@@ -700,10 +724,12 @@ TEST(Restart, CoordinatorThatStaysDownEndsEveryWorkerAfterTheLease) {
   const absl::Time killed = absl::Now();
   for (auto& w : workers) {
     ASSERT_TRUE(w->Wait(Scaled(absl::Seconds(20))).ok()) << w->output();
-    EXPECT_FALSE(w->exit_info().exited && w->exit_info().code == 0)
+    EXPECT_TRUE(w->exit_info().exited && w->exit_info().code == 75)
+        << w->exit_info().ToString() << "\n"
         << w->output();
-    EXPECT_THAT(w->output(), HasSubstr("the coordinator did not come back"));
+    EXPECT_THAT(w->output(), HasSubstr("did not come back within 7.0 s"));
   }
+  // The lease, then the lost Session's grace (5 s).
   EXPECT_LT(absl::Now() - killed, Scaled(absl::Seconds(12)));
 }
 

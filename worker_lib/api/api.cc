@@ -423,7 +423,10 @@ absl::Duration CoordinatorReconnectWindow() {
   if (job == nullptr || !job->MayOutliveCoordinator()) {
     return absl::ZeroDuration();
   }
-  return job->config().lease;
+  // A second past the lost Session's own end (status 75, the lost
+  // coordinator's exit code): a coordinator that does not come back ends
+  // the worker as a lost one always does, and its launcher replaces it.
+  return job->config().lease + worker::kReconnectGrace + absl::Seconds(1);
 }
 
 bool LeaveRequested() { return leave_requested.load(); }

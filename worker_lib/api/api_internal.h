@@ -57,8 +57,10 @@ absl::StatusOr<Handle> MembershipCheckAsync(bool leave);
 bool IsElasticJob();
 // How long this worker waits for a lost coordinator to come back (a
 // standalone coordinator of an elastic job, restarted at its address: the
-// lease); zero when a lost coordinator ends the worker (kolorun's, rank
-// 0's, a static job's) or kolo is not initialised.
+// lease, and past the lost Session's end, which exits the process with
+// status 75 first when it does not come back); zero when a lost coordinator
+// ends the worker (kolorun's, rank 0's, a static job's) or kolo is not
+// initialised.
 absl::Duration CoordinatorReconnectWindow();
 // Whether this worker was asked to leave at its next membership check
 // (SIGTERM in an elastic job, or kolo::elastic::request_leave()).

@@ -63,6 +63,9 @@ namespace kolo::worker {
 
 // Exit status of a worker that lost its coordinator (EX_TEMPFAIL).
 inline constexpr int kLostCoordinatorExitCode = 75;
+// After SessionOptions::reconnect_window, the time a reconnecting worker has
+// to close the old Session (Job::Rejoin) before the process exits.
+inline constexpr absl::Duration kReconnectGrace = absl::Seconds(5);
 // Exit status of a worker the coordinator evicted (elastic jobs).
 inline constexpr int kEvictedExitCode = 76;
 
@@ -97,10 +100,10 @@ struct SessionOptions {
   bool exit_on_evicted = true;
   // With exit_on_lost_coordinator: a lost coordinator may come back (a
   // standalone coordinator restarted at its address): the process exits
-  // only if this session is still open `reconnect_window` (+ 5 s) after the
-  // loss
-  // (kolo::elastic::run reconnects with a new Session, which closes this
-  // one). Zero: exit after exit_grace.
+  // (kLostCoordinatorExitCode) only if this session is still open
+  // `reconnect_window` + kReconnectGrace after the loss (kolo::elastic::run
+  // reconnects with a new Session, which closes this one). Zero: exit after
+  // exit_grace.
   absl::Duration reconnect_window = absl::ZeroDuration();
   absl::Duration exit_grace = absl::Milliseconds(200);
   // Polled (every 100 ms) while waiting for the Membership: true ends the

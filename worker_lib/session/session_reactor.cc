@@ -18,9 +18,6 @@ namespace {
 
 // How long a worker that distrusts the coordinator waits for its refusal.
 constexpr absl::Duration kDistrustGrace = absl::Seconds(2);
-// After reconnect_window, the time a reconnecting worker has to close this
-// Session (Job::Rejoin) before the process exits.
-constexpr absl::Duration kReconnectGrace = absl::Seconds(5);
 
 }  // namespace
 
@@ -495,9 +492,11 @@ void SessionClient::Reactor::ThreadMain() {
         }
         if (stop_thread_) break;
         SessionLog()->error(
-            "worker {} exits with status {}: {} did not come back within {}",
+            "worker {} exits with status {}: {} did not come back within {} "
+            "(KOLO_LEASE_SECONDS {}, and {} more)",
             options_.worker_id, kLostCoordinatorExitCode, Who(),
-            Secs(options_.reconnect_window));
+            Secs(options_.reconnect_window + kReconnectGrace),
+            Secs(options_.reconnect_window), Secs(kReconnectGrace));
         FlushLogs();
         std::fflush(nullptr);
         std::_Exit(kLostCoordinatorExitCode);

@@ -175,7 +175,8 @@ def _reconnect(lost):
     back."""
     window = _kolo.coordinator_reconnect_window()
     print(f'kolo: worker {_kolo.worker_id()} lost the coordinator ({lost}); '
-          f'reconnecting for up to {window:g} s (KOLO_LEASE_SECONDS)',
+          f'reconnecting for up to {window:g} s (KOLO_LEASE_SECONDS and a '
+          'grace)',
           file=sys.stderr, flush=True)
     try:
         _kolo.rejoin(window)
