@@ -5,7 +5,8 @@ a table of what happened.
 
 Each round is one job: 4 workers, --min-np 2, a random-fault spec drawn from
 the round's seed (kill, stop for 1-4 s then SIGCONT, term, delay, drop,
-slow), kolorun's fault report as JSON. It checks:
+slow, kill-coordinator: kolorun's coordinator killed and started again at
+its port 1 s later), kolorun's fault report as JSON. It checks:
   - the job ends, within a bound (longer than the round can take even with
     every recovery; past it the round is a *hang* and is killed);
   - every rank's final parameters are the unfaulted run's, bit for bit
