@@ -33,6 +33,11 @@ int EmbeddedCoordinator::restarts() const {
   return restarts_;
 }
 
+std::vector<proto::StatusReply> EmbeddedCoordinator::Replaced() const {
+  MutexLock lock(&mu_);
+  return replaced_;
+}
+
 proto::StatusReply EmbeddedCoordinator::Status() const {
   MutexLock lock(&mu_);
   return server_ != nullptr ? server_->Status() : proto::StatusReply();
@@ -76,6 +81,7 @@ absl::Status EmbeddedCoordinator::Restart() {
         "the coordinator is running: only a killed one is started again");
   }
   // The killed server lets go of its port only when it is destroyed.
+  if (server_ != nullptr) replaced_.push_back(server_->Status());
   server_.reset();
   auto started = coordinator::CoordinatorServer::Start(options_);
   if (!started.ok()) {

@@ -21,6 +21,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -43,6 +44,9 @@ class EmbeddedCoordinator {
   bool down() const;
   // How many times it was started again.
   int restarts() const;
+  // The last Status of each incarnation a restart replaced, oldest first
+  // (their histories, for the fault report).
+  std::vector<proto::StatusReply> Replaced() const;
 
   proto::StatusReply Status() const;
   std::string Metrics() const;
@@ -70,6 +74,7 @@ class EmbeddedCoordinator {
   bool down_ ABSL_GUARDED_BY(mu_) = false;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
   int restarts_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<proto::StatusReply> replaced_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace kolo::launcher

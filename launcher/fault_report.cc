@@ -103,6 +103,13 @@ const proto::EpochRecord* EpochAfter(const proto::StatusReply& st,
   if (s.kind == FaultKind::kDelay || s.kind == FaultKind::kSlow) {
     return nullptr;
   }
+  // A coordinator started again: the first epoch of its new incarnation.
+  if (s.kind == FaultKind::kKillCoordinator) {
+    for (const proto::EpochRecord& e : st.history()) {
+      if (e.formed_unix_ms() >= absl::ToUnixMillis(r.fired_at)) return &e;
+    }
+    return nullptr;
+  }
   // Clocks: the worker's and kolorun's are the same machine's; 200 ms of
   // slack for a loss detected as the fault was being recorded.
   const int64_t from = absl::ToUnixMillis(r.fired_at) - 200;
@@ -171,7 +178,8 @@ json Median(std::vector<double> v) {
 json DetectionJson(const FaultRecord& r, const proto::EpochRecord& next,
                    const proto::LostWorker* lost) {
   const FaultSpec& s = r.fault.spec;
-  json det = {{"epoch_ended", next.epoch() - 1},
+  // The first epoch of a restarted coordinator ended none of its own.
+  json det = {{"epoch_ended", next.epoch() > 1 ? next.epoch() - 1 : r.epoch},
               {"next_epoch", next.epoch()},
               {"next_epoch_formed_after_s",
                Secs(FromMs(next.formed_unix_ms()) - r.fired_at)},
@@ -180,7 +188,12 @@ json DetectionJson(const FaultRecord& r, const proto::EpochRecord& next,
               {"after_s", nullptr}};
   const bool left = std::find(next.left().begin(), next.left().end(),
                               r.worker_id) != next.left().end();
-  if (lost == nullptr && next.cause() == "reformed") {
+  if (s.kind == FaultKind::kKillCoordinator) {
+    det["how"] = "coordinator-restart";
+    det["cause"] =
+        "the coordinator was killed and started again at its address; the "
+        "workers that dialled it formed its new incarnation's first epoch";
+  } else if (lost == nullptr && next.cause() == "reformed") {
     det["how"] = "data-plane";
     det["cause"] =
         "the workers reported the broken connection while every one of them "
@@ -203,16 +216,33 @@ json DetectionJson(const FaultRecord& r, const proto::EpochRecord& next,
   return det;
 }
 
-// The survivors' first completed collective in the next epoch.
+// The record after `e` in `st`'s history, or nullptr.
+const proto::EpochRecord* Following(const proto::StatusReply& st,
+                                    const proto::EpochRecord& e) {
+  for (int i = 0; i + 1 < st.history_size(); ++i) {
+    if (&st.history(i) == &e) return &st.history(i + 1);
+  }
+  return nullptr;
+}
+
+// The survivors' first completed collective in the next epoch. Epoch
+// numbers start again with each incarnation of the coordinator: an event
+// counts only between the epoch's forming and the next one's.
 json RecoveryJson(const ReportInputs& in, const FaultRecord& r,
                   const proto::EpochRecord& next) {
   std::set<std::string> joined(next.joined().begin(), next.joined().end());
   json survivors = json::array();
   std::vector<double> times;
   std::set<std::string> seen;
+  const absl::Time from =
+      FromMs(next.formed_unix_ms()) - absl::Milliseconds(50);
+  const proto::EpochRecord* after = Following(in.status, next);
+  const absl::Time until = after != nullptr ? FromMs(after->formed_unix_ms())
+                                            : absl::InfiniteFuture();
   for (const json& e : in.driver->events()) {
     if (e.value("ev", "") != "first_op" ||
-        e.value("epoch", uint64_t{0}) != next.epoch()) {
+        e.value("epoch", uint64_t{0}) != next.epoch() || EventTime(e) < from ||
+        EventTime(e) > until) {
       continue;
     }
     const std::string w = e.value("worker", "");
@@ -252,8 +282,10 @@ json RollbacksJson(const ReportInputs& in, const FaultRecord& r,
 // without one).
 json ReplacementJson(const ReportInputs& in, const FaultRecord& r,
                      const proto::EpochRecord& next) {
+  bool reached = false;
   for (const proto::EpochRecord& e : in.status.history()) {
-    if (e.epoch() < next.epoch()) continue;
+    reached = reached || &e == &next;
+    if (!reached) continue;
     if (std::find(e.joined().begin(), e.joined().end(), r.worker_id) ==
         e.joined().end()) {
       continue;
@@ -337,7 +369,26 @@ json FaultJson(const ReportInputs& in, const LossOwners& owners,
 
 }  // namespace
 
-json BuildFaultReport(const ReportInputs& in) {
+json BuildFaultReport(const ReportInputs& given) {
+  // One history across the coordinator's incarnations, oldest first; each
+  // record's incarnation (0: the first) beside it.
+  ReportInputs in = given;
+  in.earlier.clear();
+  std::vector<int> incarnation_of;
+  {
+    google::protobuf::RepeatedPtrField<proto::EpochRecord> history;
+    for (size_t i = 0; i < given.earlier.size(); ++i) {
+      for (const proto::EpochRecord& e : given.earlier[i].history()) {
+        *history.Add() = e;
+        incarnation_of.push_back(static_cast<int>(i));
+      }
+    }
+    for (const proto::EpochRecord& e : given.status.history()) {
+      *history.Add() = e;
+      incarnation_of.push_back(static_cast<int>(given.earlier.size()));
+    }
+    *in.status.mutable_history() = std::move(history);
+  }
   const FaultDriver& d = *in.driver;
   const absl::Time origin = d.options().origin;
   const proto::StatusReply& st = in.status;
@@ -368,7 +419,8 @@ json BuildFaultReport(const ReportInputs& in) {
     report["faults"].push_back(FaultJson(in, owners, r));
   }
   report["epochs"] = json::array();
-  for (const proto::EpochRecord& e : st.history()) {
+  for (int i = 0; i < st.history_size(); ++i) {
+    const proto::EpochRecord& e = st.history(i);
     json lost = json::array();
     for (const proto::LostWorker& l : e.lost()) {
       lost.push_back(
@@ -381,6 +433,7 @@ json BuildFaultReport(const ReportInputs& in) {
     }
     report["epochs"].push_back(
         {{"epoch", e.epoch()},
+         {"incarnation", incarnation_of[static_cast<size_t>(i)]},
          {"formed_s", Secs(FromMs(e.formed_unix_ms()) - origin)},
          {"cause", e.cause()},
          {"members",

@@ -16,6 +16,7 @@
 #define KOLO_LAUNCHER_FAULT_REPORT_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/time/time.h"
 #include "launcher/fault_driver.h"
@@ -28,6 +29,9 @@ struct ReportInputs {
   const FaultDriver* driver = nullptr;
   proto::StatusReply status;     // the coordinator's, at the end
   int coordinator_restarts = 0;  // kill-coordinator:for= restarts
+  // The last answers of the coordinator's killed incarnations, oldest first
+  // (kill-coordinator:for=): their histories come before `status`'s.
+  std::vector<proto::StatusReply> earlier;
   int exit_code = 0;
   std::string failure_reason;  // "" when the job succeeded
   absl::Time end = absl::Now();

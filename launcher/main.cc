@@ -498,6 +498,7 @@ void ReportFaults(const LaunchOptions& options, FaultDriver& faults,
   report_in.driver = &faults;
   report_in.status = coord.Status();
   report_in.coordinator_restarts = coord.restarts();
+  report_in.earlier = coord.Replaced();
   report_in.exit_code = code;
   report_in.failure_reason = code != 0 ? supervisor.failure_reason() : "";
   const nlohmann::json report = BuildFaultReport(report_in);

@@ -54,6 +54,8 @@ TEST(EmbeddedCoordinator, KilledOneIsStartedAgainAtTheSamePort) {
   c.Kill();  // twice, as a chaos run does
   ASSERT_TRUE(c.Restart().ok());
   EXPECT_EQ(c.restarts(), 2);
+  ASSERT_EQ(c.Replaced().size(), 2u);
+  EXPECT_EQ(c.Replaced()[0].job_id(), "embedded-test");
   c.Shutdown(false, "done");
   c.Kill();
   EXPECT_THAT(c.Restart().message(), HasSubstr("ended"));

@@ -372,6 +372,22 @@ TEST_F(FaultsTest, KillCoordinatorForStartsItAgainAndTheJobGoesOn) {
   EXPECT_THAT(r["faults"][0]["detail"].get<std::string>(),
               HasSubstr("a new coordinator at its address"));
   EXPECT_TRUE(r["faults"][0]["ended_s"].is_number()) << r.dump(2);
+  // Its recovery: the new incarnation's first epoch, every worker's first
+  // collective in it, after the 1 s the coordinator was down.
+  const json& f = r["faults"][0];
+  ASSERT_TRUE(f["detection"].is_object()) << r.dump(2);
+  EXPECT_EQ(f["detection"]["how"], "coordinator-restart");
+  EXPECT_EQ(f["detection"]["next_epoch"], 1);
+  ASSERT_TRUE(f["recovery"].is_object());
+  ASSERT_EQ(f["recovery"]["survivors"].size(), 4u) << r.dump(2);
+  for (const json& w : f["recovery"]["survivors"]) {
+    EXPECT_GT(w["after_s"].get<double>(), 1.0) << r.dump(2);
+    EXPECT_LT(w["after_s"].get<double>(), 10.0) << r.dump(2);
+  }
+  // Both incarnations' epochs, in order.
+  ASSERT_GE(r["epochs"].size(), 2u);
+  EXPECT_EQ(r["epochs"][0]["incarnation"], 0);
+  EXPECT_EQ(r["epochs"].back()["incarnation"], 1);
 }
 
 // The coordinator killed 50 ms after a worker, while the job forms the
