@@ -1,9 +1,11 @@
 #!/usr/bin/python3
 """One side of the training benchmark (scripts/torch-train-bench.sh): a
 data-parallel training loop, timed per step, through kolo.torch's
-DistributedOptimizer (under kolorun) or torch's DistributedDataParallel with
-its Gloo backend (under torchrun). Same model, same per-rank batch, same
-optimizer, one thread per rank.
+DistributedOptimizer (mode kolo, under kolorun), torch's
+DistributedDataParallel on its Gloo backend (mode ddp, torchrun's env://
+ranks) or DistributedDataParallel on kolo's c10d backend (mode ddp-kolo,
+under kolorun: `import kolo.torch.distributed`, init_process_group("kolo")).
+Same model, same per-rank batch, same optimizer, one thread per rank.
 
 Models:
   cnn  the small CNN of examples/torch_train.py (~30 K parameters: the step
@@ -12,7 +14,7 @@ Models:
        gradients per step: communication-bound).
 
 Rank 0 prints one line:
-  RESULT mode=kolo|ddp np=N model=M steps=S median_ms=X p10_ms=Y p90_ms=Z
+  RESULT mode=kolo|ddp|ddp-kolo np=N model=M steps=S median_ms=X p10_ms=Y p90_ms=Z
 (per-step wall time on rank 0, after --warmup steps).
 """
 
@@ -50,7 +52,8 @@ def mlp():
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument('--mode', choices=['kolo', 'ddp'], required=True)
+    p.add_argument('--mode', choices=['kolo', 'ddp', 'ddp-kolo'],
+                   required=True)
     p.add_argument('--model', choices=['cnn', 'mlp'], default='cnn')
     p.add_argument('--batch', type=int, default=32, help='per rank')
     p.add_argument('--steps', type=int, default=30)
@@ -72,7 +75,9 @@ def main():
     else:
         import torch.distributed as dist
         from torch.nn.parallel import DistributedDataParallel
-        dist.init_process_group('gloo')
+        if args.mode == 'ddp-kolo':
+            import kolo.torch.distributed  # noqa: F401  (registers 'kolo')
+        dist.init_process_group('kolo' if args.mode == 'ddp-kolo' else 'gloo')
         rank, size = dist.get_rank(), dist.get_world_size()
         net = DistributedDataParallel(model)
 

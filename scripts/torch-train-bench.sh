@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Training step through kolo.torch's DistributedOptimizer (kolorun) against
-# torch's DistributedDataParallel with Gloo (env:// ranks), side by side in one
-# run, alternating A/B rounds (these VMs are noisy). See
+# Training step through kolo.torch's DistributedOptimizer (kolorun), torch's
+# DistributedDataParallel with Gloo (env:// ranks) and DistributedDataParallel
+# on kolo's c10d backend (kolorun), side by side in one run, alternating
+# rounds (these VMs are noisy). See
 # scripts/torch-train-bench.py for the models and what is timed.
 # Usage: scripts/torch-train-bench.sh [BUILD] [ROUNDS] [NPS] [MODELS]
 #   defaults: build 3 "2 4" "cnn mlp"
@@ -23,9 +24,11 @@ port=29600
 for round in $(seq 1 "$rounds"); do
   for np in $nps; do
     for model in $models; do
-      "$root/$build/bin/kolorun" -np "$np" --start-timeout 120 \
-        "$py" "$bench" --mode kolo --model "$model" 2>/dev/null \
-        | sed -n 's/^\[0\]<stdout>://p' | grep RESULT | tee -a "$results"
+      for mode in kolo ddp-kolo; do
+        "$root/$build/bin/kolorun" -np "$np" --start-timeout 120 \
+          "$py" "$bench" --mode "$mode" --model "$model" 2>/dev/null \
+          | sed -n 's/^\[0\]<stdout>://p' | grep RESULT | tee -a "$results"
+      done
       port=$((port + 1))
       # The ranks get the env:// variables torchrun would set: Debian's
       # torchrun (torch 1.13 on Python 3.11) fails before starting any
@@ -53,9 +56,11 @@ for line in open(sys.argv[1]):
     m = dict(re.findall(r'(\w+)=(\S+)', line))
     rows.setdefault((int(m['np']), m['model'], m['mode']), []).append(
         float(m['median_ms']))
-print(f"{'np':>3} {'model':>6} {'kolo.torch':>11} {'DDP gloo':>9}  ratio")
+print(f"{'np':>3} {'model':>6} {'kolo.torch':>11} {'DDP gloo':>9} "
+      f"{'DDP kolo':>9}  gloo/kolo.torch  gloo/DDP-kolo")
 for np_, model in sorted({(k[0], k[1]) for k in rows}):
-    k = statistics.median(rows.get((np_, model, 'kolo'), [float('nan')]))
-    d = statistics.median(rows.get((np_, model, 'ddp'), [float('nan')]))
-    print(f'{np_:>3} {model:>6} {k:>11.2f} {d:>9.2f}  {d / k:.2f}x')
+    k, d, dk = (statistics.median(rows.get((np_, model, m), [float('nan')]))
+                for m in ('kolo', 'ddp', 'ddp-kolo'))
+    print(f'{np_:>3} {model:>6} {k:>11.2f} {d:>9.2f} {dk:>9.2f}  '
+          f'{d / k:>15.2f}x {d / dk:>13.2f}x')
 EOF
