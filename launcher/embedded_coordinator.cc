@@ -3,7 +3,10 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 #include "common/log.h"
+#include "coordinator/event_log.h"
 
 namespace kolo::launcher {
 
@@ -31,11 +34,6 @@ bool EmbeddedCoordinator::down() const {
 int EmbeddedCoordinator::restarts() const {
   MutexLock lock(&mu_);
   return restarts_;
-}
-
-std::vector<proto::StatusReply> EmbeddedCoordinator::Replaced() const {
-  MutexLock lock(&mu_);
-  return replaced_;
 }
 
 proto::StatusReply EmbeddedCoordinator::Status() const {
@@ -81,7 +79,6 @@ absl::Status EmbeddedCoordinator::Restart() {
         "the coordinator is running: only a killed one is started again");
   }
   // The killed server lets go of its port only when it is destroyed.
-  if (server_ != nullptr) replaced_.push_back(server_->Status());
   server_.reset();
   auto started = coordinator::CoordinatorServer::Start(options_);
   if (!started.ok()) {
@@ -92,6 +89,13 @@ absl::Status EmbeddedCoordinator::Restart() {
   server_ = *std::move(started);
   down_ = false;
   ++restarts_;
+  if (options_.core.events != nullptr) {
+    options_.core.events->Write(
+        absl::Now(), "coordinator_restarted", 0,
+        {{"port", port_},
+         {"incarnation", absl::StrFormat("%016x", server_->incarnation())},
+         {"restart", restarts_}});
+  }
   GetLogger("kolorun")->warn(
       "the coordinator is back at port {} (incarnation {:016x}, restart {})",
       port_, server_->incarnation(), restarts_);

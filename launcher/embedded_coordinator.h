@@ -11,6 +11,8 @@
 // Thread-safety: every method may be called from any thread (the metrics
 // server's thread reads Metrics while kolorun's main thread kills and
 // restarts); one mutex guards the current server.
+// A restart writes `coordinator_restarted` (port, incarnation) to the job's
+// event log, when it has one: the epochs after it are the new incarnation's.
 // Invariants: port() never changes; while down() (killed, not restarted)
 // Status() is the killed server's last answer (an empty reply once a restart
 // failed to bind), Metrics() is empty, and EndJob does nothing; after
@@ -21,7 +23,6 @@
 
 #include <memory>
 #include <string>
-#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -44,9 +45,6 @@ class EmbeddedCoordinator {
   bool down() const;
   // How many times it was started again.
   int restarts() const;
-  // The last Status of each incarnation a restart replaced, oldest first
-  // (their histories, for the fault report).
-  std::vector<proto::StatusReply> Replaced() const;
 
   proto::StatusReply Status() const;
   std::string Metrics() const;
@@ -74,7 +72,6 @@ class EmbeddedCoordinator {
   bool down_ ABSL_GUARDED_BY(mu_) = false;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
   int restarts_ ABSL_GUARDED_BY(mu_) = 0;
-  std::vector<proto::StatusReply> replaced_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace kolo::launcher

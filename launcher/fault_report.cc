@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "coordinator/event_log.h"
 
 namespace kolo::launcher {
 namespace {
@@ -367,28 +368,69 @@ json FaultJson(const ReportInputs& in, const LossOwners& owners,
   return f;
 }
 
+// The coordinator's history as its event log tells it: a record per
+// `epoch_formed`, holding the `worker_lost` events since the one before
+// that it names; `incarnation_of` gets each record's coordinator
+// incarnation (0: the first; one more at each `coordinator_restarted`).
+google::protobuf::RepeatedPtrField<proto::EpochRecord> HistoryFromEvents(
+    const std::vector<nlohmann::ordered_json>& events,
+    std::vector<int>& incarnation_of) {
+  google::protobuf::RepeatedPtrField<proto::EpochRecord> history;
+  std::vector<proto::LostWorker> lost;
+  int incarnation = 0;
+  auto strings = [](const nlohmann::ordered_json& e, const char* key) {
+    std::vector<std::string> out;
+    auto it = e.find(key);
+    if (it == e.end() || !it->is_array()) return out;
+    for (const auto& v : *it) {
+      if (v.is_string()) out.push_back(v.get<std::string>());
+    }
+    return out;
+  };
+  for (const nlohmann::ordered_json& e : events) {
+    const std::string kind = e.value("event", "");
+    if (kind == "coordinator_restarted") {
+      ++incarnation;
+      lost.clear();
+    } else if (kind == "worker_lost") {
+      proto::LostWorker& l = lost.emplace_back();
+      l.set_worker_id(e.value("worker_id", ""));
+      l.set_rank(e.value("rank", -1));
+      l.set_host_name(e.value("host", ""));
+      l.set_cause(e.value("cause", ""));
+      l.set_detection(e.value("detection", ""));
+      l.set_detected_unix_ms(absl::ToUnixMillis(coordinator::EventTime(e)));
+    } else if (kind == "epoch_formed") {
+      proto::EpochRecord& r = *history.Add();
+      r.set_epoch(e.value("epoch", uint64_t{0}));
+      r.set_formed_unix_ms(absl::ToUnixMillis(coordinator::EventTime(e)));
+      r.set_cause(e.value("cause", ""));
+      for (const std::string& w : strings(e, "members")) r.add_members(w);
+      for (const std::string& w : strings(e, "joined")) r.add_joined(w);
+      for (const std::string& w : strings(e, "left")) r.add_left(w);
+      const std::vector<std::string> named = strings(e, "lost");
+      for (const proto::LostWorker& l : lost) {
+        if (std::find(named.begin(), named.end(), l.worker_id()) !=
+            named.end()) {
+          *r.add_lost() = l;
+        }
+      }
+      lost.clear();
+      incarnation_of.push_back(incarnation);
+    }
+  }
+  return history;
+}
+
 }  // namespace
 
 json BuildFaultReport(const ReportInputs& given) {
-  // One history across the coordinator's incarnations, oldest first; each
-  // record's incarnation (0: the first) beside it.
+  // The history the report reads is the event log's, across the
+  // coordinator's incarnations, oldest first.
   ReportInputs in = given;
-  in.earlier.clear();
   std::vector<int> incarnation_of;
-  {
-    google::protobuf::RepeatedPtrField<proto::EpochRecord> history;
-    for (size_t i = 0; i < given.earlier.size(); ++i) {
-      for (const proto::EpochRecord& e : given.earlier[i].history()) {
-        *history.Add() = e;
-        incarnation_of.push_back(static_cast<int>(i));
-      }
-    }
-    for (const proto::EpochRecord& e : given.status.history()) {
-      *history.Add() = e;
-      incarnation_of.push_back(static_cast<int>(given.earlier.size()));
-    }
-    *in.status.mutable_history() = std::move(history);
-  }
+  *in.status.mutable_history() =
+      HistoryFromEvents(given.coordinator_events, incarnation_of);
   const FaultDriver& d = *in.driver;
   const absl::Time origin = d.options().origin;
   const proto::StatusReply& st = in.status;

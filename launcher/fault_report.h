@@ -29,9 +29,9 @@ struct ReportInputs {
   const FaultDriver* driver = nullptr;
   proto::StatusReply status;     // the coordinator's, at the end
   int coordinator_restarts = 0;  // kill-coordinator:for= restarts
-  // The last answers of the coordinator's killed incarnations, oldest first
-  // (kill-coordinator:for=): their histories come before `status`'s.
-  std::vector<proto::StatusReply> earlier;
+  // The coordinator's event log (coordinator/event_log.h), across its
+  // incarnations: the report's epochs and losses are derived from it.
+  std::vector<nlohmann::ordered_json> coordinator_events;
   int exit_code = 0;
   std::string failure_reason;  // "" when the job succeeded
   absl::Time end = absl::Now();

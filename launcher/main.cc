@@ -345,12 +345,18 @@ JobInfo MakeJobInfo(const LaunchOptions& options, const JobIdentity& id,
   return job;
 }
 
-// --events: the log the coordinator and the fault driver share (stays null
-// when not asked for). False, after saying why, when it cannot be opened.
+// --events: the log the coordinator and the fault driver share. Under
+// --fault it keeps its events for the fault report, in memory alone when no
+// file is asked for; else it stays null when not asked for. False, after
+// saying why, when it cannot be opened.
 bool OpenEventLog(const LaunchOptions& options,
                   std::shared_ptr<coordinator::EventLog>& events) {
-  if (options.events.empty()) return true;
-  auto opened = coordinator::EventLog::Open(options.events);
+  const bool keep = !options.faults.empty();
+  if (options.events.empty()) {
+    if (keep) events = coordinator::EventLog::InMemory();
+    return true;
+  }
+  auto opened = coordinator::EventLog::Open(options.events, keep);
   if (!opened.ok()) {
     std::fprintf(stderr, "kolorun: cannot start the coordinator: %s\n",
                  std::string(opened.status().message()).c_str());
@@ -492,13 +498,14 @@ std::unique_ptr<Supervisor> MakeSupervisor(const LaunchOptions& options,
 // --fault-report), then the events directory goes.
 void ReportFaults(const LaunchOptions& options, FaultDriver& faults,
                   const Supervisor& supervisor, EmbeddedCoordinator& coord,
-                  int code, const std::string& fault_dir) {
+                  const coordinator::EventLog& events, int code,
+                  const std::string& fault_dir) {
   faults.Finish(supervisor.Live());
   ReportInputs report_in;
   report_in.driver = &faults;
   report_in.status = coord.Status();
   report_in.coordinator_restarts = coord.restarts();
-  report_in.earlier = coord.Replaced();
+  report_in.coordinator_events = events.Kept();
   report_in.exit_code = code;
   report_in.failure_reason = code != 0 ? supervisor.failure_reason() : "";
   const nlohmann::json report = BuildFaultReport(report_in);
@@ -608,7 +615,8 @@ int Main(int argc, char** argv) {
       MakeSupervisor(options, job, plan, spawn, coord, faults.get());
   int code = supervisor->Run();
   if (faults != nullptr) {
-    ReportFaults(options, *faults, *supervisor, coord, code, fault_dir);
+    ReportFaults(options, *faults, *supervisor, coord, *events, code,
+                 fault_dir);
   }
   // Every worker is gone: end the coordinator's sessions and stop it.
   coord.Shutdown(code != 0, code != 0 ? supervisor->failure_reason()

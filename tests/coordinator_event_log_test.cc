@@ -71,6 +71,34 @@ TEST(EventLogTest, WritesOneLinePerEvent) {
   std::remove(path.c_str());
 }
 
+// What kolorun's fault report reads: the events kept in memory, in order,
+// with their time back to the millisecond; a log without a file keeps them
+// too.
+TEST(EventLogTest, KeptEventsReadBackWithTheirTimes) {
+  const std::string path =
+      absl::StrCat(::testing::TempDir(), "/kolo-events-kept-", ::getpid());
+  auto log = EventLog::Open(path, /*keep=*/true);
+  ASSERT_TRUE(log.ok()) << log.status();
+  std::shared_ptr<EventLog> memory = EventLog::InMemory();
+  for (EventLog* l : {log->get(), memory.get()}) {
+    l->Write(kT, "worker_lost", 1, {{"worker_id", "w1"}});
+    l->Write(kT + absl::Milliseconds(7), "epoch_formed", 2, {{"lost", {"w1"}}});
+    std::vector<nlohmann::ordered_json> kept = l->Kept();
+    ASSERT_EQ(kept.size(), 2u);
+    EXPECT_EQ(kept[0]["event"], "worker_lost");
+    EXPECT_EQ(kept[1]["epoch"], 2);
+    EXPECT_EQ(EventTime(kept[0]), kT);
+    EXPECT_EQ(EventTime(kept[1]), kT + absl::Milliseconds(7));
+  }
+  EXPECT_EQ(EventTime(nlohmann::ordered_json{{"time", "yesterday"}}),
+            absl::InfinitePast());
+  auto unkept = EventLog::Open(path);
+  ASSERT_TRUE(unkept.ok());
+  (*unkept)->Write(kT, "job_end", 1);
+  EXPECT_TRUE((*unkept)->Kept().empty());
+  std::remove(path.c_str());
+}
+
 TEST(EventLogTest, OpenFailureNamesThePath) {
   auto log = EventLog::Open("/nonexistent-dir/events");
   ASSERT_FALSE(log.ok());
