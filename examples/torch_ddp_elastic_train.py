@@ -19,8 +19,10 @@ function of that exact sum at any size. So a run that loses a worker,
 replays from its last commit at 3 ranks and takes a replacement back ends
 with the unfaulted run's parameters exactly.
 
-Output: ``RESET size=N rank=R`` after each membership change (every
-rank), ``RECOVERED rank=R after=ERROR seconds=S`` on each survivor at its first
+Output: ``CAUGHT rank=R RuntimeError: kolo membership change (lost)...``
+where a collective of the process group failed with the change named (the
+rank is the ended epoch's), ``RESET size=N rank=R`` after each membership
+change (every rank), ``RECOVERED rank=R after=ERROR seconds=S`` on each survivor at its first
 step completed after the loop caught ERROR (HorovodInternalError: a worker
 lost; HostsUpdatedInterrupt: one joined or left at a commit; S from the
 catch), ``LOSS step=N
@@ -109,6 +111,11 @@ def main():
             # The backend's RuntimeError, as kolo's error it stands for.
             why = hvd.elastic.membership_error(e) or e
             failed_at.append((time.monotonic(), type(why).__name__))
+            text = str(e)
+            at = text.find('kolo membership change')
+            if at >= 0:
+                print(f'CAUGHT rank={hvd.rank()} {type(e).__name__}: '
+                      f'{text[at:at + 40]}...', flush=True)
             raise
 
     def steps(state):
