@@ -196,7 +196,7 @@ def new_group(ranks=None, timeout=timedelta(minutes=30), pg_options=None):
                           pg_options=pg_options)
 
 
-def reinit(timeout=timedelta(minutes=2)):
+def reinit(timeout=timedelta(seconds=30)):
     """Makes the default process group of kolo's current epoch and returns
     it (``dist.group.WORLD``): destroys the existing default group (and
     every subgroup) if there is one, then ``init_process_group("kolo")``
@@ -205,7 +205,9 @@ def reinit(timeout=timedelta(minutes=2)):
     the same point: in an elastic job, first thing in the function that
     ``kolo.torch.elastic.run`` wraps (it runs again after each membership
     change, on survivors and newcomers alike); then wrap the model in DDP
-    again. ``timeout``: for the rendezvous and the new group's ops."""
+    again. ``timeout``: for the rendezvous (a member lost during it shows
+    as kolo's membership error once it ran out, at the latest); kolo's
+    collectives do not apply it."""
     global _uid_prefix
     # pylint: disable=import-outside-toplevel
     from kolo.torch.functions import broadcast_object
@@ -232,11 +234,25 @@ def reinit(timeout=timedelta(minutes=2)):
     with _lock:
         _groups_per_set.clear()
         _uid_prefix = f'{token}.'
-    if store is None:
-        store = dist.TCPStore(host, port, size, False, timeout=timeout)
-    dist.init_process_group(BACKEND, store=store, rank=rank,
-                            world_size=size, timeout=timeout)
+    try:
+        if store is None:
+            store = dist.TCPStore(host, port, size, False, timeout=timeout)
+        dist.init_process_group(BACKEND, store=store, rank=rank,
+                                world_size=size, timeout=timeout)
+    except RuntimeError:
+        # A member lost during the rendezvous (rank 0's store gone, or a
+        # barrier that times out) ended kolo's epoch: kolo's own barrier
+        # then raises the membership error, which the elastic loop acts on.
+        # Otherwise it completes and the store's error stands.
+        _kolo_barrier()
+        raise
     return dist.group.WORLD
+
+
+def _kolo_barrier():
+    # pylint: disable=import-outside-toplevel
+    from kolo.torch.mpi_ops import barrier
+    barrier()
 
 
 _kolorun_env()
