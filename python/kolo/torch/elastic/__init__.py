@@ -30,8 +30,9 @@ import re
 
 from kolo import _kolo
 from kolo.common.elastic import ObjectState, State, run_fn  # noqa: F401
-from kolo.common.exceptions import (HorovodInternalError,  # noqa: F401
-                                    HostsUpdatedInterrupt, translate)
+from kolo.common.exceptions import HostsUpdatedInterrupt  # noqa: F401
+from kolo.common.exceptions import HorovodInternalError as _InternalError
+from kolo.common.exceptions import translate as _translate
 from kolo.torch.elastic.sampler import ElasticSampler  # noqa: F401
 from kolo.torch.elastic.state import TorchState  # noqa: F401
 
@@ -51,7 +52,7 @@ def membership_error(error):
     match = _MEMBERSHIP_TAG.search(str(error))
     if match is None:
         return None
-    return translate(_kolo.Error(int(match.group(2)), str(error),
+    return _translate(_kolo.Error(int(match.group(2)), str(error),
                                  match.group(1), False))
 
 
@@ -67,7 +68,7 @@ def run(func):
     def translated(state, *args, **kwargs):
         try:
             return func(state, *args, **kwargs)
-        except (HorovodInternalError, HostsUpdatedInterrupt):
+        except (_InternalError, HostsUpdatedInterrupt):
             raise
         except RuntimeError as e:
             kolo_error = membership_error(e)
