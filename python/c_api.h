@@ -21,7 +21,7 @@ class module_;
 namespace kolo::python {
 
 // Bumped whenever the table changes.
-inline constexpr int kCApiVersion = 2;
+inline constexpr int kCApiVersion = 3;
 // The capsule's name (PyCapsule_Import takes "module.attribute").
 inline constexpr char kCApiCapsuleName[] = "kolo._kolo._c_api";
 
@@ -53,6 +53,10 @@ struct CApi {
   absl::Status (*synchronize)(Handle, absl::Duration, OpResult*);
   absl::StatusOr<size_t> (*wait_any)(absl::Span<const Handle>, absl::Duration);
   absl::StatusOr<std::vector<int>> (*process_set_ranks)(ProcessSet);
+  // The kind of membership change that ended an op with status `s`:
+  // "lost", "hosts_updated", "leaving", "evicted", or "" when `s` is no
+  // membership error (python/elastic_binding.h explains the kinds).
+  const char* (*membership_kind)(const absl::Status& s);
 };
 
 // kolo._kolo: sets the module's _c_api attribute.

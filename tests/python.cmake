@@ -44,7 +44,12 @@ if(KOLO_HAVE_PYTHON)
       add_test(NAME python_c10d_np${np}_test
                COMMAND ${_py_run} ${np} test_torch_distributed.py)
     endforeach()
-    set(_c10d_tests python_c10d_test python_c10d_np2_test python_c10d_np3_test)
+    # Elastic DDP (issue 40 point 2): examples/torch_ddp_elastic_train.py
+    # under kolorun --min-np with a worker killed and one asked to leave.
+    add_test(NAME python_ddp_elastic_test
+             COMMAND ${_py_run} 1 test_example_torch_ddp_elastic.py)
+    set(_c10d_tests python_c10d_test python_c10d_np2_test python_c10d_np3_test
+                    python_ddp_elastic_test)
     set_tests_properties(${_c10d_tests} PROPERTIES RUN_SERIAL TRUE)
   endif()
   foreach(t python_package_test python_torch_np2_test python_torch_np3_test

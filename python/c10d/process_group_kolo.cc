@@ -11,10 +11,27 @@
 namespace kolo::c10d_backend {
 namespace {
 
-std::exception_ptr Error(const std::string& what, const absl::Status& s) {
-  return std::make_exception_ptr(std::runtime_error(
-      "kolo backend: " + what + " failed: " + std::string(s.message()) + " [" +
-      absl::StatusCodeToString(s.code()) + "]"));
+// The error of an op that failed with `s`. A membership change (an elastic
+// job's epoch ended: workers lost, joined or left) is named in words and in
+// a tag that kolo.torch.elastic reads back, "[kolo membership=KIND
+// code=N]", since torch hands the user this message only.
+std::exception_ptr Error(const python::CApi* api, const std::string& what,
+                         const absl::Status& s) {
+  std::string message = "kolo backend: " + what +
+                        " failed: " + std::string(s.message()) + " [" +
+                        absl::StatusCodeToString(s.code()) + "]";
+  const std::string kind = api->membership_kind(s);
+  if (!kind.empty()) {
+    message +=
+        "; kolo membership change (" + kind +
+        "): the job's epoch ended, so this process group's pending "
+        "collectives failed on every member. Under kolo.torch.elastic.run "
+        "the loop restores the last commit and goes on in the next epoch: "
+        "make that epoch's group with kolo.torch.distributed.reinit() and "
+        "wrap the model in DDP again [kolo membership=" +
+        kind + " code=" + std::to_string(static_cast<int>(s.code())) + "]";
+  }
+  return std::make_exception_ptr(std::runtime_error(message));
 }
 
 }  // namespace
@@ -99,7 +116,7 @@ void KoloWork::Run() {
   }
   std::exception_ptr error;
   if (!first.ok()) {
-    error = Error(pending_.what, first);
+    error = Error(api_, pending_.what, first);
   } else if (pending_.finish) {
     try {
       pending_.finish(results);
@@ -243,7 +260,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::Submit(
       c10::make_intrusive<KoloWork>(api_, progress_, getRank(), type, title,
                                     std::move(outputs), std::move(p));
   if (!refused.ok()) {
-    std::rethrow_exception(Error(title + (" " + name), refused));
+    std::rethrow_exception(Error(api_, title + (" " + name), refused));
   }
   return work;
 }

@@ -16,7 +16,10 @@
 // for (DDP's comm hooks) in order, copies results out (staging buffers,
 // non-contiguous tensors) and completes the work and its future. An error
 // becomes a std::runtime_error (RuntimeError in Python) that wait()
-// rethrows and the future carries.
+// rethrows and the future carries; one that a membership change caused (an
+// elastic job's epoch ended) says so, with a tag kolo.torch.elastic reads
+// ("[kolo membership=KIND code=N]"). A group serves the epoch it was made
+// in: kolo.torch.distributed.reinit() makes the next epoch's.
 //
 // CPU tensors only (strided); point-to-point (send/recv) is refused: kolo
 // has none.

@@ -1,7 +1,8 @@
 """kolo.torch.elastic without faults (the faults are in
 test_example_torch_elastic.py): ObjectState, TorchState and its handlers,
 ElasticSampler's sharding and resharding, run()'s retry loop driven by
-errors of each membership kind, and the translation of those errors."""
+errors of each membership kind, and the translation of those errors (also
+from the text of a torch.distributed backend's RuntimeError)."""
 
 import pytest
 import torch
@@ -228,6 +229,37 @@ def test_run_raises_errors_that_are_not_membership_changes():
 
     with pytest.raises(HorovodInternalError, match='disagreed'):
         common_elastic.run_fn(train, reset=lambda: None)(state)
+    assert state.calls == ['sync']
+
+
+def test_a_backend_runtime_error_naming_a_membership_change_is_kolos():
+    # As DDP re-raises the kolo backend's error from its comm hook's future.
+    text = ('Got the following error when running the callback: '
+            'RuntimeError: kolo backend: allreduce c10d.ab.0.0.3 failed: '
+            'epoch 1 ended: worker w2 lost [ABORTED]; kolo membership change '
+            '(lost): ... [kolo membership=lost code=10]')
+    lost = hvd.elastic.membership_error(RuntimeError(text))
+    assert isinstance(lost, HorovodInternalError)
+    assert lost.kolo_membership == 'lost' and lost.kolo_code == ABORTED
+    assert 'worker w2 lost' in str(lost)
+    joined = hvd.elastic.membership_error(RuntimeError(
+        'x [kolo membership=hosts_updated code=10]'))
+    assert isinstance(joined, HostsUpdatedInterrupt)
+    assert hvd.elastic.membership_error(
+        RuntimeError('kolo backend: allreduce c10d.0.0.1 failed: shapes '
+                      'differ [INVALID_ARGUMENT]')) is None
+
+
+def test_run_raises_runtime_errors_that_name_no_membership_change():
+    state = _Recorder()
+
+    def train(_):
+        raise RuntimeError('kolo backend: allreduce c10d.0.0.1 failed: '
+                           'shapes differ [FAILED_PRECONDITION]')
+
+    with pytest.raises(RuntimeError, match='shapes differ') as info:
+        hvd.elastic.run(train)(state)
+    assert type(info.value) is RuntimeError  # pylint: disable=unidiomatic-typecheck
     assert state.calls == ['sync']
 
 

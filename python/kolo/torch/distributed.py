@@ -7,7 +7,8 @@ Starting: under kolorun, which sets none of torch's variables, the import
 starts kolo (kolo.init()) and sets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR
 and MASTER_PORT (a port free on rank 0, at the address rank 0 reaches
 kolo's coordinator from, both broadcast through kolo) for torch's env://
-rendezvous, unless RANK is set already. Elsewhere
+rendezvous, unless RANK is set already or the job is elastic (use
+``reinit()`` there, see below). Elsewhere
 (torchrun, env://, tcp://) the backend starts kolo from what torch gave it:
 unless KOLO_COORDINATOR and a secret (KOLO_SECRET or KOLO_SECRET_FILE) are
 set, rank 0 picks a free port on MASTER_ADDR (127.0.0.1 if unset) and draws
@@ -21,6 +22,15 @@ set of exactly those ranks, which must be registered on every rank first,
 since kolo negotiates sets over all ranks and torch calls the backend only
 on the group's members. ``new_group(ranks)`` here does both. A group of
 every rank runs on the global set.
+
+Elastic jobs (docs/pytorch.md, "Elastic DDP"): when the job's epoch ends (a
+worker lost, joined or left), every pending collective of a kolo group
+fails with a RuntimeError naming the membership change ("kolo membership
+change (lost)", and the tag "[kolo membership=KIND code=N]" that
+kolo.torch.elastic.run turns back into kolo's membership error). A group
+belongs to the epoch it was made in: inside the elastic loop, ``reinit()``
+destroys the default group and makes the current epoch's (new rank and
+size, a fresh rendezvous through kolo), after which DDP is wrapped again.
 
 Thread-safety: the creator runs where torch calls it (init_process_group,
 new_group: the main thread); the per-set group counter is guarded by _lock.
@@ -51,6 +61,10 @@ BACKEND = 'kolo'
 
 _lock = threading.Lock()
 _groups_per_set = {}  # kolo process set id -> groups created on it here
+# Prefix of the groups' uids, the same on every rank: "" until reinit(),
+# then a token rank 0 drew for the epoch, so that the names of a new epoch's
+# collectives never meet a stale group's.
+_uid_prefix = ''
 
 
 def _start_kolo(store, rank, size):
@@ -108,6 +122,10 @@ def _kolorun_env():
     except ValueError as e:
         raise RuntimeError(f'kolo.torch.distributed: kolo.init() failed: {e}') \
             from None
+    if _kolo.is_elastic_job():
+        # Its ranks change with the epochs, and a newcomer imports this
+        # while the others train: reinit() makes each epoch's group.
+        return
     where = None
     if _kolo.rank() == 0:
         host = _local_address()
@@ -158,8 +176,9 @@ def _create(opts, _pg_options):
     with _lock:
         n = _groups_per_set.get(process_set, 0)
         _groups_per_set[process_set] = n + 1
+        uid = f'{_uid_prefix}{process_set}.{n}'
     return _kolo_c10d.create(opts.group_rank, opts.group_size, process_set,
-                             f'{process_set}.{n}')
+                             uid)
 
 
 def new_group(ranks=None, timeout=timedelta(minutes=30), pg_options=None):
@@ -175,6 +194,65 @@ def new_group(ranks=None, timeout=timedelta(minutes=30), pg_options=None):
                 _ps.add_process_set(ranks)
     return dist.new_group(ranks, timeout=timeout, backend=BACKEND,
                           pg_options=pg_options)
+
+
+def reinit(timeout=timedelta(seconds=30)):
+    """Makes the default process group of kolo's current epoch and returns
+    it (``dist.group.WORLD``): destroys the existing default group (and
+    every subgroup) if there is one, then ``init_process_group("kolo")``
+    with kolo's rank and size, through a new TCPStore that rank 0 opens at a
+    free port (sent to every rank through kolo). Every rank of the epoch calls it at
+    the same point: in an elastic job, first thing in the function that
+    ``kolo.torch.elastic.run`` wraps (it runs again after each membership
+    change, on survivors and newcomers alike); then wrap the model in DDP
+    again. ``timeout``: for the rendezvous (a member lost during it shows
+    as kolo's membership error once it ran out, at the latest); kolo's
+    collectives do not apply it."""
+    global _uid_prefix
+    # pylint: disable=import-outside-toplevel
+    from kolo.torch.functions import broadcast_object
+    if not _kolo.is_initialized():
+        try:
+            _basics.init()
+        except ValueError as e:
+            raise RuntimeError(
+                f'kolo.torch.distributed.reinit: kolo.init() failed: {e}') \
+                from None
+    if dist.is_initialized():
+        dist.destroy_process_group()
+    # Rank 0's store listens before the others learn its port (a client
+    # that finds no listener retries only after a second).
+    store, where = None, None
+    if _kolo.rank() == 0:
+        host = _local_address()
+        store = dist.TCPStore(host, 0, _kolo.size(), True, timeout=timeout,
+                              wait_for_workers=False)
+        where = (host, store.port, secrets.token_hex(6))
+    host, port, token = broadcast_object(
+        where, root_rank=0, name='kolo.torch.distributed.reinit')
+    rank, size = _kolo.rank(), _kolo.size()
+    with _lock:
+        _groups_per_set.clear()
+        _uid_prefix = f'{token}.'
+    try:
+        if store is None:
+            store = dist.TCPStore(host, port, size, False, timeout=timeout)
+        dist.init_process_group(BACKEND, store=store, rank=rank,
+                                world_size=size, timeout=timeout)
+    except RuntimeError:
+        # A member lost during the rendezvous (rank 0's store gone, or a
+        # barrier that times out) ended kolo's epoch: kolo's own barrier
+        # then raises the membership error, which the elastic loop acts on.
+        # Otherwise it completes and the store's error stands.
+        _kolo_barrier()
+        raise
+    return dist.group.WORLD
+
+
+def _kolo_barrier():
+    # pylint: disable=import-outside-toplevel
+    from kolo.torch.mpi_ops import barrier
+    barrier()
 
 
 _kolorun_env()
