@@ -68,6 +68,24 @@ absl::Status ValidateAutotuneOptions(const AutotuneOptions& o) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::shared_ptr<Autotuner>> MakeAutotuner(
+    const AutotuneConfig& config, const NegotiatorOptions& negotiator) {
+  if (!config.enabled) return nullptr;
+  AutotuneOptions o;
+  o.enabled = true;
+  o.log_file = config.log_file;
+  o.warmup_samples = config.warmup_samples;
+  o.steps_per_sample = config.steps_per_sample;
+  o.max_samples = config.max_samples;
+  o.noise = config.noise;
+  o.initial.fusion_threshold = negotiator.fusion_threshold;
+  o.initial.cycle_time = negotiator.cycle_time;
+  absl::StatusOr<std::unique_ptr<Autotuner>> tuner =
+      Autotuner::Create(std::move(o));
+  if (!tuner.ok()) return tuner.status();
+  return std::shared_ptr<Autotuner>(*std::move(tuner));
+}
+
 absl::StatusOr<std::unique_ptr<Autotuner>> Autotuner::Create(
     AutotuneOptions options) {
   if (absl::Status s = ValidateAutotuneOptions(options); !s.ok()) return s;

@@ -8,7 +8,7 @@
 // the same plan (the choice is the coordinator's, never a rank's).
 //
 // Settings tuned (TunedSettings): the fusion threshold and the cycle time,
-// both the coordinator's (docs/performance.md "Autotune" says what is not
+// both the coordinator's (docs/tensor-fusion.md "Autotune" says what is not
 // tuned yet).
 //
 // Protocol, in samples of steps_per_sample steps each:
@@ -43,6 +43,8 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/autotune_config.h"
+#include "coordinator/negotiator.h"
 #include "proto/kolo.pb.h"
 
 namespace kolo::coordinator {
@@ -79,6 +81,14 @@ struct AutotuneOptions {
 // Checks `options` (counts positive, noise not negative, bounds ordered);
 // the message names the flag.
 absl::Status ValidateAutotuneOptions(const AutotuneOptions& options);
+
+class Autotuner;
+
+// The tuner for a job whose user settings are `config` and whose
+// negotiators start from `negotiator` (the starting fusion threshold and
+// cycle time); null when config.enabled is false. Errors name the flag.
+absl::StatusOr<std::shared_ptr<Autotuner>> MakeAutotuner(
+    const AutotuneConfig& config, const NegotiatorOptions& negotiator);
 
 class Autotuner {
  public:

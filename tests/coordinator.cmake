@@ -57,8 +57,8 @@ kolo_add_test(coordinator_grpc_gate_test
   LIBS kolo_coordinator_core
   LABELS unit tsan)
 # The autotuner (coordinator/autotune.h) against a synthetic workload whose
-# best setting is known.
+# best setting is known, and through CoordinatorCore.
 kolo_add_test(coordinator_autotune_test
-  SOURCES coordinator_autotune_test.cc
+  SOURCES coordinator_autotune_test.cc coordinator_autotune_core_test.cc
   LIBS kolo_coordinator_core
   LABELS unit)

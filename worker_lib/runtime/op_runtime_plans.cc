@@ -68,6 +68,13 @@ void OpRuntime::TracePlan(Timeline& timeline, const proto::Plan& plan,
   timeline.Marker(absl::StrCat("plan ", plan.seq()), arrived,
                   {{"responses", absl::StrCat(plan.responses_size())},
                    {"tensors", absl::StrCat(tensors)}});
+  if (plan.has_autotune()) {
+    const proto::AutotuneSwitch& a = plan.autotune();
+    timeline.Marker(a.done() ? "autotune: chosen" : "autotune: switch", arrived,
+                    {{"fusion_threshold", absl::StrCat(a.fusion_threshold())},
+                     {"cycle_time_us", absl::StrCat(a.cycle_time_us())},
+                     {"sample", absl::StrCat(a.sample())}});
+  }
 }
 
 namespace {

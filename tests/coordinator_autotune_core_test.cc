@@ -1,0 +1,105 @@
+// The autotuner through CoordinatorCore (coordinator/core_autotune.cc):
+// every rank gets each switch in the same plan, the switches come at sample
+// ends, and a membership change while tuning restarts it.
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "coordinator/autotune.h"
+#include "coordinator/core.h"
+#include "gtest/gtest.h"
+#include "tests/testing/core_harness.h"
+
+namespace kolo::coordinator {
+namespace {
+
+using core_harness::CoreTest;
+using core_harness::To;
+
+class AutotuneCoreTest : public CoreTest {
+ protected:
+  void SetUp() override {
+    AutotuneOptions o;
+    o.enabled = true;
+    o.warmup_samples = 1;
+    o.steps_per_sample = 2;
+    o.max_samples = 4;
+    o.initial = {uint64_t{128} << 20, absl::Milliseconds(1)};
+    absl::StatusOr<std::unique_ptr<Autotuner>> t = Autotuner::Create(o);
+    ASSERT_TRUE(t.ok()) << t.status();
+    tuner_ = std::shared_ptr<Autotuner>(*std::move(t));
+    tweak_ = [this](CoreOptions& c) { c.autotuner = tuner_; };
+  }
+
+  // One training step of tensors a and b on every rank: each rank announces
+  // each and reports every plan done. Records the plans each session got.
+  void Step(int ranks) {
+    for (const char* name : {"a", "b"}) {
+      Actions last;
+      for (int r = 1; r <= ranks; ++r) last = Announce(r, name);
+      for (int r = 1; r <= ranks; ++r) {
+        for (const proto::CoordinatorMessage& m : To(last, r)) {
+          if (!m.has_plan()) continue;
+          plans_[r].push_back(m.plan());
+          proto::WorkerMessage done = Fenced(1);
+          done.mutable_done()->set_seq(m.plan().seq());
+          core_->OnMessage(r, done);
+        }
+      }
+      now_ += absl::Milliseconds(100);
+    }
+  }
+
+  // The seqs of the plans session `r` got that carry a switch.
+  std::vector<uint64_t> Switches(int r) const {
+    std::vector<uint64_t> seqs;
+    for (const proto::Plan& p : plans_.at(r)) {
+      if (p.has_autotune()) seqs.push_back(p.seq());
+    }
+    return seqs;
+  }
+
+  std::shared_ptr<Autotuner> tuner_;
+  std::map<int, std::vector<proto::Plan>> plans_;
+};
+
+TEST_F(AutotuneCoreTest, EveryRankSwitchesAtTheSamePlan) {
+  Form({"h0", "h1", "h2"});
+  for (int step = 0; step < 40 && !tuner_->done(); ++step) Step(3);
+  ASSERT_TRUE(tuner_->done());
+  const std::vector<uint64_t> first = Switches(1);
+  ASSERT_FALSE(first.empty());
+  EXPECT_EQ(Switches(2), first);
+  EXPECT_EQ(Switches(3), first);
+  // The same switch in each: the last one is the choice.
+  for (int r = 2; r <= 3; ++r) {
+    for (size_t i = 0; i < plans_[1].size(); ++i) {
+      EXPECT_EQ(plans_[r][i].autotune().SerializeAsString(),
+                plans_[1][i].autotune().SerializeAsString());
+    }
+  }
+  const proto::Plan* last = nullptr;
+  for (const proto::Plan& p : plans_[1]) {
+    if (p.has_autotune()) last = &p;
+  }
+  ASSERT_NE(last, nullptr);
+  EXPECT_TRUE(last->autotune().done());
+  EXPECT_EQ(last->autotune().fusion_threshold(),
+            tuner_->current().fusion_threshold);
+  EXPECT_EQ(last->autotune().sample(), 4u);
+  // A step is two plans here (a, then b), and a switch ends a sample: the
+  // switches are a whole number of samples apart.
+  for (size_t i = 1; i < first.size(); ++i) {
+    EXPECT_EQ((first[i] - first[0]) % 4, 0u) << first[i];
+  }
+  // No switch after the choice.
+  const size_t before = plans_[1].size();
+  for (int step = 0; step < 5; ++step) Step(3);
+  for (size_t i = before; i < plans_[1].size(); ++i) {
+    EXPECT_FALSE(plans_[1][i].has_autotune());
+  }
+}
+
+}  // namespace
+}  // namespace kolo::coordinator
