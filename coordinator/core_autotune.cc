@@ -1,8 +1,9 @@
 // CoordinatorCore's autotuning (coordinator/autotune.h): each epoch's
 // Negotiator starts from the tuner's settings, and the plans it sends end
 // steps, whose samples may switch the settings. The switch goes into the
-// plan at which it is decided (Plan.autotune), so that every rank marks it in
-// its timeline at the same plan; the plans after it use the new settings.
+// plan at which it is decided (Plan.autotune), which every rank runs (it logs
+// the switch, and the timeline marks it); the plans after it use the new
+// settings.
 //
 // Thread-safety: CoordinatorCore's methods, called with mu_ held.
 #include <cstdint>

@@ -120,6 +120,15 @@ void OpRuntime::RunPlan(proto::Plan& plan, absl::Time arrived,
   if (run.timeline != nullptr) {
     TracePlan(*run.timeline, plan, arrived, run.traced);
   }
+  if (plan.has_autotune()) {
+    // Every rank gets the switch in the same plan (coordinator/autotune.h).
+    const proto::AutotuneSwitch& a = plan.autotune();
+    RuntimeLog()->info(
+        "autotune: {} after plan {}: fusion threshold {} bytes, cycle time {} "
+        "us (sample {})",
+        a.done() ? "chosen" : "switch", plan.seq(), a.fusion_threshold(),
+        a.cycle_time_us(), a.sample());
+  }
   StepResults results = runner.Run(plan.seq(), run.steps, run.timeline.get());
   SendOrHoldDone(plan.seq(), run.in_plan);
   CompleteSteps(run.steps, results);
