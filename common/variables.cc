@@ -130,9 +130,11 @@ constexpr Variable kVariables[] = {
      .unit = "0/1",
      .default_text = "0",
      .meaning = "1: during the first steps the coordinator tries settings of "
-                "the fusion threshold and the cycle time, scores each by the "
+                "the fusion threshold, the cycle time and the response cache "
+                "(on or off), scores each by the "
                 "bytes reduced per second, and keeps the best; the choice "
-                "overrides `KOLO_FUSION_THRESHOLD`. See "
+                "overrides `KOLO_FUSION_THRESHOLD` (and a cache turned off, "
+                "`KOLO_CACHE_CAPACITY`). See "
                 "[Autotune](tensor-fusion.md#autotune)."},
     {.name = "KOLO_AUTOTUNE_LOG",
      .read_by = "kolorun, kolo-coordinator",

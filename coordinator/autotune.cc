@@ -17,7 +17,8 @@
 namespace kolo::coordinator {
 
 // The search over (log2 of the fusion threshold in bytes, the cycle time in
-// milliseconds), and the request whose setting runs now.
+// milliseconds, the cache off or on as the integer 0 or 1), and the request
+// whose setting runs now.
 struct Autotuner::Search {
   dlib::global_function_search search;
   std::optional<dlib::function_evaluation_request> pending;
@@ -98,7 +99,8 @@ absl::StatusOr<std::unique_ptr<Autotuner>> Autotuner::Create(
                        t->options_.log_file, "': ", std::strerror(errno)));
     }
     std::fputs(
-        "sample,fusion_threshold_mb,cycle_time_ms,score_bytes_per_second\n",
+        "sample,fusion_threshold_mb,cycle_time_ms,cache_enabled,"
+        "score_bytes_per_second\n",
         t->log_);
     std::fflush(t->log_);
   }
@@ -124,18 +126,20 @@ Autotuner::~Autotuner() {
 void Autotuner::LogLine(const std::string& sample, const TunedSettings& s,
                         double score) {
   if (log_ == nullptr) return;
-  std::fputs(absl::StrFormat("%s,%.3f,%.3f,%.0f\n", sample,
-                             static_cast<double>(s.fusion_threshold) /
-                                 static_cast<double>(1 << 20),
-                             CycleMs(s.cycle_time), score)
-                 .c_str(),
-             log_);
+  std::fputs(
+      absl::StrFormat("%s,%.3f,%.3f,%d,%.0f\n", sample,
+                      static_cast<double>(s.fusion_threshold) /
+                          static_cast<double>(1 << 20),
+                      CycleMs(s.cycle_time), s.cache_enabled ? 1 : 0, score)
+          .c_str(),
+      log_);
   std::fflush(log_);
 }
 
-TunedSettings Autotuner::FromPoint(double log2_threshold,
-                                   double cycle_ms) const {
+TunedSettings Autotuner::FromPoint(double log2_threshold, double cycle_ms,
+                                   double cache) const {
   TunedSettings s;
+  s.cache_enabled = cache >= 0.5;
   const double bytes = std::exp2(log2_threshold);
   s.fusion_threshold =
       std::clamp(static_cast<uint64_t>(std::llround(bytes)),
@@ -151,17 +155,18 @@ TunedSettings Autotuner::Next(double score) {
   LogLine(absl::StrCat(scored_), current_, score);
   if (search_ == nullptr) {
     // The first score is the starting setting's: the search begins from it.
-    dlib::matrix<double, 0, 1> lo(2), hi(2), x(2);
+    dlib::matrix<double, 0, 1> lo(3), hi(3), x(3);
     lo = std::log2(static_cast<double>(options_.min_fusion_threshold)),
-    CycleMs(options_.min_cycle_time);
+    CycleMs(options_.min_cycle_time), 0;
     hi = std::log2(static_cast<double>(options_.max_fusion_threshold)),
-    CycleMs(options_.max_cycle_time);
+    CycleMs(options_.max_cycle_time), 1;
     x = std::log2(static_cast<double>(current_.fusion_threshold)),
-    CycleMs(current_.cycle_time);
-    search_ = std::make_unique<Search>(dlib::function_spec(lo, hi),
-                                       std::vector<dlib::function_evaluation>{
-                                           dlib::function_evaluation(x, score)},
-                                       options_.noise);
+    CycleMs(current_.cycle_time), current_.cache_enabled ? 1 : 0;
+    search_ = std::make_unique<Search>(
+        dlib::function_spec(lo, hi, {false, false, true}),
+        std::vector<dlib::function_evaluation>{
+            dlib::function_evaluation(x, score)},
+        options_.noise);
     // Deterministic: every run of a job explores alike.
     search_->search.set_seed(1);
   } else if (search_->pending.has_value()) {
@@ -174,19 +179,20 @@ TunedSettings Autotuner::Next(double score) {
     size_t index = 0;
     search_->search.get_best_function_eval(best, best_score, index);
     done_ = true;
-    TunedSettings chosen = FromPoint(best(0), best(1));
+    TunedSettings chosen = FromPoint(best(0), best(1), best(2));
     LogLine("best", chosen, best_score);
     GetLogger("coordinator")
         ->info(
             "autotune: done after {} samples: fusion threshold {} bytes, "
-            "cycle time {} ({:.0f} bytes/s)",
+            "cycle time {}, response cache {} ({:.0f} bytes/s)",
             scored_, chosen.fusion_threshold,
-            absl::FormatDuration(chosen.cycle_time), best_score);
+            absl::FormatDuration(chosen.cycle_time),
+            chosen.cache_enabled ? "on" : "off", best_score);
     return chosen;
   }
   search_->pending.emplace(search_->search.get_next_x());
   const dlib::matrix<double, 0, 1>& x = search_->pending->x();
-  return FromPoint(x(0), x(1));
+  return FromPoint(x(0), x(1), x(2));
 }
 
 std::optional<TunedSettings> Autotuner::EndStep(uint64_t bytes,
@@ -237,11 +243,19 @@ bool StepDetector::Observe(const proto::Plan& plan) {
     if (r.error_code() != 0) continue;
     const int n = r.by_bit() ? r.cache_bits_size() : r.names_size();
     for (int i = 0; i < n; ++i) {
-      // A tensor with a cache bit is known by it either way (its first plan
-      // gives the bit with the name, later ones send the bit alone).
+      // A tensor is known by its name: a response by bit names it through
+      // the plan that gave the bit out (with the name), so that turning the
+      // cache on or off does not change what a step is.
       const int32_t bit = i < r.cache_bits_size() ? r.cache_bits(i) : -1;
-      std::string key =
-          bit >= 0 ? absl::StrCat("b", bit) : absl::StrCat("n", r.names(i));
+      std::string key;
+      if (!r.by_bit()) {
+        key = r.names(i);
+        if (bit >= 0) names_by_bit_[bit] = key;
+      } else if (auto it = names_by_bit_.find(bit); it != names_by_bit_.end()) {
+        key = it->second;
+      } else {
+        key = absl::StrCat("bit ", bit);  // given out before we looked
+      }
       if (seen_.contains(key) && !boundary) {
         boundary = true;
         seen_.clear();

@@ -7,9 +7,9 @@
 // applies its settings to each epoch's Negotiator, so every rank switches at
 // the same plan (the choice is the coordinator's, never a rank's).
 //
-// Settings tuned (TunedSettings): the fusion threshold and the cycle time,
-// both the coordinator's (docs/tensor-fusion.md "Autotune" says what is not
-// tuned yet).
+// Settings tuned (TunedSettings): the fusion threshold, the cycle time and
+// the response cache on or off, all the coordinator's (docs/tensor-fusion.md
+// "Autotune" says what is not tuned yet).
 //
 // Protocol, in samples of steps_per_sample steps each:
 // - The first warmup_samples samples run the starting settings and are not
@@ -21,7 +21,7 @@
 // - After max_samples scored samples the best setting seen is chosen and
 //   kept; tuning is done. Each sample and the choice are one CSV line of the
 //   log file (when one is named): "sample,fusion_threshold_mb,cycle_time_ms,
-//   score_bytes_per_second" with sample "best" for the choice.
+//   cache_enabled,score_bytes_per_second" with sample "best" for the choice.
 // - Restart(): a change of membership discards every score (they measured
 //   another job) and starts over with warmup; a tuner that is done keeps its
 //   choice.
@@ -40,6 +40,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -53,8 +54,10 @@ namespace kolo::coordinator {
 struct TunedSettings {
   uint64_t fusion_threshold = 0;  // bytes
   absl::Duration cycle_time;
+  bool cache_enabled = true;  // the response cache (false: capacity 0)
   bool operator==(const TunedSettings& o) const {
-    return fusion_threshold == o.fusion_threshold && cycle_time == o.cycle_time;
+    return fusion_threshold == o.fusion_threshold &&
+           cycle_time == o.cycle_time && cache_enabled == o.cache_enabled;
   }
 };
 
@@ -118,7 +121,8 @@ class Autotuner {
   explicit Autotuner(AutotuneOptions options);
   // The sample that just ended scored `score`: returns the next setting.
   TunedSettings Next(double score);
-  TunedSettings FromPoint(double log2_threshold, double cycle_ms) const;
+  TunedSettings FromPoint(double log2_threshold, double cycle_ms,
+                          double cache) const;
   void LogLine(const std::string& sample, const TunedSettings& s, double score);
 
   AutotuneOptions options_;
@@ -136,17 +140,22 @@ class Autotuner {
 };
 
 // Finds the ends of training steps in the plans the coordinator sends: a
-// step ends when a tensor (by name, or by cache bit for a response sent by
-// bit) comes again that the current step already ran. Plain, no clock.
+// step ends when a tensor comes again that the current step already ran (by
+// name; a response sent by cache bit names its tensors through the plan that
+// gave each bit out). Plain, no clock.
 // Thread-safety: none. Invariant: seen_ holds the current step's tensors.
 class StepDetector {
  public:
   // Whether `plan` begins a new step.
   bool Observe(const proto::Plan& plan);
-  void Reset() { seen_.clear(); }
+  void Reset() {
+    seen_.clear();
+    names_by_bit_.clear();
+  }
 
  private:
   absl::flat_hash_set<std::string> seen_;
+  absl::flat_hash_map<int32_t, std::string> names_by_bit_;
 };
 
 }  // namespace kolo::coordinator

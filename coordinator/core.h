@@ -47,7 +47,8 @@
 //   Leave: LeaveAck; when every member left, the job ended well.
 // - Autotune (CoreOptions::autotuner; core_autotune.cc): the plans it sends
 //   end training steps (StepDetector); at a sample's end the tuner may
-//   switch the negotiator's fusion threshold and cycle time, and the plan
+//   switch the negotiator's fusion threshold, cycle time and response cache
+//   (NegotiatorTuning), and the plan
 //   that ended it carries the switch (Plan.autotune) to every member. A new
 //   epoch starts from the tuner's settings; a membership change while
 //   tuning restarts it.

@@ -21,6 +21,7 @@ NegotiatorTuning TuningOf(const Autotuner& tuner) {
   NegotiatorTuning t;
   t.fusion_threshold = tuner.current().fusion_threshold;
   t.cycle_time = tuner.current().cycle_time;
+  t.cache_enabled = tuner.current().cache_enabled;
   // The tuner must see every step until it is done.
   t.hold_fast_path = !tuner.done();
   return t;
@@ -54,12 +55,14 @@ void CoordinatorCore::TuneOnPlan(proto::Plan& plan) {
   proto::AutotuneSwitch& sw = *plan.mutable_autotune();
   sw.set_fusion_threshold(now.fusion_threshold);
   sw.set_cycle_time_us(absl::ToInt64Microseconds(now.cycle_time));
+  sw.set_cache_enabled(now.cache_enabled);
   sw.set_sample(static_cast<uint32_t>(tuner->scored_samples()));
   sw.set_done(tuner->done());
   Event(tuner->done() ? "autotune_chosen" : "autotune_switch",
         {{"plan", plan.seq()},
          {"fusion_threshold", now.fusion_threshold},
          {"cycle_time_us", sw.cycle_time_us()},
+         {"cache_enabled", now.cache_enabled},
          {"sample", tuner->scored_samples()}});
 }
 

@@ -41,6 +41,7 @@ Negotiator::Negotiator(NegotiatorOptions options)
       fusion_threshold_(options_.fusion_threshold),
       cycle_time_(options_.cycle_time),
       fusion_direct_bytes_(options_.fusion_direct_bytes),
+      ranks_capacity_(options_.cache_capacity),
       cache_(options_.size, options_.cache_capacity) {
   KOLO_CHECK(options_.size >= 1) << "negotiator size " << options_.size;
   done_.assign(options_.size, 0);
@@ -59,12 +60,15 @@ void Negotiator::SetTuning(const std::optional<NegotiatorTuning>& tuning) {
     fusion_threshold_ = tuning->fusion_threshold;
     cycle_time_ = tuning->cycle_time;
     hold_fast_path_ = tuning->hold_fast_path;
+    tuned_cache_off_ = !tuning->cache_enabled;
   } else {
     tuned_threshold_.reset();
     fusion_threshold_ = ranks_threshold_.value_or(options_.fusion_threshold);
     cycle_time_ = options_.cycle_time;
     hold_fast_path_ = false;
+    tuned_cache_off_ = false;
   }
+  ApplyCapacity();
 }
 
 const std::vector<int>* Negotiator::Members(int32_t set) const {
@@ -120,6 +124,12 @@ void Negotiator::UpdateSettings(int rank, const proto::Settings& settings) {
   timeline_ = timeline;
   disable_group_fusion_ = disable_group_fusion;
   fast_wanted_ = fast;
+  ranks_capacity_ = capacity;
+  ApplyCapacity();
+}
+
+void Negotiator::ApplyCapacity() {
+  const uint32_t capacity = tuned_cache_off_ ? 0 : ranks_capacity_;
   if (fast_) {
     // The ranks number their own plans meanwhile: a cache change belongs
     // in the first plan after their exits (EndFastPath).

@@ -131,6 +131,9 @@ struct NegotiatorTuning {
   absl::Duration cycle_time;      // replaces NegotiatorOptions::cycle_time
   // Grant no fast path: the tuner must see every step's plans.
   bool hold_fast_path = false;
+  // false: the response cache is off (capacity 0, every bit evicted in the
+  // next plan) whatever the ranks' capacity; true: the ranks' capacity.
+  bool cache_enabled = true;
 };
 
 // What one call produced.
@@ -319,6 +322,7 @@ class Negotiator {
   void Inspect(absl::Time now, NegotiatorOutput& out);
   // The effective settings (see the class comment).
   void UpdateSettings(int rank, const proto::Settings& settings);
+  void ApplyCapacity();
   // After Flush built `plan`: grants the fast path in it when it may.
   void MaybeGrantFastPath(proto::Plan& plan);
   // Every rank that did not leave reported its fast-path exit: the plan
@@ -369,6 +373,11 @@ class Negotiator {
   absl::Duration cycle_time_;
   bool hold_fast_path_ = false;
   uint64_t fusion_direct_bytes_;
+  // The ranks' smallest cache capacity (the options' until every rank sent
+  // one), and whether the autotuner turned the cache off; ApplyCapacity
+  // sets the cache's capacity from them.
+  uint32_t ranks_capacity_;
+  bool tuned_cache_off_ = false;
   bool timeline_ = false;
   ResponseCache cache_;
   std::vector<uint32_t> evicted_;  // for the next plan's cache_evicted

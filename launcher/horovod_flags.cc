@@ -151,8 +151,8 @@ constexpr HorovodFlag kTable[] = {
      false,
      Id::kAutotune,
      nullptr,
-     "the coordinator tunes the fusion threshold and cycle time during the "
-     "first steps (KOLO_AUTOTUNE)"},
+     "the coordinator tunes the fusion threshold, cycle time and response "
+     "cache during the first steps (KOLO_AUTOTUNE)"},
     {{"--autotune-log-file"},
      A::kMapped,
      true,

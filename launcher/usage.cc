@@ -188,9 +188,9 @@ Options:
                                the rank prefix.
   --log-without-timestamp, --log-hide-timestamp
                                No timestamp (the default).
-  --autotune, --no-autotune    The coordinator tunes the fusion threshold
-                               and cycle time during the first steps and
-                               keeps the best (KOLO_AUTOTUNE=1,
+  --autotune, --no-autotune    The coordinator tunes the fusion threshold,
+                               cycle time and response cache during the
+                               first steps and keeps the best (KOLO_AUTOTUNE=1,
                                HOROVOD_AUTOTUNE=1); see docs/tensor-fusion.md.
   --autotune-log-file F        One CSV line per sample, and the choice.
   --autotune-warmup-samples N  Samples not scored (default 3).

@@ -18,14 +18,17 @@ namespace {
 
 // A synthetic workload: the bytes reduced per second peak at a fusion
 // threshold of 32 MiB and a cycle time of 5 ms, and fall off smoothly (on a
-// log scale for the threshold) away from them.
+// log scale for the threshold) away from them; the response cache on is
+// better (by default) or worse (with `cache_hurts`).
 constexpr double kBestLog2Threshold = 25;  // 32 MiB
 constexpr double kBestCycleMs = 5;
+bool cache_hurts = false;
 double Rate(const TunedSettings& s) {
   const double dt =
       std::log2(static_cast<double>(s.fusion_threshold)) - kBestLog2Threshold;
   const double dc = absl::ToDoubleMilliseconds(s.cycle_time) - kBestCycleMs;
-  return 1e9 / (1 + 0.5 * dt * dt + 0.02 * dc * dc);
+  const double cache = s.cache_enabled != cache_hurts ? 1.0 : 0.8;
+  return cache * 1e9 / (1 + 0.5 * dt * dt + 0.02 * dc * dc);
 }
 
 struct TuneRun {
@@ -77,6 +80,7 @@ TEST(Autotune, ConvergesOnTheKnownBestWithinTheBudget) {
       << run.final.fusion_threshold;
   EXPECT_NEAR(absl::ToDoubleMilliseconds(run.final.cycle_time), kBestCycleMs,
               1.5);
+  EXPECT_TRUE(run.final.cache_enabled);
   // Far better than the starting setting.
   EXPECT_GT(Rate(run.final), 0.9 * 1e9);
   EXPECT_LT(Rate(Options().initial), 0.5 * 1e9);
@@ -86,6 +90,19 @@ TEST(Autotune, ConvergesOnTheKnownBestWithinTheBudget) {
                    ->EndStep(1ull << 60, absl::UnixEpoch() + absl::Hours(1))
                    .has_value());
   EXPECT_EQ((*tuner)->current(), chosen);
+}
+
+TEST(Autotune, TurnsTheCacheOffWhenThatIsBetter) {
+  cache_hurts = true;
+  absl::StatusOr<std::unique_ptr<Autotuner>> tuner =
+      Autotuner::Create(Options());
+  ASSERT_TRUE(tuner.ok()) << tuner.status();
+  TuneRun run = Drive(**tuner, 1000);
+  cache_hurts = false;
+  ASSERT_TRUE((*tuner)->done());
+  EXPECT_FALSE(run.final.cache_enabled);
+  EXPECT_NEAR(std::log2(static_cast<double>(run.final.fusion_threshold)),
+              kBestLog2Threshold, 0.5);
 }
 
 TEST(Autotune, SwitchesOnlyAtSampleEndsAfterTheWarmup) {
@@ -118,12 +135,13 @@ TEST(Autotune, WritesOneCsvLinePerSampleAndTheChoice) {
       absl::StrSplit(text.str(), '\n', absl::SkipEmpty());
   ASSERT_EQ(lines.size(), 1u + 5u + 1u) << text.str();
   EXPECT_EQ(lines[0],
-            "sample,fusion_threshold_mb,cycle_time_ms,score_bytes_per_second");
+            "sample,fusion_threshold_mb,cycle_time_ms,cache_enabled,"
+            "score_bytes_per_second");
   // The first scored sample is the starting setting.
-  EXPECT_EQ(lines[1].substr(0, 16), "1,128.000,1.000,") << lines[1];
+  EXPECT_EQ(lines[1].substr(0, 18), "1,128.000,1.000,1,") << lines[1];
   EXPECT_EQ(lines.back().substr(0, 5), "best,");
   for (const std::string& line : lines) {
-    EXPECT_EQ(std::vector<std::string>(absl::StrSplit(line, ',')).size(), 4u)
+    EXPECT_EQ(std::vector<std::string>(absl::StrSplit(line, ',')).size(), 5u)
         << line;
   }
 }

@@ -76,7 +76,8 @@ void ExpectSameSwitches(const JobRun& run, int n, int samples,
       absl::StrSplit(ReadAll(log), '\n', absl::SkipEmpty());
   ASSERT_EQ(csv.size(), static_cast<size_t>(1 + samples + 1)) << ReadAll(log);
   EXPECT_EQ(csv[0],
-            "sample,fusion_threshold_mb,cycle_time_ms,score_bytes_per_second");
+            "sample,fusion_threshold_mb,cycle_time_ms,cache_enabled,"
+            "score_bytes_per_second");
   EXPECT_TRUE(absl::StartsWith(csv.back(), "best,")) << csv.back();
 }
 

@@ -73,6 +73,7 @@ void OpRuntime::TracePlan(Timeline& timeline, const proto::Plan& plan,
     timeline.Marker(a.done() ? "autotune: chosen" : "autotune: switch", arrived,
                     {{"fusion_threshold", absl::StrCat(a.fusion_threshold())},
                      {"cycle_time_us", absl::StrCat(a.cycle_time_us())},
+                     {"cache_enabled", a.cache_enabled() ? "1" : "0"},
                      {"sample", absl::StrCat(a.sample())}});
   }
 }
@@ -125,9 +126,9 @@ void OpRuntime::RunPlan(proto::Plan& plan, absl::Time arrived,
     const proto::AutotuneSwitch& a = plan.autotune();
     RuntimeLog()->info(
         "autotune: {} after plan {}: fusion threshold {} bytes, cycle time {} "
-        "us (sample {})",
+        "us, response cache {} (sample {})",
         a.done() ? "chosen" : "switch", plan.seq(), a.fusion_threshold(),
-        a.cycle_time_us(), a.sample());
+        a.cycle_time_us(), a.cache_enabled() ? "on" : "off", a.sample());
   }
   StepResults results = runner.Run(plan.seq(), run.steps, run.timeline.get());
   SendOrHoldDone(plan.seq(), run.in_plan);
