@@ -1,6 +1,7 @@
 // The autotuner through CoordinatorCore (coordinator/core_autotune.cc):
 // every rank gets each switch in the same plan, the switches come at sample
-// ends, and a membership change while tuning restarts it.
+// ends, a switch that turns the response cache off stops its bits, and a
+// membership change (elastic) restarts tuning, or keeps a choice made.
 #include <map>
 #include <memory>
 #include <string>
@@ -10,6 +11,7 @@
 #include "coordinator/core.h"
 #include "gtest/gtest.h"
 #include "tests/testing/core_harness.h"
+#include "tests/testing/elastic_harness.h"
 
 namespace kolo::coordinator {
 namespace {
@@ -114,6 +116,73 @@ TEST_F(AutotuneCoreTest, EveryRankSwitchesAtTheSamePlan) {
   for (size_t i = before; i < plans_[1].size(); ++i) {
     EXPECT_FALSE(plans_[1][i].has_autotune());
   }
+}
+
+// Elastic: epoch 1 of three workers loses w2; epoch 2 forms of the others.
+class AutotuneElasticTest : public core_harness::ElasticTest {
+ protected:
+  void FormTuned(int max_samples) {
+    AutotuneOptions o;
+    o.enabled = true;
+    o.warmup_samples = 0;
+    o.steps_per_sample = 1;
+    o.max_samples = max_samples;
+    o.initial = {uint64_t{128} << 20, absl::Milliseconds(1)};
+    absl::StatusOr<std::unique_ptr<Autotuner>> t = Autotuner::Create(o);
+    ASSERT_TRUE(t.ok()) << t.status();
+    tuner_ = std::shared_ptr<Autotuner>(*std::move(t));
+    tweak_ = [this](CoreOptions& c) {
+      c.elastic = true;
+      c.min_size = 1;
+      c.elastic_timeout = absl::Seconds(20);
+      c.autotuner = tuner_;
+    };
+    Form({"h0", "h1", "h2"});
+  }
+
+  // One step of tensor t on `sessions` in `epoch`; every plan reported done.
+  void Step(const std::vector<SessionId>& sessions, uint64_t epoch) {
+    Actions last;
+    for (SessionId id : sessions) last = Announce(id, "t", epoch);
+    for (SessionId id : sessions) {
+      for (const proto::CoordinatorMessage& m : To(last, id)) {
+        if (m.has_plan()) Done(id, m.plan().seq(), epoch);
+      }
+    }
+    now_ += absl::Milliseconds(100);
+  }
+
+  void LoseW2() {
+    (void)core_->OnClosed(3, "killed");
+    (void)Ack(1, 1);
+    (void)Ack(2, 1);
+    ASSERT_EQ(core_->epoch(), 2u);
+  }
+
+  std::shared_ptr<Autotuner> tuner_;
+};
+
+TEST_F(AutotuneElasticTest, AMembershipChangeWhileTuningRestartsIt) {
+  FormTuned(/*max_samples=*/6);
+  for (int i = 0; i < 4; ++i) Step({1, 2, 3}, 1);
+  ASSERT_FALSE(tuner_->done());
+  ASSERT_GT(tuner_->scored_samples(), 0);
+  LoseW2();
+  EXPECT_EQ(tuner_->scored_samples(), 0);
+  EXPECT_EQ(tuner_->current().fusion_threshold, uint64_t{128} << 20);
+  for (int i = 0; i < 20 && !tuner_->done(); ++i) Step({1, 2}, 2);
+  EXPECT_TRUE(tuner_->done());
+  EXPECT_EQ(tuner_->scored_samples(), 6);
+}
+
+TEST_F(AutotuneElasticTest, AChoiceMadeIsKeptAcrossAMembershipChange) {
+  FormTuned(/*max_samples=*/3);
+  for (int i = 0; i < 20 && !tuner_->done(); ++i) Step({1, 2, 3}, 1);
+  ASSERT_TRUE(tuner_->done());
+  const TunedSettings chosen = tuner_->current();
+  LoseW2();
+  EXPECT_TRUE(tuner_->done());
+  EXPECT_EQ(tuner_->current(), chosen);
 }
 
 }  // namespace
