@@ -37,7 +37,7 @@ void CoordinatorCore::TuneNewEpoch(bool membership_changed) {
     // The scores so far measured another job (docs/tensor-fusion.md
     // "Autotune"): tuning starts over; a finished tuning keeps its choice.
     tuner->Restart();
-    Event("autotune_restart", {{"epoch", ep_.number}});
+    Event("autotune_restart", nlohmann::ordered_json::object());
   }
   ep_.negotiator->SetTuning(TuningOf(*tuner));
 }
