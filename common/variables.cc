@@ -122,6 +122,65 @@ constexpr Variable kVariables[] = {
      .default_text = "0",
      .meaning = "1: the members of a grouped op fuse only with each other, not "
                 "with other tensors. One rank setting it is enough."},
+    {.name = "KOLO_AUTOTUNE",
+     .read_by = "kolorun, kolo-coordinator",
+     .section = "Negotiation, fusion and the response cache",
+     .flag = "`--autotune`, `--no-autotune` (kolorun, kolo-coordinator)",
+     .alias = "`HOROVOD_AUTOTUNE`",
+     .unit = "0/1",
+     .default_text = "0",
+     .meaning = "1: during the first steps the coordinator tries settings of "
+                "the fusion threshold, the cycle time and the response cache "
+                "(on or off), scores each by the "
+                "bytes reduced per second, and keeps the best; the choice "
+                "overrides `KOLO_FUSION_THRESHOLD` (and a cache turned off, "
+                "`KOLO_CACHE_CAPACITY`). See "
+                "[Autotune](tensor-fusion.md#autotune)."},
+    {.name = "KOLO_AUTOTUNE_LOG",
+     .read_by = "kolorun, kolo-coordinator",
+     .section = "Negotiation, fusion and the response cache",
+     .flag = "`--autotune-log-file`",
+     .alias = "`HOROVOD_AUTOTUNE_LOG`",
+     .unit = "path",
+     .default_text = "none",
+     .meaning = "The autotuner's CSV log: one line per sample (the setting "
+                "and its score), and the choice."},
+    {.name = "KOLO_AUTOTUNE_WARMUP_SAMPLES",
+     .read_by = "kolorun, kolo-coordinator",
+     .section = "Negotiation, fusion and the response cache",
+     .flag = "`--autotune-warmup-samples`",
+     .alias = "`HOROVOD_AUTOTUNE_WARMUP_SAMPLES`",
+     .unit = "samples",
+     .default_text = "3",
+     .meaning = "Samples at the start that run the starting settings and are "
+                "not scored."},
+    {.name = "KOLO_AUTOTUNE_STEPS_PER_SAMPLE",
+     .read_by = "kolorun, kolo-coordinator",
+     .section = "Negotiation, fusion and the response cache",
+     .flag = "`--autotune-steps-per-sample`",
+     .alias = "`HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE`",
+     .unit = "steps",
+     .default_text = "10",
+     .meaning = "Training steps each setting runs for its score. A step ends "
+                "when a tensor comes again."},
+    {.name = "KOLO_AUTOTUNE_BAYES_OPT_MAX_SAMPLES",
+     .read_by = "kolorun, kolo-coordinator",
+     .section = "Negotiation, fusion and the response cache",
+     .flag = "`--autotune-bayes-opt-max-samples`",
+     .alias = "`HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES`",
+     .unit = "samples",
+     .default_text = "20",
+     .meaning = "Scored samples (the starting settings' included) before the "
+                "best is chosen and kept. At least 2."},
+    {.name = "KOLO_AUTOTUNE_GAUSSIAN_PROCESS_NOISE",
+     .read_by = "kolorun, kolo-coordinator",
+     .section = "Negotiation, fusion and the response cache",
+     .flag = "`--autotune-gaussian-process-noise`",
+     .alias = "`HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE`",
+     .unit = "number",
+     .default_text = "0.8",
+     .meaning = "How much a score may vary by chance: dlib's relative noise "
+                "magnitude for its global optimizer. At least 0."},
     {.name = "KOLO_NEGOTIATION_LINK",
      .read_by = "worker, kolo-bench",
      .section = "Negotiation, fusion and the response cache",

@@ -368,6 +368,7 @@ void CoordinatorCore::FormEpoch(uint64_t number,
   no.size = static_cast<int>(ep_.members.size());
   no.stats = &stats_.negotiation;
   ep_.negotiator = std::make_unique<Negotiator>(no);
+  TuneNewEpoch(/*membership_changed=*/number > 1);
   record.set_epoch(number);
   record.set_formed_unix_ms(absl::ToUnixMillis(options_.clock()));
   record.clear_members();
@@ -451,6 +452,7 @@ void CoordinatorCore::Apply(NegotiatorOutput& result, Actions& out) {
     std::optional<std::vector<int>> change;
     if (options_.elastic) change = TakeMembershipChange(plan);
     if (plan.responses_size() > 0 || !change.has_value()) {
+      TuneOnPlan(plan);
       proto::CoordinatorMessage msg;
       msg.mutable_fence()->set_incarnation(options_.incarnation);
       msg.mutable_fence()->set_epoch(ep_.number);

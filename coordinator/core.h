@@ -45,6 +45,13 @@
 //   warnings are logged, and its stall-shutdown verdict ends the job.
 //   Actions::wake_at says when OnTick is due for it (cycle time, stalls).
 //   Leave: LeaveAck; when every member left, the job ended well.
+// - Autotune (CoreOptions::autotuner; core_autotune.cc): the plans it sends
+//   end training steps (StepDetector); at a sample's end the tuner may
+//   switch the negotiator's fusion threshold, cycle time and response cache
+//   (NegotiatorTuning), and the plan
+//   that ended it carries the switch (Plan.autotune) to every member. A new
+//   epoch starts from the tuner's settings; a membership change while
+//   tuning restarts it.
 // - Re-init (Horovod's init() after shutdown(), non-elastic jobs): a worker
 //   that left may say Hello again under its worker id (a new Session). If
 //   members of the epoch are still in it, it waits (kWaiting); once every
@@ -117,6 +124,7 @@
 #include "common/knobs.h"
 #include "common/mutex.h"
 #include "common/rate_limited_log.h"
+#include "coordinator/autotune.h"
 #include "coordinator/event_log.h"
 #include "coordinator/job_history.h"
 #include "coordinator/metrics.h"
@@ -153,6 +161,9 @@ struct CoreOptions {
   int reset_limit = -1;
   // The event log (kolorun / kolo-coordinator --events; null: none).
   std::shared_ptr<EventLog> events;
+  // The autotuner (kolorun / kolo-coordinator --autotune;
+  // coordinator/autotune.h; null: none). Called under the core's mutex.
+  std::shared_ptr<Autotuner> autotuner;
   // When a message arrives (for liveness). Tests inject a fake clock and pass
   // the same clock's time to OnTick.
   std::function<absl::Time()> clock = [] { return absl::Now(); };
@@ -350,6 +361,11 @@ class CoordinatorCore {
   absl::Duration suspect_silence() const;
   // Sends the negotiator's plans to every member, logs its warnings, ends
   // the job on its shutdown verdict, and sets out.wake_at.
+  // Autotuning (core_autotune.cc): the tuner's settings for a new epoch's
+  // Negotiator (`membership_changed`: not the first epoch); a plan about to
+  // go out, which may end a step and switch the settings.
+  void TuneNewEpoch(bool membership_changed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void TuneOnPlan(proto::Plan& plan) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Apply(NegotiatorOutput& result, Actions& out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Forms epoch 1 once expected_size workers are in.
@@ -461,6 +477,8 @@ class CoordinatorCore {
   // stats_.negotiation through NegotiatorOptions::stats (under mu_, as
   // every call to it).
   CoreStats stats_ ABSL_GUARDED_BY(mu_);
+  // The autotuner's step ends, in the plans sent (core_autotune.cc).
+  StepDetector step_detector_ ABSL_GUARDED_BY(mu_);
   // Refusals of unproven peers go to the event log at most once per peer
   // host per minute, as they go to the log.
   RateLimiter refusal_events_{RateLimiter::Options{}};

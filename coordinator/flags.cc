@@ -26,7 +26,7 @@ constexpr char kUsage[] =
     "         [--stall-check-time-seconds S]\n"
     "         [--stall-shutdown-time-seconds S] [--log-level L]\n"
     "         [--min-np A [--max-np M] [--elastic-timeout S]\n"
-    "          [--reset-limit N]] | --help | --version\n"
+    "          [--reset-limit N]] [--autotune ...] | --help | --version\n"
     "  --port P         TCP port to listen on (0: the kernel picks one)\n"
     "  --np N           number of workers that form the job\n"
     "  --bind HOST      address to bind (default 0.0.0.0)\n"
@@ -75,7 +75,19 @@ constexpr char kUsage[] =
     "                   (default: $KOLO_ELASTIC_TIMEOUT,\n"
     "                   $HOROVOD_ELASTIC_TIMEOUT or <--elastic-timeout>)\n"
     "  --reset-limit N  end an elastic job after N membership changes\n"
-    "                   (default: unlimited)\n";
+    "                   (default: unlimited)\n"
+    "  --autotune, --no-autotune\n"
+    "                   tune the fusion threshold, cycle time and response\n"
+    "                   cache during the first steps (default: "
+    "$KOLO_AUTOTUNE,\n"
+    "                   $HOROVOD_AUTOTUNE or off); docs/tensor-fusion.md\n"
+    "  --autotune-log-file F           one CSV line per sample to F\n"
+    "  --autotune-warmup-samples N     samples not scored (default 3)\n"
+    "  --autotune-steps-per-sample N   steps per sample (default 10)\n"
+    "  --autotune-bayes-opt-max-samples N\n"
+    "                   scored samples before the choice (default 20)\n"
+    "  --autotune-gaussian-process-noise X\n"
+    "                   how noisy the scores are (default 0.8)\n";
 
 // The knobs of common/knobs.h that kolo-coordinator takes as flags, and those
 // of them whose variables give the flags' defaults.
@@ -182,6 +194,14 @@ std::string ReadFlags(int argc, const char* const* argv, CoordinatorFlags& f) {
   min_np.option = app.add_option("--min-np", min_np.text);
   max_np.option = app.add_option("--max-np", max_np.text);
   reset_limit.option = app.add_option("--reset-limit", reset_limit.text);
+  bool autotune_on = false, autotune_off = false;
+  app.add_flag("--autotune", autotune_on)->disable_flag_override();
+  app.add_flag("--no-autotune", autotune_off)->disable_flag_override();
+  std::vector<Given> autotune_text(std::size(kAutotuneSettings));
+  for (size_t i = 1; i < std::size(kAutotuneSettings); ++i) {
+    autotune_text[i].option =
+        app.add_option(kAutotuneSettings[i].flag, autotune_text[i].text);
+  }
   std::vector<Given> knob_text(std::size(kFlagKnobs));
   for (size_t i = 0; i < std::size(kFlagKnobs); ++i) {
     knob_text[i].option =
@@ -213,6 +233,17 @@ std::string ReadFlags(int argc, const char* const* argv, CoordinatorFlags& f) {
                  "a number of membership changes (0 or more)",
                  core.reset_limit)}) {
     if (!error.empty()) return error;
+  }
+  if (autotune_on) f.autotune.enabled = true;
+  if (autotune_off) f.autotune.enabled = false;
+  for (size_t i = 1; i < std::size(kAutotuneSettings); ++i) {
+    std::optional<std::string> text = autotune_text[i].value();
+    if (!text.has_value()) continue;
+    if (absl::Status st =
+            SetAutotuneFlag(kAutotuneSettings[i].flag, *text, f.autotune);
+        !st.ok()) {
+      return std::string(st.message());
+    }
   }
   // --min-np given: an elastic job.
   if (min_np.value().has_value()) core.elastic = true;
@@ -272,7 +303,11 @@ FlagsOutcome ParseCoordinatorFlags(int argc, const char* const* argv,
   }
   CoordinatorFlags f;
   // A bad variable is reported after the flags.
-  const absl::Status env_error = SetKnobsFromEnv(kEnvKnobs, env, f.knobs);
+  absl::Status env_error = SetKnobsFromEnv(kEnvKnobs, env, f.knobs);
+  if (absl::Status st = AutotuneFromEnv(env, f.autotune);
+      env_error.ok() && !st.ok()) {
+    env_error = st;
+  }
   if (std::string error = ReadFlags(argc, argv, f); !error.empty()) {
     return Error(std::move(error));
   }

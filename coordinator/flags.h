@@ -6,7 +6,10 @@
 //       [--heartbeat-interval-seconds S] [--cycle-time-ms X]
 //       [--stall-check-time-seconds S] [--stall-shutdown-time-seconds S]
 //       [--log-level L] [--min-np A] [--max-np M] [--elastic-timeout S]
-//       [--reset-limit N]
+//       [--reset-limit N] [--autotune] [--no-autotune]
+//       [--autotune-log-file F] [--autotune-warmup-samples N]
+//       [--autotune-steps-per-sample N] [--autotune-bayes-opt-max-samples N]
+//       [--autotune-gaussian-process-noise X]
 //
 // The knob flags (heartbeat, cycle time, stall times, log level, elastic
 // timeout) are the rows of common/knobs.h's table, parsed by its helpers as
@@ -24,6 +27,7 @@
 
 #include <string>
 
+#include "common/autotune_config.h"
 #include "common/knobs.h"
 #include "coordinator/server.h"
 
@@ -49,6 +53,9 @@ struct CoordinatorFlags {
   std::string metrics_address = "127.0.0.1";
   std::string events_file;
   KnobValues knobs;  // the table's defaults, variables, then flags
+  // --autotune and friends over KOLO_AUTOTUNE* (common/autotune_config.h);
+  // main.cc makes the tuner (coordinator/autotune.h: MakeAutotuner).
+  AutotuneConfig autotune;
 };
 
 struct FlagsOutcome {

@@ -37,6 +37,7 @@
 #include "common/fd_limit.h"
 #include "common/knobs.h"
 #include "common/log.h"
+#include "coordinator/autotune.h"
 #include "coordinator/event_log.h"
 #include "coordinator/flags.h"
 #include "coordinator/metrics_http.h"
@@ -120,6 +121,10 @@ int main(int argc, char** argv) {
     if (!events.ok()) return Fail(std::string(events.status().message()));
     options.core.events = *events;
   }
+  auto autotuner =
+      kolo::coordinator::MakeAutotuner(flags.autotune, options.core.negotiator);
+  if (!autotuner.ok()) return Fail(std::string(autotuner.status().message()));
+  options.core.autotuner = *std::move(autotuner);
   auto server = kolo::coordinator::CoordinatorServer::Start(options);
   if (!server.ok()) return Fail(std::string(server.status().message()));
   // Declared after the server, so it stops first.

@@ -39,7 +39,9 @@ constexpr absl::string_view kStallCause =
 Negotiator::Negotiator(NegotiatorOptions options)
     : options_(std::move(options)),
       fusion_threshold_(options_.fusion_threshold),
+      cycle_time_(options_.cycle_time),
       fusion_direct_bytes_(options_.fusion_direct_bytes),
+      ranks_capacity_(options_.cache_capacity),
       cache_(options_.size, options_.cache_capacity) {
   KOLO_CHECK(options_.size >= 1) << "negotiator size " << options_.size;
   done_.assign(options_.size, 0);
@@ -50,6 +52,23 @@ Negotiator::Negotiator(NegotiatorOptions options)
   announces_.assign(options_.size, 0);
   fast_exited_.assign(options_.size, 0);
   for (int r = 0; r < options_.size; ++r) all_ranks_.push_back(r);
+}
+
+void Negotiator::SetTuning(const std::optional<NegotiatorTuning>& tuning) {
+  if (tuning.has_value()) {
+    tuned_threshold_ = tuning->fusion_threshold;
+    fusion_threshold_ = tuning->fusion_threshold;
+    cycle_time_ = tuning->cycle_time;
+    hold_fast_path_ = tuning->hold_fast_path;
+    tuned_cache_off_ = !tuning->cache_enabled;
+  } else {
+    tuned_threshold_.reset();
+    fusion_threshold_ = ranks_threshold_.value_or(options_.fusion_threshold);
+    cycle_time_ = options_.cycle_time;
+    hold_fast_path_ = false;
+    tuned_cache_off_ = false;
+  }
+  ApplyCapacity();
 }
 
 const std::vector<int>* Negotiator::Members(int32_t set) const {
@@ -99,11 +118,18 @@ void Negotiator::UpdateSettings(int rank, const proto::Settings& settings) {
     timeline = timeline || s->timeline();
     disable_group_fusion = disable_group_fusion || s->disable_group_fusion();
   }
-  fusion_threshold_ = threshold;
+  ranks_threshold_ = threshold;
+  fusion_threshold_ = tuned_threshold_.value_or(threshold);
   fusion_direct_bytes_ = direct;
   timeline_ = timeline;
   disable_group_fusion_ = disable_group_fusion;
   fast_wanted_ = fast;
+  ranks_capacity_ = capacity;
+  ApplyCapacity();
+}
+
+void Negotiator::ApplyCapacity() {
+  const uint32_t capacity = tuned_cache_off_ ? 0 : ranks_capacity_;
   if (fast_) {
     // The ranks number their own plans meanwhile: a cache change belongs
     // in the first plan after their exits (EndFastPath).
@@ -556,13 +582,13 @@ void Negotiator::Done(int rank, uint64_t seq, absl::Time /*now*/,
 }
 
 void Negotiator::Tick(absl::Time now, NegotiatorOutput& out) {
-  if (!held_.empty() && now >= held_since_ + options_.cycle_time) Flush(out);
+  if (!held_.empty() && now >= held_since_ + cycle_time_) Flush(out);
   Inspect(now, out);
 }
 
 absl::Time Negotiator::NextWake() const {
   absl::Time wake = absl::InfiniteFuture();
-  if (!held_.empty()) wake = held_since_ + options_.cycle_time;
+  if (!held_.empty()) wake = held_since_ + cycle_time_;
   if (by_order_.empty()) return wake;
   const absl::Time oldest = KeyFirst(by_order_.oldest());
   if (options_.stall_check > absl::ZeroDuration()) {

@@ -125,6 +125,17 @@ struct NegotiatorOptions {
   NegotiationStats* stats = nullptr;
 };
 
+// The autotuner's settings (coordinator/autotune.h) for a Negotiator.
+struct NegotiatorTuning {
+  uint64_t fusion_threshold = 0;  // replaces the ranks' smallest
+  absl::Duration cycle_time;      // replaces NegotiatorOptions::cycle_time
+  // Grant no fast path: the tuner must see every step's plans.
+  bool hold_fast_path = false;
+  // false: the response cache is off (capacity 0, every bit evicted in the
+  // next plan) whatever the ranks' capacity; true: the ranks' capacity.
+  bool cache_enabled = true;
+};
+
 // What one call produced.
 struct NegotiatorOutput {
   std::vector<proto::Plan> plans;     // send each to every rank, in order
@@ -155,6 +166,12 @@ class Negotiator {
   // fast path was granted.
   void FastExit(int rank, uint64_t seq, absl::Span<const uint32_t> used,
                 absl::Time now, NegotiatorOutput& out);
+  // The autotuner's settings from the next plan on (nullopt: the options'
+  // and the ranks' again). Every rank runs the plans it builds, so every
+  // rank switches at the same plan.
+  void SetTuning(const std::optional<NegotiatorTuning>& tuning);
+  uint64_t fusion_threshold() const { return fusion_threshold_; }
+  absl::Duration cycle_time() const { return cycle_time_; }
   // Whether the ranks are on the fast path (granted, not every exit in).
   bool on_fast_path() const { return fast_; }
   // `rank` left the epoch (kolo::shutdown(), or a Leave before its process
@@ -305,6 +322,7 @@ class Negotiator {
   void Inspect(absl::Time now, NegotiatorOutput& out);
   // The effective settings (see the class comment).
   void UpdateSettings(int rank, const proto::Settings& settings);
+  void ApplyCapacity();
   // After Flush built `plan`: grants the fast path in it when it may.
   void MaybeGrantFastPath(proto::Plan& plan);
   // Every rank that did not leave reported its fast-path exit: the plan
@@ -347,7 +365,19 @@ class Negotiator {
   bool disable_group_fusion_ = false;
   // Per rank: the latest Settings (nullopt until sent).
   std::vector<std::optional<proto::Settings>> settings_;
-  uint64_t fusion_threshold_, fusion_direct_bytes_;
+  uint64_t fusion_threshold_;
+  // The autotuner's (SetTuning): its threshold, which wins over the ranks'
+  // smallest (kept apart: nullopt until every rank sent one), its cycle
+  // time, and whether it holds the fast path back.
+  std::optional<uint64_t> tuned_threshold_, ranks_threshold_;
+  absl::Duration cycle_time_;
+  bool hold_fast_path_ = false;
+  uint64_t fusion_direct_bytes_;
+  // The ranks' smallest cache capacity (the options' until every rank sent
+  // one), and whether the autotuner turned the cache off; ApplyCapacity
+  // sets the cache's capacity from them.
+  uint32_t ranks_capacity_;
+  bool tuned_cache_off_ = false;
   bool timeline_ = false;
   ResponseCache cache_;
   std::vector<uint32_t> evicted_;  // for the next plan's cache_evicted

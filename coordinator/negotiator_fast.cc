@@ -14,10 +14,10 @@ void Negotiator::MaybeGrantFastPath(proto::Plan& plan) {
   // name or bit announced by some ranks, nothing held, no group waiting for
   // members, no join, no leave, no process set (a set's ops would wait for
   // ranks outside it), and a cache with bits to announce.
-  if (!fast_wanted_ || fast_ || cache_.capacity() == 0 || bits_end_ == 0 ||
-      !partial_.empty() || !by_order_.empty() || held_size_ != 0 ||
-      !groups_.empty() || !broken_groups_.empty() || joined_count_ != 0 ||
-      left_count_ != 0 || !sets_.empty()) {
+  if (!fast_wanted_ || fast_ || hold_fast_path_ || cache_.capacity() == 0 ||
+      bits_end_ == 0 || !partial_.empty() || !by_order_.empty() ||
+      held_size_ != 0 || !groups_.empty() || !broken_groups_.empty() ||
+      joined_count_ != 0 || left_count_ != 0 || !sets_.empty()) {
     return;
   }
   proto::FastPath& grant = *plan.mutable_fast_path();

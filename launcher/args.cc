@@ -528,6 +528,9 @@ absl::Status ReadEnvironment(const std::map<std::string, std::string>& env,
       !st.ok()) {
     return st;
   }
+  if (absl::Status st = AutotuneFromEnv(InMap(env), o.autotune); !st.ok()) {
+    return st;
+  }
   if (auto it = env.find("KOLO_FAULTS"); it != env.end()) {
     absl::StatusOr<std::vector<FaultSpec>> faults = ParseFaultList(it->second);
     if (!faults.ok()) {

@@ -27,6 +27,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "common/autotune_config.h"
 #include "common/fault_spec.h"
 #include "common/knobs.h"
 
@@ -107,6 +108,9 @@ struct LaunchOptions {
   int metrics_port = -1;
   std::string metrics_address = "127.0.0.1";
   std::string events;
+  // --autotune and friends over KOLO_AUTOTUNE* / HOROVOD_AUTOTUNE*
+  // (common/autotune_config.h): the embedded coordinator's autotuner.
+  AutotuneConfig autotune;
   // ---- horovodrun's command line (launcher/horovod_flags.h has the
   // table of every horovodrun 0.28.1 flag and what kolorun does with it) --
   // -x NAME[=VALUE] (mpirun's; repeatable): NAME=VALUE sets NAME for every

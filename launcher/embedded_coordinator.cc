@@ -6,6 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "common/log.h"
+#include "coordinator/autotune.h"
 #include "coordinator/event_log.h"
 
 namespace kolo::launcher {
@@ -80,6 +81,11 @@ absl::Status EmbeddedCoordinator::Restart() {
   }
   // The killed server lets go of its port only when it is destroyed.
   server_.reset();
+  // A new coordinator counts its bytes from zero and measures another job:
+  // an unfinished tuning starts over (a finished one keeps its choice).
+  if (options_.core.autotuner != nullptr && !options_.core.autotuner->done()) {
+    options_.core.autotuner->Restart();
+  }
   auto started = coordinator::CoordinatorServer::Start(options_);
   if (!started.ok()) {
     return absl::UnavailableError(

@@ -13,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/autotune_config.h"
 #include "common/knobs.h"
 
 namespace kolo::launcher {
@@ -21,10 +22,6 @@ namespace {
 using A = HorovodFlagAction;
 using Id = HorovodFlagId;
 
-constexpr char kNoAutotuner[] =
-    "kolo has no autotuner; tune --fusion-threshold-mb and --cycle-time-ms "
-    "(KOLO_FUSION_THRESHOLD, KOLO_CYCLE_TIME_MS) by hand, measuring with "
-    "kolo-bench";
 constexpr char kNoMpi[] =
     "kolorun starts the workers itself (locally or over ssh) and never runs "
     "mpirun or jsrun; to start a job under them, run `mpirun -np N "
@@ -150,41 +147,44 @@ constexpr HorovodFlag kTable[] = {
      "kolo has no torus allreduce; its two-level algorithm is the "
      "hierarchical one (KOLO_HIERARCHICAL, on by default where it helps)"},
     {{"--autotune", "--no-autotune"},
-     A::kNotice,
+     A::kMapped,
      false,
-     Id::kNone,
+     Id::kAutotune,
      nullptr,
-     kNoAutotuner},
+     "the coordinator tunes the fusion threshold, cycle time and response "
+     "cache during the first steps (KOLO_AUTOTUNE)"},
     {{"--autotune-log-file"},
-     A::kNotice,
+     A::kMapped,
      true,
-     Id::kNone,
+     Id::kAutotune,
      nullptr,
-     kNoAutotuner},
+     "one CSV line per autotune sample (KOLO_AUTOTUNE_LOG)"},
     {{"--autotune-warmup-samples"},
-     A::kNotice,
+     A::kMapped,
      true,
-     Id::kNone,
+     Id::kAutotune,
      nullptr,
-     kNoAutotuner},
+     "samples not scored (KOLO_AUTOTUNE_WARMUP_SAMPLES)"},
     {{"--autotune-steps-per-sample"},
-     A::kNotice,
+     A::kMapped,
      true,
-     Id::kNone,
+     Id::kAutotune,
      nullptr,
-     kNoAutotuner},
+     "training steps per sample (KOLO_AUTOTUNE_STEPS_PER_SAMPLE)"},
     {{"--autotune-bayes-opt-max-samples"},
-     A::kNotice,
+     A::kMapped,
      true,
-     Id::kNone,
+     Id::kAutotune,
      nullptr,
-     kNoAutotuner},
+     "scored samples before the choice "
+     "(KOLO_AUTOTUNE_BAYES_OPT_MAX_SAMPLES)"},
     {{"--autotune-gaussian-process-noise"},
-     A::kNotice,
+     A::kMapped,
      true,
-     Id::kNone,
+     Id::kAutotune,
      nullptr,
-     kNoAutotuner},
+     "how noisy the scores are: dlib's relative noise magnitude "
+     "(KOLO_AUTOTUNE_GAUSSIAN_PROCESS_NOISE)"},
     {{"--min-np", "--min-num-proc"},
      A::kAlias,
      true,
@@ -541,6 +541,8 @@ absl::Status ApplyHorovodFlag(const HorovodFlag& flag, absl::string_view name,
     case Id::kTimestampOff:
       o.prefix_timestamp = flag.id == Id::kTimestampOn;
       return absl::OkStatus();
+    case Id::kAutotune:
+      return SetAutotuneFlag(name, value, o.autotune);
     case Id::kFusionThresholdMb:
     case Id::kCacheCapacity:
     case Id::kHierarchicalOn:

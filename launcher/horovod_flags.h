@@ -58,6 +58,7 @@ enum class HorovodFlagId {
   kStallCheckOn,        // --stall-check
   kTimestampOn,         // worker lines carry a timestamp
   kTimestampOff,
+  kAutotune,  // --autotune and friends: LaunchOptions::autotune
 };
 
 struct HorovodFlag {

@@ -12,9 +12,6 @@ namespace {
 
 using Use = HorovodVariableUse;
 
-constexpr char kVariableNoAutotuner[] =
-    "kolo has no autotuner; set KOLO_FUSION_THRESHOLD and KOLO_CYCLE_TIME_MS "
-    "by hand, measuring with kolo-bench";
 constexpr char kVariableNoMpi[] =
     "kolo does not use MPI; its controller is its coordinator and its data "
     "plane its own (TCP, shared memory, NCCL)";
@@ -41,6 +38,16 @@ constexpr HorovodVariable kVariables[] = {
     {"HOROVOD_START_TIMEOUT", Use::kHonoured, "KOLO_START_TIMEOUT"},
     {"HOROVOD_ELASTIC_TIMEOUT", Use::kHonoured, "KOLO_ELASTIC_TIMEOUT"},
     {"HOROVOD_LOG_LEVEL", Use::kHonoured, "KOLO_LOG_LEVEL"},
+    {"HOROVOD_AUTOTUNE", Use::kHonoured, "KOLO_AUTOTUNE"},
+    {"HOROVOD_AUTOTUNE_LOG", Use::kHonoured, "KOLO_AUTOTUNE_LOG"},
+    {"HOROVOD_AUTOTUNE_WARMUP_SAMPLES", Use::kHonoured,
+     "KOLO_AUTOTUNE_WARMUP_SAMPLES"},
+    {"HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE", Use::kHonoured,
+     "KOLO_AUTOTUNE_STEPS_PER_SAMPLE"},
+    {"HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", Use::kHonoured,
+     "KOLO_AUTOTUNE_BAYES_OPT_MAX_SAMPLES"},
+    {"HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", Use::kHonoured,
+     "KOLO_AUTOTUNE_GAUSSIAN_PROCESS_NOISE"},
     {"HOROVOD_ELASTIC", Use::kHonoured, "KOLO_ELASTIC (DistributedOptimizer)"},
     // Set by kolorun for every worker.
     {"HOROVOD_RANK", Use::kSetByLauncher, "the worker's rank"},
@@ -59,14 +66,6 @@ constexpr HorovodVariable kVariables[] = {
     {"HOROVOD_TORUS_ALLREDUCE", Use::kNotUsed,
      "kolo has no torus allreduce; its two-level algorithm is "
      "KOLO_HIERARCHICAL's"},
-    {"HOROVOD_AUTOTUNE", Use::kNotUsed, kVariableNoAutotuner},
-    {"HOROVOD_AUTOTUNE_LOG", Use::kNotUsed, kVariableNoAutotuner},
-    {"HOROVOD_AUTOTUNE_WARMUP_SAMPLES", Use::kNotUsed, kVariableNoAutotuner},
-    {"HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE", Use::kNotUsed, kVariableNoAutotuner},
-    {"HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", Use::kNotUsed,
-     kVariableNoAutotuner},
-    {"HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", Use::kNotUsed,
-     kVariableNoAutotuner},
     {"HOROVOD_TIMELINE_MARK_CYCLES", Use::kNotUsed,
      "kolo's timeline has no cycles to mark; it marks every negotiated plan"},
     {"HOROVOD_MPI_THREADS_DISABLE", Use::kNotUsed, kVariableNoMpi},

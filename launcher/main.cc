@@ -326,6 +326,11 @@ absl::StatusOr<std::unique_ptr<EmbeddedCoordinator>> StartCoordinator(
   server_options.core.max_size = options.max_np;
   server_options.core.reset_limit = options.reset_limit;
   server_options.core.events = std::move(events);
+  absl::StatusOr<std::shared_ptr<coordinator::Autotuner>> autotuner =
+      coordinator::MakeAutotuner(options.autotune,
+                                 server_options.core.negotiator);
+  if (!autotuner.ok()) return autotuner.status();
+  server_options.core.autotuner = *std::move(autotuner);
   return EmbeddedCoordinator::Start(std::move(server_options));
 }
 

@@ -188,13 +188,22 @@ Options:
                                the rank prefix.
   --log-without-timestamp, --log-hide-timestamp
                                No timestamp (the default).
+  --autotune, --no-autotune    The coordinator tunes the fusion threshold,
+                               cycle time and response cache during the
+                               first steps and keeps the best (KOLO_AUTOTUNE=1,
+                               HOROVOD_AUTOTUNE=1); see docs/tensor-fusion.md.
+  --autotune-log-file F        One CSV line per sample, and the choice.
+  --autotune-warmup-samples N  Samples not scored (default 3).
+  --autotune-steps-per-sample N
+                               Training steps per sample (default 10).
+  --autotune-bayes-opt-max-samples N
+                               Scored samples before the choice (default 20).
+  --autotune-gaussian-process-noise X
+                               How noisy the scores are (default 0.8).
   --gloo, --tcp, --disable-cache, --mpi-threads-disable,
   --no-mpi-threads-disable, --timeline-mark-cycles,
   --no-timeline-mark-cycles, --hierarchical-allgather,
   --no-hierarchical-allgather, --torus-allreduce, --no-torus-allreduce,
-  --autotune, --no-autotune, --autotune-log-file F,
-  --autotune-warmup-samples N, --autotune-steps-per-sample N,
-  --autotune-bayes-opt-max-samples N, --autotune-gaussian-process-noise X,
   --num-nccl-streams N, --thread-affinity N
                                horovodrun's flags kolo does not need:
                                accepted, and kolorun says why at start.

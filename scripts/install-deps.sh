@@ -20,6 +20,8 @@ BUILD_PKGS=(
   libcpp-httplib-dev
   # kolorun --config-file (horovodrun's YAML config).
   libyaml-cpp-dev
+  # The coordinator's autotuner (kolorun --autotune): dlib's global optimizer.
+  libdlib-dev
   # Optional to CMake, but the compiler launcher of build/ when installed: the
   # demo and the test command share build/, and a launcher that appeared
   # between them (installed by --test) would rebuild every object.

@@ -56,3 +56,9 @@ kolo_add_test(coordinator_grpc_gate_test
   SOURCES coordinator_grpc_gate_test.cc
   LIBS kolo_coordinator_core
   LABELS unit tsan)
+# The autotuner (coordinator/autotune.h) against a synthetic workload whose
+# best setting is known, and through CoordinatorCore.
+kolo_add_test(coordinator_autotune_test
+  SOURCES coordinator_autotune_test.cc coordinator_autotune_core_test.cc
+  LIBS kolo_coordinator_core
+  LABELS unit)

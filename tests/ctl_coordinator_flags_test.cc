@@ -167,6 +167,30 @@ TEST(CoordinatorFlagsTest, Elastic) {
   EXPECT_EQ(p.flags.server.core.max_size, 0);
 }
 
+TEST(CoordinatorFlagsTest, AutotuneFlagsOverTheirVariables) {
+  FlagsOutcome p = Parse({"--port", "0", "--np", "2"});
+  ASSERT_EQ(p.kind, FlagsOutcome::Kind::kRun) << p.text;
+  EXPECT_FALSE(p.flags.autotune.enabled);
+  p = Parse({"--port", "0", "--np", "2", "--autotune-bayes-opt-max-samples",
+             "5", "--autotune-log-file=/tmp/t.csv"},
+            {{"HOROVOD_AUTOTUNE", "1"}, {"KOLO_AUTOTUNE_WARMUP_SAMPLES", "0"}});
+  ASSERT_EQ(p.kind, FlagsOutcome::Kind::kRun) << p.text;
+  EXPECT_TRUE(p.flags.autotune.enabled);
+  EXPECT_EQ(p.flags.autotune.max_samples, 5);
+  EXPECT_EQ(p.flags.autotune.warmup_samples, 0);
+  EXPECT_EQ(p.flags.autotune.log_file, "/tmp/t.csv");
+  p = Parse({"--port", "0", "--np", "2", "--no-autotune"},
+            {{"KOLO_AUTOTUNE", "1"}});
+  ASSERT_EQ(p.kind, FlagsOutcome::Kind::kRun) << p.text;
+  EXPECT_FALSE(p.flags.autotune.enabled);
+  p = Parse(
+      {"--port", "0", "--np", "2", "--autotune-gaussian-process-noise", "-1"});
+  ASSERT_EQ(p.kind, FlagsOutcome::Kind::kError);
+  EXPECT_EQ(p.text,
+            "--autotune-gaussian-process-noise: expected a number, 0 or more, "
+            "got '-1'");
+}
+
 TEST(CoordinatorFlagsTest, Help) {
   for (const std::vector<std::string>& args :
        std::vector<std::vector<std::string>>{

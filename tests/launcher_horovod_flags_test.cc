@@ -335,18 +335,47 @@ TEST(HorovodVariablesTest, NoticesForTheUnusedOnly) {
       {"HOROVOD_TORUS_ALLREDUCE", ""}, {"HOROVOD_MY_OWN", "1"}};
   EXPECT_EQ(HorovodVariableNotices(env),
             (std::vector<std::string>{
-                "HOROVOD_AUTOTUNE is not used by kolo: kolo has no autotuner; "
-                "set KOLO_FUSION_THRESHOLD and KOLO_CYCLE_TIME_MS by hand, "
-                "measuring with kolo-bench",
                 "HOROVOD_GLOO_IFACE is not used by kolo: use kolorun "
                 "--network-interface IF (or KOLO_IFACE)"}));
   auto o = Parse({"-np", "1", "c"}, env);
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_EQ(o->notices, HorovodVariableNotices(env));
+  EXPECT_TRUE(o->autotune.enabled);  // HOROVOD_AUTOTUNE=1 is honoured
   std::set<std::string> names;
   for (const HorovodVariable& v : HorovodVariables()) {
     EXPECT_TRUE(names.insert(v.name).second) << v.name;
   }
+}
+
+TEST(HorovodFlagsTest, AutotuneFlagsOverTheirVariables) {
+  auto o = Parse({"-np", "1", "--autotune", "--autotune-warmup-samples", "5",
+                  "--autotune-log-file", "/tmp/a.csv",
+                  "--autotune-gaussian-process-noise", "0.25", "c"},
+                 {{"KOLO_AUTOTUNE_STEPS_PER_SAMPLE", "7"},
+                  {"HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", "9"},
+                  {"KOLO_AUTOTUNE_WARMUP_SAMPLES", "1"}});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_TRUE(o->autotune.enabled);
+  EXPECT_EQ(o->autotune.warmup_samples, 5);
+  EXPECT_EQ(o->autotune.steps_per_sample, 7);
+  EXPECT_EQ(o->autotune.max_samples, 9);
+  EXPECT_EQ(o->autotune.noise, 0.25);
+  EXPECT_EQ(o->autotune.log_file, "/tmp/a.csv");
+  EXPECT_TRUE(o->notices.empty());
+  auto off =
+      Parse({"-np", "1", "--no-autotune", "c"}, {{"KOLO_AUTOTUNE", "1"}});
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_FALSE(off->autotune.enabled);
+  EXPECT_EQ(
+      std::string(Parse({"-np", "1", "--autotune-steps-per-sample", "0", "c"})
+                      .status()
+                      .message()),
+      "--autotune-steps-per-sample: expected a number of steps, 1 or "
+      "more, got '0'");
+  EXPECT_EQ(std::string(Parse({"-np", "1", "c"}, {{"KOLO_AUTOTUNE", "yes"}})
+                            .status()
+                            .message()),
+            "KOLO_AUTOTUNE: expected 0 or 1, got 'yes'");
 }
 
 TEST(HorovodVariablesTest, StallCheckDisable) {

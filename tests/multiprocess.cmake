@@ -61,6 +61,12 @@ kolo_add_test(multiprocess_fusion_test SOURCES multiprocess_fusion_test.cc
   TIMEOUT 600)
 add_dependencies(multiprocess_fusion_test kolo-fusion-worker kolorun)
 
+# Autotune (issue 36 point 3): kolorun --autotune jobs of kolo-fusion-worker;
+# every rank switches at the same plan.
+kolo_add_test(multiprocess_autotune_test SOURCES multiprocess_autotune_test.cc
+  LIBS kolo_mp_testing LABELS multiprocess SERIAL TIMEOUT 300)
+add_dependencies(multiprocess_autotune_test kolo-fusion-worker kolorun)
+
 # Every collective and option through the negotiated API with exact values,
 # and the errors of each on every rank (issue 6 point 1): one kolorun job per
 # world size 2..5 (tests/workers/collectives_worker.cc).

@@ -68,6 +68,14 @@ void OpRuntime::TracePlan(Timeline& timeline, const proto::Plan& plan,
   timeline.Marker(absl::StrCat("plan ", plan.seq()), arrived,
                   {{"responses", absl::StrCat(plan.responses_size())},
                    {"tensors", absl::StrCat(tensors)}});
+  if (plan.has_autotune()) {
+    const proto::AutotuneSwitch& a = plan.autotune();
+    timeline.Marker(a.done() ? "autotune: chosen" : "autotune: switch", arrived,
+                    {{"fusion_threshold", absl::StrCat(a.fusion_threshold())},
+                     {"cycle_time_us", absl::StrCat(a.cycle_time_us())},
+                     {"cache_enabled", a.cache_enabled() ? "1" : "0"},
+                     {"sample", absl::StrCat(a.sample())}});
+  }
 }
 
 namespace {
@@ -112,6 +120,15 @@ void OpRuntime::RunPlan(proto::Plan& plan, absl::Time arrived,
   if (!ResolvePlan(plan, run)) return;
   if (run.timeline != nullptr) {
     TracePlan(*run.timeline, plan, arrived, run.traced);
+  }
+  if (plan.has_autotune()) {
+    // Every rank gets the switch in the same plan (coordinator/autotune.h).
+    const proto::AutotuneSwitch& a = plan.autotune();
+    RuntimeLog()->info(
+        "autotune: {} after plan {}: fusion threshold {} bytes, cycle time {} "
+        "us, response cache {} (sample {})",
+        a.done() ? "chosen" : "switch", plan.seq(), a.fusion_threshold(),
+        a.cycle_time_us(), a.cache_enabled() ? "on" : "off", a.sample());
   }
   StepResults results = runner.Run(plan.seq(), run.steps, run.timeline.get());
   SendOrHoldDone(plan.seq(), run.in_plan);

@@ -1,0 +1,269 @@
+// Autotuner and StepDetector (autotune.h), with dlib's global optimizer.
+#include "coordinator/autotune.h"
+
+#include <dlib/global_optimization.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/log.h"
+
+namespace kolo::coordinator {
+
+// The search over (log2 of the fusion threshold in bytes, the cycle time in
+// milliseconds, the cache off or on as the integer 0 or 1), and the request
+// whose setting runs now.
+struct Autotuner::Search {
+  dlib::global_function_search search;
+  std::optional<dlib::function_evaluation_request> pending;
+
+  Search(const dlib::function_spec& spec,
+         const std::vector<dlib::function_evaluation>& first, double noise)
+      : search({spec}, {first}, noise) {}
+};
+
+namespace {
+
+double CycleMs(absl::Duration d) { return absl::ToDoubleMilliseconds(d); }
+
+}  // namespace
+
+absl::Status ValidateAutotuneOptions(const AutotuneOptions& o) {
+  if (o.warmup_samples < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--autotune-warmup-samples: expected a number of samples "
+                     "of at least 0, got ",
+                     o.warmup_samples));
+  }
+  if (o.steps_per_sample < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--autotune-steps-per-sample: expected a number of steps "
+                     "of at least 1, got ",
+                     o.steps_per_sample));
+  }
+  if (o.max_samples < 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--autotune-bayes-opt-max-samples: expected a number of samples of at "
+        "least 2 (the starting setting and one other), got ",
+        o.max_samples));
+  }
+  if (!(o.noise >= 0) || !std::isfinite(o.noise)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--autotune-gaussian-process-noise: expected a number of "
+                     "at least 0, got ",
+                     o.noise));
+  }
+  if (o.min_fusion_threshold == 0 ||
+      o.min_fusion_threshold >= o.max_fusion_threshold ||
+      o.min_cycle_time <= absl::ZeroDuration() ||
+      o.min_cycle_time >= o.max_cycle_time) {
+    return absl::InvalidArgumentError(
+        "autotune: the search bounds must be positive and ordered (min < max)");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<Autotuner>> MakeAutotuner(
+    const AutotuneConfig& config, const NegotiatorOptions& negotiator) {
+  if (!config.enabled) return nullptr;
+  AutotuneOptions o;
+  o.enabled = true;
+  o.log_file = config.log_file;
+  o.warmup_samples = config.warmup_samples;
+  o.steps_per_sample = config.steps_per_sample;
+  o.max_samples = config.max_samples;
+  o.noise = config.noise;
+  o.initial.fusion_threshold = negotiator.fusion_threshold;
+  o.initial.cycle_time = negotiator.cycle_time;
+  absl::StatusOr<std::unique_ptr<Autotuner>> tuner =
+      Autotuner::Create(std::move(o));
+  if (!tuner.ok()) return tuner.status();
+  return std::shared_ptr<Autotuner>(*std::move(tuner));
+}
+
+absl::StatusOr<std::unique_ptr<Autotuner>> Autotuner::Create(
+    AutotuneOptions options) {
+  if (absl::Status s = ValidateAutotuneOptions(options); !s.ok()) return s;
+  std::unique_ptr<Autotuner> t(new Autotuner(std::move(options)));
+  if (!t->options_.log_file.empty()) {
+    t->log_ = std::fopen(t->options_.log_file.c_str(), "w");
+    if (t->log_ == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--autotune-log-file: cannot open '",
+                       t->options_.log_file, "': ", std::strerror(errno)));
+    }
+    std::fputs(
+        "sample,fusion_threshold_mb,cycle_time_ms,cache_enabled,"
+        "score_bytes_per_second\n",
+        t->log_);
+    std::fflush(t->log_);
+  }
+  return t;
+}
+
+Autotuner::Autotuner(AutotuneOptions options) : options_(std::move(options)) {
+  // The starting setting, inside the bounds.
+  options_.initial.fusion_threshold =
+      std::clamp(options_.initial.fusion_threshold,
+                 options_.min_fusion_threshold, options_.max_fusion_threshold);
+  options_.initial.cycle_time =
+      std::clamp(options_.initial.cycle_time, options_.min_cycle_time,
+                 options_.max_cycle_time);
+  current_ = options_.initial;
+  warmups_left_ = options_.warmup_samples;
+}
+
+Autotuner::~Autotuner() {
+  if (log_ != nullptr) std::fclose(log_);
+}
+
+void Autotuner::LogLine(const std::string& sample, const TunedSettings& s,
+                        double score) {
+  if (log_ == nullptr) return;
+  std::fputs(
+      absl::StrFormat("%s,%.3f,%.3f,%d,%.0f\n", sample,
+                      static_cast<double>(s.fusion_threshold) /
+                          static_cast<double>(1 << 20),
+                      CycleMs(s.cycle_time), s.cache_enabled ? 1 : 0, score)
+          .c_str(),
+      log_);
+  std::fflush(log_);
+}
+
+TunedSettings Autotuner::FromPoint(double log2_threshold, double cycle_ms,
+                                   double cache) const {
+  TunedSettings s;
+  s.cache_enabled = cache >= 0.5;
+  const double bytes = std::exp2(log2_threshold);
+  s.fusion_threshold =
+      std::clamp(static_cast<uint64_t>(std::llround(bytes)),
+                 options_.min_fusion_threshold, options_.max_fusion_threshold);
+  // Whole microseconds: the plans' deadlines need no finer grain.
+  s.cycle_time = std::clamp(absl::Microseconds(std::llround(cycle_ms * 1000)),
+                            options_.min_cycle_time, options_.max_cycle_time);
+  return s;
+}
+
+TunedSettings Autotuner::Next(double score) {
+  ++scored_;
+  LogLine(absl::StrCat(scored_), current_, score);
+  if (search_ == nullptr) {
+    // The first score is the starting setting's: the search begins from it.
+    dlib::matrix<double, 0, 1> lo(3), hi(3), x(3);
+    lo = std::log2(static_cast<double>(options_.min_fusion_threshold)),
+    CycleMs(options_.min_cycle_time), 0;
+    hi = std::log2(static_cast<double>(options_.max_fusion_threshold)),
+    CycleMs(options_.max_cycle_time), 1;
+    x = std::log2(static_cast<double>(current_.fusion_threshold)),
+    CycleMs(current_.cycle_time), current_.cache_enabled ? 1 : 0;
+    search_ = std::make_unique<Search>(
+        dlib::function_spec(lo, hi, {false, false, true}),
+        std::vector<dlib::function_evaluation>{
+            dlib::function_evaluation(x, score)},
+        options_.noise);
+    // Deterministic: every run of a job explores alike.
+    search_->search.set_seed(1);
+  } else if (search_->pending.has_value()) {
+    search_->pending->set(score);
+    search_->pending.reset();
+  }
+  if (scored_ >= options_.max_samples) {
+    dlib::matrix<double, 0, 1> best;
+    double best_score = 0;
+    size_t index = 0;
+    search_->search.get_best_function_eval(best, best_score, index);
+    done_ = true;
+    TunedSettings chosen = FromPoint(best(0), best(1), best(2));
+    LogLine("best", chosen, best_score);
+    GetLogger("coordinator")
+        ->info(
+            "autotune: done after {} samples: fusion threshold {} bytes, "
+            "cycle time {}, response cache {} ({:.0f} bytes/s)",
+            scored_, chosen.fusion_threshold,
+            absl::FormatDuration(chosen.cycle_time),
+            chosen.cache_enabled ? "on" : "off", best_score);
+    return chosen;
+  }
+  search_->pending.emplace(search_->search.get_next_x());
+  const dlib::matrix<double, 0, 1>& x = search_->pending->x();
+  return FromPoint(x(0), x(1), x(2));
+}
+
+std::optional<TunedSettings> Autotuner::EndStep(uint64_t bytes,
+                                                absl::Time now) {
+  if (done_) return std::nullopt;
+  ++steps_;
+  if (!sample_started_) {
+    // The first step end starts the first sample.
+    sample_started_ = true;
+    sample_bytes_ = bytes;
+    sample_start_ = now;
+    steps_in_sample_ = 0;
+    return std::nullopt;
+  }
+  if (++steps_in_sample_ < options_.steps_per_sample) return std::nullopt;
+  const uint64_t reduced = bytes - sample_bytes_;
+  const double seconds = absl::ToDoubleSeconds(now - sample_start_);
+  sample_bytes_ = bytes;
+  sample_start_ = now;
+  steps_in_sample_ = 0;
+  if (warmups_left_ > 0) {
+    --warmups_left_;
+    return std::nullopt;
+  }
+  const double score =
+      seconds > 0 ? static_cast<double>(reduced) / seconds : 0.0;
+  TunedSettings next = Next(score);
+  if (next == current_) return std::nullopt;
+  current_ = next;
+  return current_;
+}
+
+std::optional<TunedSettings> Autotuner::Restart() {
+  if (done_) return std::nullopt;
+  search_.reset();
+  scored_ = 0;
+  steps_ = 0;
+  sample_started_ = false;
+  warmups_left_ = options_.warmup_samples;
+  if (current_ == options_.initial) return std::nullopt;
+  current_ = options_.initial;
+  return current_;
+}
+
+bool StepDetector::Observe(const proto::Plan& plan) {
+  bool boundary = false;
+  for (const proto::Response& r : plan.responses()) {
+    if (r.error_code() != 0) continue;
+    const int n = r.by_bit() ? r.cache_bits_size() : r.names_size();
+    for (int i = 0; i < n; ++i) {
+      // A tensor is known by its name: a response by bit names it through
+      // the plan that gave the bit out (with the name), so that turning the
+      // cache on or off does not change what a step is.
+      const int32_t bit = i < r.cache_bits_size() ? r.cache_bits(i) : -1;
+      std::string key;
+      if (!r.by_bit()) {
+        key = r.names(i);
+        if (bit >= 0) names_by_bit_[bit] = key;
+      } else if (auto it = names_by_bit_.find(bit); it != names_by_bit_.end()) {
+        key = it->second;
+      } else {
+        key = absl::StrCat("bit ", bit);  // given out before we looked
+      }
+      if (seen_.contains(key) && !boundary) {
+        boundary = true;
+        seen_.clear();
+      }
+      seen_.insert(std::move(key));
+    }
+  }
+  return boundary;
+}
+
+}  // namespace kolo::coordinator

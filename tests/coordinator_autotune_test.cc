@@ -1,0 +1,220 @@
+// Tests of the coordinator's autotuner (coordinator/autotune.h): it
+// converges on a synthetic workload whose best setting is known, within its
+// sample budget; it switches only at sample ends (one decision point per
+// sample, after the warmup); the CSV log; a restart; the step detector.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_split.h"
+#include "coordinator/autotune.h"
+
+namespace kolo::coordinator {
+namespace {
+
+// A synthetic workload: the bytes reduced per second peak at a fusion
+// threshold of 32 MiB and a cycle time of 5 ms, and fall off smoothly (on a
+// log scale for the threshold) away from them; the response cache on is
+// better (by default) or worse (with `cache_hurts`).
+constexpr double kBestLog2Threshold = 25;  // 32 MiB
+constexpr double kBestCycleMs = 5;
+bool cache_hurts = false;
+double Rate(const TunedSettings& s) {
+  const double dt =
+      std::log2(static_cast<double>(s.fusion_threshold)) - kBestLog2Threshold;
+  const double dc = absl::ToDoubleMilliseconds(s.cycle_time) - kBestCycleMs;
+  const double cache = s.cache_enabled != cache_hurts ? 1.0 : 0.8;
+  return cache * 1e9 / (1 + 0.5 * dt * dt + 0.02 * dc * dc);
+}
+
+struct TuneRun {
+  std::vector<int64_t> switch_steps;  // steps after which settings changed
+  TunedSettings final;
+  int64_t steps = 0;
+};
+
+// Drives `tuner` with steps of one second each, reducing Rate(current) bytes
+// per step, until it is done or `max_steps` ran.
+TuneRun Drive(Autotuner& tuner, int64_t max_steps) {
+  TuneRun run;
+  absl::Time now = absl::UnixEpoch();
+  uint64_t bytes = 0;
+  for (int64_t step = 1; step <= max_steps && !tuner.done(); ++step) {
+    bytes += static_cast<uint64_t>(Rate(tuner.current()));
+    now += absl::Seconds(1);
+    if (tuner.EndStep(bytes, now).has_value()) run.switch_steps.push_back(step);
+    run.steps = step;
+  }
+  run.final = tuner.current();
+  return run;
+}
+
+AutotuneOptions Options() {
+  AutotuneOptions o;
+  o.enabled = true;
+  o.warmup_samples = 2;
+  o.steps_per_sample = 3;
+  o.max_samples = 40;
+  o.noise = 0.001;
+  o.initial = {uint64_t{128} << 20, absl::Milliseconds(1)};
+  return o;
+}
+
+TEST(Autotune, ConvergesOnTheKnownBestWithinTheBudget) {
+  absl::StatusOr<std::unique_ptr<Autotuner>> tuner =
+      Autotuner::Create(Options());
+  ASSERT_TRUE(tuner.ok()) << tuner.status();
+  // One step starts the first sample; (warmup + max_samples) samples.
+  const int64_t budget = 1 + (2 + 40) * 3;
+  TuneRun run = Drive(**tuner, budget);
+  ASSERT_TRUE((*tuner)->done()) << "not done after " << run.steps << " steps";
+  EXPECT_EQ(run.steps, budget);
+  EXPECT_EQ((*tuner)->scored_samples(), 40);
+  const double log2_threshold =
+      std::log2(static_cast<double>(run.final.fusion_threshold));
+  EXPECT_NEAR(log2_threshold, kBestLog2Threshold, 0.5)
+      << run.final.fusion_threshold;
+  EXPECT_NEAR(absl::ToDoubleMilliseconds(run.final.cycle_time), kBestCycleMs,
+              1.5);
+  EXPECT_TRUE(run.final.cache_enabled);
+  // Far better than the starting setting.
+  EXPECT_GT(Rate(run.final), 0.9 * 1e9);
+  EXPECT_LT(Rate(Options().initial), 0.5 * 1e9);
+  // Done: settings never change again.
+  const TunedSettings chosen = (*tuner)->current();
+  EXPECT_FALSE((*tuner)
+                   ->EndStep(1ull << 60, absl::UnixEpoch() + absl::Hours(1))
+                   .has_value());
+  EXPECT_EQ((*tuner)->current(), chosen);
+}
+
+TEST(Autotune, TurnsTheCacheOffWhenThatIsBetter) {
+  cache_hurts = true;
+  absl::StatusOr<std::unique_ptr<Autotuner>> tuner =
+      Autotuner::Create(Options());
+  ASSERT_TRUE(tuner.ok()) << tuner.status();
+  TuneRun run = Drive(**tuner, 1000);
+  cache_hurts = false;
+  ASSERT_TRUE((*tuner)->done());
+  EXPECT_FALSE(run.final.cache_enabled);
+  EXPECT_NEAR(std::log2(static_cast<double>(run.final.fusion_threshold)),
+              kBestLog2Threshold, 0.5);
+}
+
+TEST(Autotune, SwitchesOnlyAtSampleEndsAfterTheWarmup) {
+  AutotuneOptions o = Options();
+  o.max_samples = 10;
+  absl::StatusOr<std::unique_ptr<Autotuner>> tuner = Autotuner::Create(o);
+  ASSERT_TRUE(tuner.ok()) << tuner.status();
+  TuneRun run = Drive(**tuner, 1000);
+  ASSERT_FALSE(run.switch_steps.empty());
+  for (int64_t step : run.switch_steps) {
+    // Sample k (counting the warmup) ends at step 1 + k * steps_per_sample;
+    // the first scored sample (the starting setting) ends after the warmup.
+    EXPECT_EQ((step - 1) % o.steps_per_sample, 0) << step;
+    EXPECT_GE(step, 1 + (o.warmup_samples + 1) * o.steps_per_sample) << step;
+  }
+}
+
+TEST(Autotune, WritesOneCsvLinePerSampleAndTheChoice) {
+  AutotuneOptions o = Options();
+  o.max_samples = 5;
+  o.log_file = ::testing::TempDir() + "/autotune_log.csv";
+  absl::StatusOr<std::unique_ptr<Autotuner>> tuner = Autotuner::Create(o);
+  ASSERT_TRUE(tuner.ok()) << tuner.status();
+  Drive(**tuner, 1000);
+  ASSERT_TRUE((*tuner)->done());
+  std::ifstream in(o.log_file);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::vector<std::string> lines =
+      absl::StrSplit(text.str(), '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 1u + 5u + 1u) << text.str();
+  EXPECT_EQ(lines[0],
+            "sample,fusion_threshold_mb,cycle_time_ms,cache_enabled,"
+            "score_bytes_per_second");
+  // The first scored sample is the starting setting.
+  EXPECT_EQ(lines[1].substr(0, 18), "1,128.000,1.000,1,") << lines[1];
+  EXPECT_EQ(lines.back().substr(0, 5), "best,");
+  for (const std::string& line : lines) {
+    EXPECT_EQ(std::vector<std::string>(absl::StrSplit(line, ',')).size(), 5u)
+        << line;
+  }
+}
+
+TEST(Autotune, RefusesBadOptionsNamingTheFlag) {
+  AutotuneOptions o = Options();
+  o.steps_per_sample = 0;
+  EXPECT_NE(Autotuner::Create(o).status().message().find(
+                "--autotune-steps-per-sample"),
+            std::string::npos);
+  o = Options();
+  o.max_samples = 1;
+  EXPECT_NE(Autotuner::Create(o).status().message().find(
+                "--autotune-bayes-opt-max-samples"),
+            std::string::npos);
+  o = Options();
+  o.noise = -1;
+  EXPECT_NE(Autotuner::Create(o).status().message().find(
+                "--autotune-gaussian-process-noise"),
+            std::string::npos);
+  o = Options();
+  o.log_file = "/nonexistent-dir/x.csv";
+  EXPECT_NE(Autotuner::Create(o).status().message().find("--autotune-log-file"),
+            std::string::npos);
+}
+
+TEST(Autotune, RestartGoesBackToTheStartUnlessDone) {
+  AutotuneOptions o = Options();
+  o.max_samples = 4;
+  absl::StatusOr<std::unique_ptr<Autotuner>> tuner = Autotuner::Create(o);
+  ASSERT_TRUE(tuner.ok());
+  Autotuner& t = **tuner;
+  // Into the scored samples, off the starting setting.
+  TuneRun partial = Drive(t, 1 + (2 + 2) * 3);
+  ASSERT_FALSE(t.done());
+  ASSERT_FALSE(partial.switch_steps.empty());
+  std::optional<TunedSettings> back = t.Restart();
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(*back, o.initial);
+  EXPECT_EQ(t.scored_samples(), 0);
+  Drive(t, 1000);
+  ASSERT_TRUE(t.done());
+  const TunedSettings chosen = t.current();
+  EXPECT_FALSE(t.Restart().has_value());
+  EXPECT_EQ(t.current(), chosen);
+}
+
+proto::Plan PlanOf(std::vector<std::string> names,
+                   std::vector<int32_t> bits = {}, bool by_bit = false) {
+  proto::Plan plan;
+  proto::Response& r = *plan.add_responses();
+  for (const std::string& n : names) r.add_names(n);
+  for (int32_t b : bits) r.add_cache_bits(b);
+  r.set_by_bit(by_bit);
+  return plan;
+}
+
+TEST(StepDetector, AStepEndsWhenATensorComesAgain) {
+  StepDetector d;
+  EXPECT_FALSE(d.Observe(PlanOf({"a", "b"})));
+  EXPECT_FALSE(d.Observe(PlanOf({"c"})));
+  EXPECT_TRUE(d.Observe(PlanOf({"a"})));
+  EXPECT_FALSE(d.Observe(PlanOf({"b", "c"})));
+  EXPECT_TRUE(d.Observe(PlanOf({"a", "b", "c"})));
+}
+
+TEST(StepDetector, ACachedTensorIsKnownByItsBit) {
+  StepDetector d;
+  // The first step gives bits 0 and 1 with the names; the next sends bits.
+  EXPECT_FALSE(d.Observe(PlanOf({"a", "b"}, {0, 1})));
+  EXPECT_TRUE(d.Observe(PlanOf({}, {0, 1}, /*by_bit=*/true)));
+  EXPECT_TRUE(d.Observe(PlanOf({}, {0, 1}, /*by_bit=*/true)));
+}
+
+}  // namespace
+}  // namespace kolo::coordinator
