@@ -5,18 +5,10 @@
 
 #include <pybind11/pybind11.h>
 
-#include "kolo/elastic.h"
+#include "python/elastic_binding.h"
 
 namespace kolo::python {
 namespace {
-
-const char* MembershipKind(const absl::Status& s) {
-  if (elastic::is_evicted_error(s)) return "evicted";
-  if (elastic::is_leaving(s)) return "leaving";
-  if (elastic::is_hosts_updated(s)) return "hosts_updated";
-  if (elastic::is_membership_error(s)) return "lost";
-  return "";
-}
 
 const CApi kCApi = {
     kCApiVersion,

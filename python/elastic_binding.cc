@@ -23,14 +23,6 @@ namespace {
 // How long a wait holds the GIL released before it looks for signals.
 constexpr absl::Duration kSlice = absl::Milliseconds(200);
 
-const char* MembershipKind(const absl::Status& s) {
-  if (elastic::is_evicted_error(s)) return "evicted";
-  if (elastic::is_leaving(s)) return "leaving";
-  if (elastic::is_hosts_updated(s)) return "hosts_updated";
-  if (elastic::is_membership_error(s)) return "lost";
-  return "";
-}
-
 bool SkipSync(const absl::Status& s) {
   if (!elastic::is_hosts_updated(s)) return false;
   const std::optional<proto::EpochAborted> payload =
@@ -88,6 +80,14 @@ void CheckHostUpdates() {
 }
 
 }  // namespace
+
+const char* MembershipKind(const absl::Status& s) {
+  if (elastic::is_evicted_error(s)) return "evicted";
+  if (elastic::is_leaving(s)) return "leaving";
+  if (elastic::is_hosts_updated(s)) return "hosts_updated";
+  if (elastic::is_membership_error(s)) return "lost";
+  return "";
+}
 
 PyObject* ErrorArgs(const absl::Status& s) {
   const std::string message(s.message());

@@ -32,6 +32,10 @@ namespace kolo::python {
 // HostsUpdatedInterrupt(skip_sync)).
 PyObject* ErrorArgs(const absl::Status& s);
 
+// ErrorArgs's `membership` of `s` alone ("" when it is no membership
+// error); the C API hands it to the torch.distributed backend too.
+const char* MembershipKind(const absl::Status& s);
+
 // Adds the elastic functions to kolo._kolo: check_host_updates,
 // await_next_epoch, rejoin, await_session_verdict, request_leave,
 // leave_requested, is_elastic_job, coordinator_reconnect_window, worker_id,
