@@ -1,11 +1,11 @@
 """A kolorun worker for test_example_torch_ddp_elastic.py: in an elastic
 job of 3, the worker of rank VICTIM (argv[1]) SIGKILLs itself inside
-kolo.torch.distributed.reinit(), after the rendezvous address went out and
-before torch's init_process_group, so the others meet the loss in torch's
-rendezvous (rank 0's store gone, or a store barrier that times out), not in
-a kolo collective. reinit() must turn that into kolo's membership error,
-and kolo.torch.elastic.run must make the 2 survivors' group, whose
-all_reduce then works. Prints ``REINIT-FAILED rank=R ERROR after S s`` on
+kolo.torch.distributed.reinit(), after the epoch's token went out and
+before torch's init_process_group, so the others meet the loss inside
+torch's rendezvous (the store-based barrier, whose adds are kolo
+collectives), not in a collective of theirs. That must end in kolo's
+membership error on every survivor, and kolo.torch.elastic.run must make
+the 2 survivors' group, whose all_reduce then works. Prints ``REINIT-FAILED rank=R ERROR after S s`` on
 each survivor and ``OK rank=R size=N sum=X`` once the new group works."""
 
 import os

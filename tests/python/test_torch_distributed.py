@@ -398,3 +398,34 @@ def test_ranks_torch_and_kolo_disagree_on(tmp_path):
     for r, out in enumerate(outs):
         assert f'REFUSED {r} kolo backend: torch says rank {1 - r} of 2, ' \
                f'kolo says rank {r} of 2' in out, out
+
+
+def test_reinit_rendezvous_runs_on_kolo():
+    # Last in the file: it replaces the module's group. reinit() makes the
+    # default group through kolo.torch.epoch_store.EpochStore, whose add()
+    # is a kolo collective (torch's store-based barrier) and whose other
+    # operations are refused by name.
+    old = dist.group.WORLD
+    world = kdist.reinit()
+    rank, size = rs()
+    assert world is dist.group.WORLD and world is not old
+    t = torch.tensor([rank + 1.0])
+    dist.all_reduce(t)
+    assert t.item() == size * (size + 1) / 2
+    members = [0, size - 1] if size > 2 else list(range(size))
+    sub = kdist.new_group(members)  # torch barriers on the epoch store
+    if rank in members:
+        t = torch.ones(1)
+        dist.all_reduce(t, group=sub)
+        assert t.item() == len(members)
+    store = dist.distributed_c10d._get_default_store()  # pylint: disable=protected-access
+    assert store.add('test.count', rank + 1) == size * (size + 1) // 2
+    assert store.add('test.count', 0) == size * (size + 1) // 2
+    with pytest.raises(RuntimeError, match=r"epoch store .* supports only "
+                       r"add\(\).* get\(\)"):
+        store.get('test.count')
+    # A gloo group needs set/get: refused on every rank, before torch's
+    # barrier, and the kolo group goes on.
+    with pytest.raises(RuntimeError, match='supports only add'):
+        dist.new_group(list(range(size)), backend='gloo')
+    dist.all_reduce(t)

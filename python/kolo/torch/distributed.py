@@ -48,6 +48,7 @@ from kolo import _kolo
 from kolo.common import basics as _basics
 from kolo.common import process_sets as _ps
 from kolo.common import torchrun as _torchrun
+from kolo.torch.epoch_store import EpochStore
 
 try:
     from kolo import _kolo_c10d
@@ -200,14 +201,14 @@ def reinit(timeout=timedelta(seconds=30)):
     """Makes the default process group of kolo's current epoch and returns
     it (``dist.group.WORLD``): destroys the existing default group (and
     every subgroup) if there is one, then ``init_process_group("kolo")``
-    with kolo's rank and size, through a new TCPStore that rank 0 opens at a
-    free port (sent to every rank through kolo). Every rank of the epoch calls it at
-    the same point: in an elastic job, first thing in the function that
-    ``kolo.torch.elastic.run`` wraps (it runs again after each membership
-    change, on survivors and newcomers alike); then wrap the model in DDP
-    again. ``timeout``: for the rendezvous (a member lost during it shows
-    as kolo's membership error once it ran out, at the latest); kolo's
-    collectives do not apply it."""
+    with kolo's rank and size, through an EpochStore (kolo.torch.epoch_store:
+    its operations are kolo collectives, so no rank serves it and a member
+    lost meanwhile raises kolo's membership error). Every rank of the epoch
+    calls it at the same point: in an elastic job, first thing in the
+    function that ``kolo.torch.elastic.run`` wraps (it runs again after
+    each membership change, on survivors and newcomers alike); then wrap
+    the model in DDP again. ``timeout``: the group's, which torch keeps; kolo's collectives
+    do not apply it (a member lost shows as kolo's membership error)."""
     global _uid_prefix
     # pylint: disable=import-outside-toplevel
     from kolo.torch.functions import broadcast_object
@@ -220,39 +221,18 @@ def reinit(timeout=timedelta(seconds=30)):
                 from None
     if dist.is_initialized():
         dist.destroy_process_group()
-    # Rank 0's store listens before the others learn its port (a client
-    # that finds no listener retries only after a second).
-    store, where = None, None
-    if _kolo.rank() == 0:
-        host = _local_address()
-        store = dist.TCPStore(host, 0, _kolo.size(), True, timeout=timeout,
-                              wait_for_workers=False)
-        where = (host, store.port, secrets.token_hex(6))
-    host, port, token = broadcast_object(
-        where, root_rank=0, name='kolo.torch.distributed.reinit')
-    rank, size = _kolo.rank(), _kolo.size()
+    token = broadcast_object(
+        secrets.token_hex(6) if _kolo.rank() == 0 else None, root_rank=0,
+        name='kolo.torch.distributed.reinit')
     with _lock:
         _groups_per_set.clear()
         _uid_prefix = f'{token}.'
-    try:
-        if store is None:
-            store = dist.TCPStore(host, port, size, False, timeout=timeout)
-        dist.init_process_group(BACKEND, store=store, rank=rank,
-                                world_size=size, timeout=timeout)
-    except RuntimeError:
-        # A member lost during the rendezvous (rank 0's store gone, or a
-        # barrier that times out) ended kolo's epoch: kolo's own barrier
-        # then raises the membership error, which the elastic loop acts on.
-        # Otherwise it completes and the store's error stands.
-        _kolo_barrier()
-        raise
+    # The store's operations are kolo collectives over this epoch's ranks:
+    # a member lost meanwhile makes them raise kolo's membership error.
+    dist.init_process_group(BACKEND, store=EpochStore(token),
+                            rank=_kolo.rank(), world_size=_kolo.size(),
+                            timeout=timeout)
     return dist.group.WORLD
-
-
-def _kolo_barrier():
-    # pylint: disable=import-outside-toplevel
-    from kolo.torch.mpi_ops import barrier
-    barrier()
 
 
 _kolorun_env()
