@@ -142,15 +142,18 @@ class CMakeBuild(build_ext):
         dest = Path(self.build_lib) / 'kolo'
         if dest.exists():
             shutil.rmtree(dest)  # nothing stale from an earlier build
-        # _kolo_c10d (the torch.distributed backend, built where libtorch-dev
-        # is) links the system's libtorch: not in the wheel yet.
+        # _kolo_c10d (the torch.distributed backend), where the build has
+        # it: it links the system's libtorch of the torch version
+        # kolo/_version.py names, and kolo.torch.distributed says so when
+        # the interpreter's torch is another.
         shutil.copytree(source, dest, ignore=shutil.ignore_patterns(
-            '__pycache__', '*.pyc', '_kolo_c10d.*'))
+            '__pycache__', '*.pyc'))
         (dest / '_bin').mkdir()
         for program in PROGRAMS:
             shutil.copy2(build_dir / 'bin' / program, dest / '_bin' / program)
         binaries = [dest / '_bin' / p for p in PROGRAMS]
         binaries += [dest / m.name for m in modules]
+        binaries += list(dest.glob('_kolo_c10d.*.so'))
         check_no_build_rpath(binaries, build_dir)
         strip = cache.get('CMAKE_STRIP') or shutil.which('strip')
         if strip and os.environ.get('KOLO_WHEEL_KEEP_DEBUG') != '1':

@@ -24,6 +24,9 @@ set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 
 set(CPACK_DEB_COMPONENT_INSTALL ON)
 set(CPACK_COMPONENTS_ALL runtime dev)
+if(KOLO_HAVE_C10D)
+  list(APPEND CPACK_COMPONENTS_ALL torch)
+endif()
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_MAINTAINER ${CPACK_PACKAGE_CONTACT})
 set(CPACK_DEBIAN_PACKAGE_HOMEPAGE "")
@@ -43,8 +46,9 @@ kolo-ctl and the Python package kolo (import kolo.torch as hvd).")
 # The Python extension is built for this Python minor version.
 find_package(Python3 QUIET COMPONENTS Interpreter)
 if(KOLO_HAVE_PYTHON AND Python3_FOUND)
-  set(CPACK_DEBIAN_RUNTIME_PACKAGE_DEPENDS
+  set(_python_depends
       "python3 (>= ${Python3_VERSION_MAJOR}.${Python3_VERSION_MINOR}), python3 (<< ${Python3_VERSION_MAJOR}.${Python3_VERSION_MINOR}.255)")
+  set(CPACK_DEBIAN_RUNTIME_PACKAGE_DEPENDS "${_python_depends}")
   set(CPACK_DEBIAN_RUNTIME_PACKAGE_SUGGESTS "python3-torch, python3-numpy, python3-cloudpickle")
 endif()
 
@@ -68,6 +72,26 @@ set(CPACK_DEBIAN_DEV_DESCRIPTION
 This package has the C++ headers, the CMake package (find_package(kolo))
 and the pkg-config file for building programs with kolo.")
 
+# kolo-torch: kolo._kolo_c10d, the torch.distributed backend, built where
+# Torch's C++ package is (libtorch-dev). It links the system's libtorch of
+# that version (dpkg-shlibdeps finds libtorch1.13) and needs torch's Python
+# package of the same version.
+if(KOLO_HAVE_C10D)
+  string(REGEX MATCH "^([0-9]+)\\.([0-9]+)" _torch_mm "${KOLO_C10D_TORCH_VERSION}")
+  math(EXPR _torch_next_minor "${CMAKE_MATCH_2} + 1")
+  set(_torch_mm_upper "${CMAKE_MATCH_1}.${_torch_next_minor}~")
+  set(CPACK_DEBIAN_TORCH_PACKAGE_NAME kolo-torch)
+  set(CPACK_DEBIAN_TORCH_PACKAGE_SECTION python)
+  set(CPACK_DEBIAN_TORCH_PACKAGE_DEPENDS
+      "kolo (= ${PROJECT_VERSION}), ${_python_depends}, python3-torch (>= ${_torch_mm}~), python3-torch (<< ${_torch_mm_upper})")
+  set(CPACK_DEBIAN_TORCH_DESCRIPTION
+"${CPACK_PACKAGE_DESCRIPTION}
+.
+This package has kolo's torch.distributed backend, built for torch
+${_torch_mm}: import kolo.torch.distributed, then init_process_group
+with the backend named kolo.")
+endif()
+
 # Debian's per-package documentation: copyright and changelog.
 configure_file(${CMAKE_CURRENT_SOURCE_DIR}/debian-copyright.in
                ${CMAKE_CURRENT_BINARY_DIR}/copyright @ONLY)
@@ -80,11 +104,11 @@ add_custom_command(
   DEPENDS ${CMAKE_CURRENT_BINARY_DIR}/changelog.Debian
   COMMENT "packaging: changelog.Debian.gz" VERBATIM)
 add_custom_target(kolo_debian_docs ALL DEPENDS ${CMAKE_CURRENT_BINARY_DIR}/changelog.Debian.gz)
-foreach(component IN ITEMS runtime dev)
+foreach(component IN LISTS CPACK_COMPONENTS_ALL)
   if(component STREQUAL "runtime")
     set(_pkg kolo)
   else()
-    set(_pkg kolo-dev)
+    set(_pkg kolo-${component})
   endif()
   # Only in the packages: a plain cmake --install leaves them out. The
   # version has no Debian revision (a native package): changelog.gz.

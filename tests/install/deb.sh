@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Install test (issue 32 point 6): kolo's Debian packages.
-#   1. scripts/package.sh builds kolo_<v>_<arch>.deb and kolo-dev_<v>_<arch>.deb
-#      (in BUILD_DIR); their file lists are checked against what each must
-#      and must not carry; lintian runs on both and must report no error;
-#   2. apt-get installs both (nothing of kolo may be installed before);
+#   1. scripts/package.sh builds kolo_<v>_<arch>.deb, kolo-dev_<v>_<arch>.deb
+#      and, where libtorch-dev is installed (the build then has the
+#      torch.distributed backend), kolo-torch_<v>_<arch>.deb (in BUILD_DIR);
+#      their file lists are checked against what each must and must not
+#      carry; lintian runs on them and must report no error;
+#   2. apt-get installs them (nothing of kolo may be installed before);
 #      then, with no PYTHONPATH and the installed programs only:
-#      `kolorun -np 2 /usr/bin/python3 script.py` sums torch tensors exactly,
-#      and examples/consumer builds with find_package(kolo) and pkg-config
-#      against /usr and runs under kolorun with exact sums;
-#   3. dpkg -r removes both, and nothing they installed is left (the Python
+#      `kolorun -np 2 /usr/bin/python3 script.py` sums torch tensors exactly
+#      (through kolo.torch, and through dist.init_process_group("kolo") with
+#      kolo-torch), and examples/consumer builds with find_package(kolo) and
+#      pkg-config against /usr and runs under kolorun with exact sums;
+#   3. dpkg -r removes them, and nothing they installed is left (the Python
 #      package's byte-compiled files included).
 # Needs root (apt-get, dpkg). Usage: tests/install/deb.sh [BUILD_DIR]
 set -euo pipefail
@@ -19,7 +22,7 @@ version=$(sed -n 's/^project(kolo VERSION \([0-9.]*\).*/\1/p' "$root/CMakeLists.
 fail() { echo "deb.sh: FAIL: $*" >&2; exit 1; }
 step() { echo "--- $*"; }
 [ "$(id -u)" -eq 0 ] || fail "needs root (apt-get install, dpkg -r)"
-for p in kolo kolo-dev; do
+for p in kolo kolo-dev kolo-torch; do
   if dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'installed'; then
     fail "package $p is installed already; remove it first (dpkg -r $p)"
   fi
@@ -27,7 +30,7 @@ done
 tmp=$(mktemp -d /tmp/kolo-deb-test.XXXXXX)
 installed=0
 cleanup() {
-  if [ "$installed" = 1 ]; then dpkg -r kolo-dev kolo >/dev/null 2>&1 || true; fi
+  if [ "$installed" = 1 ]; then dpkg -r kolo-torch kolo-dev kolo >/dev/null 2>&1 || true; fi
   rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -37,10 +40,19 @@ mapfile -t debs < <(bash "$root/scripts/package.sh" "$build")
 arch=$(dpkg --print-architecture)
 run_deb=$build/kolo_${version}_${arch}.deb
 dev_deb=$build/kolo-dev_${version}_${arch}.deb
-for d in "$run_deb" "$dev_deb"; do
+torch_deb=$build/kolo-torch_${version}_${arch}.deb
+all_debs=("$run_deb" "$dev_deb")
+# The backend is built where Torch's C++ package is (python/CMakeLists.txt).
+if [ -f /usr/lib/x86_64-linux-gnu/cmake/Torch/TorchConfig.cmake ] ||
+   dpkg-query -W -f='${Status}' libtorch-dev 2>/dev/null | grep -q installed; then
+  all_debs+=("$torch_deb")
+fi
+for d in "${all_debs[@]}"; do
   [ -f "$d" ] || fail "no $d (package.sh gave: ${debs[*]})"
   echo "  $(basename "$d"): $(stat -c %s "$d") bytes"
 done
+with_torch=0
+[ ${#all_debs[@]} -eq 3 ] && with_torch=1
 
 step "file lists"
 dpkg-deb -c "$run_deb" | awk '{print $6}' | sed 's|^\./|/|' > "$tmp/run.list"
@@ -65,23 +77,35 @@ has dev "^/usr/lib/[^/]+/cmake/kolo/koloConfig\.cmake$"
 has dev "^/usr/lib/[^/]+/pkgconfig/kolo\.pc$"
 has dev "^/usr/share/doc/kolo-dev/copyright$"
 lacks dev "^/usr/bin/"
+lacks run "_kolo_c10d"
+if [ "$with_torch" = 1 ]; then
+  dpkg-deb -c "$torch_deb" | awk '{print $6}' | sed 's|^\./|/|' > "$tmp/torch.list"
+  has torch "^/usr/lib/python3/dist-packages/kolo/_kolo_c10d\.cpython-[0-9]+-[^/]+\.so$"
+  has torch "^/usr/share/doc/kolo-torch/copyright$"
+  lacks torch "^/usr/bin/"
+  lacks torch "__init__\.py$"
+  dpkg-deb -f "$torch_deb" Depends | sed 's/^/  kolo-torch Depends: /'
+  echo "  kolo-torch: $(grep -vc '/$' "$tmp/torch.list") files"
+fi
 echo "  kolo: $(grep -vc '/$' "$tmp/run.list") files, kolo-dev: $(grep -vc '/$' "$tmp/dev.list") files"
 dpkg-deb -f "$run_deb" Depends | sed 's/^/  kolo Depends: /'
 
 step "lintian"
 command -v lintian >/dev/null || fail "lintian is not installed (apt-get install -y lintian)"
-lintian_out=$(lintian --tag-display-limit 0 "$run_deb" "$dev_deb" 2>&1 || true)
+lintian_out=$(lintian --tag-display-limit 0 "${all_debs[@]}" 2>&1 || true)
 echo "$lintian_out" | sed 's/^/  /'
 if echo "$lintian_out" | grep -q '^E: '; then fail "lintian reports errors"; fi
 
-step "apt-get install ./kolo_*.deb ./kolo-dev_*.deb"
+step "apt-get install ${all_debs[*]##*/}"
 kolo_paths() { find /usr /etc -xdev -ipath '*kolo*' 2>/dev/null | sort; }
 kolo_paths > "$tmp/before.kolo"
 find /usr -xdev -type d 2>/dev/null | sort > "$tmp/before.dirs"
 (cd "$build" && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-  "./$(basename "$run_deb")" "./$(basename "$dev_deb")" >/dev/null)
+  "${all_debs[@]/#$build\//./}" >/dev/null)
 installed=1
-dpkg -L kolo kolo-dev | sort -u > "$tmp/owned.list"
+packages=(kolo kolo-dev)
+[ "$with_torch" = 1 ] && packages+=(kolo-torch)
+dpkg -L "${packages[@]}" | sort -u > "$tmp/owned.list"
 
 step "kolorun -np 2 /usr/bin/python3 (no PYTHONPATH)"
 cat > "$tmp/sum.py" <<'PY'
@@ -99,6 +123,29 @@ out=$(cd "$tmp" && env -u PYTHONPATH -u LD_LIBRARY_PATH kolorun -np 2 /usr/bin/p
 echo "$out" | sed 's/^/  /'
 [ "$(echo "$out" | grep -c "sums exact, kolo kolo.torch $version")" -eq 2 ] || fail "not 2 ranks with exact sums"
 
+if [ "$with_torch" = 1 ]; then
+  step "kolo-torch: dist.init_process_group(\"kolo\") under kolorun -np 2"
+  cat > "$tmp/c10d.py" <<'PY'
+import torch
+import torch.distributed as dist
+import kolo
+import kolo.torch.distributed
+dist.init_process_group("kolo")
+r, n = dist.get_rank(), dist.get_world_size()
+t = torch.arange(8, dtype=torch.float64) + r
+dist.all_reduce(t)
+want = torch.arange(8, dtype=torch.float64) * n + n * (n - 1) / 2
+assert torch.equal(t, want), (t, want)
+print(f"rank {r} of {n}: c10d sums exact, from {kolo._kolo_c10d.__file__}")
+dist.destroy_process_group()
+PY
+  out=$(cd "$tmp" && env -u PYTHONPATH -u LD_LIBRARY_PATH kolorun -np 2 /usr/bin/python3 c10d.py 2>&1) \
+    || { echo "$out"; fail "torch.distributed job failed"; }
+  echo "$out" | grep "c10d sums exact" | sed 's/^/  /'
+  [ "$(echo "$out" | grep -c "c10d sums exact, from /usr/lib/python3/dist-packages/kolo/")" -eq 2 ] \
+    || { echo "$out"; fail "not 2 ranks with exact c10d sums from the package"; }
+fi
+
 step "examples/consumer against /usr: find_package and pkg-config"
 cmake -S "$root/examples/consumer" -B "$tmp/find" -G Ninja >/dev/null
 cmake --build "$tmp/find" >/dev/null
@@ -110,8 +157,8 @@ for prog in "$tmp/find/kolo-consumer" "$tmp/pc-consumer"; do
   echo "  $(basename "$prog"): 2 ranks, sums exact"
 done
 
-step "dpkg -r kolo-dev kolo"
-dpkg -r kolo-dev kolo >/dev/null
+step "dpkg -r ${packages[*]}"
+dpkg -r "${packages[@]}" >/dev/null
 installed=0
 left=()
 while read -r f; do

@@ -6,7 +6,9 @@
 # installs it into a fresh --system-site-packages venv, checks
 # kolo.__version__ against CMakeLists.txt, runs a 2-rank torch allreduce
 # with the venv's kolorun (no PYTHONPATH) checked exactly on every rank,
-# uninstalls it and checks that nothing of it is left in the venv.
+# and, where the build has the torch.distributed backend, a 2-rank
+# dist.all_reduce on it from the wheel; uninstalls it and checks that
+# nothing of it is left in the venv.
 # setuptools' build folders and the wheel go to a temporary folder (removed
 # on exit), so the source tree stays clean and runs do not race.
 # Environment: KOLO_PYTHON (default /usr/bin/python3, it needs torch).
@@ -86,6 +88,39 @@ hvd.shutdown()
 EOF
 (cd "$tmp" && timeout 300 kolorun -np 2 --start-timeout 120 \
    "$venv/bin/python" allreduce.py) || fail "kolorun -np 2 allreduce.py failed"
+
+# ---- The torch.distributed backend, where the build has it ----------------
+# kolo._kolo_c10d goes into the wheel when the build made it (libtorch-dev
+# installed); it links the system's libtorch, so it is checked here, with
+# the venv's kolorun, the way a user of the wheel would start it.
+c10d_built=$(cd "$tmp" && python -c \
+  'from kolo._version import c10d_torch_version as v; print(v or "")')
+if [ -n "$c10d_built" ]; then
+  python -m zipfile -l "$wheel" >"$tmp/wheel.list"
+  grep -q 'kolo/_kolo_c10d\.cpython-' "$tmp/wheel.list" \
+    || fail "the build has the torch.distributed backend (torch $c10d_built), the wheel lacks kolo/_kolo_c10d"
+  cat >"$tmp/c10d.py" <<'EOF'
+import sys
+import torch
+import torch.distributed as dist
+import kolo.torch.distributed as kdist
+
+dist.init_process_group('kolo')
+r, n = dist.get_rank(), dist.get_world_size()
+if not kdist._kolo_c10d.__file__.startswith(sys.prefix + '/'):
+    sys.exit(f'rank {r}: the backend from {kdist._kolo_c10d.__file__}')
+t = torch.arange(5, dtype=torch.int64) * (r + 1)
+dist.all_reduce(t)
+if not torch.equal(t, torch.arange(5) * (n * (n + 1) // 2)):
+    sys.exit(f'rank {r}: c10d sum is {t.tolist()}')
+print(f'rank {r} of {n}: dist.all_reduce ok')
+dist.destroy_process_group()
+EOF
+  (cd "$tmp" && timeout 300 kolorun -np 2 --start-timeout 120 \
+     "$venv/bin/python" c10d.py) || fail "kolorun -np 2 c10d.py failed"
+else
+  echo "the build has no torch.distributed backend (no libtorch-dev): not checked"
+fi
 
 # ---- Uninstall: nothing may remain ------------------------------------------
 "$venv/bin/python" -m pip uninstall -q -y kolo-collectives

@@ -50,13 +50,35 @@ from kolo.common import process_sets as _ps
 from kolo.common import torchrun as _torchrun
 from kolo.torch.epoch_store import EpochStore
 
-try:
-    from kolo import _kolo_c10d
-except ImportError as _e:  # built without libtorch-dev
-    raise ImportError(
-        'kolo.torch.distributed: kolo was built without its torch.distributed '
-        'backend (kolo._kolo_c10d: build with libtorch-dev installed, '
-        f'apt-get install -y libtorch-dev) ({_e})') from None
+def _import_backend():
+    """kolo._kolo_c10d, or an ImportError that says why it is missing."""
+    # pylint: disable=import-outside-toplevel
+    import torch
+    from kolo._version import c10d_torch_version as built_for
+    if not built_for:
+        raise ImportError(
+            'kolo.torch.distributed: this kolo was built without its '
+            'torch.distributed backend (kolo._kolo_c10d): build kolo with '
+            "Torch's C++ package installed (apt-get install -y libtorch-dev)")
+    have = torch.__version__.split('+')[0]
+    if have.split('.')[:2] != built_for.split('.')[:2]:
+        raise ImportError(
+            f"kolo.torch.distributed: kolo's torch.distributed backend was "
+            f'built for torch {built_for}, and this is torch {have} '
+            f'({torch.__file__}): install kolo built against this torch, or '
+            f'the torch it was built for')
+    try:
+        from kolo import _kolo_c10d as backend
+    except ImportError as e:
+        raise ImportError(
+            "kolo.torch.distributed: kolo's torch.distributed backend "
+            f'(kolo._kolo_c10d, built for torch {built_for}) is not installed '
+            'or does not load: with the Debian packages, apt-get install '
+            f'kolo-torch ({e})') from None
+    return backend
+
+
+_kolo_c10d = _import_backend()
 
 BACKEND = 'kolo'
 
