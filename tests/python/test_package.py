@@ -157,3 +157,27 @@ def test_import_leaves_cloudpickle_for_its_first_use():
         capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ['False']
+
+
+@pytest.mark.parametrize('built_for, torch_version, want', [
+    ('', '1.13.0a0', "built without its torch.distributed backend"),
+    ('1.12.0', '1.13.0a0', 'built for torch 1.12.0, and this is torch '
+     '1.13.0'),
+    ('1.13.0', '1.13.1+cpu', "kolo._kolo_c10d, built for torch 1.13.0) is "
+     'not installed'),
+])
+def test_a_missing_torch_distributed_backend_says_why(built_for,
+                                                      torch_version, want):
+    # The three reasons kolo.torch.distributed may not load, each named:
+    # kolo built without libtorch-dev, built for another torch, or the
+    # backend's file missing (the Debian package kolo-torch not installed).
+    script = (
+        'import sys, torch, kolo._version as v\n'
+        f'v.c10d_torch_version = {built_for!r}\n'
+        f'torch.__version__ = {torch_version!r}\n'
+        "sys.modules['kolo._kolo_c10d'] = None  # as if the file were absent\n"
+        'import kolo.torch.distributed\n')
+    proc = subprocess.run([sys.executable, '-c', script],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    assert 'ImportError' in proc.stderr and want in proc.stderr, proc.stderr
