@@ -123,7 +123,8 @@ constexpr Variable kVariables[] = {
      .meaning = "1: the members of a grouped op fuse only with each other, not "
                 "with other tensors. One rank setting it is enough."},
     {.name = "KOLO_AUTOTUNE",
-     .read_by = "kolorun, kolo-coordinator",
+     .read_by =
+         "kolorun, kolo-coordinator, a rank 0 that hosts the coordinator",
      .section = "Negotiation, fusion and the response cache",
      .flag = "`--autotune`, `--no-autotune` (kolorun, kolo-coordinator)",
      .alias = "`HOROVOD_AUTOTUNE`",
@@ -135,9 +136,12 @@ constexpr Variable kVariables[] = {
                 "bytes reduced per second, and keeps the best; the choice "
                 "overrides `KOLO_FUSION_THRESHOLD` (and a cache turned off, "
                 "`KOLO_CACHE_CAPACITY`). See "
-                "[Autotune](tensor-fusion.md#autotune)."},
+                "[Autotune](tensor-fusion.md#autotune). Read by kolorun, "
+                "kolo-coordinator and a rank 0 that hosts the coordinator "
+                "(torchrun, Slurm, by hand), like the settings below."},
     {.name = "KOLO_AUTOTUNE_LOG",
-     .read_by = "kolorun, kolo-coordinator",
+     .read_by =
+         "kolorun, kolo-coordinator, a rank 0 that hosts the coordinator",
      .section = "Negotiation, fusion and the response cache",
      .flag = "`--autotune-log-file`",
      .alias = "`HOROVOD_AUTOTUNE_LOG`",
@@ -146,7 +150,8 @@ constexpr Variable kVariables[] = {
      .meaning = "The autotuner's CSV log: one line per sample (the setting "
                 "and its score), and the choice."},
     {.name = "KOLO_AUTOTUNE_WARMUP_SAMPLES",
-     .read_by = "kolorun, kolo-coordinator",
+     .read_by =
+         "kolorun, kolo-coordinator, a rank 0 that hosts the coordinator",
      .section = "Negotiation, fusion and the response cache",
      .flag = "`--autotune-warmup-samples`",
      .alias = "`HOROVOD_AUTOTUNE_WARMUP_SAMPLES`",
@@ -155,7 +160,8 @@ constexpr Variable kVariables[] = {
      .meaning = "Samples at the start that run the starting settings and are "
                 "not scored."},
     {.name = "KOLO_AUTOTUNE_STEPS_PER_SAMPLE",
-     .read_by = "kolorun, kolo-coordinator",
+     .read_by =
+         "kolorun, kolo-coordinator, a rank 0 that hosts the coordinator",
      .section = "Negotiation, fusion and the response cache",
      .flag = "`--autotune-steps-per-sample`",
      .alias = "`HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE`",
@@ -164,7 +170,8 @@ constexpr Variable kVariables[] = {
      .meaning = "Training steps each setting runs for its score. A step ends "
                 "when a tensor comes again."},
     {.name = "KOLO_AUTOTUNE_BAYES_OPT_MAX_SAMPLES",
-     .read_by = "kolorun, kolo-coordinator",
+     .read_by =
+         "kolorun, kolo-coordinator, a rank 0 that hosts the coordinator",
      .section = "Negotiation, fusion and the response cache",
      .flag = "`--autotune-bayes-opt-max-samples`",
      .alias = "`HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES`",
@@ -173,7 +180,8 @@ constexpr Variable kVariables[] = {
      .meaning = "Scored samples (the starting settings' included) before the "
                 "best is chosen and kept. At least 2."},
     {.name = "KOLO_AUTOTUNE_GAUSSIAN_PROCESS_NOISE",
-     .read_by = "kolorun, kolo-coordinator",
+     .read_by =
+         "kolorun, kolo-coordinator, a rank 0 that hosts the coordinator",
      .section = "Negotiation, fusion and the response cache",
      .flag = "`--autotune-gaussian-process-noise`",
      .alias = "`HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE`",

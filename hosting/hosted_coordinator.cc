@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/net.h"
+#include "coordinator/autotune.h"
 #include "coordinator/server.h"
 
 namespace kolo::worker {
@@ -30,7 +31,8 @@ class HostedServer final : public HostedCoordinator {
   const std::unique_ptr<coordinator::CoordinatorServer> server_;
 };
 
-coordinator::ServerOptions HostingOptions(const WorkerConfig& c) {
+absl::StatusOr<coordinator::ServerOptions> HostingOptions(
+    const WorkerConfig& c) {
   coordinator::ServerOptions so = coordinator::ServerOptionsFromKnobs(c.knobs);
   so.listen.bind_host =
       net::IsIpLiteral(c.coordinator.host) ? c.coordinator.host : "0.0.0.0";
@@ -49,6 +51,11 @@ coordinator::ServerOptions HostingOptions(const WorkerConfig& c) {
                          "=<rank 0 host>:<port> on every worker, or set "
                          "KOLO_HOST_COORDINATOR=0 if a kolo-coordinator "
                          "already runs there");
+  // KOLO_AUTOTUNE here as kolo-coordinator --autotune would.
+  absl::StatusOr<std::shared_ptr<coordinator::Autotuner>> autotuner =
+      coordinator::MakeAutotuner(c.autotune, so.core.negotiator);
+  if (!autotuner.ok()) return autotuner.status();
+  so.core.autotuner = *std::move(autotuner);
   return so;
 }
 
@@ -56,7 +63,10 @@ coordinator::ServerOptions HostingOptions(const WorkerConfig& c) {
 
 absl::StatusOr<std::unique_ptr<HostedCoordinator>> HostCoordinator(
     const WorkerConfig& c) {
-  auto server = coordinator::CoordinatorServer::Start(HostingOptions(c));
+  absl::StatusOr<coordinator::ServerOptions> options = HostingOptions(c);
+  absl::StatusOr<std::unique_ptr<coordinator::CoordinatorServer>> server =
+      options.ok() ? coordinator::CoordinatorServer::Start(*std::move(options))
+                   : options.status();
   if (server.ok()) return std::make_unique<HostedServer>(*std::move(server));
   return absl::Status(
       server.status().code(),

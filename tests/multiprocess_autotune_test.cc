@@ -5,10 +5,13 @@
 // plan N ..."); the test checks that every rank switched at the same plans to
 // the same settings, that the last switch is the choice, after the sample
 // budget, and the CSV log (one line per sample and the choice). The same
-// with Horovod's variables instead of the flags.
+// with Horovod's variables instead of the flags, and with the coordinator
+// that rank 0 hosts when the workers start without kolorun (torchrun's
+// variables), which reads KOLO_AUTOTUNE itself.
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -18,28 +21,36 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/net.h"
 #include "gtest/gtest.h"
 #include "tests/testing/job_run.h"
+#include "tests/testing/subprocess.h"
+#include "tests/testing/timeouts.h"
 
 namespace kolo::testing {
 namespace {
 
 using Env = std::map<std::string, std::optional<std::string>>;
 
+constexpr absl::string_view kSwitchTag = "[runtime] [info] autotune: ";
+
 // Per rank, its "autotune: ..." log lines without the prefix and timestamp:
-// "switch after plan 6: fusion threshold ... (sample 1)".
+// "switch after plan 6: fusion threshold ... (sample 1)". `output`: a
+// kolorun job's (lines prefixed "[rank]"), or one worker's with `rank`.
 std::map<int, std::vector<std::string>> SwitchesByRank(
-    const std::string& output) {
+    const std::string& output, std::optional<int> rank = std::nullopt) {
   std::map<int, std::vector<std::string>> by_rank;
   for (absl::string_view line : absl::StrSplit(output, '\n')) {
-    const size_t at = line.find("[runtime] [info] autotune: ");
+    const size_t at = line.find(kSwitchTag);
     if (!absl::StartsWith(line, "[") || at == absl::string_view::npos) {
       continue;
     }
-    int rank = -1;
-    if (!absl::SimpleAtoi(line.substr(1, line.find(']') - 1), &rank)) continue;
-    by_rank[rank].emplace_back(
-        line.substr(at + std::string("[runtime] [info] autotune: ").size()));
+    int r = rank.value_or(-1);
+    if (!rank.has_value() &&
+        !absl::SimpleAtoi(line.substr(1, line.find(']') - 1), &r)) {
+      continue;
+    }
+    by_rank[r].emplace_back(line.substr(at + kSwitchTag.size()));
   }
   return by_rank;
 }
@@ -51,18 +62,16 @@ std::string ReadAll(const std::string& path) {
   return s.str();
 }
 
-void ExpectSameSwitches(const JobRun& run, int n, int samples,
-                        const std::string& log) {
-  ASSERT_TRUE(run.exit.exited && run.exit.code == 0)
-      << run.exit.ToString() << "\n"
-      << run.output;
-  EXPECT_FALSE(absl::StrContains(run.output, "FUS_FAIL")) << run.output;
-  std::map<int, std::vector<std::string>> by_rank = SwitchesByRank(run.output);
-  ASSERT_EQ(by_rank.size(), static_cast<size_t>(n)) << run.output;
+// Every rank's switches are the same; the last is the choice after
+// `samples` samples; the CSV `log` has a line per sample and the choice.
+void ExpectSameSwitches(const std::map<int, std::vector<std::string>>& by_rank,
+                        int n, int samples, const std::string& log,
+                        const std::string& output) {
+  ASSERT_EQ(by_rank.size(), static_cast<size_t>(n)) << output;
   const std::vector<std::string>& first = by_rank.begin()->second;
   ASSERT_FALSE(first.empty());
   for (const auto& [rank, lines] : by_rank) {
-    EXPECT_EQ(lines, first) << "rank " << rank << "\n" << run.output;
+    EXPECT_EQ(lines, first) << "rank " << rank << "\n" << output;
   }
   EXPECT_TRUE(absl::StartsWith(first.back(), "chosen after plan "))
       << first.back();
@@ -79,6 +88,15 @@ void ExpectSameSwitches(const JobRun& run, int n, int samples,
             "sample,fusion_threshold_mb,cycle_time_ms,cache_enabled,"
             "score_bytes_per_second");
   EXPECT_TRUE(absl::StartsWith(csv.back(), "best,")) << csv.back();
+}
+
+void ExpectSameSwitches(const JobRun& run, int n, int samples,
+                        const std::string& log) {
+  ASSERT_TRUE(run.exit.exited && run.exit.code == 0)
+      << run.exit.ToString() << "\n"
+      << run.output;
+  EXPECT_FALSE(absl::StrContains(run.output, "FUS_FAIL")) << run.output;
+  ExpectSameSwitches(SwitchesByRank(run.output), n, samples, log, run.output);
 }
 
 TEST(MultiprocessAutotune, EveryRankSwitchesAtTheSamePlan) {
@@ -108,6 +126,53 @@ TEST(MultiprocessAutotune, HorovodsVariables) {
   ExpectSameSwitches(run, 2, 3, log);
   EXPECT_FALSE(absl::StrContains(run.output, "HOROVOD_AUTOTUNE is not used"))
       << run.output;
+}
+
+// Without kolorun, rank 0 hosts the coordinator (worker_lib/config.h:
+// host_coordinator) and reads KOLO_AUTOTUNE and its settings itself.
+TEST(MultiprocessAutotune, CoordinatorHostedByRank0) {
+  const std::string log = ::testing::TempDir() + "/mp_autotune_hosted.csv";
+  std::remove(log.c_str());
+  absl::StatusOr<int> port = net::PickFreePort();
+  ASSERT_TRUE(port.ok()) << port.status();
+  const int n = 2;
+  std::vector<std::unique_ptr<Subprocess>> workers;
+  for (int r = 0; r < n; ++r) {
+    Env env{{"KOLO_LAUNCHER", std::nullopt},
+            {"KOLO_COORDINATOR", std::nullopt},
+            {"KOLO_SECRET_FILE", std::nullopt},
+            {"KOLO_SECRET", "hosted-autotune-secret-0123456789abcdef"},
+            {"RANK", std::to_string(r)},
+            {"WORLD_SIZE", std::to_string(n)},
+            {"LOCAL_RANK", std::to_string(r)},
+            {"MASTER_ADDR", "127.0.0.1"},
+            {"MASTER_PORT", std::to_string(*port)},
+            {"KOLO_LOG_LEVEL", "info"},
+            {"KOLO_AUTOTUNE", "1"},
+            {"KOLO_AUTOTUNE_LOG", log},
+            {"KOLO_AUTOTUNE_WARMUP_SAMPLES", "1"},
+            {"KOLO_AUTOTUNE_STEPS_PER_SAMPLE", "2"},
+            {"KOLO_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", "3"}};
+    workers.push_back(std::make_unique<Subprocess>(
+        std::vector<std::string>{Bin("kolo-fusion-worker"), "allreduce", "30"},
+        env));
+    ASSERT_TRUE(workers.back()->Start().ok());
+  }
+  std::map<int, std::vector<std::string>> by_rank;
+  std::string outputs;
+  for (int r = 0; r < n; ++r) {
+    ASSERT_TRUE(workers[r]->Wait(Scaled(absl::Seconds(120))).ok())
+        << workers[r]->output();
+    const std::string& out = workers[r]->output();
+    absl::StrAppend(&outputs, "--- rank ", r, "\n", out);
+    ASSERT_TRUE(workers[r]->exit_info().exited &&
+                workers[r]->exit_info().code == 0)
+        << workers[r]->exit_info().ToString() << "\n"
+        << out;
+    EXPECT_FALSE(absl::StrContains(out, "FUS_FAIL")) << out;
+    by_rank.merge(SwitchesByRank(out, r));
+  }
+  ExpectSameSwitches(by_rank, n, 3, log, outputs);
 }
 
 }  // namespace

@@ -532,6 +532,11 @@ absl::StatusOr<WorkerConfig> ParseWorkerConfig(
                     ParseNegotiation, ParseMisc, ParseFaults}) {
     if (absl::Status s = step(env, c); !s.ok()) return s;
   }
+  if (c.host_coordinator) {
+    if (absl::Status s = AutotuneFromEnv(InMap(env), c.autotune); !s.ok()) {
+      return s;
+    }
+  }
   return c;
 }
 

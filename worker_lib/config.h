@@ -41,6 +41,7 @@
 #include "absl/time/time.h"
 #include "allreduce/collectives.h"
 #include "allreduce/hierarchy.h"
+#include "common/autotune_config.h"
 #include "common/fault_spec.h"
 #include "common/knob_defaults.h"
 #include "common/knobs.h"
@@ -75,6 +76,11 @@ struct WorkerConfig {
   // KOLO_SECRET, else the content of KOLO_SECRET_FILE. Required (a random one
   // in single mode). Never logged.
   std::string secret;
+  // KOLO_AUTOTUNE and its settings (common/autotune_config.h), read only
+  // where this process hosts the coordinator (rank 0 outside kolorun), whose
+  // autotuner they configure; kolorun and kolo-coordinator read them
+  // themselves.
+  AutotuneConfig autotune;
 
   // --- Shared knobs ---------------------------------------------------------
   // start_timeout (init()'s deadline), heartbeat_interval, heartbeat_timeout
