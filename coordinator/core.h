@@ -91,12 +91,13 @@
 //   fence from another coordinator start, or from an epoch not yet formed,
 //   is refused.
 //
-// Where it lives: core.cc (events, epoch formation, liveness, the end of the
-// job), core_handshake.cc (Hello, Proof, admission, re-init), core_faults.cc
-// (blame), core_status.cc (Status and the read-only queries), recovery.cc
-// (elastic recovery; its state is a Recovery, coordinator/recovery.h) and
-// core_growth.cc (elastic growth: membership checks, superseding). The job's
-// history is a JobHistory (coordinator/job_history.h).
+// Where it lives: core.cc (events, epoch formation, the end of the job),
+// core_liveness.cc (the tick, heartbeats, silence), core_handshake.cc
+// (Hello, Proof, admission, re-init), core_faults.cc (blame), core_status.cc
+// (Status and the read-only queries), recovery.cc (elastic recovery; its
+// state is a Recovery, coordinator/recovery.h) and core_growth.cc (elastic
+// growth: membership checks, superseding). The job's history is a
+// JobHistory (coordinator/job_history.h).
 //
 // Thread-safety: every method may be called from any thread; one internal
 // kolo::Mutex serialises them. Callers that need the actions of successive
