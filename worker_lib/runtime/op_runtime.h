@@ -85,9 +85,10 @@
 // (the job ended, the coordinator was lost, shutdown) completes every pending
 // op with its status and refuses later submissions.
 //
-// Files: op_runtime.cc (construction, Stop/Fail, submission, handles),
-// op_runtime_plans.cc (running plans), op_runtime_link.cc (the outbox, Done
-// and reading the link: talking to the coordinator).
+// Files: op_runtime.cc (construction, Stop/Fail, submission),
+// op_runtime_handles.cc (poll, synchronize, wait_any), op_runtime_plans.cc
+// (running plans), op_runtime_link.cc (the outbox, Done and reading the
+// link: talking to the coordinator).
 //
 // Thread-safety: every method may be called from any thread. Deliver and
 // Fail may be called under the Session's lock: they only take mu_, and

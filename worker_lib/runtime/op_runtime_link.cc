@@ -1,4 +1,4 @@
-// OpRuntime (op_runtime.h), part 3 of 3: talking to the coordinator — the
+// OpRuntime (op_runtime.h), part 4 of 4: talking to the coordinator — the
 // outbox of announcements and the Done that rides with it (Flush), and reading
 // plans from the negotiation link, by the background thread (NextPlanFromLink)
 // or by a waiting caller (AwaitProgress).

@@ -1,4 +1,4 @@
-// OpRuntime (op_runtime.h), part 2 of 3: running plans — the background
+// OpRuntime (op_runtime.h), part 3 of 4: running plans — the background
 // thread's loop, the plans that come on the stream (Deliver), each plan's
 // run on the data plane (RunPlan) and its timeline events.
 #include <algorithm>
