@@ -104,8 +104,8 @@ TEST(TcpEncryption, ManyQueuedSmallMessagesAndAnAllreduce) {
       std::vector<float> in(count), out(count);
       for (int64_t i = 0; i < count; ++i) in[i] = float(rank + 1 + i % 7);
       t.BeginOperation(static_cast<uint64_t>(count) + 1);
-      ASSERT_TRUE(Allreduce(t, DataType::kFloat32, in.data(), out.data(),
-                            count, {.op = ReduceOp::kSum})
+      ASSERT_TRUE(Allreduce(t, DataType::kFloat32, in.data(), out.data(), count,
+                            {.op = ReduceOp::kSum})
                       .ok());
       for (int64_t i = 0; i < count; ++i) {
         ASSERT_EQ(out[i], float(3 + 2 * (i % 7))) << count << " at " << i;
@@ -197,8 +197,8 @@ class Relay {
         int to = i == 0 ? up->get() : down.get();
         size_t off = 0;
         while (off < bytes.size()) {
-          ssize_t w = ::send(to, bytes.data() + off, bytes.size() - off,
-                             MSG_NOSIGNAL);
+          ssize_t w =
+              ::send(to, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
           if (w < 0 && (errno == EAGAIN || errno == EINTR)) {
             pollfd wp{to, POLLOUT, 0};
             ::poll(&wp, 1, 20);
@@ -223,8 +223,13 @@ class Relay {
 // Proof (the field contents do not change the sizes).
 uint64_t ConnectorHandshakeBytes(const TestWorld& world) {
   TcpOptions o = world.Options(1);
-  tcp::Hello h{o.protocol_version, o.epoch,           1, 0, o.job_id,
-               o.worker_ids[1],    auth::RandomBytes(auth::kNonceBytes)};
+  tcp::Hello h{o.protocol_version,
+               o.epoch,
+               1,
+               0,
+               o.job_id,
+               o.worker_ids[1],
+               auth::RandomBytes(auth::kNonceBytes)};
   return tcp::EncodeMsg(tcp::MsgType::kHello, tcp::EncodeHello(h)).size() +
          tcp::EncodeMsg(tcp::MsgType::kProof,
                         tcp::EncodeString(std::string(auth::kMacBytes, 'm')))
@@ -280,9 +285,9 @@ TEST(TcpEncryption, BitFlippedOnTheWireFailsTheReceive) {
   // payload record, in a tag, and deep in the second payload record.
   const size_t len = 2 * tcp::kRecordBytes;
   const uint64_t header = tcp::kFrameHeaderBytes + tcp::kTagBytes;
-  for (uint64_t at : {uint64_t{5}, header + 1000,
-                      header + tcp::kRecordBytes + 3,
-                      header + tcp::kRecordBytes + tcp::kTagBytes + 77777}) {
+  for (uint64_t at :
+       {uint64_t{5}, header + 1000, header + tcp::kRecordBytes + 3,
+        header + tcp::kRecordBytes + tcp::kTagBytes + 77777}) {
     std::vector<absl::Status> got =
         ThroughRelay(1, len, [at](uint64_t offset, std::string& bytes) {
           if (at >= offset && at < offset + bytes.size()) {
@@ -306,8 +311,8 @@ TEST(TcpEncryption, ReplayedFrameFailsTheReceive) {
   const uint64_t frame =
       tcp::kFrameHeaderBytes + tcp::kTagBytes + len + tcp::kTagBytes;
   std::string first;
-  std::vector<absl::Status> got = ThroughRelay(
-      2, len, [&, frame](uint64_t offset, std::string& bytes) {
+  std::vector<absl::Status> got =
+      ThroughRelay(2, len, [&, frame](uint64_t offset, std::string& bytes) {
         if (offset >= frame) return;
         first += bytes.substr(0, frame - offset);
         if (first.size() == frame) {

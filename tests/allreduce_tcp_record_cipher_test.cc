@@ -2,14 +2,13 @@
 // round trip, a bit flipped anywhere (header, payload, tag) refused, a
 // replayed or reordered record refused, keys distinct per direction, epoch
 // and connection, the nonce layout and the record limit.
-#include "allreduce/tcp/record_cipher.h"
-
 #include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "allreduce/tcp/frame.h"
+#include "allreduce/tcp/record_cipher.h"
 #include "gtest/gtest.h"
 
 namespace kolo::tcp {
@@ -23,8 +22,7 @@ RecordKey Key(uint32_t from = 1, uint32_t to = 0, uint64_t epoch = 4,
               const std::string& nonce_c = kNonceC,
               const std::string& nonce_a = kNonceA,
               const std::string& secret = kSecret) {
-  return DeriveDirectionKey(secret, "job-1", epoch, from, to, nonce_c,
-                            nonce_a);
+  return DeriveDirectionKey(secret, "job-1", epoch, from, to, nonce_c, nonce_a);
 }
 
 struct Sealed {
@@ -48,8 +46,8 @@ std::vector<uint8_t> Bytes(size_t n, int salt) {
 TEST(RecordCipher, RoundTripInPlaceAndOutOfPlace) {
   RecordCipher seal(Key(), RecordCipher::Direction::kSeal);
   RecordCipher open(Key(), RecordCipher::Direction::kOpen);
-  for (size_t len : {size_t{0}, size_t{1}, size_t{32}, size_t{4099},
-                     kRecordBytes}) {
+  for (size_t len :
+       {size_t{0}, size_t{1}, size_t{32}, size_t{4099}, kRecordBytes}) {
     std::vector<uint8_t> plain = Bytes(len, static_cast<int>(len));
     Sealed s = SealOne(seal, plain);
     if (len >= 16) {
@@ -73,8 +71,7 @@ TEST(RecordCipher, AnyFlippedBitIsRefused) {
   uint8_t header[kFrameHeaderBytes];
   EncodeFrameHeader(FrameHeader{kFrameMagic, 0, 4, 7, 100}, header);
   const std::vector<uint8_t> records[] = {
-      std::vector<uint8_t>(header, header + kFrameHeaderBytes),
-      Bytes(4099, 3)};
+      std::vector<uint8_t>(header, header + kFrameHeaderBytes), Bytes(4099, 3)};
   for (const auto& plain : records) {
     const size_t len = plain.size();
     for (size_t bit : {size_t{0}, size_t{13}, len * 8 - 1, len * 8,
@@ -125,8 +122,8 @@ TEST(RecordCipher, KeysDifferPerDirectionEpochConnectionAndSecret) {
       << "acceptor nonce";
   EXPECT_NE(base, Key(2, 0)) << "two connections share a key";
   EXPECT_NE(base, Key(1, 0, 4, kNonceC, kNonceA, "other")) << "secret";
-  EXPECT_NE(base, DeriveDirectionKey(kSecret, "job-2", 4, 1, 0, kNonceC,
-                                     kNonceA))
+  EXPECT_NE(base,
+            DeriveDirectionKey(kSecret, "job-2", 4, 1, 0, kNonceC, kNonceA))
       << "job";
   // A record sealed with the other direction's key does not open.
   RecordCipher seal(Key(0, 1), RecordCipher::Direction::kSeal);

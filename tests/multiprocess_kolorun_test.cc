@@ -111,13 +111,25 @@ TEST(Kolorun, EncryptedDataPlaneIsExact) {
               static_cast<size_t>(n))
         << p->output();
   }
-  auto bad = RunKolorun({"-np", "2", "/usr/bin/env",
-                         "KOLO_DATA_ENCRYPTION=rot13", Bin("kolo-mp-worker"),
-                         "collectives"},
-                        absl::Seconds(60));
+  auto bad =
+      RunKolorun({"-np", "2", "/usr/bin/env", "KOLO_DATA_ENCRYPTION=rot13",
+                  Bin("kolo-mp-worker"), "collectives"},
+                 absl::Seconds(60));
   EXPECT_FALSE(bad->exit_info().exited && bad->exit_info().code == 0);
   EXPECT_NE(bad->output().find("KOLO_DATA_ENCRYPTION"), std::string::npos)
       << bad->output();
+  // Only rank 0 encrypts: the data-plane handshake refuses, naming both.
+  auto mixed = RunKolorun(
+      {"-np", "2", "/bin/sh", "-c",
+       absl::StrCat("if [ \"$KOLO_RANK\" = 0 ]; then export "
+                    "KOLO_DATA_ENCRYPTION=aes-256-gcm; fi; KOLO_SHM=0 exec ",
+                    Bin("kolo-mp-worker"), " collectives")},
+      absl::Seconds(60));
+  EXPECT_FALSE(mixed->exit_info().exited && mixed->exit_info().code == 0);
+  EXPECT_NE(mixed->output().find("rank 1 uses KOLO_DATA_ENCRYPTION=none, "
+                                 "rank 0 uses aes-256-gcm"),
+            std::string::npos)
+      << mixed->output();
 }
 
 TEST(Kolorun, FakeHostsGiveLocalAndCrossRanks) {

@@ -543,10 +543,10 @@ absl::StatusOr<WorkerConfig> ParseWorkerConfig(
   // The worker's own knobs, each step a group of them, in this order (the
   // first bad value is the error).
   using Step = absl::Status (*)(const EnvMap&, WorkerConfig&);
-  for (Step step : {ParseLease, ParseJobMode, ParseDataPlane, ParseHierarchical,
-                    ParseTcpCongestion, ParseDataEncryption,
-                    ParseAllreduceAlgorithm, CheckLease,
-                    ParseNegotiation, ParseMisc, ParseFaults}) {
+  for (Step step :
+       {ParseLease, ParseJobMode, ParseDataPlane, ParseHierarchical,
+        ParseTcpCongestion, ParseDataEncryption, ParseAllreduceAlgorithm,
+        CheckLease, ParseNegotiation, ParseMisc, ParseFaults}) {
     if (absl::Status s = step(env, c); !s.ok()) return s;
   }
   return c;

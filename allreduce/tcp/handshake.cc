@@ -168,9 +168,9 @@ absl::Status CheckHello(const Hello& h, const AcceptorView& me) {
   }
   if (h.encryption != me.encryption) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "rank ", h.from_rank, " uses KOLO_DATA_ENCRYPTION=",
-        EncryptionName(h.encryption), ", rank ", me.rank, " uses ",
-        EncryptionName(me.encryption),
+        "rank ", h.from_rank,
+        " uses KOLO_DATA_ENCRYPTION=", EncryptionName(h.encryption), ", rank ",
+        me.rank, " uses ", EncryptionName(me.encryption),
         ": every worker of a job must set the same KOLO_DATA_ENCRYPTION"));
   }
   const std::string& expected = me.worker_ids[h.from_rank];

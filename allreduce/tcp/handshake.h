@@ -17,9 +17,9 @@
 //   acceptor  -> connector Accept                          (or Refuse)
 //
 // The acceptor checks only the version at the Hello; the job, epoch, ranks,
-// worker id and encryption setting once the Proof is good (the proofs cover the Hello), so a
-// peer without the secret learns nothing about the job: its Refuse carries
-// auth::kUnauthenticatedRefusal and the reason is only logged.
+// worker id and encryption setting once the Proof is good (the proofs cover the
+// Hello), so a peer without the secret learns nothing about the job: its Refuse
+// carries auth::kUnauthenticatedRefusal and the reason is only logged.
 //
 // Every message is  magic u32 | type u8 | body length u32 | body  (big
 // endian); bodies are at most kMaxBodyBytes, ids at most kMaxIdBytes, so

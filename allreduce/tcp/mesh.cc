@@ -70,8 +70,12 @@ class Mesh {
       : o_(o), deadline_(deadline), log_(GetLogger("transport")) {
     links_.resize(o.size);
     last_error_.resize(o.size, std::string(kNoConnection));
-    view_ = {o.protocol_version, o.epoch,   o.job_id,
-             o.rank,             o.size,    o.worker_ids,
+    view_ = {o.protocol_version,
+             o.epoch,
+             o.job_id,
+             o.rank,
+             o.size,
+             o.worker_ids,
              static_cast<uint8_t>(o.encryption)};
   }
 
@@ -323,8 +327,7 @@ absl::Status Mesh::OnMessage(Conn& c, absl::string_view body) {
     if (absl::Status s = CheckHello(c.hello, view_); !s.ok()) {
       if (c.hello.from_rank > static_cast<uint32_t>(o_.rank) &&
           c.hello.from_rank < static_cast<uint32_t>(o_.size)) {
-        last_error_[c.hello.from_rank] =
-            absl::StrCat("refused: ", s.message());
+        last_error_[c.hello.from_rank] = absl::StrCat("refused: ", s.message());
       }
       return s;
     }
@@ -590,8 +593,8 @@ absl::StatusOr<std::vector<MeshLink>> Mesh::Run() {
 
 }  // namespace
 
-absl::StatusOr<std::vector<MeshLink>> ConnectMesh(
-    const TcpOptions& options, absl::Time deadline) {
+absl::StatusOr<std::vector<MeshLink>> ConnectMesh(const TcpOptions& options,
+                                                  absl::Time deadline) {
   return Mesh(options, deadline).Run();
 }
 

@@ -36,11 +36,11 @@ struct MeshLink {
 };
 
 // Returns one connected, authenticated, non-blocking TCP_NODELAY socket per
-// rank (the entry of this rank has an invalid fd). kDeadlineExceeded names the ranks
-// still missing at `deadline`; other errors name the refusing peer.
+// rank (the entry of this rank has an invalid fd). kDeadlineExceeded names the
+// ranks still missing at `deadline`; other errors name the refusing peer.
 // REQUIRES: options validated by TcpTransport::Create.
-absl::StatusOr<std::vector<MeshLink>> ConnectMesh(
-    const TcpOptions& options, absl::Time deadline);
+absl::StatusOr<std::vector<MeshLink>> ConnectMesh(const TcpOptions& options,
+                                                  absl::Time deadline);
 
 }  // namespace kolo::tcp
 

@@ -91,8 +91,8 @@ absl::Status PeerChannel::RecvError(ssize_t n, int err) const {
         absl::StrCat(peer_, " closed the connection while ", self_,
                      " was receiving from it (did it exit or fail?)"));
   }
-  return absl::UnavailableError(absl::StrCat(
-      self_, ": receiving from ", peer_, " failed: ", std::strerror(err)));
+  return absl::UnavailableError(absl::StrCat(self_, ": receiving from ", peer_,
+                                             " failed: ", std::strerror(err)));
 }
 
 size_t PeerChannel::ProgressSends(

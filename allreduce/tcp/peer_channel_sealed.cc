@@ -40,8 +40,8 @@ absl::Status PeerChannel::FillSealed() {
     if (op.moved == 0) {
       if (out_len_ + kHeaderRecordBytes > out_.size()) break;
       uint8_t* dst = out_.data() + out_len_;
-      absl::Status s =
-          seal_->Seal(op.header, kFrameHeaderBytes, dst, dst + kFrameHeaderBytes);
+      absl::Status s = seal_->Seal(op.header, kFrameHeaderBytes, dst,
+                                   dst + kFrameHeaderBytes);
       if (!s.ok()) return s;
       out_len_ += kHeaderRecordBytes;
       op.moved = kFrameHeaderBytes;
@@ -51,9 +51,8 @@ absl::Status PeerChannel::FillSealed() {
       const size_t rec = std::min(kRecordBytes, op.len - off);
       if (out_len_ + rec + kTagBytes > out_.size()) break;
       uint8_t* dst = out_.data() + out_len_;
-      absl::Status s = seal_->Seal(reinterpret_cast<const uint8_t*>(op.data) +
-                                       off,
-                                   rec, dst, dst + rec);
+      absl::Status s = seal_->Seal(
+          reinterpret_cast<const uint8_t*>(op.data) + off, rec, dst, dst + rec);
       if (!s.ok()) return s;
       out_len_ += rec + kTagBytes;
       op.moved += rec;

@@ -50,8 +50,7 @@ RecordKey DeriveDirectionKey(absl::string_view secret, absl::string_view job_id,
       EVP_PKEY_CTX_add1_hkdf_info(
           pctx, reinterpret_cast<const unsigned char*>(info.out().data()),
           static_cast<int>(info.out().size())) > 0 &&
-      EVP_PKEY_derive(pctx, key.data(), &key_len) > 0 &&
-      key_len == key.size();
+      EVP_PKEY_derive(pctx, key.data(), &key_len) > 0 && key_len == key.size();
   EVP_PKEY_CTX_free(pctx);
   KOLO_CHECK(ok) << "OpenSSL: HKDF-SHA256 failed";
   return key;
