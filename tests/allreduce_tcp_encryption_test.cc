@@ -287,7 +287,8 @@ TEST(TcpEncryption, BitFlippedOnTheWireFailsTheReceive) {
   const uint64_t header = tcp::kFrameHeaderBytes + tcp::kTagBytes;
   for (uint64_t at :
        {uint64_t{5}, header + 1000, header + tcp::kRecordBytes + 3,
-        header + tcp::kRecordBytes + tcp::kTagBytes + 77777}) {
+        header + tcp::kRecordBytes + tcp::kTagBytes + tcp::kRecordBytes / 2 +
+            7}) {
     std::vector<absl::Status> got =
         ThroughRelay(1, len, [at](uint64_t offset, std::string& bytes) {
           if (at >= offset && at < offset + bytes.size()) {

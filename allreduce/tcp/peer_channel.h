@@ -116,11 +116,13 @@ class PeerChannel {
   uint64_t out_sent_ = 0;    // bytes of the sealed stream sent
   uint64_t out_sealed_ = 0;  // bytes of the sealed stream produced
   size_t sealing_ = 0;       // sends_[sealing_] is the first not fully sealed
-  // The record being received: its bytes read so far, the header record,
-  // and the tag of a payload record.
+  // Receiving: the bytes read past the last opened record (of the front
+  // receive), the header record, and the tags of the payload records read
+  // by one readv (record i of a frame uses slot i % kRecordsPerRead).
+  static constexpr size_t kRecordsPerRead = 4;
   size_t in_got_ = 0;
   uint8_t in_header_[kFrameHeaderBytes + kTagBytes] = {};
-  uint8_t in_tag_[kTagBytes] = {};
+  uint8_t in_tags_[kRecordsPerRead][kTagBytes] = {};
 };
 
 }  // namespace kolo::tcp

@@ -41,7 +41,7 @@ inline constexpr size_t kTagBytes = 16;
 inline constexpr size_t kRecordNonceBytes = 12;
 // Most plaintext bytes in one record: a 64 MiB frame is 256 records, each
 // verified before the next is read; the sender's buffer holds one record.
-inline constexpr size_t kRecordBytes = 256 * 1024;
+inline constexpr size_t kRecordBytes = 64 * 1024;
 // Records per direction before the channel fails (2^48: nine years at a
 // million records a second; the nonce counter has 64 bits).
 inline constexpr uint64_t kMaxRecords = uint64_t{1} << 48;
