@@ -18,10 +18,10 @@
 // RecordCipher) carry each frame as records (record_cipher.h): the 32-byte
 // header as one record (48 bytes with its tag), then the payload cut into
 // records of kRecordBytes (the last one shorter), each followed by its tag.
-// The sender seals records into a buffer of one record's size (plus small
-// frames packed behind it) and sends from there; the receiver reads each
-// record's ciphertext straight into the user's buffer and decrypts it in
-// place once its tag is in. The header is opened and checked before any
+// The sender seals records into a buffer of a few records (small frames
+// packed together) and sends from there; the receiver reads the records'
+// ciphertext straight into the user's buffer and decrypts each in place
+// once its tag is in. The header is opened and checked before any
 // payload is read, and a receive completes only when its last record's tag
 // verified: a record that fails its tag (tampered, replayed, reordered, or
 // not from this job) fails the channel like a broken peer, and the user's

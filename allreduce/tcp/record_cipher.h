@@ -39,8 +39,9 @@ namespace kolo::tcp {
 inline constexpr size_t kKeyBytes = 32;
 inline constexpr size_t kTagBytes = 16;
 inline constexpr size_t kRecordNonceBytes = 12;
-// Most plaintext bytes in one record: a 64 MiB frame is 256 records, each
-// verified before the next is read; the sender's buffer holds one record.
+// Most plaintext bytes in one record: a 64 MiB frame is 1024 records. Small
+// enough to stay in cache between the socket copy and the cipher (64 KiB
+// and 256 KiB measured alike on loopback); the tags cost 0.02 %.
 inline constexpr size_t kRecordBytes = 64 * 1024;
 // Records per direction before the channel fails (2^48: nine years at a
 // million records a second; the nonce counter has 64 bits).
