@@ -135,7 +135,8 @@ void PrintBanner(const BenchOptions& o, int n) {
                                 : "";
   std::printf(
       "# kolo-bench: %s, %d ranks, %s%s%s, %s, %s mode; algorithm %s, "
-      "small allreduce <= %s B, spin %s us, hierarchical %s%s\n",
+      "small allreduce <= %s B, spin %s us, hierarchical %s, data "
+      "encryption %s%s\n",
       std::string(CollectiveName(o.op)).c_str(), n,
       std::string(DataTypeName(o.dtype)).c_str(), Reduces(o.op) ? " " : "",
       Reduces(o.op) ? std::string(ReduceOpName(o.reduce)).c_str() : "",
@@ -155,7 +156,7 @@ void PrintBanner(const BenchOptions& o, int n) {
       EnvOr("KOLO_HIERARCHICAL",
             EnvOr("HOROVOD_HIERARCHICAL_ALLREDUCE", "auto").c_str())
           .c_str(),
-      cycle.c_str());
+      EnvOr("KOLO_DATA_ENCRYPTION", "none").c_str(), cycle.c_str());
   std::fputs(TableHeader().c_str(), stdout);
   std::fflush(stdout);
 }

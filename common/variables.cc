@@ -278,6 +278,17 @@ constexpr Variable kVariables[] = {
      .meaning = "TCP congestion control of the data connections; the first one "
                 "the kernel accepts wins. `system` keeps the kernel's default "
                 "(pacing BBR slows collectives down)."},
+    {.name = "KOLO_DATA_ENCRYPTION",
+     .read_by = "worker, kolo-bench",
+     .section = "Data plane",
+     .unit = "`none` or `aes-256-gcm` (alias `aes-gcm`)",
+     .default_text = "`none`",
+     .meaning = "`aes-256-gcm` encrypts and authenticates every frame of the "
+                "TCP data connections, with keys derived from the job secret "
+                "per epoch, connection and direction; a tampered or replayed "
+                "frame fails the collective. Every worker must set the same. "
+                "Shared memory between the ranks of one host stays "
+                "unencrypted. See [Security](security.md)."},
     {.name = "KOLO_SHM",
      .read_by = "worker, kolo-bench",
      .section = "Data plane",

@@ -11,3 +11,7 @@ target_link_libraries(kolo-tcp-throughput PRIVATE kolo_allreduce kolo_testing
 kolo_target_warnings(kolo-tcp-throughput)
 kolo_add_test(allreduce_tcp_acceptor_test
   SOURCES allreduce_tcp_acceptor_test.cc LIBS kolo_allreduce LABELS unit tsan)
+kolo_add_test(allreduce_tcp_record_cipher_test
+  SOURCES allreduce_tcp_record_cipher_test.cc LIBS kolo_allreduce LABELS unit tsan)
+kolo_add_test(allreduce_tcp_encryption_test
+  SOURCES allreduce_tcp_encryption_test.cc LIBS kolo_allreduce LABELS unit tsan)

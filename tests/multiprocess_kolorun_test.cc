@@ -96,6 +96,42 @@ TEST_P(Collectives, ExactOnEveryRank) {
 
 INSTANTIATE_TEST_SUITE_P(Sizes, Collectives, ::testing::Values(1, 2, 3, 4, 5));
 
+// KOLO_DATA_ENCRYPTION=aes-256-gcm over TCP only (KOLO_SHM=0): the same
+// exact collectives; a value the worker does not know is refused, naming it.
+TEST(Kolorun, EncryptedDataPlaneIsExact) {
+  for (int n : {2, 3}) {
+    auto p = RunKolorun({"-np", std::to_string(n), "/usr/bin/env",
+                         "KOLO_DATA_ENCRYPTION=aes-256-gcm", "KOLO_SHM=0",
+                         Bin("kolo-mp-worker"), "collectives"},
+                        absl::Seconds(120));
+    ASSERT_TRUE(p->exit_info().exited && p->exit_info().code == 0)
+        << p->exit_info().ToString() << "\n"
+        << p->output();
+    EXPECT_EQ(ParseTagged(p->output(), "COLL_OK").size(),
+              static_cast<size_t>(n))
+        << p->output();
+  }
+  auto bad =
+      RunKolorun({"-np", "2", "/usr/bin/env", "KOLO_DATA_ENCRYPTION=rot13",
+                  Bin("kolo-mp-worker"), "collectives"},
+                 absl::Seconds(60));
+  EXPECT_FALSE(bad->exit_info().exited && bad->exit_info().code == 0);
+  EXPECT_NE(bad->output().find("KOLO_DATA_ENCRYPTION"), std::string::npos)
+      << bad->output();
+  // Only rank 0 encrypts: the data-plane handshake refuses, naming both.
+  auto mixed = RunKolorun(
+      {"-np", "2", "/bin/sh", "-c",
+       absl::StrCat("if [ \"$KOLO_RANK\" = 0 ]; then export "
+                    "KOLO_DATA_ENCRYPTION=aes-256-gcm; fi; KOLO_SHM=0 exec ",
+                    Bin("kolo-mp-worker"), " collectives")},
+      absl::Seconds(60));
+  EXPECT_FALSE(mixed->exit_info().exited && mixed->exit_info().code == 0);
+  EXPECT_NE(mixed->output().find("rank 1 uses KOLO_DATA_ENCRYPTION=none, "
+                                 "rank 0 uses aes-256-gcm"),
+            std::string::npos)
+      << mixed->output();
+}
+
 TEST(Kolorun, FakeHostsGiveLocalAndCrossRanks) {
   // Two launcher hosts, a:2 and b:3, started through a command template that
   // runs them locally: ranks 0,1 on a; 2,3,4 on b.

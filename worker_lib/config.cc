@@ -378,6 +378,22 @@ absl::Status ParseTcpCongestion(const EnvMap& env, WorkerConfig& c) {
   return absl::OkStatus();
 }
 
+// KOLO_DATA_ENCRYPTION: none, or aes-256-gcm (alias aes-gcm).
+absl::Status ParseDataEncryption(const EnvMap& env, WorkerConfig& c) {
+  if (auto f = First(env, {"KOLO_DATA_ENCRYPTION"})) {
+    const std::string v =
+        absl::AsciiStrToLower(absl::StripAsciiWhitespace(f->value));
+    if (v == "none" || v == "0" || v.empty()) {
+      c.data_encryption = DataEncryption::kNone;
+    } else if (v == "aes-256-gcm" || v == "aes-gcm") {
+      c.data_encryption = DataEncryption::kAes256Gcm;
+    } else {
+      return Bad(f->name, f->value, "none or aes-256-gcm");
+    }
+  }
+  return absl::OkStatus();
+}
+
 // KOLO_ALLREDUCE_ALGORITHM.
 absl::Status ParseAllreduceAlgorithm(const EnvMap& env, WorkerConfig& c) {
   if (auto f = First(env, {"KOLO_ALLREDUCE_ALGORITHM"})) {
@@ -527,9 +543,10 @@ absl::StatusOr<WorkerConfig> ParseWorkerConfig(
   // The worker's own knobs, each step a group of them, in this order (the
   // first bad value is the error).
   using Step = absl::Status (*)(const EnvMap&, WorkerConfig&);
-  for (Step step : {ParseLease, ParseJobMode, ParseDataPlane, ParseHierarchical,
-                    ParseTcpCongestion, ParseAllreduceAlgorithm, CheckLease,
-                    ParseNegotiation, ParseMisc, ParseFaults}) {
+  for (Step step :
+       {ParseLease, ParseJobMode, ParseDataPlane, ParseHierarchical,
+        ParseTcpCongestion, ParseDataEncryption, ParseAllreduceAlgorithm,
+        CheckLease, ParseNegotiation, ParseMisc, ParseFaults}) {
     if (absl::Status s = step(env, c); !s.ok()) return s;
   }
   if (c.host_coordinator) {

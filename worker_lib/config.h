@@ -41,6 +41,7 @@
 #include "absl/time/time.h"
 #include "allreduce/collectives.h"
 #include "allreduce/hierarchy.h"
+#include "allreduce/tcp/tcp_options.h"
 #include "common/autotune_config.h"
 #include "common/fault_spec.h"
 #include "common/knob_defaults.h"
@@ -156,6 +157,13 @@ struct WorkerConfig {
   // kernel's default. cubic (reno where an unprivileged process may not pick
   // cubic) by default: pacing-based BBR throttles a collective's bursts.
   std::vector<std::string> tcp_congestion = {"cubic", "reno"};
+  // KOLO_DATA_ENCRYPTION = none | aes-256-gcm (alias aes-gcm): encrypt and
+  // authenticate every frame of the TCP data connections
+  // (allreduce/tcp/record_cipher.h), with keys derived from the job secret
+  // per epoch, connection and direction. Every worker must set the same
+  // (the data-plane handshake refuses a mismatch). Shared memory between
+  // the ranks of one host stays unencrypted (same host, same user).
+  DataEncryption data_encryption = DataEncryption::kNone;
 
   // --- Negotiation (used when this process hosts the coordinator) -----------
   // KOLO_NEGOTIATION_LINK (0/1): carry announcements, plans and Done on a

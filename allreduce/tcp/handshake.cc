@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "allreduce/tcp/tcp_options.h"
 #include "allreduce/tcp/wire.h"
 #include "common/auth.h"
 
@@ -20,8 +21,17 @@ std::string Proof(absl::string_view label, absl::string_view secret,
   std::string epoch = absl::StrCat(h.epoch);
   std::string from = absl::StrCat(h.from_rank);
   std::string to = absl::StrCat(h.to_rank);
-  return auth::Hmac(secret, {label, h.job_id, version, epoch, from, h.worker_id,
-                             to, acceptor_worker, h.nonce, acceptor_nonce});
+  std::string encryption = absl::StrCat(h.encryption);
+  return auth::Hmac(secret,
+                    {label, h.job_id, version, epoch, from, h.worker_id, to,
+                     acceptor_worker, h.nonce, acceptor_nonce, encryption});
+}
+
+std::string EncryptionName(uint8_t e) {
+  if (e <= static_cast<uint8_t>(DataEncryption::kAes256Gcm)) {
+    return std::string(DataEncryptionName(static_cast<DataEncryption>(e)));
+  }
+  return absl::StrCat("unknown (", e, ")");
 }
 
 }  // namespace
@@ -69,6 +79,7 @@ std::string EncodeHello(const Hello& h) {
   w.Str(h.job_id);
   w.Str(h.worker_id);
   w.Str(h.nonce);
+  w.U8(h.encryption);
   return std::move(w.out());
 }
 
@@ -78,7 +89,7 @@ absl::StatusOr<Hello> ParseHello(absl::string_view body) {
   if (!r.U32(&h.version) || !r.U64(&h.epoch) || !r.U32(&h.from_rank) ||
       !r.U32(&h.to_rank) || !r.Str(kMaxIdBytes, &h.job_id) ||
       !r.Str(kMaxIdBytes, &h.worker_id) ||
-      !r.Str(auth::kNonceBytes, &h.nonce)) {
+      !r.Str(auth::kNonceBytes, &h.nonce) || !r.U8(&h.encryption)) {
     return Malformed("hello", r);
   }
   if (!r.AtEnd() || h.nonce.size() != auth::kNonceBytes) {
@@ -154,6 +165,13 @@ absl::Status CheckHello(const Hello& h, const AcceptorView& me) {
         absl::StrCat("unexpected rank ", h.from_rank, ": rank ", me.rank,
                      " accepts connections from ranks ", me.rank + 1, "..",
                      me.size - 1, " only"));
+  }
+  if (h.encryption != me.encryption) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "rank ", h.from_rank,
+        " uses KOLO_DATA_ENCRYPTION=", EncryptionName(h.encryption), ", rank ",
+        me.rank, " uses ", EncryptionName(me.encryption),
+        ": every worker of a job must set the same KOLO_DATA_ENCRYPTION"));
   }
   const std::string& expected = me.worker_ids[h.from_rank];
   if (h.worker_id != expected) {

@@ -9,16 +9,17 @@
 // the connector never answers an impostor.
 //
 //   connector -> acceptor  Hello     version, epoch, job, from/to rank,
-//                                    worker id, connector nonce
+//                                    worker id, connector nonce,
+//                                    data encryption (KOLO_DATA_ENCRYPTION)
 //   acceptor  -> connector Challenge acceptor worker id, acceptor nonce,
 //                                    acceptor proof        (or Refuse)
 //   connector -> acceptor  Proof     connector proof
 //   acceptor  -> connector Accept                          (or Refuse)
 //
-// The acceptor checks only the version at the Hello; the job, epoch, ranks
-// and worker id once the Proof is good (the proofs cover the Hello), so a
-// peer without the secret learns nothing about the job: its Refuse carries
-// auth::kUnauthenticatedRefusal and the reason is only logged.
+// The acceptor checks only the version at the Hello; the job, epoch, ranks,
+// worker id and encryption setting once the Proof is good (the proofs cover the
+// Hello), so a peer without the secret learns nothing about the job: its Refuse
+// carries auth::kUnauthenticatedRefusal and the reason is only logged.
 //
 // Every message is  magic u32 | type u8 | body length u32 | body  (big
 // endian); bodies are at most kMaxBodyBytes, ids at most kMaxIdBytes, so
@@ -71,6 +72,9 @@ struct Hello {
   std::string job_id;
   std::string worker_id;
   std::string nonce;
+  // DataEncryption (tcp_options.h) as a byte; both ends must agree. The
+  // proofs cover it, so it cannot be changed on the way.
+  uint8_t encryption = 0;
 };
 std::string EncodeHello(const Hello& h);
 absl::StatusOr<Hello> ParseHello(absl::string_view body);
@@ -95,6 +99,7 @@ struct AcceptorView {
   int rank = 0;
   int size = 0;
   std::vector<std::string> worker_ids;
+  uint8_t encryption = 0;
 };
 // OK, or kPermissionDenied / kFailedPrecondition saying why the Hello is
 // refused, e.g. "peer is in epoch 3, this transport is epoch 4".

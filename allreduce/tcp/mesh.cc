@@ -28,6 +28,7 @@ namespace {
 constexpr size_t kMaxPendingAccepts = 64;
 constexpr absl::Duration kFirstRetry = absl::Milliseconds(10);
 constexpr absl::Duration kMaxRetry = absl::Milliseconds(200);
+constexpr absl::string_view kNoConnection = "no connection yet";
 
 enum class Phase {
   kConnecting,      // connector: non-blocking connect in flight
@@ -67,13 +68,18 @@ class Mesh {
  public:
   Mesh(const TcpOptions& o, absl::Time deadline)
       : o_(o), deadline_(deadline), log_(GetLogger("transport")) {
-    fds_.resize(o.size);
-    last_error_.resize(o.size, "no connection yet");
-    view_ = {o.protocol_version, o.epoch, o.job_id, o.rank, o.size,
-             o.worker_ids};
+    links_.resize(o.size);
+    last_error_.resize(o.size, std::string(kNoConnection));
+    view_ = {o.protocol_version,
+             o.epoch,
+             o.job_id,
+             o.rank,
+             o.size,
+             o.worker_ids,
+             static_cast<uint8_t>(o.encryption)};
   }
 
-  absl::StatusOr<std::vector<net::UniqueFd>> Run();
+  absl::StatusOr<std::vector<MeshLink>> Run();
 
  private:
   std::string Self() const {
@@ -138,7 +144,7 @@ class Mesh {
   const absl::Time deadline_;
   std::shared_ptr<spdlog::logger> log_;
   AcceptorView view_;
-  std::vector<net::UniqueFd> fds_;
+  std::vector<MeshLink> links_;
   std::vector<std::string> last_error_;
   std::vector<net::SockAddr> addrs_;
   std::vector<std::unique_ptr<Conn>> conns_;
@@ -192,7 +198,10 @@ void Mesh::Refuse(Conn& c, const absl::Status& why) {
 
 void Mesh::Established(Conn& c) {
   log_->debug("{}: connected to {}", Self(), Peer(c.peer));
-  fds_[c.peer] = std::move(c.fd);
+  MeshLink& link = links_[c.peer];
+  link.fd = std::move(c.fd);
+  link.connector_nonce = c.hello.nonce;
+  link.acceptor_nonce = c.acceptor_nonce;
   c.dead = true;
   --missing_;
 }
@@ -272,6 +281,7 @@ absl::Status Mesh::OnMessage(Conn& c, absl::string_view body) {
                      "did not prove knowledge of the job secret (wrong secret:"
                      " check that every worker got this job's secret)");
       }
+      c.acceptor_nonce = ch->nonce;
       c.out += EncodeMsg(MsgType::kProof,
                          EncodeString(ConnectorProof(
                              o_.secret, c.hello, ch->worker_id, ch->nonce)));
@@ -314,9 +324,15 @@ absl::Status Mesh::OnMessage(Conn& c, absl::string_view body) {
           "every worker got this job's secret)");
     }
     c.proven = true;
-    if (absl::Status s = CheckHello(c.hello, view_); !s.ok()) return s;
+    if (absl::Status s = CheckHello(c.hello, view_); !s.ok()) {
+      if (c.hello.from_rank > static_cast<uint32_t>(o_.rank) &&
+          c.hello.from_rank < static_cast<uint32_t>(o_.size)) {
+        last_error_[c.hello.from_rank] = absl::StrCat("refused: ", s.message());
+      }
+      return s;
+    }
     c.peer = static_cast<int>(c.hello.from_rank);
-    if (fds_[c.peer].valid()) {
+    if (links_[c.peer].fd.valid()) {
       return absl::AlreadyExistsError(
           absl::StrCat("rank ", c.peer, " is already connected"));
     }
@@ -418,7 +434,7 @@ size_t Mesh::PollSet(absl::Time now, absl::Time& wake,
   const bool accepting = o_.rank < o_.size - 1;
   int accepted_missing = 0;
   for (int r = o_.rank + 1; r < o_.size; ++r) {
-    if (!fds_[r].valid()) ++accepted_missing;
+    if (!links_[r].fd.valid()) ++accepted_missing;
   }
   if (accepting && accepted_missing > 0) {
     pfds.push_back(
@@ -462,7 +478,8 @@ absl::Status Mesh::OnEvent(Conn& c, short revents) {
                       static_cast<uint32_t>(c.peer),
                       o_.job_id,
                       o_.worker_ids[o_.rank],
-                      auth::RandomBytes(auth::kNonceBytes)};
+                      auth::RandomBytes(auth::kNonceBytes),
+                      static_cast<uint8_t>(o_.encryption)};
       c.out = EncodeMsg(MsgType::kHello, EncodeHello(c.hello));
       c.out_off = 0;
       c.phase = Phase::kAwaitChallenge;
@@ -499,10 +516,16 @@ absl::Status Mesh::OnFailure(Conn& c, const absl::Status& s) {
 absl::Status Mesh::Incomplete() const {
   std::vector<std::string> missing;
   for (int r = 0; r < o_.size; ++r) {
-    if (r == o_.rank || fds_[r].valid()) continue;
-    missing.push_back(absl::StrCat(
-        Peer(r), r < o_.rank ? " (connecting: " : " (it never connected",
-        r < o_.rank ? last_error_[r] : "", ")"));
+    if (r == o_.rank || links_[r].fd.valid()) continue;
+    std::string why;
+    if (r < o_.rank) {
+      why = absl::StrCat("connecting: ", last_error_[r]);
+    } else if (last_error_[r] != kNoConnection) {
+      why = last_error_[r];  // its connection was refused: why
+    } else {
+      why = "it never connected";
+    }
+    missing.push_back(absl::StrCat(Peer(r), " (", why, ")"));
   }
   return absl::DeadlineExceededError(absl::StrCat(
       Self(), ": the data-plane mesh of epoch ", o_.epoch,
@@ -524,7 +547,7 @@ void Mesh::DropUnfinished() {
   }
 }
 
-absl::StatusOr<std::vector<net::UniqueFd>> Mesh::Run() {
+absl::StatusOr<std::vector<MeshLink>> Mesh::Run() {
   if (absl::Status st = ConnectLower(); !st.ok()) return st;
   missing_ = o_.size - 1;
   std::vector<pollfd> pfds;
@@ -565,13 +588,13 @@ absl::StatusOr<std::vector<net::UniqueFd>> Mesh::Run() {
   // Connections that never finished their handshake (idle, or too slow)
   // are dropped with the mesh: someone may be knocking.
   DropUnfinished();
-  return std::move(fds_);
+  return std::move(links_);
 }
 
 }  // namespace
 
-absl::StatusOr<std::vector<net::UniqueFd>> ConnectMesh(
-    const TcpOptions& options, absl::Time deadline) {
+absl::StatusOr<std::vector<MeshLink>> ConnectMesh(const TcpOptions& options,
+                                                  absl::Time deadline) {
   return Mesh(options, deadline).Run();
 }
 

@@ -17,6 +17,7 @@
 #ifndef KOLO_ALLREDUCE_TCP_MESH_H_
 #define KOLO_ALLREDUCE_TCP_MESH_H_
 
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -26,12 +27,20 @@
 
 namespace kolo::tcp {
 
+// One authenticated connection, and the handshake's nonces of its two ends
+// (the salt of its encryption keys, record_cipher.h).
+struct MeshLink {
+  net::UniqueFd fd;
+  std::string connector_nonce;
+  std::string acceptor_nonce;
+};
+
 // Returns one connected, authenticated, non-blocking TCP_NODELAY socket per
-// rank (the entry of this rank is invalid). kDeadlineExceeded names the ranks
-// still missing at `deadline`; other errors name the refusing peer.
+// rank (the entry of this rank has an invalid fd). kDeadlineExceeded names the
+// ranks still missing at `deadline`; other errors name the refusing peer.
 // REQUIRES: options validated by TcpTransport::Create.
-absl::StatusOr<std::vector<net::UniqueFd>> ConnectMesh(
-    const TcpOptions& options, absl::Time deadline);
+absl::StatusOr<std::vector<MeshLink>> ConnectMesh(const TcpOptions& options,
+                                                  absl::Time deadline);
 
 }  // namespace kolo::tcp
 

@@ -19,11 +19,14 @@ constexpr size_t kMaxSendBatch = 32;
 }  // namespace
 
 PeerChannel::PeerChannel(net::UniqueFd fd, uint64_t epoch, std::string self,
-                         std::string peer)
+                         std::string peer, std::unique_ptr<RecordCipher> seal,
+                         std::unique_ptr<RecordCipher> open)
     : fd_(std::move(fd)),
       epoch_(epoch),
       self_(std::move(self)),
-      peer_(std::move(peer)) {}
+      peer_(std::move(peer)),
+      seal_(std::move(seal)),
+      open_(std::move(open)) {}
 
 void PeerChannel::PushSend(OpId id, uint64_t seq, const void* data,
                            size_t len) {
@@ -53,6 +56,11 @@ void PeerChannel::OnEvent(uint32_t events) {
 
 size_t PeerChannel::Progress(std::vector<std::pair<OpId, absl::Status>>* done) {
   size_t moved = 0;
+  if (seal_ != nullptr) {
+    if (!sends_.empty() && can_write_) moved += ProgressSealedSends(done);
+    if (!recvs_.empty() && can_read_) moved += ProgressSealedRecvs(done);
+    return moved;
+  }
   if (!sends_.empty() && can_write_) moved += ProgressSends(done);
   if (!recvs_.empty() && can_read_) moved += ProgressRecvs(done);
   return moved;
@@ -65,7 +73,26 @@ void PeerChannel::Fail(absl::Status error,
   for (const Op& op : recvs_) done->emplace_back(op.id, error_);
   sends_.clear();
   recvs_.clear();
+  sealing_ = 0;
   fd_.Reset();
+}
+
+absl::Status PeerChannel::SendError(int err) const {
+  return absl::UnavailableError(absl::StrCat(
+      self_, ": sending to ", peer_, " failed: ", std::strerror(err),
+      err == EPIPE || err == ECONNRESET
+          ? " (the peer closed the connection: did it exit or fail?)"
+          : ""));
+}
+
+absl::Status PeerChannel::RecvError(ssize_t n, int err) const {
+  if (n == 0) {
+    return absl::UnavailableError(
+        absl::StrCat(peer_, " closed the connection while ", self_,
+                     " was receiving from it (did it exit or fail?)"));
+  }
+  return absl::UnavailableError(absl::StrCat(self_, ": receiving from ", peer_,
+                                             " failed: ", std::strerror(err)));
 }
 
 size_t PeerChannel::ProgressSends(
@@ -95,12 +122,7 @@ size_t PeerChannel::ProgressSends(
         can_write_ = false;
         break;
       }
-      Fail(absl::UnavailableError(absl::StrCat(
-               self_, ": sending to ", peer_, " failed: ", std::strerror(errno),
-               errno == EPIPE || errno == ECONNRESET
-                   ? " (the peer closed the connection: did it exit or fail?)"
-                   : "")),
-           done);
+      Fail(SendError(errno), done);
       break;
     }
     size_t left = static_cast<size_t>(n);
@@ -143,17 +165,11 @@ size_t PeerChannel::ProgressRecvs(
         can_read_ = false;
         break;
       }
-      Fail(absl::UnavailableError(
-               absl::StrCat(self_, ": receiving from ", peer_,
-                            " failed: ", std::strerror(errno))),
-           done);
+      Fail(RecvError(n, errno), done);
       break;
     }
     if (n == 0) {
-      Fail(absl::UnavailableError(
-               absl::StrCat(peer_, " closed the connection while ", self_,
-                            " was receiving from it (did it exit or fail?)")),
-           done);
+      Fail(RecvError(n, 0), done);
       break;
     }
     bool had_header = op.moved >= kFrameHeaderBytes;

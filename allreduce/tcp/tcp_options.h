@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "common/auth.h"
 #include "common/version.h"
@@ -18,6 +19,16 @@ namespace kolo {
 namespace tcp {
 class Acceptor;
 }  // namespace tcp
+
+// KOLO_DATA_ENCRYPTION: whether the data connections' frames are encrypted
+// and authenticated (allreduce/tcp/record_cipher.h). Every rank of an epoch
+// must agree: the handshake refuses a peer with another setting. Shared
+// memory between the ranks of one host is never encrypted.
+enum class DataEncryption : uint8_t { kNone = 0, kAes256Gcm = 1 };
+// "none" / "aes-256-gcm", the values KOLO_DATA_ENCRYPTION takes.
+inline absl::string_view DataEncryptionName(DataEncryption e) {
+  return e == DataEncryption::kAes256Gcm ? "aes-256-gcm" : "none";
+}
 
 struct TcpOptions {
   // This rank and the world size of the epoch. REQUIRES: 0 <= rank < size.
@@ -35,6 +46,9 @@ struct TcpOptions {
   // The job secret; proven (never sent) on every connection. REQUIRES:
   // non-empty.
   std::string secret;
+  // KOLO_DATA_ENCRYPTION: kAes256Gcm encrypts every frame with keys derived
+  // from the secret per epoch, connection and direction.
+  DataEncryption encryption = DataEncryption::kNone;
   // Borrowed listening socket (bound and listening, e.g. DataListener::fd()).
   // The transport only accept()s from it and never closes it, so that later
   // epochs reuse it; it is switched to non-blocking mode if it is not.

@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "allreduce/tcp/mesh.h"
+#include "allreduce/tcp/record_cipher.h"
 #include "common/socket_util.h"
 
 namespace kolo {
@@ -65,20 +66,37 @@ absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Create(
   if (absl::Status s = Validate(options); !s.ok()) return s;
   absl::StatusOr<std::unique_ptr<tcp::Poller>> poller = tcp::Poller::Create();
   if (!poller.ok()) return poller.status();
-  absl::StatusOr<std::vector<net::UniqueFd>> fds =
+  absl::StatusOr<std::vector<tcp::MeshLink>> links =
       tcp::ConnectMesh(options, absl::Now() + options.connect_timeout);
-  if (!fds.ok()) return fds.status();
+  if (!links.ok()) return links.status();
   std::vector<std::unique_ptr<tcp::PeerChannel>> channels(options.size);
   std::string self = RankName(options, options.rank);
   for (int r = 0; r < options.size; ++r) {
     if (r == options.rank) continue;
-    int fd = (*fds)[r].get();
-    if (absl::Status s = (*poller)->Add(fd, static_cast<uint64_t>(r));
+    tcp::MeshLink& link = (*links)[r];
+    if (absl::Status s =
+            (*poller)->Add(link.fd.get(), static_cast<uint64_t>(r));
         !s.ok()) {
       return s;
     }
+    std::unique_ptr<tcp::RecordCipher> seal, open;
+    if (options.encryption == DataEncryption::kAes256Gcm) {
+      // One key per direction: this rank seals with (rank -> r), opens
+      // with (r -> rank).
+      auto key = [&](int from, int to) {
+        return tcp::DeriveDirectionKey(
+            options.secret, options.job_id, options.epoch,
+            static_cast<uint32_t>(from), static_cast<uint32_t>(to),
+            link.connector_nonce, link.acceptor_nonce);
+      };
+      seal = std::make_unique<tcp::RecordCipher>(
+          key(options.rank, r), tcp::RecordCipher::Direction::kSeal);
+      open = std::make_unique<tcp::RecordCipher>(
+          key(r, options.rank), tcp::RecordCipher::Direction::kOpen);
+    }
     channels[r] = std::make_unique<tcp::PeerChannel>(
-        std::move((*fds)[r]), options.epoch, self, RankName(options, r));
+        std::move(link.fd), options.epoch, self, RankName(options, r),
+        std::move(seal), std::move(open));
   }
   return std::make_unique<TcpTransport>(options, std::move(*poller),
                                         std::move(channels));

@@ -9,6 +9,12 @@
 // from any thread releases a blocked Wait at once. Wait spins (polls without
 // blocking) up to options.spin before it sleeps.
 //
+// With options.encryption (KOLO_DATA_ENCRYPTION), each connection's frames
+// are encrypted and authenticated (peer_channel.h, record_cipher.h) with
+// keys derived per direction from the secret, the epoch, the two ranks and
+// the connection's handshake nonces; a frame that fails authentication
+// fails its channel like a broken peer.
+//
 // Errors: an op that fails (peer closed, frame mismatch, socket error) keeps
 // its error until its Wait returns it. Since one broken connection breaks the
 // collective, a Wait for any other op also fails with the first such error

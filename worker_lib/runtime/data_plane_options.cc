@@ -24,6 +24,7 @@ DataPlaneOptions DataPlaneOptionsFor(const WorkerConfig& config,
     options.hosts.names.push_back(p.host_name());
   }
   o.secret = config.secret;
+  o.encryption = config.data_encryption;
   o.acceptor = acceptor;
   o.timeout = config.knobs.data_timeout;
   // docs/design.md "Waiting policy": spin only when every local rank has a

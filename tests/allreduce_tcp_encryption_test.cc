@@ -1,0 +1,330 @@
+// TcpTransport with KOLO_DATA_ENCRYPTION=aes-256-gcm: exact bytes for every
+// size (record boundaries included) and an exact allreduce; ranks that
+// disagree on encryption refused with both settings named; a bit flipped on
+// the wire and a replayed frame (injected by a relay between two ranks) fail
+// the receive with the authentication error, never a wrong result, and
+// nothing hangs. N ranks = N threads on loopback.
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "allreduce/collectives.h"
+#include "allreduce/tcp/handshake.h"
+#include "allreduce/tcp/record_cipher.h"
+#include "allreduce/tcp/tcp_transport.h"
+#include "common/auth.h"
+#include "common/socket_util.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/allreduce_tcp_test_mesh.h"
+#include "tests/testing/timeouts.h"
+
+namespace kolo {
+namespace {
+
+using ::kolo::testing::RunRanks;
+using ::kolo::testing::Scaled;
+using ::kolo::testing::TestWorld;
+using ::testing::HasSubstr;
+
+void Encrypt(TcpOptions& o) { o.encryption = DataEncryption::kAes256Gcm; }
+
+std::vector<uint8_t> Filled(size_t len, int src, int dst) {
+  std::vector<uint8_t> v(len);
+  for (size_t i = 0; i < len; ++i) {
+    v[i] = static_cast<uint8_t>(i * 131 + i / 251 + src * 7 + dst * 13 + len);
+  }
+  return v;
+}
+
+TEST(TcpEncryption, EverySizeIsExact) {
+  TestWorld world(3);
+  auto ts = world.CreateAll(Encrypt);
+  ASSERT_TRUE(ts[0] && ts[1] && ts[2]);
+  const size_t r = tcp::kRecordBytes;
+  const size_t sizes[] = {0, 1, 7, 4099, r - 1, r, r + 1, 3 * r + 5, 64u << 20};
+  RunRanks(ts, [&](int rank, TcpTransport& t) {
+    uint64_t seq = 0;
+    for (size_t len : sizes) {
+      t.BeginOperation(++seq);
+      std::vector<std::vector<uint8_t>> out(3), in(3);
+      std::vector<OpId> ops;
+      for (int peer = 0; peer < 3; ++peer) {
+        if (peer == rank) continue;
+        in[peer].assign(len, 0xEE);
+        out[peer] = Filled(len, rank, peer);
+        auto rv = t.StartRecv(peer, in[peer].data(), len);
+        ASSERT_TRUE(rv.ok()) << rv.status();
+        ops.push_back(*rv);
+        auto s = t.StartSend(peer, out[peer].data(), len);
+        ASSERT_TRUE(s.ok()) << s.status();
+        ops.push_back(*s);
+      }
+      ASSERT_TRUE(t.WaitAll(ops).ok()) << "rank " << rank << " len " << len;
+      for (int peer = 0; peer < 3; ++peer) {
+        if (peer == rank) continue;
+        EXPECT_TRUE(in[peer] == Filled(len, peer, rank))
+            << "rank " << rank << " from " << peer << " len " << len;
+      }
+    }
+  });
+}
+
+TEST(TcpEncryption, ManyQueuedSmallMessagesAndAnAllreduce) {
+  TestWorld world(2);
+  auto ts = world.CreateAll(Encrypt);
+  ASSERT_TRUE(ts[0] && ts[1]);
+  constexpr int kMessages = 3000;
+  RunRanks(ts, [&](int rank, TcpTransport& t) {
+    t.BeginOperation(1);
+    std::vector<std::vector<uint8_t>> bufs(kMessages);
+    std::vector<OpId> ops;
+    for (int i = 0; i < kMessages; ++i) {
+      const size_t len = static_cast<size_t>((i * 37) % 700);
+      bufs[i] = rank == 0 ? Filled(len, i, 1) : std::vector<uint8_t>(len);
+      auto op = rank == 0 ? t.StartSend(1, bufs[i].data(), len)
+                          : t.StartRecv(0, bufs[i].data(), len);
+      ASSERT_TRUE(op.ok()) << op.status();
+      ops.push_back(*op);
+    }
+    ASSERT_TRUE(t.WaitAll(ops).ok());
+    if (rank == 1) {
+      for (int i = 0; i < kMessages; ++i) {
+        ASSERT_TRUE(bufs[i] == Filled(bufs[i].size(), i, 1)) << i;
+      }
+    }
+    for (int64_t count : {int64_t{1}, int64_t{1000}, int64_t{3} << 20}) {
+      std::vector<float> in(count), out(count);
+      for (int64_t i = 0; i < count; ++i) in[i] = float(rank + 1 + i % 7);
+      t.BeginOperation(static_cast<uint64_t>(count) + 1);
+      ASSERT_TRUE(Allreduce(t, DataType::kFloat32, in.data(), out.data(), count,
+                            {.op = ReduceOp::kSum})
+                      .ok());
+      for (int64_t i = 0; i < count; ++i) {
+        ASSERT_EQ(out[i], float(3 + 2 * (i % 7))) << count << " at " << i;
+      }
+    }
+  });
+}
+
+TEST(TcpEncryption, RanksThatDisagreeAreRefusedNamingBothSettings) {
+  TestWorld world(2);
+  std::vector<absl::Status> st(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      TcpOptions o = world.Options(r);
+      if (r == 0) Encrypt(o);
+      o.connect_timeout = Scaled(absl::Seconds(3));
+      st[r] = TcpTransport::Create(o).status();
+    });
+  }
+  for (auto& t : threads) t.join();
+  // The connector (rank 1) is told at once; the acceptor gives up at its
+  // deadline, saying why it refused.
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_FALSE(st[r].ok()) << "rank " << r;
+    EXPECT_THAT(st[r].message(),
+                HasSubstr("rank 1 uses KOLO_DATA_ENCRYPTION=none, rank 0 uses "
+                          "aes-256-gcm"))
+        << "rank " << r << ": " << st[r];
+  }
+}
+
+// A relay between a connector and its acceptor: passes the handshake as it
+// is, and lets `tamper` edit the connector's bytes after it (offsets count
+// from the first byte after the handshake).
+class Relay {
+ public:
+  using Tamper = std::function<void(uint64_t offset, std::string& bytes)>;
+  Relay(std::string upstream, uint64_t handshake_bytes, Tamper tamper)
+      : listener_(testing::Listen()),
+        upstream_(std::move(upstream)),
+        handshake_bytes_(handshake_bytes),
+        tamper_(std::move(tamper)) {
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~Relay() {
+    stop_ = true;
+    thread_.join();
+  }
+  const std::string& address() const { return listener_.address; }
+
+ private:
+  void Run() {
+    pollfd lp{listener_.fd.get(), POLLIN, 0};
+    while (!stop_ && ::poll(&lp, 1, 20) <= 0) {
+    }
+    if (stop_) return;
+    net::UniqueFd down(::accept4(listener_.fd.get(), nullptr, nullptr, 0));
+    auto addr = net::ResolveAddress(upstream_);
+    ASSERT_TRUE(addr.ok());
+    auto up = net::StartConnect(*addr);
+    ASSERT_TRUE(up.ok());
+    pollfd cp{up->get(), POLLOUT, 0};
+    ::poll(&cp, 1, 5000);
+    ASSERT_TRUE(net::FinishConnect(up->get()).ok());
+    uint64_t sent = 0;  // connector bytes relayed
+    char buf[65536];
+    while (!stop_) {
+      pollfd p[2] = {{down.get(), POLLIN, 0}, {up->get(), POLLIN, 0}};
+      if (::poll(p, 2, 20) <= 0) continue;
+      for (int i = 0; i < 2; ++i) {
+        if (p[i].revents == 0) continue;
+        ssize_t n = ::recv(p[i].fd, buf, sizeof(buf), MSG_DONTWAIT);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+          return;  // one end closed: closing both ends tells the other
+        }
+        if (n < 0) continue;
+        std::string bytes(buf, static_cast<size_t>(n));
+        if (i == 0) {
+          // Cut at the end of the handshake so tamper sees data only.
+          size_t hs = sent < handshake_bytes_
+                          ? std::min<uint64_t>(handshake_bytes_ - sent, n)
+                          : 0;
+          std::string data = bytes.substr(hs);
+          if (!data.empty()) tamper_(sent + hs - handshake_bytes_, data);
+          bytes = bytes.substr(0, hs) + data;
+          sent += static_cast<uint64_t>(n);
+        }
+        int to = i == 0 ? up->get() : down.get();
+        size_t off = 0;
+        while (off < bytes.size()) {
+          ssize_t w =
+              ::send(to, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
+          if (w < 0 && (errno == EAGAIN || errno == EINTR)) {
+            pollfd wp{to, POLLOUT, 0};
+            ::poll(&wp, 1, 20);
+            continue;
+          }
+          if (w < 0) return;
+          off += static_cast<size_t>(w);
+        }
+      }
+    }
+  }
+
+  testing::TestListener listener_;
+  std::string upstream_;
+  uint64_t handshake_bytes_;
+  Tamper tamper_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+// What rank 1 of a TestWorld sends in its handshake with rank 0: Hello and
+// Proof (the field contents do not change the sizes).
+uint64_t ConnectorHandshakeBytes(const TestWorld& world) {
+  TcpOptions o = world.Options(1);
+  tcp::Hello h{o.protocol_version,
+               o.epoch,
+               1,
+               0,
+               o.job_id,
+               o.worker_ids[1],
+               auth::RandomBytes(auth::kNonceBytes)};
+  return tcp::EncodeMsg(tcp::MsgType::kHello, tcp::EncodeHello(h)).size() +
+         tcp::EncodeMsg(tcp::MsgType::kProof,
+                        tcp::EncodeString(std::string(auth::kMacBytes, 'm')))
+             .size();
+}
+
+// Rank 1 sends `frames` messages of `len` bytes to rank 0 through a relay
+// that applies `tamper`; returns rank 0's receive statuses (in order) and
+// checks that every successful receive is exact.
+std::vector<absl::Status> ThroughRelay(int frames, size_t len,
+                                       Relay::Tamper tamper) {
+  TestWorld world(2);
+  Relay relay(world.listener(0).address, ConnectorHandshakeBytes(world),
+              std::move(tamper));
+  auto ts = world.CreateAll([&](TcpOptions& o) {
+    Encrypt(o);
+    o.timeout = Scaled(absl::Seconds(10));
+    if (o.rank == 1) o.addresses[0] = relay.address();
+  });
+  EXPECT_TRUE(ts[0] && ts[1]);
+  if (!ts[0] || !ts[1]) return {};
+  std::vector<absl::Status> got(frames);
+  RunRanks(ts, [&](int rank, TcpTransport& t) {
+    t.BeginOperation(1);
+    std::vector<std::vector<uint8_t>> bufs(frames);
+    std::vector<OpId> ops;
+    for (int i = 0; i < frames; ++i) {
+      bufs[i] = rank == 1 ? Filled(len, i, 0) : std::vector<uint8_t>(len);
+      auto op = rank == 1 ? t.StartSend(0, bufs[i].data(), len)
+                          : t.StartRecv(1, bufs[i].data(), len);
+      if (!op.ok()) {
+        if (rank == 0) got[i] = op.status();
+        continue;
+      }
+      ops.push_back(*op);
+    }
+    for (size_t i = 0; i < ops.size(); ++i) {
+      absl::Status s = t.Wait(ops[i]);
+      if (rank == 0) {
+        got[i] = s;
+        if (s.ok()) {
+          EXPECT_TRUE(bufs[i] == Filled(len, static_cast<int>(i), 0))
+              << "frame " << i << " reported success with wrong bytes";
+        }
+      }
+    }
+  });
+  return got;
+}
+
+TEST(TcpEncryption, BitFlippedOnTheWireFailsTheReceive) {
+  // Offsets past the handshake: in the first header record, in the first
+  // payload record, in a tag, and deep in the second payload record.
+  const size_t len = 2 * tcp::kRecordBytes;
+  const uint64_t header = tcp::kFrameHeaderBytes + tcp::kTagBytes;
+  for (uint64_t at :
+       {uint64_t{5}, header + 1000, header + tcp::kRecordBytes + 3,
+        header + tcp::kRecordBytes + tcp::kTagBytes + tcp::kRecordBytes / 2 +
+            7}) {
+    std::vector<absl::Status> got =
+        ThroughRelay(1, len, [at](uint64_t offset, std::string& bytes) {
+          if (at >= offset && at < offset + bytes.size()) {
+            bytes[at - offset] ^= 0x10;
+          }
+        });
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_FALSE(got[0].ok()) << "flipped byte at " << at << " not detected";
+    EXPECT_THAT(got[0].message(),
+                HasSubstr("failed authentication (tampered, or not from this "
+                          "job)"))
+        << got[0];
+    EXPECT_THAT(got[0].message(), HasSubstr("rank 0"));
+    EXPECT_THAT(got[0].message(), HasSubstr("rank 1"));
+  }
+}
+
+TEST(TcpEncryption, ReplayedFrameFailsTheReceive) {
+  // The first frame (header record + one payload record) is sent twice.
+  const size_t len = 64;
+  const uint64_t frame =
+      tcp::kFrameHeaderBytes + tcp::kTagBytes + len + tcp::kTagBytes;
+  std::string first;
+  std::vector<absl::Status> got =
+      ThroughRelay(2, len, [&, frame](uint64_t offset, std::string& bytes) {
+        if (offset >= frame) return;
+        first += bytes.substr(0, frame - offset);
+        if (first.size() == frame) {
+          bytes.insert(frame - offset, first);
+        }
+      });
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_TRUE(got[0].ok()) << got[0];
+  EXPECT_FALSE(got[1].ok()) << "a replayed frame was accepted";
+  EXPECT_THAT(got[1].message(), HasSubstr("failed authentication")) << got[1];
+}
+
+}  // namespace
+}  // namespace kolo
