@@ -32,6 +32,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,7 @@
 #include "common/fault_spec.h"
 #include "common/knob_defaults.h"
 #include "common/knobs.h"
+#include "common/tls.h"
 #include "common/net.h"
 
 namespace kolo::worker {
@@ -75,6 +77,10 @@ struct WorkerConfig {
   // KOLO_SECRET, else the content of KOLO_SECRET_FILE. Required (a random one
   // in single mode). Never logged.
   std::string secret;
+  // KOLO_TLS_CERT, KOLO_TLS_KEY, KOLO_TLS_CA (common/tls.h): the job's
+  // certificates, read and checked at init; null: the control plane is
+  // plaintext. Shared: the Session and a hosted coordinator use them.
+  std::shared_ptr<const tls::TlsMaterial> tls;
 
   // --- Shared knobs ---------------------------------------------------------
   // start_timeout (init()'s deadline), heartbeat_interval, heartbeat_timeout
