@@ -110,7 +110,8 @@ absl::StatusOr<bool> SessionClient::Reactor::ProbeStart(
     // A plaintext worker: does the port answer HTTP/2? Else, TLS?
     if (ProbeListener(addr, timeout) != Listener::kOther) return false;
     const tls::ProbeResult r = tls::ProbeTls(addr, nullptr, timeout);
-    if (r.kind == Kind::kRefused || r.kind == Kind::kAccepted) {
+    if (r.kind == Kind::kRefused || r.kind == Kind::kAccepted ||
+        r.kind == Kind::kPeerUnverified) {
       return absl::UnauthenticatedError(absl::StrCat(
           who,
           " requires TLS (it answered with a TLS handshake), and this worker "
