@@ -40,7 +40,6 @@
 #include "common/tls.h"
 #include "coordinator/autotune.h"
 #include "coordinator/event_log.h"
-#include "common/tls.h"
 #include "coordinator/flags.h"
 #include "coordinator/metrics_http.h"
 #include "coordinator/server.h"

@@ -58,8 +58,10 @@ int main(int argc, char** argv) {
   if (tls_files.ok() && tls_files->enabled()) {
     absl::StatusOr<kolo::tls::TlsMaterial> loaded =
         kolo::tls::LoadTlsMaterial(*tls_files);
-    if (!loaded.ok()) tls_files = loaded.status();
-    else tls = *std::move(loaded);
+    if (!loaded.ok())
+      tls_files = loaded.status();
+    else
+      tls = *std::move(loaded);
   }
   if (!tls_files.ok()) {
     std::cerr << "kolo-ctl: " << tls_files.status().message() << "\n";

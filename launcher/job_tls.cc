@@ -40,8 +40,8 @@ std::string Get(const std::map<std::string, std::string>& env,
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<JobTls>> JobTls::Prepare(
-    const LaunchOptions& options,
-    const std::map<std::string, std::string>& env, bool local_only) {
+    const LaunchOptions& options, const std::map<std::string, std::string>& env,
+    bool local_only) {
   const tls::TlsFiles& f = options.tls_files;
   absl::StatusOr<tls::TlsFiles> files =
       f.cert.empty() && f.key.empty() && f.ca.empty()
@@ -83,16 +83,16 @@ absl::Status JobTls::WriteThrowaway() {
   buf.push_back('\0');
   if (::mkdtemp(buf.data()) == nullptr) {  // mode 0700
     return absl::InternalError(absl::StrCat(
-        "cannot make a directory for the job's certificates: mkdtemp(",
-        pattern, "): ", std::strerror(errno), "; set TMPDIR to a writable "
+        "cannot make a directory for the job's certificates: mkdtemp(", pattern,
+        "): ", std::strerror(errno),
+        "; set TMPDIR to a writable "
         "directory"));
   }
   dir_ = buf.data();
   files_ = {dir_ + "/cert.pem", dir_ + "/key.pem", dir_ + "/ca.pem"};
-  for (const auto& [path, text] :
-       {std::pair{&files_.cert, &material_.cert_pem},
-        std::pair{&files_.key, &material_.key_pem},
-        std::pair{&files_.ca, &material_.ca_pem}}) {
+  for (const auto& [path, text] : {std::pair{&files_.cert, &material_.cert_pem},
+                                   std::pair{&files_.key, &material_.key_pem},
+                                   std::pair{&files_.ca, &material_.ca_pem}}) {
     if (absl::Status st = WriteFile0600(*path, *text); !st.ok()) return st;
   }
   return absl::OkStatus();

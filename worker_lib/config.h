@@ -31,8 +31,8 @@
 #define KOLO_WORKER_LIB_CONFIG_H_
 
 #include <cstdint>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,8 +45,8 @@
 #include "common/fault_spec.h"
 #include "common/knob_defaults.h"
 #include "common/knobs.h"
-#include "common/tls.h"
 #include "common/net.h"
+#include "common/tls.h"
 
 namespace kolo::worker {
 

@@ -104,8 +104,8 @@ absl::Status SessionClient::Reactor::NotACoordinator() const {
 absl::StatusOr<bool> SessionClient::Reactor::ProbeStart(
     const net::SockAddr& addr, absl::Duration timeout) const {
   using Kind = tls::ProbeResult::Kind;
-  const std::string who = absl::StrCat(Who(), " (worker ", options_.worker_id,
-                                       ")");
+  const std::string who =
+      absl::StrCat(Who(), " (worker ", options_.worker_id, ")");
   if (options_.tls == nullptr) {
     // A plaintext worker: does the port answer HTTP/2? Else, TLS?
     if (ProbeListener(addr, timeout) != Listener::kOther) return false;
@@ -129,8 +129,11 @@ absl::StatusOr<bool> SessionClient::Reactor::ProbeStart(
     case Kind::kPeerUnverified:
       return absl::UnauthenticatedError(absl::StrCat(
           who, " presented a TLS certificate this worker does not trust (",
-          r.detail, "): it is not from the CA in KOLO_TLS_CA, has expired, or "
-          "does not name '", tls::kJobName, "'; check that this worker was "
+          r.detail,
+          "): it is not from the CA in KOLO_TLS_CA, has expired, or "
+          "does not name '",
+          tls::kJobName,
+          "'; check that this worker was "
           "given this job's certificates, not another job's"));
     case Kind::kRefused:
       return absl::UnauthenticatedError(absl::StrCat(
