@@ -7,6 +7,7 @@
 // TLS probe's view of each.
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -19,6 +20,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "spdlog/sinks/ringbuffer_sink.h"
+#include "tests/testing/raw_socket.h"
 #include "tests/testing/timeouts.h"
 #include "worker_lib/session/session_client.h"
 
@@ -69,8 +71,11 @@ const Certificates& Certs() {
   return *certs;
 }
 
-std::unique_ptr<coordinator::CoordinatorServer> StartServer(bool with_tls) {
+std::unique_ptr<coordinator::CoordinatorServer> StartServer(
+    bool with_tls, absl::Duration handshake_timeout =
+                       coordinator::ListenOptions{}.handshake_timeout) {
   coordinator::ServerOptions o;
+  o.listen.handshake_timeout = handshake_timeout;
   o.listen.bind_host = "127.0.0.1";
   o.core.expected_size = 1;
   o.core.job_id = kJob;
@@ -122,6 +127,29 @@ TEST(CoordinatorTlsTest, AWorkerWithTheJobsCertificateJoins) {
   EXPECT_TRUE(Join(server->port(), Certs().Material(Certs().leaf)).ok());
   EXPECT_TRUE(
       server->WaitForEpoch(absl::Now() + Scaled(absl::Seconds(5))).ok());
+}
+
+// What the gate did becomes gRPC's handshake deadline: an idle connection
+// is closed once it passed, while a member's stream lives on.
+TEST(CoordinatorTlsTest, IdleConnectionsAreClosedAtTheHandshakeDeadline) {
+  auto server = StartServer(true, absl::Milliseconds(500));
+  ASSERT_NE(server, nullptr);
+  const absl::Time start = absl::Now();
+  std::vector<net::UniqueFd> idle;
+  for (int i = 0; i < 5; ++i)
+    idle.push_back(testing::RawConnect(server->port()));
+  absl::StatusOr<std::unique_ptr<worker::SessionClient>> member =
+      worker::SessionClient::Connect(
+          Options(server->port(), Certs().Material(Certs().leaf)),
+          absl::Now() + Scaled(absl::Seconds(20)));
+  ASSERT_TRUE(member.ok()) << member.status();
+  for (const net::UniqueFd& fd : idle) {
+    EXPECT_TRUE(testing::ClosedWithin(fd.get(), Scaled(absl::Seconds(10))));
+  }
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(450));
+  absl::SleepFor(absl::Milliseconds(200));
+  EXPECT_TRUE((*member)->health().ok()) << (*member)->health();
+  EXPECT_TRUE((*member)->Shutdown(Scaled(absl::Seconds(5))).ok());
 }
 
 TEST(CoordinatorTlsTest, TheProbeSeesEachCase) {
