@@ -187,8 +187,9 @@ constexpr Variable kVariables[] = {
      .unit = "0/1",
      .default_text = "1",
      .meaning =
-         "1: announcements, plans and completions travel on a plain TCP link "
-         "to the coordinator. 0: on the gRPC stream (slower; for comparison, "
+         "1: announcements, plans and completions travel on a TCP link of "
+         "their own to the coordinator (TLS when `KOLO_TLS_CERT` is set). 0: "
+         "on the gRPC stream (slower; for comparison, "
          "or where only the coordinator's gRPC port is reachable). A link that "
          "cannot be opened falls back to the stream with a warning."},
     {.name = "KOLO_FAST_PATH",

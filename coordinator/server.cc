@@ -354,18 +354,14 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   }
   const uint64_t incarnation = RandomIncarnation();
   std::unique_ptr<WorkerLinks> links = std::make_unique<NoWorkerLinks>();
-  if (options.listen.negotiation_links && options.listen.tls.has_value()) {
-    GetLogger("coordinator")
-        ->info(
-            "TLS: no negotiation link (plain TCP); negotiation runs on the "
-            "TLS Session streams");
-  } else if (options.listen.negotiation_links) {
+  if (options.listen.negotiation_links) {
     LinkServerOptions lo;
     lo.bind_host = options.listen.bind_host;
     lo.job_id = options.core.job_id;
     lo.secret = options.core.secret;
     lo.incarnation = incarnation;
     lo.handshake_timeout = options.listen.handshake_timeout;
+    lo.tls = options.listen.tls;  // the links run TLS too
     absl::StatusOr<std::unique_ptr<LinkServer>> listening =
         LinkServer::Listen(lo);
     if (!listening.ok()) {

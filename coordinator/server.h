@@ -17,8 +17,8 @@
 // peer with the job's certificate is trusted like a proven one (no cap on
 // unproven connections: only the job's machines get that far, and the
 // secret's HMAC proof is still asked of every Session and Status call). The
-// negotiation link (plain TCP) is off: negotiation runs on the TLS'd Session
-// streams.
+// negotiation links run TLS too, with the same certificates
+// (coordinator/link_server.h).
 //
 // Thread-safety: all methods may be called from any thread.
 // Lifetime: Shutdown() (or the destructor) ends every Session with a JobEnd,
@@ -60,8 +60,8 @@ struct ListenOptions {
   // flag; rank 0 hosting names its variable instead).
   std::string port_hint =
       "pick another port with --port, or 0 to let the kernel choose";
-  // The job's certificates (common/tls.h): set, the port speaks only TLS
-  // with mutual authentication, and there is no negotiation link.
+  // The job's certificates (common/tls.h): set, the port and the
+  // negotiation links speak only TLS with mutual authentication.
   std::optional<tls::TlsMaterial> tls;
 };
 
