@@ -8,7 +8,10 @@
 #include <openssl/x509.h>
 #include <openssl/x509_vfy.h>
 #include <openssl/x509v3.h>
+#include <sys/socket.h>
 
+#include <cerrno>
+#include <cstdint>
 #include <ctime>
 #include <fstream>
 #include <memory>
@@ -54,6 +57,57 @@ std::string TimeText(const ASN1_TIME* t) {
   char* data = nullptr;
   const long n = BIO_get_mem_data(bio.get(), &data);  // NOLINT(runtime/int)
   return std::string(data, static_cast<size_t>(n));
+}
+
+namespace {
+
+int BioFd(BIO* b) {
+  return static_cast<int>(reinterpret_cast<intptr_t>(BIO_get_data(b)));
+}
+
+int BioWrite(BIO* b, const char* data, int len) {
+  BIO_clear_retry_flags(b);
+  const ssize_t n =
+      ::send(BioFd(b), data, static_cast<size_t>(len), MSG_NOSIGNAL);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+    BIO_set_retry_write(b);
+  }
+  return static_cast<int>(n);
+}
+
+int BioRead(BIO* b, char* data, int len) {
+  BIO_clear_retry_flags(b);
+  const ssize_t n = ::recv(BioFd(b), data, static_cast<size_t>(len), 0);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+    BIO_set_retry_read(b);
+  }
+  return static_cast<int>(n);
+}
+
+long BioCtrl(BIO*, int cmd, long, void*) {  // NOLINT(runtime/int)
+  return cmd == BIO_CTRL_FLUSH ? 1 : 0;
+}
+
+int BioCreate(BIO* b) {
+  BIO_set_init(b, 1);
+  return 1;
+}
+
+}  // namespace
+
+BIO* NewSocketBio(int fd) {
+  static BIO_METHOD* const method = [] {
+    BIO_METHOD* m =
+        BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "kolo socket");
+    BIO_meth_set_write(m, BioWrite);
+    BIO_meth_set_read(m, BioRead);
+    BIO_meth_set_ctrl(m, BioCtrl);
+    BIO_meth_set_create(m, BioCreate);
+    return m;
+  }();
+  BIO* b = BIO_new(method);
+  if (b != nullptr) BIO_set_data(b, reinterpret_cast<void*>(intptr_t{fd}));
+  return b;
 }
 
 }  // namespace internal

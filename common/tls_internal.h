@@ -33,6 +33,10 @@ BioPtr ReadBio(absl::string_view pem);
 std::vector<X509Ptr> ReadCertificates(absl::string_view pem);
 // "Nov 29 03:23:49 2026 GMT".
 std::string TimeText(const ASN1_TIME* t);
+// A BIO over socket `fd` (not owned) that writes with MSG_NOSIGNAL: a peer
+// gone mid-write is an error (EPIPE), never a SIGPIPE that kills the
+// process, as OpenSSL's own socket BIO (write(2)) would.
+BIO* NewSocketBio(int fd);
 
 }  // namespace kolo::tls::internal
 

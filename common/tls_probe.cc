@@ -112,9 +112,12 @@ ProbeResult ProbeTls(const net::SockAddr& addr, const TlsMaterial* material,
     return {Kind::kNoAnswer, internal::OpenSslError()};
   }
   std::unique_ptr<SSL, SslFree> ssl(SSL_new(ctx.get()));
-  if (ssl == nullptr || SSL_set_fd(ssl.get(), fd->get()) != 1) {
+  BIO* bio = internal::NewSocketBio(fd->get());
+  if (ssl == nullptr || bio == nullptr) {
+    if (bio != nullptr) BIO_free(bio);
     return {Kind::kNoAnswer, internal::OpenSslError()};
   }
+  SSL_set_bio(ssl.get(), bio, bio);                  // one reference, the SSL's
   static const unsigned char kH2[] = {2, 'h', '2'};  // gRPC asks for ALPN h2
   (void)SSL_set_alpn_protos(ssl.get(), kH2, sizeof(kH2));
   if (material != nullptr) (void)SSL_set1_host(ssl.get(), kJobName);

@@ -68,11 +68,14 @@ TlsContext::~TlsContext() { SSL_CTX_free(ctx_); }
 absl::StatusOr<std::unique_ptr<TlsStream>> TlsStream::Make(
     std::shared_ptr<const TlsContext> ctx, int fd) {
   SSL* ssl = SSL_new(ctx->get());
-  if (ssl == nullptr || SSL_set_fd(ssl, fd) != 1) {
+  BIO* bio = internal::NewSocketBio(fd);
+  if (ssl == nullptr || bio == nullptr) {
     if (ssl != nullptr) SSL_free(ssl);
+    if (bio != nullptr) BIO_free(bio);
     return absl::InternalError(
         absl::StrCat("SSL_new: ", internal::OpenSslError()));
   }
+  SSL_set_bio(ssl, bio, bio);  // one reference, the SSL's
   if (ctx->role() == TlsContext::Role::kServer) {
     SSL_set_accept_state(ssl);
   } else {
