@@ -195,8 +195,9 @@ constexpr Variable kVariables[] = {
      .unit = "0/1",
      .default_text = "1",
      .meaning =
-         "1: announcements, plans and completions travel on a plain TCP link "
-         "to the coordinator. 0: on the gRPC stream (slower; for comparison, "
+         "1: announcements, plans and completions travel on a TCP link of "
+         "their own to the coordinator (TLS when `KOLO_TLS_CERT` is set). 0: "
+         "on the gRPC stream (slower; for comparison, "
          "or where only the coordinator's gRPC port is reachable). A link that "
          "cannot be opened falls back to the stream with a warning."},
     {.name = "KOLO_FAST_PATH",
@@ -447,6 +448,35 @@ constexpr Variable kVariables[] = {
                 "trailing whitespace is dropped; a file that group or others "
                 "may read or write gets a warning). Needed outside kolorun "
                 "unless a single process runs alone, and by kolo-coordinator."},
+    {.name = "KOLO_TLS_CERT",
+     .read_by = "worker, kolorun, kolo-coordinator, kolo-ctl",
+     .section = "Set by the launcher",
+     .flag = "`--tls-cert` (kolorun, kolo-coordinator)",
+     .unit = "a file path (PEM)",
+     .default_text = "unset (plaintext); kolorun `--tls`: its own",
+     .meaning =
+         "This process's TLS certificate for the control plane (gRPC "
+         "Session and Status) with mutual authentication: signed by "
+         "`KOLO_TLS_CA`, naming `kolo-job` as a DNS subjectAltName "
+         "(docs/security.md). `KOLO_TLS_CERT`, `KOLO_TLS_KEY` and "
+         "`KOLO_TLS_CA` are given all three or not at all. kolorun passes "
+         "its files on to the workers."},
+    {.name = "KOLO_TLS_KEY",
+     .read_by = "worker, kolorun, kolo-coordinator, kolo-ctl",
+     .section = "Set by the launcher",
+     .flag = "`--tls-key` (kolorun, kolo-coordinator)",
+     .unit = "a file path (PEM)",
+     .default_text = "unset",
+     .meaning = "The private key of `KOLO_TLS_CERT`, unencrypted."},
+    {.name = "KOLO_TLS_CA",
+     .read_by = "worker, kolorun, kolo-coordinator, kolo-ctl",
+     .section = "Set by the launcher",
+     .flag = "`--tls-ca` (kolorun, kolo-coordinator)",
+     .unit = "a file path (PEM)",
+     .default_text = "unset",
+     .meaning = "The job's CA certificate: the only CA every process of the "
+                "job trusts (a certificate of another CA, another job's, is "
+                "refused)."},
     {.name = "KOLO_JOB_ID",
      .read_by = "worker (set by kolorun)",
      .section = "Set by the launcher",

@@ -19,6 +19,7 @@ namespace {
 // The defaults in <--flag> are filled in from common/knobs.h (Usage).
 constexpr char kUsage[] =
     "usage: kolo-coordinator --port P --np N [--bind HOST] [--secret-file F]\n"
+    "         [--tls-cert F --tls-key F --tls-ca F]\n"
     "         [--job-id ID] [--port-file F] [--metrics-port P]\n"
     "         [--metrics-address A] [--events F] [--heartbeat-timeout-seconds "
     "S]\n"
@@ -31,6 +32,11 @@ constexpr char kUsage[] =
     "  --np N           number of workers that form the job\n"
     "  --bind HOST      address to bind (default 0.0.0.0)\n"
     "  --secret-file F  the job secret (default: $KOLO_SECRET_FILE)\n"
+    "  --tls-cert F --tls-key F --tls-ca F\n"
+    "                   TLS with mutual authentication: this coordinator's\n"
+    "                   certificate, its key and the job's CA, PEM (default:\n"
+    "                   $KOLO_TLS_CERT, $KOLO_TLS_KEY, $KOLO_TLS_CA; none:\n"
+    "                   plaintext)\n"
     "  --job-id ID      job id every worker must present (default "
     "\"default\")\n"
     "  --port-file F    write the bound port to F\n"
@@ -186,6 +192,9 @@ std::string ReadFlags(int argc, const char* const* argv, CoordinatorFlags& f) {
   np.option = app.add_option("--np", np.text);
   app.add_option("--bind", listen.bind_host);
   app.add_option("--secret-file", f.secret_file);
+  app.add_option("--tls-cert", f.tls_files.cert);
+  app.add_option("--tls-key", f.tls_files.key);
+  app.add_option("--tls-ca", f.tls_files.ca);
   app.add_option("--job-id", core.job_id);
   app.add_option("--port-file", f.port_file);
   metrics_port.option = app.add_option("--metrics-port", metrics_port.text);
@@ -283,6 +292,24 @@ std::string CheckSizes(const ServerOptions& o) {
   return "";
 }
 
+// The --tls-* flags, else KOLO_TLS_*: all three or none of either; "" when
+// they are.
+std::string TlsFilesFrom(EnvLookup env, tls::TlsFiles& files) {
+  absl::StatusOr<tls::TlsFiles> checked;
+  if (files.cert.empty() && files.key.empty() && files.ca.empty()) {
+    checked = tls::MakeTlsFiles(env("KOLO_TLS_CERT").value_or(""),
+                                env("KOLO_TLS_KEY").value_or(""),
+                                env("KOLO_TLS_CA").value_or(""),
+                                "KOLO_TLS_CERT", "KOLO_TLS_KEY", "KOLO_TLS_CA");
+  } else {
+    checked = tls::MakeTlsFiles(files.cert, files.key, files.ca, "--tls-cert",
+                                "--tls-key", "--tls-ca");
+  }
+  if (!checked.ok()) return std::string(checked.status().message());
+  files = *std::move(checked);
+  return "";
+}
+
 }  // namespace
 
 ServerOptions ServerFlagDefaults() {
@@ -313,6 +340,9 @@ FlagsOutcome ParseCoordinatorFlags(int argc, const char* const* argv,
   }
   ImplyElastic(env, f.server.core);
   if (!env_error.ok()) return Error(std::string(env_error.message()));
+  if (std::string error = TlsFilesFrom(env, f.tls_files); !error.empty()) {
+    return Error(std::move(error));
+  }
   if (std::string error = CheckSizes(f.server); !error.empty()) {
     return Error(std::move(error));
   }

@@ -1,6 +1,7 @@
 // kolo-coordinator's command line (coordinator/main.cc), parsed with CLI11:
 //
 //   kolo-coordinator --port P --np N [--bind HOST] [--secret-file F]
+//       [--tls-cert F --tls-key F --tls-ca F]
 //       [--job-id ID] [--port-file F] [--metrics-port P]
 //       [--metrics-address A] [--events F] [--heartbeat-timeout-seconds S]
 //       [--heartbeat-interval-seconds S] [--cycle-time-ms X]
@@ -29,6 +30,7 @@
 
 #include "common/autotune_config.h"
 #include "common/knobs.h"
+#include "common/tls.h"
 #include "coordinator/server.h"
 
 namespace kolo::coordinator {
@@ -46,6 +48,9 @@ struct CoordinatorFlags {
   // (SetServerKnobs). main.cc adds the secret.
   ServerOptions server = ServerFlagDefaults();
   std::string secret_file;  // empty: KOLO_SECRET_FILE (main.cc reads it)
+  // --tls-cert, --tls-key, --tls-ca, else KOLO_TLS_* (all three or none);
+  // main.cc loads them into server.listen.tls.
+  tls::TlsFiles tls_files;
   std::string port_file;
   // --metrics-port (-1: no metrics page), --metrics-address, --events (""
   // none); main.cc starts the page and opens the log.

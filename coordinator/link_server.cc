@@ -62,6 +62,21 @@ struct LinkServer::Conn {
   std::string job_id;
   uint64_t incarnation = 0;
   SessionId session = 0;
+  std::unique_ptr<tls::TlsStream> tls;  // under TLS; over fd
+
+  ssize_t Recv(char* buf, size_t n) {
+    return tls != nullptr ? tls->Recv(buf, n) : ::recv(fd.get(), buf, n, 0);
+  }
+  ssize_t Send(const char* buf, size_t n) {
+    return tls != nullptr
+               ? tls->Send(buf, n)
+               : ::send(fd.get(), buf, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+  }
+  // Why the last call failed: TLS's words, or errno's.
+  std::string Error(int err) const {
+    return tls != nullptr && !tls->error().empty() ? tls->error()
+                                                   : ErrnoText(err);
+  }
 };
 
 LinkServer::LinkServer(LinkServerOptions options, net::UniqueFd listener,
@@ -146,9 +161,18 @@ absl::StatusOr<std::unique_ptr<LinkServer>> LinkServer::Listen(
     Log()->info("{}; workers on this host use TCP port {} instead",
                 std::string(l.status().message()), port);
   }
-  return std::unique_ptr<LinkServer>(
+  std::shared_ptr<const tls::TlsContext> tls;
+  if (options.tls.has_value()) {
+    absl::StatusOr<std::shared_ptr<const tls::TlsContext>> made =
+        tls::TlsContext::Make(*options.tls, tls::TlsContext::Role::kServer);
+    if (!made.ok()) return fail(made.status().message());
+    tls = *std::move(made);
+  }
+  auto server = std::unique_ptr<LinkServer>(
       new LinkServer(std::move(options), std::move(fd), std::move(local),
                      std::move(ep), std::move(wake), port));
+  server->tls_ = std::move(tls);
+  return server;
 }
 
 absl::Status LinkServer::Start(BindFn bind, MessageFn on_message,
@@ -229,6 +253,16 @@ void LinkServer::Accept(int listener) {
     conn->peer = local ? "a local socket" : net::PeerAddress(fd);
     conn->opened = absl::Now();
     if (!local) (void)net::SetNoDelay(fd);
+    if (tls_ != nullptr) {
+      absl::StatusOr<std::unique_ptr<tls::TlsStream>> stream =
+          tls::TlsStream::Make(tls_, fd);
+      if (!stream.ok()) {
+        Log()->warn("cannot start TLS on the link from {}: {}", conn->peer,
+                    std::string(stream.status().message()));
+        continue;
+      }
+      conn->tls = *std::move(stream);
+    }
     MutexLock lock(&mu_);
     const uint64_t id = next_id_++;
     conn->id = id;
@@ -257,7 +291,7 @@ void LinkServer::OnReadable(uint64_t id) {
     // round), so that Send() never waits long behind a burst.
     size_t taken = 0;
     while (broke.empty() && taken < (size_t{1} << 20)) {
-      ssize_t n = ::recv(c.fd.get(), buf, sizeof(buf), 0);
+      ssize_t n = c.Recv(buf, sizeof(buf));
       if (n > 0) {
         c.in.Append(buf, static_cast<size_t>(n));
         taken += static_cast<size_t>(n);
@@ -272,7 +306,7 @@ void LinkServer::OnReadable(uint64_t id) {
       } else if (errno == EINTR) {
         continue;
       } else if (errno != EAGAIN && errno != EWOULDBLOCK) {
-        broke = ErrnoText(errno);
+        broke = c.Error(errno);
       }
       break;
     }
@@ -467,8 +501,7 @@ bool LinkServer::Flush(Conn& conn) {
   size_t off = 0;
   bool ok = true;
   while (off < conn.out.size()) {
-    ssize_t n = ::send(conn.fd.get(), conn.out.data() + off,
-                       conn.out.size() - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+    ssize_t n = conn.Send(conn.out.data() + off, conn.out.size() - off);
     if (n > 0) {
       off += static_cast<size_t>(n);
     } else if (n < 0 && errno == EINTR) {

@@ -36,6 +36,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -45,6 +46,8 @@
 #include "absl/time/time.h"
 #include "common/auth.h"
 #include "common/mutex.h"
+#include "common/tls.h"
+#include "common/tls_stream.h"
 #include "common/unique_fd.h"
 #include "coordinator/core.h"
 #include "coordinator/worker_links.h"
@@ -58,6 +61,11 @@ struct LinkServerOptions {
   std::string job_id, secret;
   uint64_t incarnation = 0;
   absl::Duration handshake_timeout = auth::kHandshakeTimeout;
+  // The job's certificates (common/tls.h): set, every link (TCP and local
+  // socket) runs TLS 1.3 with mutual authentication (common/tls_stream.h)
+  // under the secret's handshake; a TLS failure closes the link and is
+  // logged as any refusal.
+  std::optional<tls::TlsMaterial> tls;
 };
 
 class LinkServer final : public WorkerLinks {
@@ -127,6 +135,8 @@ class LinkServer final : public WorkerLinks {
   void CloseExpired(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
 
   const LinkServerOptions options_;
+  // Made from options_.tls; null without TLS.
+  std::shared_ptr<const tls::TlsContext> tls_;
   // The TCP listener, and the local one (net::LocalLinkName; -1 when it
   // could not be made).
   net::UniqueFd listener_, local_listener_, epoll_, wake_;

@@ -37,6 +37,7 @@
 #include "common/fd_limit.h"
 #include "common/knobs.h"
 #include "common/log.h"
+#include "common/tls.h"
 #include "coordinator/autotune.h"
 #include "coordinator/event_log.h"
 #include "coordinator/flags.h"
@@ -116,6 +117,12 @@ int main(int argc, char** argv) {
   // The flags are parsed into the server's options; the secret is added here.
   kolo::coordinator::ServerOptions options = flags.server;
   options.core.secret = *secret;
+  if (flags.tls_files.enabled()) {
+    absl::StatusOr<kolo::tls::TlsMaterial> tls =
+        kolo::tls::LoadTlsMaterial(flags.tls_files);
+    if (!tls.ok()) return Fail(std::string(tls.status().message()));
+    options.listen.tls = *std::move(tls);
+  }
   if (!flags.events_file.empty()) {
     auto events = kolo::coordinator::EventLog::Open(flags.events_file);
     if (!events.ok()) return Fail(std::string(events.status().message()));

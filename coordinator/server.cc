@@ -18,6 +18,7 @@
 #include "common/log.h"
 #include "common/mutex.h"
 #include "common/socket_util.h"
+#include "common/tls_grpc.h"
 #include "common/unique_fd.h"
 #include "coordinator/grpc_gate.h"
 #include "coordinator/link_server.h"
@@ -97,27 +98,12 @@ class ServerImpl final : public CoordinatorServer {
                        options_.listen.port_hint.empty() ? "" : "; ",
                        options_.listen.port_hint));
     };
-    // The gate owns the port (no SO_REUSEPORT: a second coordinator fails
-    // instead of sharing it) and hands proven-to-be-HTTP/2 connections over.
-    GrpcGateOptions gate;
-    gate.bind_host = options_.listen.bind_host;
-    gate.port = options_.listen.port;
-    gate.handshake_timeout = options_.listen.handshake_timeout;
-    gate.max_unproven_per_host = options_.listen.max_unauthenticated_per_host;
-    gate.max_unproven = options_.listen.max_unauthenticated;
-    absl::StatusOr<std::unique_ptr<GrpcGate>> listening =
-        GrpcGate::Listen(gate);
-    if (!listening.ok()) return fail(listening.status().message());
-    gate_ = *std::move(listening);
-    port_ = gate_->port();
-    service_.SetGate(gate_.get());
-    grpc::ServerBuilder builder;
-    builder.RegisterService(&service_);
-    server_ = builder.BuildAndStart();
-    if (server_ == nullptr) return fail("the gRPC server did not start");
-    gate_->Start([server = server_.get()](int fd) {
-      grpc::AddInsecureChannelFromFd(server, fd);
-    });
+    if (options_.listen.tls.has_value()) {
+      if (absl::Status st = ListenTls(address); !st.ok())
+        return fail(st.message());
+    } else if (absl::Status st = ListenGated(); !st.ok()) {
+      return fail(st.message());
+    }
     service_.SetWakeHook([this] {
       // The link thread picks up a deadline its own message set.
       if (links_->OnLinkThread()) return;
@@ -137,10 +123,11 @@ class ServerImpl final : public CoordinatorServer {
     service_.SetLinks(*links_);
     GetLogger("coordinator")
         ->info(
-            "listening on {}:{} (job {}, expecting {} workers; "
+            "listening on {}:{}{} (job {}, expecting {} workers; "
             "negotiation links on port {})",
-            options_.listen.bind_host, port_, options_.core.job_id,
-            options_.core.expected_size, links_->port());
+            options_.listen.bind_host, port_,
+            options_.listen.tls.has_value() ? " with TLS" : "",
+            options_.core.job_id, options_.core.expected_size, links_->port());
     return absl::OkStatus();
   }
 
@@ -232,7 +219,7 @@ class ServerImpl final : public CoordinatorServer {
     // server cancels what is left.
     service_.EndJob(failure, reason);
     service_.WaitForNoSessions(absl::Now() + absl::Milliseconds(500));
-    gate_->Stop();  // no new connection from here on
+    if (gate_ != nullptr) gate_->Stop();  // no new connection from here on
     server_->Shutdown(std::chrono::system_clock::now() +
                       std::chrono::seconds(1));
     server_->Wait();
@@ -245,6 +232,53 @@ class ServerImpl final : public CoordinatorServer {
   }
 
  private:
+  // The gate owns the port (no SO_REUSEPORT: a second coordinator fails
+  // instead of sharing it) and hands proven-to-be-HTTP/2 connections over.
+  absl::Status ListenGated() {
+    GrpcGateOptions gate;
+    gate.bind_host = options_.listen.bind_host;
+    gate.port = options_.listen.port;
+    gate.handshake_timeout = options_.listen.handshake_timeout;
+    gate.max_unproven_per_host = options_.listen.max_unauthenticated_per_host;
+    gate.max_unproven = options_.listen.max_unauthenticated;
+    absl::StatusOr<std::unique_ptr<GrpcGate>> listening =
+        GrpcGate::Listen(gate);
+    if (!listening.ok()) return listening.status();
+    gate_ = *std::move(listening);
+    port_ = gate_->port();
+    service_.SetGate(gate_.get());
+    grpc::ServerBuilder builder;
+    builder.RegisterService(&service_);
+    server_ = builder.BuildAndStart();
+    if (server_ == nullptr) {
+      return absl::UnavailableError("the gRPC server did not start");
+    }
+    gate_->Start([server = server_.get()](int fd) {
+      grpc::AddInsecureChannelFromFd(server, fd);
+    });
+    return absl::OkStatus();
+  }
+
+  // Under TLS gRPC owns the port (server.h says what becomes of the gate).
+  absl::Status ListenTls(const std::string& address) {
+    tls::InstallHandshakeRefusalLog("coordinator");
+    grpc::ServerBuilder builder;
+    builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+    builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
+                               static_cast<int>(absl::ToInt64Milliseconds(
+                                   options_.listen.handshake_timeout)));
+    builder.AddListeningPort(
+        address, tls::ServerCredentials(*options_.listen.tls), &port_);
+    builder.RegisterService(&service_);
+    server_ = builder.BuildAndStart();
+    if (server_ == nullptr || port_ == 0) {
+      return absl::UnavailableError(
+          "the gRPC server did not start with TLS (gRPC's log above says "
+          "why)");
+    }
+    return absl::OkStatus();
+  }
+
   void TickLoop() {
     absl::Duration period =
         std::max(options_.core.heartbeat_interval / 2, absl::Milliseconds(10));
@@ -327,6 +361,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
     lo.secret = options.core.secret;
     lo.incarnation = incarnation;
     lo.handshake_timeout = options.listen.handshake_timeout;
+    lo.tls = options.listen.tls;  // the links run TLS too
     absl::StatusOr<std::unique_ptr<LinkServer>> listening =
         LinkServer::Listen(lo);
     if (!listening.ok()) {

@@ -7,6 +7,19 @@
 // port is a GrpcGate's (coordinator/grpc_gate.h), which hands connections to
 // gRPC and closes those that do not prove the job secret in time.
 //
+// Under TLS (ListenOptions::tls, issue 38) gRPC listens on the port itself
+// with SSL credentials that require a client certificate from the job's CA
+// (common/tls_grpc.h): the gate can only hand connections to an insecure
+// channel. What the gate did becomes: a connection must finish its TLS
+// handshake within `handshake_timeout` (GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS),
+// and one without a job certificate (plaintext, another job's, expired) is
+// refused in the handshake, before any call, and logged rate-limited; a
+// peer with the job's certificate is trusted like a proven one (no cap on
+// unproven connections: only the job's machines get that far, and the
+// secret's HMAC proof is still asked of every Session and Status call). The
+// negotiation links run TLS too, with the same certificates
+// (coordinator/link_server.h).
+//
 // Thread-safety: all methods may be called from any thread.
 // Lifetime: Shutdown() (or the destructor) ends every Session with a JobEnd,
 // stops the gRPC server within a bounded time, and joins kolo's own threads.
@@ -14,6 +27,7 @@
 #define KOLO_COORDINATOR_SERVER_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -21,6 +35,7 @@
 #include "absl/time/time.h"
 #include "common/auth.h"
 #include "common/knobs.h"
+#include "common/tls.h"
 #include "coordinator/core.h"
 #include "proto/kolo.pb.h"
 
@@ -45,6 +60,9 @@ struct ListenOptions {
   // flag; rank 0 hosting names its variable instead).
   std::string port_hint =
       "pick another port with --port, or 0 to let the kernel choose";
+  // The job's certificates (common/tls.h): set, the port and the
+  // negotiation links speak only TLS with mutual authentication.
+  std::optional<tls::TlsMaterial> tls;
 };
 
 // The server's options: where to listen, and the job its core runs

@@ -7,12 +7,15 @@
 // be asked or refused, 2 bad usage (flags, no secret).
 #include <signal.h>
 
+#include <cstdlib>
 #include <iostream>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/time/clock.h"
 #include "common/knobs.h"
+#include "common/tls.h"
 #include "ctl/options.h"
 #include "ctl/run.h"
 #include "ctl/secret.h"
@@ -47,7 +50,25 @@ int main(int argc, char** argv) {
   sigaddset(&stop, SIGTERM);
   if (options.watch) pthread_sigmask(SIG_BLOCK, &stop, nullptr);
 
-  kolo::ctl::StatusClient client(options.coordinator, options.job_id, *secret);
+  // The job's certificates, when it runs with TLS (KOLO_TLS_*).
+  absl::StatusOr<kolo::tls::TlsFiles> tls_files =
+      kolo::tls::TlsFilesFromEnvironment(
+          [](const char* name) { return std::getenv(name); });
+  std::optional<kolo::tls::TlsMaterial> tls;
+  if (tls_files.ok() && tls_files->enabled()) {
+    absl::StatusOr<kolo::tls::TlsMaterial> loaded =
+        kolo::tls::LoadTlsMaterial(*tls_files);
+    if (!loaded.ok())
+      tls_files = loaded.status();
+    else
+      tls = *std::move(loaded);
+  }
+  if (!tls_files.ok()) {
+    std::cerr << "kolo-ctl: " << tls_files.status().message() << "\n";
+    return 2;
+  }
+  kolo::ctl::StatusClient client(options.coordinator, options.job_id, *secret,
+                                 tls.has_value() ? &*tls : nullptr);
   if (options.command == kolo::ctl::CtlOptions::Command::kMetrics) {
     absl::StatusOr<kolo::proto::StatusReply> reply =
         client.Poll(kolo::ctl::kRpcDeadline, /*metrics=*/true);

@@ -5,17 +5,23 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/tls_grpc.h"
 #include "coordinator/status_auth.h"
 
 namespace kolo::ctl {
 
 StatusClient::StatusClient(std::string address, std::string job_id,
-                           std::string secret)
+                           std::string secret, const tls::TlsMaterial* tls)
     : address_(std::move(address)),
       job_id_(std::move(job_id)),
       secret_(std::move(secret)),
-      stub_(proto::Coordinator::NewStub(
-          grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()))) {}
+      tls_(tls != nullptr) {
+  grpc::ChannelArguments args;
+  std::shared_ptr<grpc::ChannelCredentials> credentials =
+      tls::ChannelCredentialsFor(tls, args);
+  stub_ = proto::Coordinator::NewStub(
+      grpc::CreateCustomChannel(address_, credentials, args));
+}
 
 absl::StatusOr<proto::StatusReply> StatusClient::Poll(absl::Duration deadline,
                                                       bool metrics) const {
@@ -33,7 +39,11 @@ absl::StatusOr<proto::StatusReply> StatusClient::Poll(absl::Duration deadline,
       return absl::UnavailableError(absl::StrCat(
           "cannot reach the coordinator at ", address_, " (", said,
           "); check --coordinator or KOLO_COORDINATOR and that the job is "
-          "running"));
+          "running",
+          tls_ ? "; with TLS (KOLO_TLS_*): that the coordinator speaks TLS "
+                 "and that the certificates are this job's and not expired"
+               : "; if the job runs with TLS, give kolo-ctl its certificates "
+                 "in KOLO_TLS_CERT, KOLO_TLS_KEY and KOLO_TLS_CA"));
     case grpc::StatusCode::DEADLINE_EXCEEDED:
       return absl::DeadlineExceededError(
           absl::StrCat("the coordinator at ", address_, " did not answer in ",

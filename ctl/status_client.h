@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/tls.h"
 #include "ctl/options.h"
 #include "proto/kolo.grpc.pb.h"
 
@@ -21,8 +22,10 @@ namespace kolo::ctl {
 class StatusClient {
  public:
   // `address` is HOST:PORT (or any gRPC target); no connection is made until
-  // the first Poll.
-  StatusClient(std::string address, std::string job_id, std::string secret);
+  // the first Poll. `tls`: the job's certificates (common/tls.h, from
+  // KOLO_TLS_*), for a coordinator that requires TLS; null: plaintext.
+  StatusClient(std::string address, std::string job_id, std::string secret,
+               const tls::TlsMaterial* tls = nullptr);
 
   // One Status call, bounded by `deadline` (from the call). Errors:
   // kUnavailable (cannot connect), kDeadlineExceeded (no answer in time),
@@ -36,6 +39,7 @@ class StatusClient {
 
  private:
   std::string address_, job_id_, secret_;
+  bool tls_ = false;
   std::unique_ptr<proto::Coordinator::Stub> stub_;
 };
 

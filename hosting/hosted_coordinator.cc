@@ -40,6 +40,7 @@ absl::StatusOr<coordinator::ServerOptions> HostingOptions(
   so.core.expected_size = c.size;
   so.core.job_id = c.job_id;
   so.core.secret = c.secret;
+  if (c.tls != nullptr) so.listen.tls = *c.tls;
   // The port came from a variable, not a flag: name it.
   so.listen.port_hint =
       c.coordinator_source == "MASTER_ADDR:MASTER_PORT"

@@ -99,6 +99,8 @@ enum class Flag {
   kMetricsPort,
   kMetricsAddress,
   kEvents,
+  kTls,
+  kTlsFile,  // --tls-cert, --tls-key, --tls-ca
   kHorovod,  // a kMapped, kNotice or kRefused flag of horovod_flags.h
 };
 
@@ -156,7 +158,8 @@ FlagTable Declare(CLI::App& app) {
        {std::tuple<const char*, Flag, const char*>{"-h,--help", Flag::kHelp,
                                                    "--help"},
         {"--version", Flag::kVersion, "--version"},
-        {"--graceful-term", Flag::kGracefulTerm, "--graceful-term"}}) {
+        {"--graceful-term", Flag::kGracefulTerm, "--graceful-term"},
+        {"--tls", Flag::kTls, "--tls"}}) {
     table[app.add_flag(names)->disable_flag_override()] = {flag, name};
   }
   for (const auto& [names, flag, name] :
@@ -182,7 +185,10 @@ FlagTable Declare(CLI::App& app) {
         {"--fault-report", Flag::kFaultReport, "--fault-report"},
         {"--metrics-port", Flag::kMetricsPort, "--metrics-port"},
         {"--metrics-address", Flag::kMetricsAddress, "--metrics-address"},
-        {"--events", Flag::kEvents, "--events"}}) {
+        {"--events", Flag::kEvents, "--events"},
+        {"--tls-cert", Flag::kTlsFile, "--tls-cert"},
+        {"--tls-key", Flag::kTlsFile, "--tls-key"},
+        {"--tls-ca", Flag::kTlsFile, "--tls-ca"}}) {
     table[app.add_option(names)] = {flag, name};
   }
   // LO HI: two values, taken whatever they look like (as -np's one).
@@ -390,6 +396,17 @@ absl::Status Apply(const FlagInfo& flag, absl::Span<const std::string> values,
       break;
     case Flag::kGracefulTerm:
       o.graceful_term = true;
+      break;
+    case Flag::kTls:
+      o.tls = true;
+      break;
+    case Flag::kTlsFile:
+      if (value.empty()) {
+        return absl::InvalidArgumentError(absl::StrCat(name, ": empty path"));
+      }
+      (name == "--tls-cert"  ? o.tls_files.cert
+       : name == "--tls-key" ? o.tls_files.key
+                             : o.tls_files.ca) = value;
       break;
     case Flag::kKnob:
       if (absl::Status st = SetKnobFromFlag(*flag.knob, value, o.knobs);

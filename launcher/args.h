@@ -30,6 +30,7 @@
 #include "common/autotune_config.h"
 #include "common/fault_spec.h"
 #include "common/knobs.h"
+#include "common/tls.h"
 
 namespace kolo::launcher {
 
@@ -108,6 +109,12 @@ struct LaunchOptions {
   int metrics_port = -1;
   std::string metrics_address = "127.0.0.1";
   std::string events;
+  // --tls: the control plane over TLS with mutual authentication
+  // (launcher/job_tls.h): with --tls-cert/--tls-key/--tls-ca (or KOLO_TLS_*)
+  // those files, else certificates kolorun makes for the job. The files
+  // alone imply --tls.
+  bool tls = false;
+  tls::TlsFiles tls_files;  // as given; checked by JobTls
   // --autotune and friends over KOLO_AUTOTUNE* / HOROVOD_AUTOTUNE*
   // (common/autotune_config.h): the embedded coordinator's autotuner.
   AutotuneConfig autotune;

@@ -39,6 +39,7 @@
 #include "launcher/fault_driver.h"
 #include "launcher/fault_report.h"
 #include "launcher/guard.h"
+#include "launcher/job_tls.h"
 #include "launcher/line_prefixer.h"
 #include "launcher/spawn.h"
 #include "launcher/supervisor.h"
@@ -77,6 +78,7 @@ struct SpawnContext {
   EnvList user;       // to every worker: UserEnv (flags' variables, -x)
   JobInfo job;
   std::string secret;
+  EnvList tls_env;  // KOLO_TLS_* (launcher/job_tls.h); empty: no TLS
   std::string cwd;
   std::string kernel_hostname;
   const FaultDriver* faults = nullptr;  // null: no --fault
@@ -93,6 +95,7 @@ GuardSpec BuildSpec(const SpawnContext& c, WorkerPlan w) {
   if (c.faults != nullptr) {
     for (auto& kv : c.faults->WorkerEnv()) worker_env.push_back(std::move(kv));
   }
+  for (const auto& kv : c.tls_env) worker_env.push_back(kv);
   if (w.mode == SpawnMode::kLocal) {
     std::map<std::string, std::string> merged = *c.env;
     for (const auto& [k, v] : c.user) merged[k] = v;
@@ -307,7 +310,7 @@ struct JobIdentity {
 absl::StatusOr<std::unique_ptr<EmbeddedCoordinator>> StartCoordinator(
     const LaunchOptions& options, const std::vector<WorkerPlan>& plan,
     const std::string& iface_addr, const JobIdentity& id,
-    std::shared_ptr<coordinator::EventLog> events) {
+    std::shared_ptr<coordinator::EventLog> events, const JobTls* tls) {
   const bool loopback_only =
       AllLocal(plan) &&
       (iface_addr.empty() || absl::StartsWith(iface_addr, "127.")) &&
@@ -326,6 +329,7 @@ absl::StatusOr<std::unique_ptr<EmbeddedCoordinator>> StartCoordinator(
   server_options.core.max_size = options.max_np;
   server_options.core.reset_limit = options.reset_limit;
   server_options.core.events = std::move(events);
+  if (tls != nullptr) server_options.listen.tls = tls->material();
   absl::StatusOr<std::shared_ptr<coordinator::Autotuner>> autotuner =
       coordinator::MakeAutotuner(options.autotune,
                                  server_options.core.negotiator);
@@ -557,10 +561,19 @@ int Main(int argc, char** argv) {
   // A short start (fewer slots than --min-np) forms its first epoch once
   // --min-np workers joined.
   id.first_size = std::max({1, options.np, options.min_np});
+  // Before the coordinator, which serves with them; removed last.
+  absl::StatusOr<std::unique_ptr<JobTls>> job_tls = JobTls::Prepare(
+      options, env.vars, AllLocal(plan) && options.discovery_script.empty());
+  if (!job_tls.ok()) {
+    std::fprintf(stderr, "kolorun: %s\n",
+                 std::string(job_tls.status().message()).c_str());
+    return 2;
+  }
+  const JobTls* tls = job_tls->get();
   std::shared_ptr<coordinator::EventLog> events;
   if (!OpenEventLog(options, events)) return 1;
   absl::StatusOr<std::unique_ptr<EmbeddedCoordinator>> server =
-      StartCoordinator(options, plan, iface_addr, id, events);
+      StartCoordinator(options, plan, iface_addr, id, events, tls);
   if (!server.ok()) {
     std::fprintf(stderr, "kolorun: cannot start the coordinator: %s\n",
                  std::string(server.status().message()).c_str());
@@ -592,7 +605,13 @@ int Main(int argc, char** argv) {
   if (ctl.path().empty()) {
     log->info("kolo-ctl cannot reach this job: {}", ctl.error());
   } else {
-    log->info("job state: {}", ctl.command());
+    std::string tls_vars;
+    if (tls != nullptr) {
+      for (const auto& [k, v] : tls->WorkerEnv()) {
+        absl::StrAppend(&tls_vars, k, "=", v, " ");
+      }
+    }
+    log->info("job state: {}{}", tls_vars, ctl.command());
   }
 
   std::unique_ptr<FaultDriver> faults;
@@ -613,6 +632,7 @@ int Main(int argc, char** argv) {
   spawn.user = UserEnv(options);
   spawn.job = job;
   spawn.secret = id.secret;
+  if (tls != nullptr) spawn.tls_env = tls->WorkerEnv();
   spawn.cwd = ::getcwd(cwd_buf, sizeof(cwd_buf)) != nullptr ? cwd_buf : "/";
   spawn.kernel_hostname = kernel_hostname;
   spawn.faults = faults.get();

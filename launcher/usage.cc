@@ -136,6 +136,15 @@ Options:
   --events FILE                Write the coordinator's event log to FILE: one
                                JSON object a line (epochs, losses, faults,
                                stalls, refusals, the job's end).
+  --tls                        The control plane (gRPC, kolo-ctl) over TLS 1.3
+                               with mutual authentication: with no files,
+                               kolorun makes a CA and a certificate for the
+                               job (local workers only), removed when it ends.
+  --tls-cert F --tls-key F --tls-ca F
+                               The job's certificate, its key and its CA
+                               (PEM; default: KOLO_TLS_CERT, KOLO_TLS_KEY,
+                               KOLO_TLS_CA); given, they imply --tls. Paths
+                               must hold on every host (docs/security.md).
   --log-level L                trace, debug, info, warn, error, critical, off;
                                for kolorun and (as KOLO_LOG_LEVEL) the workers.
                                Default: KOLO_LOG_LEVEL / HOROVOD_LOG_LEVEL, or

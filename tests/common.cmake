@@ -14,3 +14,5 @@ kolo_add_test(common_fd_limit_test SOURCES common_fd_limit_test.cc LIBS kolo_com
 kolo_add_test(common_variables_test SOURCES common_variables_test.cc LIBS kolo_common LABELS unit tsan)
 target_compile_definitions(common_variables_test PRIVATE
   KOLO_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+# A job's TLS certificates: files, checks, throwaway CAs (issue 38).
+kolo_add_test(common_tls_test SOURCES common_tls_test.cc LIBS kolo_tls LABELS unit tsan)

@@ -62,3 +62,8 @@ kolo_add_test(coordinator_autotune_test
   SOURCES coordinator_autotune_test.cc coordinator_autotune_core_test.cc
   LIBS kolo_coordinator_core
   LABELS unit)
+# The control plane under TLS (issue 38): joins and every refusal.
+kolo_add_test(coordinator_tls_test
+  SOURCES coordinator_tls_test.cc
+  LIBS kolo_coordinator kolo_worker kolo_tls
+  LABELS unit)

@@ -41,6 +41,8 @@
 #include "common/framing.h"
 #include "common/mutex.h"
 #include "common/net.h"
+#include "common/tls.h"
+#include "common/tls_generate.h"
 #include "common/unique_fd.h"
 #include "common/version.h"
 #include "coordinator/link_server.h"
@@ -373,6 +375,81 @@ TEST_F(LinkTest, HandshakeBindsAndMessagesFlowBothWays) {
   EXPECT_FALSE(server_->Send(kSession + 1, PlanOf(8)));
   EXPECT_FALSE(server_->Send(0, PlanOf(8)));
   EXPECT_THAT(Binds(), ElementsAre(Pair("w0", kEpoch)));
+}
+
+// Under TLS (issue 38) the link runs TLS 1.3 with mutual authentication
+// before the secret's handshake: the job's certificate passes; another
+// job's, an expired one and plaintext do not, and nothing is bound.
+struct LinkCertificates {
+  tls::KeyAndCert ca, leaf, expired, other_leaf;
+  LinkCertificates() {
+    const absl::Time now = absl::Now();
+    tls::CertSpec s;
+    s.not_before = now - absl::Hours(1);
+    s.not_after = now + absl::Hours(1);
+    ca = *tls::MakeCa(s);
+    tls::KeyAndCert other_ca = *tls::MakeCa(s);
+    s.common_name = tls::kJobName;  // a leaf's subject is not its issuer
+    other_leaf = *tls::MakeLeaf(other_ca, s);
+    leaf = *tls::MakeLeaf(ca, s);
+    s.not_before = now - absl::Hours(3);
+    s.not_after = now - absl::Hours(2);
+    expired = *tls::MakeLeaf(ca, s);
+  }
+  std::shared_ptr<const tls::TlsMaterial> Of(const tls::KeyAndCert& kc) const {
+    return std::make_shared<const tls::TlsMaterial>(
+        tls::TlsMaterial{kc.cert_pem, kc.key_pem, ca.cert_pem});
+  }
+};
+
+TEST_F(LinkTest, UnderTlsTheJobsCertificateBindsAndMessagesFlow) {
+  const LinkCertificates certs;
+  LinkServerOptions so = ServerOptions();
+  so.tls = *certs.Of(certs.leaf);
+  StartServer(so);
+  LinkOptions o = WorkerOptions("w0");
+  o.tls = certs.Of(certs.leaf);
+  std::unique_ptr<NegotiationLink> link = ConnectOrDie(o);
+  ASSERT_NE(link, nullptr);
+  EXPECT_THAT(Binds(), ElementsAre(Pair("w0", kEpoch)));
+  ASSERT_TRUE(link->Send(AnnounceOf("grad/layer0")).ok());
+  ASSERT_TRUE(WaitForMessages(1, absl::Seconds(20)));
+  EXPECT_EQ(Messages()[0].message.announce().requests(0).name(), "grad/layer0");
+  EXPECT_TRUE(server_->Send(kSession, PlanOf(7, "grad/layer0")));
+  ReceiveResult r = link->Receive(Scaled(absl::Seconds(20)));
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(r->has_value());
+  EXPECT_EQ((*r)->plan().seq(), 7u);
+}
+
+TEST_F(LinkTest, UnderTlsOtherCertificatesAndPlaintextAreRefused) {
+  const LinkCertificates certs;
+  LinkServerOptions so = ServerOptions();
+  so.tls = *certs.Of(certs.leaf);
+  StartServer(so);
+  for (auto material : {certs.Of(certs.other_leaf), certs.Of(certs.expired),
+                        std::shared_ptr<const tls::TlsMaterial>()}) {
+    LinkOptions o = WorkerOptions("w0");
+    o.tls = material;
+    const absl::Time start = absl::Now();
+    absl::StatusOr<std::unique_ptr<NegotiationLink>> link =
+        NegotiationLink::Connect(o);
+    EXPECT_FALSE(link.ok());
+    EXPECT_LT(absl::Now() - start, Scaled(absl::Seconds(10)));
+  }
+  EXPECT_TRUE(Binds().empty());
+}
+
+TEST_F(LinkTest, ATlsWorkerRefusesAPlaintextLinkServer) {
+  const LinkCertificates certs;
+  StartServer();
+  LinkOptions o = WorkerOptions("w0");
+  o.tls = certs.Of(certs.leaf);
+  absl::StatusOr<std::unique_ptr<NegotiationLink>> link =
+      NegotiationLink::Connect(o);
+  EXPECT_FALSE(link.ok());
+  EXPECT_THAT(link.status().message(), HasSubstr("TLS"));
+  EXPECT_TRUE(Binds().empty());
 }
 
 TEST_F(LinkTest, WithoutItsLocalSocketTheCoordinatorIsReachedOverTcp) {

@@ -151,6 +151,31 @@ TEST(CoordinatorFlagsTest, VariablesGiveDefaultsAndFlagsWin) {
   EXPECT_EQ(p.flags.knobs.heartbeat_timeout, KnobValues().heartbeat_timeout);
 }
 
+// TLS (issue 38): the three files from flags, else KOLO_TLS_*; a partial
+// set of either is an error naming what is missing.
+TEST(CoordinatorFlagsTest, TlsFilesFromFlagsElseVariables) {
+  FlagsOutcome p = Parse({"--port", "0", "--np", "1"});
+  ASSERT_EQ(p.kind, Kind::kRun) << p.text;
+  EXPECT_FALSE(p.flags.tls_files.enabled());
+  p = Parse({"--port", "0", "--np", "1", "--tls-cert", "c", "--tls-key", "k",
+             "--tls-ca", "a"},
+            {{"KOLO_TLS_CERT", "env-c"}});
+  ASSERT_EQ(p.kind, Kind::kRun) << p.text;
+  EXPECT_EQ(p.flags.tls_files.cert, "c");
+  EXPECT_EQ(p.flags.tls_files.ca, "a");
+  p = Parse(
+      {"--port", "0", "--np", "1"},
+      {{"KOLO_TLS_CERT", "c"}, {"KOLO_TLS_KEY", "k"}, {"KOLO_TLS_CA", "a"}});
+  ASSERT_EQ(p.kind, Kind::kRun) << p.text;
+  EXPECT_EQ(p.flags.tls_files.key, "k");
+  p = Parse({"--port", "0", "--np", "1", "--tls-cert", "c"});
+  EXPECT_EQ(p.kind, Kind::kError);
+  EXPECT_THAT(p.text, HasSubstr("--tls-key and --tls-ca are missing"));
+  p = Parse({"--port", "0", "--np", "1"}, {{"KOLO_TLS_CA", "a"}});
+  EXPECT_EQ(p.kind, Kind::kError);
+  EXPECT_THAT(p.text, HasSubstr("KOLO_TLS_CERT and KOLO_TLS_KEY are missing"));
+}
+
 TEST(CoordinatorFlagsTest, Elastic) {
   FlagsOutcome p = Parse({"--port", "0", "--np", "2"}, {{"KOLO_ELASTIC", "1"}});
   ASSERT_EQ(p.kind, Kind::kRun) << p.text;

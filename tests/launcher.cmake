@@ -37,6 +37,11 @@ kolo_add_test(launcher_ctl_access_test
   SOURCES launcher_ctl_access_test.cc
   LIBS kolo_launcher_core
   LABELS unit tsan)
+# kolorun's TLS for a job (issue 38): throwaway files, given files.
+kolo_add_test(launcher_job_tls_test
+  SOURCES launcher_job_tls_test.cc
+  LIBS kolo_launcher_core kolo_tls
+  LABELS unit tsan)
 kolo_add_test(launcher_fault_driver_test
   SOURCES launcher_fault_driver_test.cc
   LIBS kolo_launcher_faults kolo_launcher_core

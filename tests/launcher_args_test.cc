@@ -39,6 +39,22 @@ TEST(ParseArgsTest, MinimalCommandLine) {
   EXPECT_TRUE(o->launcher_cmd.empty());
 }
 
+TEST(ParseArgsTest, TlsFlags) {
+  auto o = Parse({"-np", "2", "--tls", "./train"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_TRUE(o->tls);
+  EXPECT_FALSE(o->tls_files.enabled());
+  o = Parse({"-np", "2", "--tls-cert", "c.pem", "--tls-key", "k.pem",
+             "--tls-ca", "ca.pem", "./train"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_FALSE(o->tls);  // the files imply it (launcher/job_tls.h)
+  EXPECT_EQ(o->tls_files.cert, "c.pem");
+  EXPECT_EQ(o->tls_files.key, "k.pem");
+  EXPECT_EQ(o->tls_files.ca, "ca.pem");
+  EXPECT_EQ(Parse({"-np", "2", "--tls-ca=", "./train"}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(ParseArgsTest, DoubleDashEndsFlags) {
   auto o = Parse({"-np", "1", "--", "-weird-command", "-np", "7"});
   ASSERT_TRUE(o.ok()) << o.status();

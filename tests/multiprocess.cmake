@@ -203,3 +203,7 @@ if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
   set_source_files_properties(multiprocess_metrics_test.cc PROPERTIES
     COMPILE_OPTIONS -Wno-null-dereference)
 endif()
+# The control plane under TLS (issue 38): kolorun --tls, files, refusals.
+kolo_add_test(multiprocess_tls_test SOURCES multiprocess_tls_test.cc
+  LIBS kolo_mp_testing kolo_tls LABELS multiprocess SERIAL TIMEOUT 300)
+add_dependencies(multiprocess_tls_test kolo-mp-worker kolorun kolo-coordinator)

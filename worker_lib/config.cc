@@ -517,6 +517,26 @@ absl::string_view LaunchModeName(LaunchMode mode) {
   return "unknown";
 }
 
+// The job's certificates, when KOLO_TLS_* name them: read and checked now,
+// so that a wrong file is said at init, not as a refused handshake.
+absl::Status ParseTls(const EnvMap& env, WorkerConfig& c) {
+  absl::StatusOr<tls::TlsFiles> files =
+      tls::TlsFilesFromEnvironment([&](const char* name) -> const char* {
+        auto it = env.find(name);
+        return it == env.end() ? nullptr : it->second.c_str();
+      });
+  if (!files.ok()) return files.status();
+  if (!files->enabled()) return absl::OkStatus();
+  absl::StatusOr<tls::TlsMaterial> material = tls::LoadTlsMaterial(*files);
+  if (!material.ok()) {
+    return absl::Status(material.status().code(),
+                        absl::StrCat("worker ", c.worker_id, ": ",
+                                     material.status().message()));
+  }
+  c.tls = std::make_shared<const tls::TlsMaterial>(*std::move(material));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<WorkerConfig> ParseWorkerConfig(
     const EnvMap& env, absl::string_view kernel_host_name) {
   WorkerConfig c;
@@ -534,6 +554,7 @@ absl::StatusOr<WorkerConfig> ParseWorkerConfig(
   if (auto w = Get(env, "KOLO_WORKER_ID")) c.worker_id = *w;
   if (absl::Status s = ParseCoordinator(env, c); !s.ok()) return s;
   if (absl::Status s = ParseSecret(env, c); !s.ok()) return s;
+  if (absl::Status s = ParseTls(env, c); !s.ok()) return s;
   // The knobs kolorun and kolo-coordinator share (common/knobs.h): the worker
   // reads every one of them.
   if (absl::Status s = SetKnobsFromEnv(kSharedKnobs, InMap(env), c.knobs);

@@ -31,6 +31,7 @@
 #define KOLO_WORKER_LIB_CONFIG_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -47,6 +48,7 @@
 #include "common/knob_defaults.h"
 #include "common/knobs.h"
 #include "common/net.h"
+#include "common/tls.h"
 
 namespace kolo::worker {
 
@@ -82,6 +84,10 @@ struct WorkerConfig {
   // autotuner they configure; kolorun and kolo-coordinator read them
   // themselves.
   AutotuneConfig autotune;
+  // KOLO_TLS_CERT, KOLO_TLS_KEY, KOLO_TLS_CA (common/tls.h): the job's
+  // certificates, read and checked at init; null: the control plane is
+  // plaintext. Shared: the Session and a hosted coordinator use them.
+  std::shared_ptr<const tls::TlsMaterial> tls;
 
   // --- Shared knobs ---------------------------------------------------------
   // start_timeout (init()'s deadline), heartbeat_interval, heartbeat_timeout

@@ -51,6 +51,7 @@ std::unique_ptr<CoordinatorLink> OpenCoordinatorLink(
     lo.host = coordinator.ok() ? coordinator->host : c.coordinator.host;
     lo.port = m.link_port();
     lo.secret = c.secret;
+    lo.tls = c.tls;
     lo.job_id = c.job_id;
     lo.worker_id = c.worker_id;
     lo.incarnation = in.client->incarnation();

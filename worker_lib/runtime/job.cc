@@ -43,6 +43,7 @@ SessionOptions SessionOptionsFor(const WorkerConfig& c,
   so.requested_rank = c.rank;
   so.expected_size = c.size;
   so.secret = c.secret;
+  so.tls = c.tls;
   so.heartbeat_interval = c.knobs.heartbeat_interval;
   so.lease = c.lease;
   so.exit_on_lost_coordinator = true;

@@ -106,6 +106,11 @@ absl::StatusOr<std::unique_ptr<NegotiationLink>> NegotiationLink::Open(
   if (wake.get() < 0) return fail(absl::StrCat("eventfd: ", ErrnoText(errno)));
   std::unique_ptr<NegotiationLink> link(
       new NegotiationLink(std::move(*fd), std::move(wake), options, peer));
+  if (options.tls != nullptr) {
+    if (absl::Status st = link->StartTls(deadline); !st.ok()) {
+      return fail(st.message());
+    }
+  }
 
   // Handshake: Hello, Challenge (the coordinator proves first), Proof,
   // LinkReady.
@@ -182,8 +187,8 @@ absl::Status NegotiationLink::WriteAll(const std::string& bytes,
                                        absl::Time deadline) {
   size_t off = 0;
   while (off < bytes.size()) {
-    ssize_t n =
-        ::send(fd_.get(), bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
+    std::string error;
+    ssize_t n = Write(bytes.data() + off, bytes.size() - off, error);
     if (n > 0) {
       off += static_cast<size_t>(n);
       continue;
@@ -200,9 +205,9 @@ absl::Status NegotiationLink::WriteAll(const std::string& bytes,
       if (closed_.load()) break;
       continue;
     }
-    return absl::UnavailableError(
-        absl::StrCat("the negotiation link to ", peer_,
-                     " broke: ", n < 0 ? ErrnoText(errno) : "closed"));
+    return absl::UnavailableError(absl::StrCat(
+        "the negotiation link to ", peer_, " broke: ",
+        n < 0 ? (error.empty() ? ErrnoText(errno) : error) : "closed"));
   }
   if (closed_.load()) {
     return absl::UnavailableError(
@@ -241,7 +246,8 @@ NegotiationLink::ReadMessage(absl::Time deadline, bool wakeable) {
       return std::optional<proto::CoordinatorMessage>(std::move(msg));
     }
     char buf[64 * 1024];
-    ssize_t n = ::recv(fd_.get(), buf, sizeof(buf), 0);
+    std::string error;
+    ssize_t n = Recv(buf, sizeof(buf), error);
     if (n > 0) {
       decoder_.Append(buf, static_cast<size_t>(n));
       continue;
@@ -253,8 +259,9 @@ NegotiationLink::ReadMessage(absl::Time deadline, bool wakeable) {
     }
     if (errno == EINTR) continue;
     if (errno != EAGAIN && errno != EWOULDBLOCK) {
-      broken_ = absl::UnavailableError(absl::StrCat(
-          "the negotiation link to ", peer_, " broke: ", ErrnoText(errno)));
+      broken_ = absl::UnavailableError(
+          absl::StrCat("the negotiation link to ", peer_,
+                       " broke: ", error.empty() ? ErrnoText(errno) : error));
       return broken_;
     }
     pollfd p[2] = {{fd_.get(), POLLIN, 0}, {wake_.get(), POLLIN, 0}};
@@ -273,6 +280,42 @@ NegotiationLink::ReadMessage(absl::Time deadline, bool wakeable) {
       return std::optional<proto::CoordinatorMessage>();
     }
   }
+}
+
+absl::Status NegotiationLink::StartTls(absl::Time deadline) {
+  absl::StatusOr<std::shared_ptr<const tls::TlsContext>> ctx =
+      tls::TlsContext::Make(*options_.tls, tls::TlsContext::Role::kClient);
+  if (!ctx.ok()) return ctx.status();
+  absl::StatusOr<std::unique_ptr<tls::TlsStream>> stream =
+      tls::TlsStream::Make(*std::move(ctx), fd_.get());
+  if (!stream.ok()) return stream.status();
+  MutexLock lock(&tls_mu_);
+  tls_ = *std::move(stream);
+  while (tls_->Handshake() != 1) {
+    if (errno != EAGAIN) return absl::UnavailableError(tls_->error());
+    pollfd p{fd_.get(),
+             static_cast<short>(tls_->wants_write() ? POLLOUT : POLLIN), 0};
+    if (::poll(&p, 1, PollMillis(deadline)) == 0 && absl::Now() >= deadline) {
+      return absl::DeadlineExceededError("the TLS handshake timed out");
+    }
+  }
+  return absl::OkStatus();
+}
+
+ssize_t NegotiationLink::Recv(char* buf, size_t n, std::string& error) {
+  MutexLock lock(&tls_mu_);
+  if (tls_ == nullptr) return ::recv(fd_.get(), buf, n, 0);
+  const ssize_t got = tls_->Recv(buf, n);
+  if (got < 0) error = tls_->error();
+  return got;
+}
+
+ssize_t NegotiationLink::Write(const char* buf, size_t n, std::string& error) {
+  MutexLock lock(&tls_mu_);
+  if (tls_ == nullptr) return ::send(fd_.get(), buf, n, MSG_NOSIGNAL);
+  const ssize_t sent = tls_->Send(buf, n);
+  if (sent < 0) error = tls_->error();
+  return sent;
 }
 
 void NegotiationLink::Wake() {

@@ -31,6 +31,8 @@
 #include "absl/types/span.h"
 #include "common/framing.h"
 #include "common/mutex.h"
+#include "common/tls.h"
+#include "common/tls_stream.h"
 #include "common/unique_fd.h"
 #include "proto/kolo.pb.h"
 #include "worker_lib/session/coordinator_link.h"
@@ -45,6 +47,10 @@ struct LinkOptions {
   absl::Duration timeout = absl::Seconds(10);  // connect + handshake
   // Writes: how long a send may wait for room in the socket.
   absl::Duration send_timeout = absl::Seconds(30);
+  // The job's certificates: set, the link runs TLS 1.3 with mutual
+  // authentication (common/tls_stream.h) before the secret's handshake, as
+  // the coordinator's link server does under TLS.
+  std::shared_ptr<const tls::TlsMaterial> tls;
 };
 
 class NegotiationLink final : public CoordinatorLink {
@@ -89,6 +95,14 @@ class NegotiationLink final : public CoordinatorLink {
   // Writes `bytes` whole, waiting for room until `deadline`.
   absl::Status WriteAll(const std::string& bytes, absl::Time deadline)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(send_mu_);
+  // Runs the TLS handshake over fd_ until `deadline`. REQUIRES: options_.tls.
+  absl::Status StartTls(absl::Time deadline);
+  // recv/send on the socket, through TLS when it runs: > 0, 0 (closed), or
+  // -1 with errno (EAGAIN: wait; else `error` says why).
+  ssize_t Recv(char* buf, size_t n, std::string& error)
+      ABSL_LOCKS_EXCLUDED(tls_mu_);
+  ssize_t Write(const char* buf, size_t n, std::string& error)
+      ABSL_LOCKS_EXCLUDED(tls_mu_);
   // Reads until a message is decoded, the deadline passes or (when
   // `wakeable`) Wake() is called.
   absl::StatusOr<std::optional<proto::CoordinatorMessage>> ReadMessage(
@@ -100,6 +114,10 @@ class NegotiationLink final : public CoordinatorLink {
   const std::string peer_;
   std::atomic<bool> closed_{false};
   Mutex send_mu_;
+  // Under TLS: one SSL call at a time (the reader's and the writers'); after
+  // send_mu_ in lock order, held only around a call, never while waiting.
+  Mutex tls_mu_;
+  std::unique_ptr<tls::TlsStream> tls_ ABSL_PT_GUARDED_BY(tls_mu_);
   // Reader state (one reader at a time, see above).
   FrameDecoder decoder_;
   absl::Status broken_;

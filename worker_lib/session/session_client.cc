@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/socket_util.h"
+#include "common/tls_probe.h"
 #include "worker_lib/session/session_reactor.h"
 
 namespace kolo::worker {
@@ -100,6 +101,64 @@ absl::Status SessionClient::Reactor::NotACoordinator() const {
       fix));
 }
 
+absl::StatusOr<bool> SessionClient::Reactor::ProbeStart(
+    const net::SockAddr& addr, absl::Duration timeout) const {
+  using Kind = tls::ProbeResult::Kind;
+  const std::string who =
+      absl::StrCat(Who(), " (worker ", options_.worker_id, ")");
+  if (options_.tls == nullptr) {
+    // A plaintext worker: does the port answer HTTP/2? Else, TLS?
+    if (ProbeListener(addr, timeout) != Listener::kOther) return false;
+    const tls::ProbeResult r = tls::ProbeTls(addr, nullptr, timeout);
+    if (r.kind == Kind::kRefused || r.kind == Kind::kAccepted ||
+        r.kind == Kind::kPeerUnverified) {
+      return absl::UnauthenticatedError(absl::StrCat(
+          who,
+          " requires TLS (it answered with a TLS handshake), and this worker "
+          "has no certificates: give it the job's in KOLO_TLS_CERT, "
+          "KOLO_TLS_KEY and KOLO_TLS_CA (kolorun --tls does it for its "
+          "workers)"));
+    }
+    return true;
+  }
+  const tls::ProbeResult r = tls::ProbeTls(addr, options_.tls.get(), timeout);
+  switch (r.kind) {
+    case Kind::kNoAnswer:
+    case Kind::kAccepted:
+      return false;
+    case Kind::kPeerUnverified:
+      return absl::UnauthenticatedError(absl::StrCat(
+          who, " presented a TLS certificate this worker does not trust (",
+          r.detail,
+          "): it is not from the CA in KOLO_TLS_CA, has expired, or "
+          "does not name '",
+          tls::kJobName,
+          "'; check that this worker was "
+          "given this job's certificates, not another job's"));
+    case Kind::kRefused:
+      return absl::UnauthenticatedError(absl::StrCat(
+          who, " refused this worker's TLS certificate (", r.detail,
+          "): check that KOLO_TLS_CERT and KOLO_TLS_KEY are this job's, from "
+          "the CA the coordinator was given, and not expired; the "
+          "coordinator's log says why"));
+    case Kind::kNotTls: {
+      const Listener l = ProbeListener(addr, timeout);
+      if (l == Listener::kHttp2) {
+        return absl::UnauthenticatedError(absl::StrCat(
+            who,
+            " does not speak TLS (it answered in plaintext gRPC) and this "
+            "worker has TLS certificates (KOLO_TLS_*): give the coordinator "
+            "the job's certificates (kolo-coordinator --tls-cert, --tls-key, "
+            "--tls-ca; KOLO_TLS_* on a rank 0 that hosts it), or start this "
+            "worker without KOLO_TLS_*"));
+      }
+      // Another program: NotACoordinator says so in time.
+      return l == Listener::kOther;
+    }
+  }
+  return false;
+}
+
 bool SessionClient::Reactor::MayReconnect() const {
   MutexLock lock(&mu_);
   return !epoch_.membership.has_value() &&
@@ -141,9 +200,19 @@ absl::Status SessionClient::Reactor::WaitForMembership(absl::Time start,
           verdict_.given())
         continue;
     }
-    // Not challenged yet: is another program at the address?
-    if (ProbeListener(*addr, std::min(kProbeTimeout, deadline - absl::Now())) !=
-        Listener::kOther) {
+    // Not challenged yet: is another program at the address, or a
+    // coordinator that refuses this worker's TLS (or its plaintext)?
+    const absl::Duration timeout =
+        std::min(kProbeTimeout, deadline - absl::Now());
+    absl::StatusOr<bool> other = ProbeStart(*addr, timeout);
+    if (!other.ok()) {
+      MutexLock lock(&mu_);
+      if (!incarnation_.has_value()) {
+        Fail(other.status(), SessionVerdict::Cause::kOther);
+      }
+      continue;
+    }
+    if (!*other) {
       other_since = absl::InfiniteFuture();
       continue;
     }

@@ -56,6 +56,7 @@
 #include "absl/types/span.h"
 #include "common/knob_defaults.h"
 #include "common/knobs.h"
+#include "common/tls.h"
 #include "common/version.h"
 #include "proto/kolo.pb.h"
 
@@ -89,6 +90,8 @@ struct SessionOptions {
   int requested_rank = -1;
   int expected_size = 0;
   std::string secret;
+  // The job's certificates (common/tls.h); null: a plaintext channel.
+  std::shared_ptr<const tls::TlsMaterial> tls;
   absl::Duration heartbeat_interval =
       knobs::kHeartbeatInterval.default_duration;
   absl::Duration lease = knob_defaults::kLease;

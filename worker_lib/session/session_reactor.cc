@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/log.h"
+#include "common/tls_grpc.h"
 #include "proto/membership_error.h"
 #include "proto/refusal.h"
 
@@ -45,8 +46,9 @@ void SessionClient::Reactor::Start() {
   // plan) may pass gRPC's 4 MiB default; they come from the authenticated
   // coordinator, after the handshake.
   args.SetMaxReceiveMessageSize(kMaxCoordinatorMessageBytes);
-  channel_ = grpc::CreateCustomChannel(
-      options_.coordinator, grpc::InsecureChannelCredentials(), args);
+  std::shared_ptr<grpc::ChannelCredentials> credentials =
+      tls::ChannelCredentialsFor(options_.tls.get(), args);
+  channel_ = grpc::CreateCustomChannel(options_.coordinator, credentials, args);
   stub_ = proto::Coordinator::NewStub(channel_);
   // The stream lives as long as the job, so it has no gRPC deadline; the
   // start deadline is enforced by WaitForMembership, which cancels.

@@ -39,6 +39,7 @@
 #include "absl/time/time.h"
 #include "common/auth.h"
 #include "common/mutex.h"
+#include "common/socket_util.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/kolo.grpc.pb.h"
 #include "spdlog/spdlog.h"
@@ -174,6 +175,13 @@ class SessionClient::Reactor final
   // The start's error when another program holds the coordinator's port
   // (WaitForMembership's probe).
   absl::Status NotACoordinator() const;
+  // WaitForMembership's probe of the coordinator's address: true when
+  // another program (not HTTP/2, not TLS) listens there, false when
+  // nothing or a coordinator does; an error when the coordinator and this
+  // worker disagree on TLS (one speaks it, the other not) or refuse each
+  // other's certificates (common/tls_probe.h).
+  absl::StatusOr<bool> ProbeStart(const net::SockAddr& addr,
+                                  absl::Duration timeout) const;
   std::string Who() const {
     return absl::StrCat("the coordinator at ", options_.coordinator);
   }

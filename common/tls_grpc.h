@@ -1,0 +1,53 @@
+// gRPC's SSL credentials from a job's certificates (common/tls.h), for the
+// control plane: the coordinator's server, the workers' Session channel,
+// kolo-ctl's Status calls.
+//
+// - The server requires and verifies a client certificate from the job's CA
+//   (GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY): a peer
+//   without one (plaintext, another job's, expired) is refused in the
+//   handshake, before any call.
+// - A client pins the job's CA and checks the name kJobName ("kolo-job"),
+//   not the coordinator's address (GRPC_SSL_TARGET_NAME_OVERRIDE_ARG).
+// - Versions: gRPC 1.51's SSL credentials offer no minimum-version setting;
+//   they allow TLS 1.2 to 1.3, and two kolo processes (OpenSSL 3) negotiate
+//   TLS 1.3.
+// - gRPC logs a refused handshake through gpr_log, once per connection, with
+//   no peer address. InstallHandshakeRefusalLog sends those lines to kolo's
+//   `logger` at warn, rate-limited (LogRefusal, key "tls"), and gRPC's other
+//   lines to spdlog's "grpc" logger.
+//
+// Thread-safety: the functions may be called from any thread;
+// InstallHandshakeRefusalLog changes process-wide state (call it once,
+// before gRPC is used).
+#ifndef KOLO_COMMON_TLS_GRPC_H_
+#define KOLO_COMMON_TLS_GRPC_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <string>
+
+#include "common/tls.h"
+
+namespace kolo::tls {
+
+std::shared_ptr<grpc::ServerCredentials> ServerCredentials(
+    const TlsMaterial& m);
+
+std::shared_ptr<grpc::ChannelCredentials> ChannelCredentials(
+    const TlsMaterial& m);
+
+// The channel arguments a client under TLS needs (the target name).
+void SetTlsChannelArgs(grpc::ChannelArguments& args);
+
+// `material` set: TLS credentials, with args set; else insecure ones.
+std::shared_ptr<grpc::ChannelCredentials> ChannelCredentialsFor(
+    const TlsMaterial* material, grpc::ChannelArguments& args);
+
+// See the header comment. `logger`: the component whose port refuses
+// ("coordinator"). Idempotent.
+void InstallHandshakeRefusalLog(const std::string& logger);
+
+}  // namespace kolo::tls
+
+#endif  // KOLO_COMMON_TLS_GRPC_H_

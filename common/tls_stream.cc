@@ -1,0 +1,139 @@
+// TlsContext and TlsStream (common/tls_stream.h), with OpenSSL's SSL API.
+#include "common/tls_stream.h"
+
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+#include <openssl/x509_vfy.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/tls_internal.h"
+
+namespace kolo::tls {
+
+absl::StatusOr<std::shared_ptr<const TlsContext>> TlsContext::Make(
+    const TlsMaterial& m, Role role) {
+  SSL_CTX* ctx = SSL_CTX_new(role == Role::kServer ? TLS_server_method()
+                                                   : TLS_client_method());
+  if (ctx == nullptr) {
+    return absl::InternalError(
+        absl::StrCat("SSL_CTX_new: ", internal::OpenSslError()));
+  }
+  std::shared_ptr<const TlsContext> out(new TlsContext(ctx, role));
+  // kolo's own links: both ends are kolo, on OpenSSL 3.
+  SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION);
+  SSL_CTX_set_mode(
+      ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+  std::vector<internal::X509Ptr> chain = internal::ReadCertificates(m.cert_pem);
+  std::vector<internal::X509Ptr> cas = internal::ReadCertificates(m.ca_pem);
+  internal::BioPtr key_bio = internal::ReadBio(m.key_pem);
+  std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)> key(
+      PEM_read_bio_PrivateKey(key_bio.get(), nullptr, nullptr, nullptr),
+      &EVP_PKEY_free);
+  bool ok = !chain.empty() && !cas.empty() && key != nullptr &&
+            SSL_CTX_use_certificate(ctx, chain[0].get()) == 1 &&
+            SSL_CTX_use_PrivateKey(ctx, key.get()) == 1;
+  for (size_t i = 1; ok && i < chain.size(); ++i) {
+    ok = SSL_CTX_add1_chain_cert(ctx, chain[i].get()) == 1;
+  }
+  X509_STORE* store = SSL_CTX_get_cert_store(ctx);
+  for (size_t i = 0; ok && i < cas.size(); ++i) {
+    ok = X509_STORE_add_cert(store, cas[i].get()) == 1;
+  }
+  if (!ok) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot use the job's TLS certificates: ", internal::OpenSslError()));
+  }
+  // A server requires the client's certificate; both check the CA.
+  SSL_CTX_set_verify(ctx,
+                     role == Role::kServer
+                         ? SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT
+                         : SSL_VERIFY_PEER,
+                     nullptr);
+  // No session tickets: links are few and long-lived.
+  SSL_CTX_set_num_tickets(ctx, 0);
+  // A peer that closes without close_notify has closed: the framing says
+  // whether a message was cut.
+  SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
+  return out;
+}
+
+TlsContext::~TlsContext() { SSL_CTX_free(ctx_); }
+
+absl::StatusOr<std::unique_ptr<TlsStream>> TlsStream::Make(
+    std::shared_ptr<const TlsContext> ctx, int fd) {
+  SSL* ssl = SSL_new(ctx->get());
+  BIO* bio = internal::NewSocketBio(fd);
+  if (ssl == nullptr || bio == nullptr) {
+    if (ssl != nullptr) SSL_free(ssl);
+    if (bio != nullptr) BIO_free(bio);
+    return absl::InternalError(
+        absl::StrCat("SSL_new: ", internal::OpenSslError()));
+  }
+  SSL_set_bio(ssl, bio, bio);  // one reference, the SSL's
+  if (ctx->role() == TlsContext::Role::kServer) {
+    SSL_set_accept_state(ssl);
+  } else {
+    SSL_set_connect_state(ssl);
+    (void)SSL_set1_host(ssl, kJobName);
+  }
+  return std::unique_ptr<TlsStream>(new TlsStream(std::move(ctx), ssl));
+}
+
+TlsStream::~TlsStream() { SSL_free(ssl_); }
+
+ssize_t TlsStream::Failed(int rc) {
+  const int e = SSL_get_error(ssl_, rc);
+  wants_write_ = e == SSL_ERROR_WANT_WRITE;
+  if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+    errno = EAGAIN;
+    return -1;
+  }
+  if (e == SSL_ERROR_ZERO_RETURN) return 0;
+  if (e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0) {
+    if (errno == EINTR || errno == EAGAIN) return -1;
+    if (rc == 0 || errno == 0) return 0;  // closed without close_notify
+    error_ = absl::StrCat("TLS: ", std::strerror(errno));
+    return -1;  // errno as the socket said
+  }
+  const long verify = SSL_get_verify_result(ssl_);  // NOLINT(runtime/int)
+  error_ = absl::StrCat("TLS: ", internal::OpenSslError());
+  if (verify != X509_V_OK) {
+    absl::StrAppend(&error_, " (the peer's certificate: ",
+                    X509_verify_cert_error_string(verify), ")");
+  }
+  errno = EPROTO;
+  return -1;
+}
+
+ssize_t TlsStream::Recv(void* buf, size_t n) {
+  ERR_clear_error();
+  const int rc = SSL_read(ssl_, buf, static_cast<int>(n));
+  if (rc > 0) return rc;
+  return Failed(rc);
+}
+
+ssize_t TlsStream::Send(const void* buf, size_t n) {
+  ERR_clear_error();
+  const int rc = SSL_write(ssl_, buf, static_cast<int>(n));
+  if (rc > 0) return rc;
+  return Failed(rc);
+}
+
+int TlsStream::Handshake() {
+  ERR_clear_error();
+  const int rc = SSL_do_handshake(ssl_);
+  if (rc == 1) return 1;
+  if (Failed(rc) == 0) {
+    error_ = "TLS: the peer closed the connection during the handshake";
+    errno = EPROTO;
+  }
+  return -1;
+}
+
+}  // namespace kolo::tls

@@ -1,0 +1,241 @@
+// The control plane under TLS (issue 38): a CoordinatorServer with the job's
+// certificates and SessionClients on loopback. A worker with the job's
+// certificates joins; every refusal is said, bounded in time, on the side
+// that must act (the worker's start error), and logged rate-limited on the
+// coordinator: a certificate of another CA (another job's), an expired one,
+// a plaintext worker against TLS, a TLS worker against plaintext, and the
+// TLS probe's view of each.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
+#include "common/socket_util.h"
+#include "common/tls.h"
+#include "common/tls_generate.h"
+#include "common/tls_probe.h"
+#include "coordinator/server.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "spdlog/sinks/ringbuffer_sink.h"
+#include "tests/testing/raw_socket.h"
+#include "tests/testing/timeouts.h"
+#include "worker_lib/session/session_client.h"
+
+namespace kolo {
+namespace {
+
+using ::kolo::testing::Scaled;
+using ::testing::HasSubstr;
+using Kind = tls::ProbeResult::Kind;
+
+constexpr char kSecret[] = "tls-test-secret-0123456789";
+constexpr char kJob[] = "tls-job";
+
+tls::CertSpec Spec(const std::string& cn, absl::Time from, absl::Time to) {
+  tls::CertSpec s;
+  s.common_name = cn;
+  s.not_before = from;
+  s.not_after = to;
+  return s;
+}
+
+// The job's CA and certificate, and the certificates of the refusals.
+struct Certificates {
+  tls::KeyAndCert ca, leaf, expired, other_ca, other_leaf;
+  Certificates() {
+    const absl::Time now = absl::Now();
+    ca = *tls::MakeCa(
+        Spec("job CA", now - absl::Hours(1), now + absl::Hours(1)));
+    leaf = *tls::MakeLeaf(
+        ca, Spec(tls::kJobName, now - absl::Hours(1), now + absl::Hours(1)));
+    expired = *tls::MakeLeaf(
+        ca, Spec(tls::kJobName, now - absl::Hours(3), now - absl::Hours(2)));
+    other_ca = *tls::MakeCa(
+        Spec("another job's CA", now - absl::Hours(1), now + absl::Hours(1)));
+    other_leaf = *tls::MakeLeaf(
+        other_ca,
+        Spec(tls::kJobName, now - absl::Hours(1), now + absl::Hours(1)));
+  }
+  // `own`'s certificate and key; the job's CA unless `trust` says another.
+  tls::TlsMaterial Material(const tls::KeyAndCert& own,
+                            const tls::KeyAndCert* trust = nullptr) const {
+    return {own.cert_pem, own.key_pem, (trust ? *trust : ca).cert_pem};
+  }
+};
+
+const Certificates& Certs() {
+  static const Certificates* const certs = new Certificates();
+  return *certs;
+}
+
+std::unique_ptr<coordinator::CoordinatorServer> StartServer(
+    bool with_tls, absl::Duration handshake_timeout =
+                       coordinator::ListenOptions{}.handshake_timeout) {
+  coordinator::ServerOptions o;
+  o.listen.handshake_timeout = handshake_timeout;
+  o.listen.bind_host = "127.0.0.1";
+  o.core.expected_size = 1;
+  o.core.job_id = kJob;
+  o.core.secret = kSecret;
+  o.core.heartbeat_interval = absl::Milliseconds(100);
+  if (with_tls) o.listen.tls = Certs().Material(Certs().leaf);
+  absl::StatusOr<std::unique_ptr<coordinator::CoordinatorServer>> s =
+      coordinator::CoordinatorServer::Start(o);
+  EXPECT_TRUE(s.ok()) << s.status();
+  return s.ok() ? *std::move(s) : nullptr;
+}
+
+worker::SessionOptions Options(int port,
+                               const std::optional<tls::TlsMaterial>& m) {
+  worker::SessionOptions o;
+  o.coordinator = absl::StrCat("127.0.0.1:", port);
+  o.job_id = kJob;
+  o.worker_id = "w0";
+  o.host_name = "h";
+  o.data_address = "127.0.0.1:1";
+  o.requested_rank = 0;
+  o.expected_size = 1;
+  o.secret = kSecret;
+  o.heartbeat_interval = absl::Milliseconds(100);
+  if (m.has_value()) o.tls = std::make_shared<const tls::TlsMaterial>(*m);
+  return o;
+}
+
+// Connect's outcome, which must come well within the start timeout.
+absl::Status Join(int port, const std::optional<tls::TlsMaterial>& m) {
+  const absl::Duration start_timeout = Scaled(absl::Seconds(20));
+  const absl::Time start = absl::Now();
+  absl::StatusOr<std::unique_ptr<worker::SessionClient>> c =
+      worker::SessionClient::Connect(Options(port, m), start + start_timeout);
+  EXPECT_LT(absl::Now() - start, start_timeout / 2)
+      << "the refusal took nearly the whole start timeout";
+  if (!c.ok()) return c.status();
+  EXPECT_TRUE((*c)->Shutdown(Scaled(absl::Seconds(5))).ok());
+  return absl::OkStatus();
+}
+
+net::SockAddr Addr(int port) {
+  return *net::ResolveAddress(absl::StrCat("127.0.0.1:", port));
+}
+
+TEST(CoordinatorTlsTest, AWorkerWithTheJobsCertificateJoins) {
+  auto server = StartServer(true);
+  ASSERT_NE(server, nullptr);
+  EXPECT_TRUE(Join(server->port(), Certs().Material(Certs().leaf)).ok());
+  EXPECT_TRUE(
+      server->WaitForEpoch(absl::Now() + Scaled(absl::Seconds(5))).ok());
+}
+
+// What the gate did becomes gRPC's handshake deadline: an idle connection
+// is closed once it passed, while a member's stream lives on.
+TEST(CoordinatorTlsTest, IdleConnectionsAreClosedAtTheHandshakeDeadline) {
+  auto server = StartServer(true, absl::Milliseconds(500));
+  ASSERT_NE(server, nullptr);
+  const absl::Time start = absl::Now();
+  std::vector<net::UniqueFd> idle;
+  for (int i = 0; i < 5; ++i)
+    idle.push_back(testing::RawConnect(server->port()));
+  absl::StatusOr<std::unique_ptr<worker::SessionClient>> member =
+      worker::SessionClient::Connect(
+          Options(server->port(), Certs().Material(Certs().leaf)),
+          absl::Now() + Scaled(absl::Seconds(20)));
+  ASSERT_TRUE(member.ok()) << member.status();
+  for (const net::UniqueFd& fd : idle) {
+    EXPECT_TRUE(testing::ClosedWithin(fd.get(), Scaled(absl::Seconds(10))));
+  }
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(450));
+  absl::SleepFor(absl::Milliseconds(200));
+  EXPECT_TRUE((*member)->health().ok()) << (*member)->health();
+  EXPECT_TRUE((*member)->Shutdown(Scaled(absl::Seconds(5))).ok());
+}
+
+TEST(CoordinatorTlsTest, TheProbeSeesEachCase) {
+  auto server = StartServer(true);
+  ASSERT_NE(server, nullptr);
+  const Certificates& c = Certs();
+  const absl::Duration t = Scaled(absl::Seconds(5));
+  const net::SockAddr a = Addr(server->port());
+  tls::TlsMaterial good = c.Material(c.leaf);
+  EXPECT_EQ(tls::ProbeTls(a, &good, t).kind, Kind::kAccepted);
+  // Another job's certificate, even trusting this job's CA: refused.
+  tls::TlsMaterial other = c.Material(c.other_leaf);
+  EXPECT_EQ(tls::ProbeTls(a, &other, t).kind, Kind::kRefused);
+  // Another job's CA only: this side refuses the coordinator's certificate.
+  tls::TlsMaterial other_job = c.Material(c.other_leaf, &c.other_ca);
+  tls::ProbeResult r = tls::ProbeTls(a, &other_job, t);
+  EXPECT_EQ(r.kind, Kind::kPeerUnverified);
+  EXPECT_THAT(r.detail, HasSubstr("certificate"));
+  tls::TlsMaterial expired = c.Material(c.expired);
+  EXPECT_EQ(tls::ProbeTls(a, &expired, t).kind, Kind::kRefused);
+  // No certificate: the port speaks TLS all the same.
+  EXPECT_NE(tls::ProbeTls(a, nullptr, t).kind, Kind::kNotTls);
+
+  auto plain = StartServer(false);
+  ASSERT_NE(plain, nullptr);
+  EXPECT_EQ(tls::ProbeTls(Addr(plain->port()), &good, t).kind, Kind::kNotTls);
+}
+
+TEST(CoordinatorTlsTest, AnotherJobsCertificateIsRefusedOnTheCoordinator) {
+  // Refusals are logged at warn once a minute, the rest at debug: an
+  // earlier test's may hold this one back.
+  auto sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(64);
+  auto log = GetLogger("coordinator");
+  const spdlog::level::level_enum level = log->level();
+  log->set_level(spdlog::level::debug);
+  log->sinks().push_back(sink);
+  auto server = StartServer(true);
+  ASSERT_NE(server, nullptr);
+  absl::Status st = Join(server->port(), Certs().Material(Certs().other_leaf));
+  EXPECT_EQ(st.code(), absl::StatusCode::kUnauthenticated) << st;
+  EXPECT_THAT(st.message(), HasSubstr("refused this worker's TLS certificate"));
+  EXPECT_THAT(st.message(), HasSubstr("KOLO_TLS_CERT"));
+  bool logged = false;
+  for (const std::string& line : sink->last_formatted()) {
+    logged = logged || absl::StrContains(line, "TLS handshake refused");
+  }
+  EXPECT_TRUE(logged) << "the coordinator did not log the refusal";
+  log->sinks().pop_back();
+  log->set_level(level);
+}
+
+TEST(CoordinatorTlsTest, AnExpiredCertificateIsRefused) {
+  auto server = StartServer(true);
+  ASSERT_NE(server, nullptr);
+  absl::Status st = Join(server->port(), Certs().Material(Certs().expired));
+  EXPECT_EQ(st.code(), absl::StatusCode::kUnauthenticated) << st;
+  EXPECT_THAT(st.message(), HasSubstr("not expired"));
+}
+
+TEST(CoordinatorTlsTest, AWorkerOfAnotherJobDoesNotTrustTheCoordinator) {
+  auto server = StartServer(true);
+  ASSERT_NE(server, nullptr);
+  absl::Status st = Join(
+      server->port(), Certs().Material(Certs().other_leaf, &Certs().other_ca));
+  EXPECT_EQ(st.code(), absl::StatusCode::kUnauthenticated) << st;
+  EXPECT_THAT(st.message(), HasSubstr("does not trust"));
+  EXPECT_THAT(st.message(), HasSubstr("another job's"));
+}
+
+TEST(CoordinatorTlsTest, APlaintextWorkerIsToldTheCoordinatorRequiresTls) {
+  auto server = StartServer(true);
+  ASSERT_NE(server, nullptr);
+  absl::Status st = Join(server->port(), std::nullopt);
+  EXPECT_EQ(st.code(), absl::StatusCode::kUnauthenticated) << st;
+  EXPECT_THAT(st.message(), HasSubstr("requires TLS"));
+  EXPECT_THAT(st.message(),
+              HasSubstr("KOLO_TLS_CERT, KOLO_TLS_KEY and KOLO_TLS_CA"));
+}
+
+TEST(CoordinatorTlsTest, ATlsWorkerIsToldTheCoordinatorIsPlaintext) {
+  auto server = StartServer(false);
+  ASSERT_NE(server, nullptr);
+  absl::Status st = Join(server->port(), Certs().Material(Certs().leaf));
+  EXPECT_EQ(st.code(), absl::StatusCode::kUnauthenticated) << st;
+  EXPECT_THAT(st.message(), HasSubstr("does not speak TLS"));
+}
+
+}  // namespace
+}  // namespace kolo
