@@ -13,6 +13,7 @@
 #include "common/check.h"
 #include "fuzz/fuzz_text.h"
 #include "launcher/args.h"
+#include "launcher/hostfile.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size > 4096) return 0;

@@ -502,42 +502,6 @@ absl::Status Apply(const FlagInfo& flag, absl::Span<const std::string> values,
   return absl::OkStatus();
 }
 
-}  // namespace
-
-absl::StatusOr<std::vector<HostSlots>> ParseHosts(absl::string_view text,
-                                                  int default_slots) {
-  std::vector<HostSlots> hosts;
-  for (absl::string_view item : absl::StrSplit(text, ',')) {
-    item = absl::StripAsciiWhitespace(item);
-    if (item.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "-H '", text, "': empty host entry; expected host:slots,host:slots"));
-    }
-    HostSlots h;
-    h.slots = default_slots;
-    size_t colon = item.rfind(':');
-    if (colon == absl::string_view::npos) {
-      h.name = std::string(item);
-    } else {
-      h.name = std::string(item.substr(0, colon));
-      absl::string_view slots = item.substr(colon + 1);
-      if (!absl::SimpleAtoi(slots, &h.slots) || h.slots < 1) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "-H '", text, "': bad slot count '", slots, "' for host '", h.name,
-            "'; expected a positive integer (host:slots)"));
-      }
-    }
-    if (h.name.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("-H '", text, "': empty host name in '", item, "'"));
-    }
-    hosts.push_back(std::move(h));
-  }
-  return hosts;
-}
-
-namespace {
-
 // What kolorun reads from its environment before any flag.
 absl::Status ReadEnvironment(const std::map<std::string, std::string>& env,
                              LaunchOptions& o, ParseState& state) {

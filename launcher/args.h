@@ -198,10 +198,6 @@ absl::StatusOr<std::string> ReadFileFromDisk(const std::string& path);
 // them, from its environment.
 absl::Span<const Knob* const> KolorunKnobs();
 
-// Parses "a:2,b,c:1" (slots default to `default_slots`).
-absl::StatusOr<std::vector<HostSlots>> ParseHosts(absl::string_view text,
-                                                  int default_slots = 1);
-
 // The full --help text (launcher/usage.cc).
 std::string UsageText();
 

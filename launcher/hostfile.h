@@ -1,5 +1,6 @@
-// kolorun --hostfile FILE (also -hostfile): the hosts and their slots from a
-// file in horovodrun's and Open MPI's format, one host a line:
+// kolorun's host lists: -H's "host:slots,..." (ParseHosts) and --hostfile
+// FILE (also -hostfile): the hosts and their slots from a file in
+// horovodrun's and Open MPI's format, one host a line:
 //
 //   # comment            blank lines and '#' comments are skipped
 //   node1 slots=4        the usual form (max_slots=M may follow; ignored)
@@ -21,6 +22,11 @@
 #include "launcher/args.h"
 
 namespace kolo::launcher {
+
+// Parses -H's "a:2,b,c:1" (slots default to `default_slots`; errors quote
+// the text, kInvalidArgument).
+absl::StatusOr<std::vector<HostSlots>> ParseHosts(absl::string_view text,
+                                                  int default_slots = 1);
 
 // Parses `text`, the contents of the hostfile `path` (named in errors, with
 // the line number, the line and what was expected; kInvalidArgument).

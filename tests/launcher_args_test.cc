@@ -12,6 +12,7 @@
 #include "launcher/args.h"
 #include "launcher/command_line.h"
 #include "launcher/guard.h"
+#include "launcher/hostfile.h"
 #include "launcher/line_prefixer.h"
 
 namespace kolo::launcher {
