@@ -96,9 +96,13 @@ if [ "${KOLO_INSTALL_TEST_SUBPROJECT:-1}" != 0 ]; then
   # type (no -O2, no -g): the cheapest compile when the cache is cold.
   sub=$build/consumer-subproject
   rm -rf "$sub"
+  # Quiet, but a failure shows what failed (this build is not a unity
+  # build: it catches a file that misses an include).
   cmake -S "$root/examples/consumer" -B "$sub" -G Ninja -DKOLO_SOURCE_DIR="$root" \
-    -DCMAKE_BUILD_TYPE= -DKOLO_WITH_CUDA=OFF -DKOLO_WITH_PYTHON=OFF >/dev/null
-  cmake --build "$sub" -j "$(nproc)" --target kolo-consumer >/dev/null
+    -DCMAKE_BUILD_TYPE= -DKOLO_WITH_CUDA=OFF -DKOLO_WITH_PYTHON=OFF >"$tmp/sub.log" 2>&1 \
+    || { tail -40 "$tmp/sub.log"; fail "configuring kolo as a subproject"; }
+  cmake --build "$sub" -j "$(nproc)" --target kolo-consumer >"$tmp/sub.log" 2>&1 \
+    || { grep -B2 -A12 -m3 'error' "$tmp/sub.log" || tail -40 "$tmp/sub.log"; fail "building kolo as a subproject"; }
   run3 "$sub/kolo-consumer"
   rm -rf "$sub"
 fi

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
+#include "proto/op_names.h"
 #include "worker_lib/runtime/op_runtime.h"
 #include "worker_lib/runtime/op_runtime_internal.h"
 
