@@ -29,6 +29,8 @@
 namespace kolo {
 namespace {
 
+using ::kolo::testing::ExchangeEverySize;
+using ::kolo::testing::Filled;
 using ::kolo::testing::RunRanks;
 using ::kolo::testing::Scaled;
 using ::kolo::testing::TestWorld;
@@ -36,45 +38,12 @@ using ::testing::HasSubstr;
 
 void Encrypt(TcpOptions& o) { o.encryption = DataEncryption::kAes256Gcm; }
 
-std::vector<uint8_t> Filled(size_t len, int src, int dst) {
-  std::vector<uint8_t> v(len);
-  for (size_t i = 0; i < len; ++i) {
-    v[i] = static_cast<uint8_t>(i * 131 + i / 251 + src * 7 + dst * 13 + len);
-  }
-  return v;
-}
-
 TEST(TcpEncryption, EverySizeIsExact) {
   TestWorld world(3);
   auto ts = world.CreateAll(Encrypt);
   ASSERT_TRUE(ts[0] && ts[1] && ts[2]);
   const size_t r = tcp::kRecordBytes;
-  const size_t sizes[] = {0, 1, 7, 4099, r - 1, r, r + 1, 3 * r + 5, 64u << 20};
-  RunRanks(ts, [&](int rank, TcpTransport& t) {
-    uint64_t seq = 0;
-    for (size_t len : sizes) {
-      t.BeginOperation(++seq);
-      std::vector<std::vector<uint8_t>> out(3), in(3);
-      std::vector<OpId> ops;
-      for (int peer = 0; peer < 3; ++peer) {
-        if (peer == rank) continue;
-        in[peer].assign(len, 0xEE);
-        out[peer] = Filled(len, rank, peer);
-        auto rv = t.StartRecv(peer, in[peer].data(), len);
-        ASSERT_TRUE(rv.ok()) << rv.status();
-        ops.push_back(*rv);
-        auto s = t.StartSend(peer, out[peer].data(), len);
-        ASSERT_TRUE(s.ok()) << s.status();
-        ops.push_back(*s);
-      }
-      ASSERT_TRUE(t.WaitAll(ops).ok()) << "rank " << rank << " len " << len;
-      for (int peer = 0; peer < 3; ++peer) {
-        if (peer == rank) continue;
-        EXPECT_TRUE(in[peer] == Filled(len, peer, rank))
-            << "rank " << rank << " from " << peer << " len " << len;
-      }
-    }
-  });
+  ExchangeEverySize(ts, {0, 1, 7, 4099, r - 1, r, r + 1, 3 * r + 5, 64u << 20});
 }
 
 TEST(TcpEncryption, ManyQueuedSmallMessagesAndAnAllreduce) {
@@ -313,7 +282,7 @@ TEST(TcpEncryption, ReplayedFrameFailsTheReceive) {
       tcp::kFrameHeaderBytes + tcp::kTagBytes + len + tcp::kTagBytes;
   std::string first;
   std::vector<absl::Status> got =
-      ThroughRelay(2, len, [&, frame](uint64_t offset, std::string& bytes) {
+      ThroughRelay(2, len, [&](uint64_t offset, std::string& bytes) {
         if (offset >= frame) return;
         first += bytes.substr(0, frame - offset);
         if (first.size() == frame) {

@@ -122,6 +122,58 @@ inline void RunRanks(std::vector<std::unique_ptr<TcpTransport>>& ts,
   for (auto& t : threads) t.join();
 }
 
+// The bytes rank `src` sends rank `dst` in a message of `len` bytes: a
+// pattern that differs per position, pair and length.
+inline uint8_t Pattern(size_t i, int src, int dst, size_t len) {
+  return static_cast<uint8_t>(i * 131 + i / 251 + src * 7 + dst * 13 + len);
+}
+
+inline std::vector<uint8_t> Filled(size_t len, int src, int dst) {
+  std::vector<uint8_t> v(len);
+  for (size_t i = 0; i < len; ++i) v[i] = Pattern(i, src, dst, len);
+  return v;
+}
+
+// Index of the first byte of `v` that is not Filled's, or -1.
+inline int64_t FirstWrong(const std::vector<uint8_t>& v, int src, int dst) {
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (v[i] != Pattern(i, src, dst, v.size())) return static_cast<int64_t>(i);
+  }
+  return -1;
+}
+
+// Every rank sends every other rank a Filled message of each of `sizes` (one
+// operation per size) and checks, byte for byte, what it received.
+inline void ExchangeEverySize(std::vector<std::unique_ptr<TcpTransport>>& ts,
+                              const std::vector<size_t>& sizes) {
+  const int n = static_cast<int>(ts.size());
+  RunRanks(ts, [&](int rank, TcpTransport& t) {
+    uint64_t seq = 0;
+    for (size_t len : sizes) {
+      t.BeginOperation(++seq);
+      std::vector<std::vector<uint8_t>> out(n), in(n);
+      std::vector<OpId> ops;
+      for (int peer = 0; peer < n; ++peer) {
+        if (peer == rank) continue;
+        in[peer].assign(len, 0xEE);
+        out[peer] = Filled(len, rank, peer);
+        auto r = t.StartRecv(peer, in[peer].data(), len);
+        ASSERT_TRUE(r.ok()) << r.status();
+        ops.push_back(*r);
+        auto s = t.StartSend(peer, out[peer].data(), len);
+        ASSERT_TRUE(s.ok()) << s.status();
+        ops.push_back(*s);
+      }
+      ASSERT_TRUE(t.WaitAll(ops).ok()) << "rank " << rank << " len " << len;
+      for (int peer = 0; peer < n; ++peer) {
+        if (peer == rank) continue;
+        EXPECT_EQ(FirstWrong(in[peer], peer, rank), -1)
+            << "rank " << rank << " from " << peer << " len " << len;
+      }
+    }
+  });
+}
+
 // Captures what the "transport" logger prints while it lives.
 class LogCapture {
  public:

@@ -16,59 +16,19 @@
 namespace kolo {
 namespace {
 
+using ::kolo::testing::ExchangeEverySize;
+using ::kolo::testing::Filled;
+using ::kolo::testing::FirstWrong;
 using ::kolo::testing::RunRanks;
 using ::kolo::testing::Scaled;
 using ::kolo::testing::TestWorld;
 using ::testing::HasSubstr;
 
-uint8_t Pattern(size_t i, int src, int dst, size_t len) {
-  return static_cast<uint8_t>(i * 131 + i / 251 + src * 7 + dst * 13 + len);
-}
-
-std::vector<uint8_t> Filled(size_t len, int src, int dst) {
-  std::vector<uint8_t> v(len);
-  for (size_t i = 0; i < len; ++i) v[i] = Pattern(i, src, dst, len);
-  return v;
-}
-
-// Index of the first wrong byte, or -1.
-int64_t FirstWrong(const std::vector<uint8_t>& v, int src, int dst) {
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (v[i] != Pattern(i, src, dst, v.size())) return static_cast<int64_t>(i);
-  }
-  return -1;
-}
-
 TEST(TcpTransport, EverySizeBetweenEveryPair) {
   TestWorld world(3);
   auto ts = world.CreateAll();
   ASSERT_TRUE(ts[0] && ts[1] && ts[2]);
-  const size_t sizes[] = {0, 1, 7, 4099, (1u << 20) + 3, 64u << 20};
-  RunRanks(ts, [&](int rank, TcpTransport& t) {
-    uint64_t seq = 0;
-    for (size_t len : sizes) {
-      t.BeginOperation(++seq);
-      std::vector<std::vector<uint8_t>> out(3), in(3);
-      std::vector<OpId> ops;
-      for (int peer = 0; peer < 3; ++peer) {
-        if (peer == rank) continue;
-        in[peer].assign(len, 0xEE);
-        out[peer] = Filled(len, rank, peer);
-        auto r = t.StartRecv(peer, in[peer].data(), len);
-        ASSERT_TRUE(r.ok()) << r.status();
-        ops.push_back(*r);
-        auto s = t.StartSend(peer, out[peer].data(), len);
-        ASSERT_TRUE(s.ok()) << s.status();
-        ops.push_back(*s);
-      }
-      ASSERT_TRUE(t.WaitAll(ops).ok()) << "rank " << rank << " len " << len;
-      for (int peer = 0; peer < 3; ++peer) {
-        if (peer == rank) continue;
-        EXPECT_EQ(FirstWrong(in[peer], peer, rank), -1)
-            << "rank " << rank << " from " << peer << " len " << len;
-      }
-    }
-  });
+  ExchangeEverySize(ts, {0, 1, 7, 4099, (1u << 20) + 3, 64u << 20});
 }
 
 TEST(TcpTransport, ManyQueuedMessagesAreFifo) {
