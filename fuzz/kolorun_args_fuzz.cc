@@ -31,7 +31,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   absl::StatusOr<kolo::launcher::LaunchOptions> options =
       kolo::launcher::ParseArgs(args, env);
-  if (options.ok() && !options->help && !options->version) {
+  if (options.ok() && !options->help && !options->version &&
+      !options->check_build) {
     KOLO_CHECK(!options->command.empty());
     // With a host-discovery script the hosts (and -np) come from the
     // script at run time.
