@@ -27,11 +27,13 @@ reference run, which runs the same job (4 workers, same steps) without
 faults. CI's run has one reference run: alternated runs are
 scripts/goodput.sh's.
 
-Usage: chaos.py [MINUTES] [SEED] [--round-seconds S] [--faults N]
-       chaos.py --replay ROUND_SEED [--round-seconds S]
+Usage: chaos.py [MINUTES] [SEED] [--round-seconds S] [--rate R] [--faults N]
+       chaos.py --replay ROUND_SEED [--round-seconds S] [--rate R]
 --faults N runs rounds until N faults fired (MINUTES ignored); --replay
 reruns one round of an earlier run from its round seed (SEED * 1000 +
-round index: the same data, the same fault plan) and prints its result.
+round index: the same data, the same fault plan, given the same
+--round-seconds and --rate) and prints its result. --rate sets the faults
+per minute (default 8); a long fault-count run may raise it.
 Progress lines go to stderr. KOLO_BIN_DIR names the folder of kolorun and
 kolo-elastic-train, default build/bin.
 """
@@ -172,7 +174,7 @@ def fired_faults(r):
 
 def replay_command(round_seed):
     return (f'scripts/chaos.sh --replay {round_seed} --round-seconds '
-            f'{ROUND_SECONDS}')
+            f'{ROUND_SECONDS} --rate {RATE_PER_MIN}')
 
 
 def print_table(rounds, steps, ref_seconds, work):
@@ -228,6 +230,8 @@ def parse_args():
     p.add_argument('--faults', type=int, metavar='N',
                    help='run rounds until N faults fired')
     p.add_argument('--round-seconds', type=int, default=ROUND_SECONDS)
+    p.add_argument('--rate', type=int, default=RATE_PER_MIN,
+                   help='faults per minute (default %(default)s)')
     p.add_argument('--no-goodput', action='store_true',
                    help='skip the timed 4-worker reference run (no goodput '
                         'row; the fingerprint comes from one process)')
@@ -239,9 +243,12 @@ def parse_args():
 
 
 def main():
-    global ROUND_SECONDS  # pylint: disable=global-statement
+    global ROUND_SECONDS, RATE_PER_MIN  # pylint: disable=global-statement
     a = parse_args()
     ROUND_SECONDS = a.round_seconds
+    if a.rate <= 0:
+        sys.exit('chaos: --rate must be a positive number of faults a minute')
+    RATE_PER_MIN = a.rate
     # A round's seed is SEED * 1000 + its index: a replay finds SEED there.
     seed = a.replay // 1000 if a.replay is not None else a.seed
     work = tempfile.mkdtemp(prefix='kolo-chaos.')
