@@ -167,6 +167,24 @@ DataPlane::DataPlane(std::unique_ptr<Transport> transport,
 
 void DataPlane::Begin() { transport_->BeginOperation(next_seq_++); }
 
+DataPlane::Tunables DataPlane::tunables() {
+  MutexLock lock(&mu_);
+  return {
+      .message_allreduce = shm_allreduce_ == nullptr && transport_->size() > 1,
+      .small_allreduce_bytes = algorithms_.small_bytes,
+      .segment_bytes = algorithms_.segment_bytes};
+}
+
+void DataPlane::Tune(size_t small_allreduce_bytes, size_t segment_bytes) {
+  MutexLock lock(&mu_);
+  algorithms_.small_bytes = small_allreduce_bytes;
+  algorithms_.segment_bytes = segment_bytes;
+  if (hierarchical_) {
+    levels_ = Levels(algorithms_, hierarchical_->hierarchy(),
+                     static_cast<int64_t>(small_allreduce_bytes));
+  }
+}
+
 absl::Status DataPlane::Allreduce(DataType type, const void* input,
                                   void* output, int64_t count,
                                   const ReduceOptions& reduce) {
@@ -294,9 +312,14 @@ std::unique_ptr<DataPlane> DataPlane::Subset(std::vector<int> members) {
   if (!hosts_.names.empty()) {
     for (int m : members) hosts.names.push_back(hosts_.names.at(m));
   }
+  AlgorithmOptions algorithms;
+  {
+    MutexLock lock(&mu_);
+    algorithms = algorithms_;
+  }
   auto subset = std::make_unique<DataPlane>(
       std::make_unique<SubsetTransport>(transport_.get(), std::move(members)),
-      algorithms_, std::move(hosts));
+      algorithms, std::move(hosts));
   subset->on_peer_fault_ = on_peer_fault_;  // the same handler, shared
   return subset;
 }

@@ -135,6 +135,21 @@ class DataPlane {
   DataPlane(std::unique_ptr<Transport> transport, AlgorithmOptions algorithms,
             Hosts hosts = {});
 
+  // What autotune may change (Plan.autotune): whether allreduce runs the
+  // message algorithms (not through one shared-memory segment), and the
+  // small-message cut-off and segment size (0: automatic) in force.
+  struct Tunables {
+    bool message_allreduce = false;
+    size_t small_allreduce_bytes = 0;
+    size_t segment_bytes = 0;
+  };
+  Tunables tunables();
+  // From the next collective on: allreduce's small-message cut-off and the
+  // pipelined algorithms' segment size (0: automatic), at every level of a
+  // hierarchy. Subsets made before keep their own; later ones start from
+  // these. Waits for a collective in flight.
+  void Tune(size_t small_allreduce_bytes, size_t segment_bytes);
+
   // The hierarchy the collectives run on, or null when they run flat.
   const Hierarchy* hierarchy() const {
     return hierarchical_ ? &hierarchical_->hierarchy() : nullptr;
@@ -147,17 +162,17 @@ class DataPlane {
   absl::Status Judged(absl::Status status) const;
 
   const std::unique_ptr<Transport> transport_;  // Abort() is thread-safe
-  const AlgorithmOptions algorithms_;
+  Mutex mu_;
+  AlgorithmOptions algorithms_ ABSL_GUARDED_BY(mu_);  // Tune() changes them
   const Hosts hosts_;
   // Null when the collectives run flat; else on transport_, with the
   // algorithm choices of each level (allreduce's; the other collectives
   // never force one).
   std::unique_ptr<HierarchicalCollectives> hierarchical_;
-  HierarchicalOptions levels_;
+  HierarchicalOptions levels_ ABSL_GUARDED_BY(mu_);
   // Set by Connect when every rank shares this host: allreduce then runs
   // through the shared segment (borrowing transport_'s shared memory).
   std::unique_ptr<ShmAllreduce> shm_allreduce_;
-  Mutex mu_;
   uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
   // Set once before the collectives start, then only read.
   std::shared_ptr<PeerFaultHandler> on_peer_fault_ =

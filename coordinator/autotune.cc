@@ -7,7 +7,9 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -17,8 +19,10 @@
 namespace kolo::coordinator {
 
 // The search over (log2 of the fusion threshold in bytes, the cycle time in
-// milliseconds, the cache off or on as the integer 0 or 1), and the request
-// whose setting runs now.
+// milliseconds, the cache off or on as the integer 0 or 1) and, when the data
+// plane is tuned, (log2 of the small-message cut-off in bytes, log2 of the
+// segment size in bytes, where a point below log2 of the smallest segment
+// stands for the automatic size); and the request whose setting runs now.
 struct Autotuner::Search {
   dlib::global_function_search search;
   std::optional<dlib::function_evaluation_request> pending;
@@ -31,6 +35,40 @@ struct Autotuner::Search {
 namespace {
 
 double CycleMs(absl::Duration d) { return absl::ToDoubleMilliseconds(d); }
+
+double Log2(uint64_t bytes) { return std::log2(static_cast<double>(bytes)); }
+
+uint64_t Exp2Within(double log2_bytes, uint64_t lo, uint64_t hi) {
+  return std::clamp(static_cast<uint64_t>(std::llround(std::exp2(log2_bytes))),
+                    lo, hi);
+}
+
+// The search space's bounds, and which dimensions are integers.
+struct Space {
+  std::vector<double> lo, hi;
+  std::vector<bool> integer;
+};
+
+Space SpaceOf(const AutotuneOptions& o, bool data_plane) {
+  Space sp;
+  sp.lo = {Log2(o.min_fusion_threshold), CycleMs(o.min_cycle_time), 0};
+  sp.hi = {Log2(o.max_fusion_threshold), CycleMs(o.max_cycle_time), 1};
+  sp.integer = {false, false, true};
+  if (data_plane) {
+    sp.lo.insert(sp.lo.end(), {Log2(o.min_small_allreduce_bytes),
+                               Log2(o.min_segment_bytes) - 1});
+    sp.hi.insert(sp.hi.end(), {Log2(o.max_small_allreduce_bytes),
+                               Log2(o.max_segment_bytes)});
+    sp.integer.insert(sp.integer.end(), {false, false});
+  }
+  return sp;
+}
+
+dlib::matrix<double, 0, 1> Column(const std::vector<double>& v) {
+  dlib::matrix<double, 0, 1> m(static_cast<long>(v.size()));
+  for (size_t i = 0; i < v.size(); ++i) m(static_cast<long>(i)) = v[i];
+  return m;
+}
 
 }  // namespace
 
@@ -62,7 +100,10 @@ absl::Status ValidateAutotuneOptions(const AutotuneOptions& o) {
   if (o.min_fusion_threshold == 0 ||
       o.min_fusion_threshold >= o.max_fusion_threshold ||
       o.min_cycle_time <= absl::ZeroDuration() ||
-      o.min_cycle_time >= o.max_cycle_time) {
+      o.min_cycle_time >= o.max_cycle_time ||
+      o.min_small_allreduce_bytes == 0 ||
+      o.min_small_allreduce_bytes >= o.max_small_allreduce_bytes ||
+      o.min_segment_bytes == 0 || o.min_segment_bytes >= o.max_segment_bytes) {
     return absl::InvalidArgumentError(
         "autotune: the search bounds must be positive and ordered (min < max)");
   }
@@ -100,7 +141,7 @@ absl::StatusOr<std::unique_ptr<Autotuner>> Autotuner::Create(
     }
     std::fputs(
         "sample,fusion_threshold_mb,cycle_time_ms,cache_enabled,"
-        "score_bytes_per_second\n",
+        "small_allreduce_kb,segment_kb,score_bytes_per_second\n",
         t->log_);
     std::fflush(t->log_);
   }
@@ -126,28 +167,54 @@ Autotuner::~Autotuner() {
 void Autotuner::LogLine(const std::string& sample, const TunedSettings& s,
                         double score) {
   if (log_ == nullptr) return;
-  std::fputs(
-      absl::StrFormat("%s,%.3f,%.3f,%d,%.0f\n", sample,
-                      static_cast<double>(s.fusion_threshold) /
-                          static_cast<double>(1 << 20),
-                      CycleMs(s.cycle_time), s.cache_enabled ? 1 : 0, score)
-          .c_str(),
-      log_);
+  const std::string data_plane =
+      s.data_plane ? absl::StrFormat(
+                         "%.1f,%.1f",
+                         static_cast<double>(s.small_allreduce_bytes) / 1024.0,
+                         static_cast<double>(s.segment_bytes) / 1024.0)
+                   : ",";
+  std::fputs(absl::StrFormat("%s,%.3f,%.3f,%d,%s,%.0f\n", sample,
+                             static_cast<double>(s.fusion_threshold) /
+                                 static_cast<double>(1 << 20),
+                             CycleMs(s.cycle_time), s.cache_enabled ? 1 : 0,
+                             data_plane, score)
+                 .c_str(),
+             log_);
   std::fflush(log_);
 }
 
-TunedSettings Autotuner::FromPoint(double log2_threshold, double cycle_ms,
-                                   double cache) const {
+TunedSettings Autotuner::FromPoint(absl::Span<const double> x) const {
+  const AutotuneOptions& o = options_;
   TunedSettings s;
-  s.cache_enabled = cache >= 0.5;
-  const double bytes = std::exp2(log2_threshold);
   s.fusion_threshold =
-      std::clamp(static_cast<uint64_t>(std::llround(bytes)),
-                 options_.min_fusion_threshold, options_.max_fusion_threshold);
+      Exp2Within(x[0], o.min_fusion_threshold, o.max_fusion_threshold);
   // Whole microseconds: the plans' deadlines need no finer grain.
-  s.cycle_time = std::clamp(absl::Microseconds(std::llround(cycle_ms * 1000)),
-                            options_.min_cycle_time, options_.max_cycle_time);
+  s.cycle_time = std::clamp(absl::Microseconds(std::llround(x[1] * 1000)),
+                            o.min_cycle_time, o.max_cycle_time);
+  s.cache_enabled = x[2] >= 0.5;
+  s.data_plane = o.initial.data_plane;
+  if (s.data_plane && x.size() >= 5) {
+    s.small_allreduce_bytes = Exp2Within(x[3], o.min_small_allreduce_bytes,
+                                         o.max_small_allreduce_bytes);
+    s.segment_bytes =
+        x[4] < Log2(o.min_segment_bytes)
+            ? 0
+            : Exp2Within(x[4], o.min_segment_bytes, o.max_segment_bytes);
+  }
   return s;
+}
+
+std::vector<double> Autotuner::ToPoint(const TunedSettings& s) const {
+  const AutotuneOptions& o = options_;
+  std::vector<double> x = {Log2(s.fusion_threshold), CycleMs(s.cycle_time),
+                           s.cache_enabled ? 1.0 : 0.0};
+  if (o.initial.data_plane) {
+    x.push_back(Log2(s.small_allreduce_bytes));
+    // Automatic: halfway down the step below the smallest segment.
+    x.push_back(s.segment_bytes == 0 ? Log2(o.min_segment_bytes) - 0.5
+                                     : Log2(s.segment_bytes));
+  }
+  return x;
 }
 
 TunedSettings Autotuner::Next(double score) {
@@ -155,17 +222,11 @@ TunedSettings Autotuner::Next(double score) {
   LogLine(absl::StrCat(scored_), current_, score);
   if (search_ == nullptr) {
     // The first score is the starting setting's: the search begins from it.
-    dlib::matrix<double, 0, 1> lo(3), hi(3), x(3);
-    lo = std::log2(static_cast<double>(options_.min_fusion_threshold)),
-    CycleMs(options_.min_cycle_time), 0;
-    hi = std::log2(static_cast<double>(options_.max_fusion_threshold)),
-    CycleMs(options_.max_cycle_time), 1;
-    x = std::log2(static_cast<double>(current_.fusion_threshold)),
-    CycleMs(current_.cycle_time), current_.cache_enabled ? 1 : 0;
+    const Space sp = SpaceOf(options_, options_.initial.data_plane);
     search_ = std::make_unique<Search>(
-        dlib::function_spec(lo, hi, {false, false, true}),
+        dlib::function_spec(Column(sp.lo), Column(sp.hi), sp.integer),
         std::vector<dlib::function_evaluation>{
-            dlib::function_evaluation(x, score)},
+            dlib::function_evaluation(Column(ToPoint(current_)), score)},
         options_.noise);
     // Deterministic: every run of a job explores alike.
     search_->search.set_seed(1);
@@ -179,20 +240,30 @@ TunedSettings Autotuner::Next(double score) {
     size_t index = 0;
     search_->search.get_best_function_eval(best, best_score, index);
     done_ = true;
-    TunedSettings chosen = FromPoint(best(0), best(1), best(2));
+    TunedSettings chosen = FromPoint(
+        absl::MakeConstSpan(&best(0), static_cast<size_t>(best.size())));
     LogLine("best", chosen, best_score);
     GetLogger("coordinator")
         ->info(
             "autotune: done after {} samples: fusion threshold {} bytes, "
-            "cycle time {}, response cache {} ({:.0f} bytes/s)",
+            "cycle time {}, response cache {}{} ({:.0f} bytes/s)",
             scored_, chosen.fusion_threshold,
             absl::FormatDuration(chosen.cycle_time),
-            chosen.cache_enabled ? "on" : "off", best_score);
+            chosen.cache_enabled ? "on" : "off",
+            chosen.data_plane
+                ? absl::StrCat(
+                      ", small-message cut-off ", chosen.small_allreduce_bytes,
+                      " bytes, segment ",
+                      chosen.segment_bytes == 0
+                          ? std::string("automatic")
+                          : absl::StrCat(chosen.segment_bytes, " bytes"))
+                : std::string(),
+            best_score);
     return chosen;
   }
   search_->pending.emplace(search_->search.get_next_x());
   const dlib::matrix<double, 0, 1>& x = search_->pending->x();
-  return FromPoint(x(0), x(1), x(2));
+  return FromPoint(absl::MakeConstSpan(&x(0), static_cast<size_t>(x.size())));
 }
 
 std::optional<TunedSettings> Autotuner::EndStep(uint64_t bytes,
@@ -223,6 +294,25 @@ std::optional<TunedSettings> Autotuner::EndStep(uint64_t bytes,
   if (next == current_) return std::nullopt;
   current_ = next;
   return current_;
+}
+
+std::optional<TunedSettings> Autotuner::TuneDataPlane(
+    const RanksDataPlane& ranks) {
+  if (done_ || options_.initial.data_plane || !ranks.message_allreduce) {
+    return std::nullopt;
+  }
+  TunedSettings& start = options_.initial;
+  start.data_plane = true;
+  start.small_allreduce_bytes = std::clamp(ranks.small_allreduce_bytes,
+                                           options_.min_small_allreduce_bytes,
+                                           options_.max_small_allreduce_bytes);
+  start.segment_bytes =
+      ranks.segment_bytes == 0
+          ? 0
+          : std::clamp(ranks.segment_bytes, options_.min_segment_bytes,
+                       options_.max_segment_bytes);
+  // The scores so far searched a smaller space: start over from the ranks'.
+  return Restart();
 }
 
 std::optional<TunedSettings> Autotuner::Restart() {

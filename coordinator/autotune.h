@@ -8,8 +8,11 @@
 // the same plan (the choice is the coordinator's, never a rank's).
 //
 // Settings tuned (TunedSettings): the fusion threshold, the cycle time and
-// the response cache on or off, all the coordinator's (docs/tensor-fusion.md
-// "Autotune" says what is not tuned yet).
+// the response cache on or off, all the coordinator's; and, once every rank
+// said that its allreduce runs the message algorithms (TuneDataPlane: over
+// TCP or a hierarchy, not one shared-memory segment), the data plane's
+// small-message cut-off and segment size, which the plans carry to the
+// ranks (docs/tensor-fusion.md "Autotune" says what is not tuned).
 //
 // Protocol, in samples of steps_per_sample steps each:
 // - The first warmup_samples samples run the starting settings and are not
@@ -21,10 +24,13 @@
 // - After max_samples scored samples the best setting seen is chosen and
 //   kept; tuning is done. Each sample and the choice are one CSV line of the
 //   log file (when one is named): "sample,fusion_threshold_mb,cycle_time_ms,
-//   cache_enabled,score_bytes_per_second" with sample "best" for the choice.
+//   cache_enabled,small_allreduce_kb,segment_kb,score_bytes_per_second" with
+//   sample "best" for the choice; the two data-plane columns are empty when
+//   they are not tuned, and segment_kb 0 is the automatic segment size.
 // - Restart(): a change of membership discards every score (they measured
 //   another job) and starts over with warmup; a tuner that is done keeps its
-//   choice.
+//   choice. TuneDataPlane() before the choice starts over the same way, from
+//   the ranks' data-plane settings, with the two dimensions added.
 //
 // Thread-safety: none; the owner serialises calls (CoordinatorCore holds its
 // mutex).
@@ -44,6 +50,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "common/autotune_config.h"
 #include "coordinator/negotiator.h"
 #include "proto/kolo.pb.h"
@@ -55,9 +62,16 @@ struct TunedSettings {
   uint64_t fusion_threshold = 0;  // bytes
   absl::Duration cycle_time;
   bool cache_enabled = true;  // the response cache (false: capacity 0)
+  // Whether the next two are tuned (else the ranks keep their own).
+  bool data_plane = false;
+  uint64_t small_allreduce_bytes = 0;  // the small-message cut-off
+  uint64_t segment_bytes = 0;          // 0: the automatic segment size
   bool operator==(const TunedSettings& o) const {
     return fusion_threshold == o.fusion_threshold &&
-           cycle_time == o.cycle_time && cache_enabled == o.cache_enabled;
+           cycle_time == o.cycle_time && cache_enabled == o.cache_enabled &&
+           data_plane == o.data_plane &&
+           small_allreduce_bytes == o.small_allreduce_bytes &&
+           segment_bytes == o.segment_bytes;
   }
 };
 
@@ -79,6 +93,14 @@ struct AutotuneOptions {
   uint64_t max_fusion_threshold = uint64_t{256} << 20;
   absl::Duration min_cycle_time = absl::Microseconds(500);
   absl::Duration max_cycle_time = absl::Milliseconds(25);
+  // The data plane's, once tuned (TuneDataPlane): the small-message cut-off
+  // in [min, max] bytes, and the segment size either automatic or in [min,
+  // max] bytes (both searched on a log scale; the segment's scale reaches
+  // one step below min, which stands for automatic).
+  uint64_t min_small_allreduce_bytes = uint64_t{4} << 10;
+  uint64_t max_small_allreduce_bytes = uint64_t{1} << 20;
+  uint64_t min_segment_bytes = uint64_t{64} << 10;
+  uint64_t max_segment_bytes = uint64_t{4} << 20;
 };
 
 // Checks `options` (counts positive, noise not negative, bounds ordered);
@@ -109,6 +131,13 @@ class Autotuner {
   // Membership changed: see the header comment. Returns the settings to use
   // when they change (back to the starting ones).
   std::optional<TunedSettings> Restart();
+  // Every rank's allreduce runs the message algorithms, with `ranks` in
+  // force: unless done or already tuning them, the tuner adds the data
+  // plane's two settings to its search, starting from the ranks' (within the
+  // bounds), and starts over as Restart() does. Returns the settings to use
+  // when they change.
+  std::optional<TunedSettings> TuneDataPlane(const RanksDataPlane& ranks);
+  bool tunes_data_plane() const { return options_.initial.data_plane; }
 
   const TunedSettings& current() const { return current_; }
   bool done() const { return done_; }
@@ -121,8 +150,10 @@ class Autotuner {
   explicit Autotuner(AutotuneOptions options);
   // The sample that just ended scored `score`: returns the next setting.
   TunedSettings Next(double score);
-  TunedSettings FromPoint(double log2_threshold, double cycle_ms,
-                          double cache) const;
+  // The settings at a point of the search space (see autotune.cc), and
+  // back.
+  TunedSettings FromPoint(absl::Span<const double> x) const;
+  std::vector<double> ToPoint(const TunedSettings& s) const;
   void LogLine(const std::string& sample, const TunedSettings& s, double score);
 
   AutotuneOptions options_;

@@ -49,9 +49,13 @@
 //   end training steps (StepDetector); at a sample's end the tuner may
 //   switch the negotiator's fusion threshold, cycle time and response cache
 //   (NegotiatorTuning), and the plan
-//   that ended it carries the switch (Plan.autotune) to every member. A new
-//   epoch starts from the tuner's settings; a membership change while
-//   tuning restarts it.
+//   that ended it carries the switch (Plan.autotune) to every member. Once
+//   every member's allreduce runs the message algorithms (the negotiator's
+//   ranks_data_plane), the tuner tunes the data plane's settings too, which
+//   reach the ranks only through the switches: a new epoch's first plan
+//   carries the tuner's settings again (its data planes start from the
+//   ranks' own). A new epoch starts from the tuner's settings; a membership
+//   change while tuning restarts it.
 // - Re-init (Horovod's init() after shutdown(), non-elastic jobs): a worker
 //   that left may say Hello again under its worker id (a new Session). If
 //   members of the epoch are still in it, it waits (kWaiting); once every
@@ -160,6 +164,13 @@ struct CoreOptions {
   int max_size = 0;  // the most workers an epoch may have; 0: no cap
   absl::Duration elastic_timeout = knobs::kElasticTimeout.default_duration;
   int reset_limit = -1;
+  // This coordinator picks up an elastic job whose coordinator was lost
+  // (kolorun's restart of its own, --fault kill-coordinator:for=): besides
+  // the workers that reconnect, the launcher's fresh replacements of
+  // workers that exited meanwhile count toward the reconnect settle (see
+  // MaybeFormEpoch), since the job may have run at fewer than
+  // expected_size before (leaves free no slot).
+  bool restarted = false;
   // The event log (kolorun / kolo-coordinator --events; null: none).
   std::shared_ptr<EventLog> events;
   // The autotuner (kolorun / kolo-coordinator --autotune;
@@ -370,10 +381,10 @@ class CoordinatorCore {
   void Apply(NegotiatorOutput& result, Actions& out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Forms epoch 1 once expected_size workers are in.
-  // A restarted coordinator (reconnecting Hellos, elastic) also forms with
-  // fewer than expected_size (at least min_size) once kReconnectSettle
-  // passed without another reconnecting worker: the ones lost while it
-  // was down never come.
+  // A restarted coordinator (reconnecting Hellos, or CoreOptions::restarted;
+  // elastic) also forms with fewer than expected_size (at least min_size)
+  // once kReconnectSettle passed without another such worker: the ones lost
+  // while it was down never come.
   void MaybeFormEpoch(Actions& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Makes epoch `number` of `sessions` (in arrival order; `keep_order`: the
   // order is the ranks) and sends every member its Membership.
@@ -480,6 +491,8 @@ class CoordinatorCore {
   CoreStats stats_ ABSL_GUARDED_BY(mu_);
   // The autotuner's step ends, in the plans sent (core_autotune.cc).
   StepDetector step_detector_ ABSL_GUARDED_BY(mu_);
+  // The epoch's first plan must carry the tuned data-plane settings.
+  bool autotune_resend_ ABSL_GUARDED_BY(mu_) = false;
   // Refusals of unproven peers go to the event log at most once per peer
   // host per minute, as they go to the log.
   RateLimiter refusal_events_{RateLimiter::Options{}};

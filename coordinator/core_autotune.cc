@@ -8,6 +8,7 @@
 // Thread-safety: CoordinatorCore's methods, called with mu_ held.
 #include <cstdint>
 #include <optional>
+#include <utility>
 
 #include "coordinator/autotune.h"
 #include "coordinator/core.h"
@@ -40,29 +41,51 @@ void CoordinatorCore::TuneNewEpoch(bool membership_changed) {
     Event("autotune_restart", nlohmann::ordered_json::object());
   }
   ep_.negotiator->SetTuning(TuningOf(*tuner));
+  // The new epoch's data planes start from the ranks' own settings.
+  autotune_resend_ = tuner->tunes_data_plane();
 }
 
 void CoordinatorCore::TuneOnPlan(proto::Plan& plan) {
   Autotuner* tuner = options_.autotuner.get();
-  if (tuner == nullptr || tuner->done() || ep_.negotiator == nullptr) return;
-  if (!step_detector_.Observe(plan)) return;
-  uint64_t bytes = 0;
-  for (const auto& [op, s] : stats_.negotiation.by_op) bytes += s.bytes;
-  std::optional<TunedSettings> next = tuner->EndStep(bytes, options_.clock());
-  if (!next.has_value() && !tuner->done()) return;
+  if (tuner == nullptr || ep_.negotiator == nullptr) return;
+  const bool resend = std::exchange(autotune_resend_, false);
+  bool changed = false;
+  const std::optional<RanksDataPlane>& ranks =
+      ep_.negotiator->ranks_data_plane();
+  if (ranks.has_value() && !tuner->done() && !tuner->tunes_data_plane() &&
+      tuner->TuneDataPlane(*ranks).has_value()) {
+    // Every rank's allreduce runs the message algorithms: the tuning starts
+    // over with the data plane's settings added.
+    step_detector_.Reset();
+    Event("autotune_restart", {{"why", "data plane"}});
+    changed = true;
+  } else if (!tuner->done() && step_detector_.Observe(plan)) {
+    uint64_t bytes = 0;
+    for (const auto& [op, s] : stats_.negotiation.by_op) bytes += s.bytes;
+    changed =
+        tuner->EndStep(bytes, options_.clock()).has_value() || tuner->done();
+  }
+  if (!changed && !resend) return;
   const TunedSettings& now = tuner->current();
   ep_.negotiator->SetTuning(TuningOf(*tuner));
   proto::AutotuneSwitch& sw = *plan.mutable_autotune();
   sw.set_fusion_threshold(now.fusion_threshold);
   sw.set_cycle_time_us(absl::ToInt64Microseconds(now.cycle_time));
   sw.set_cache_enabled(now.cache_enabled);
+  sw.set_data_plane(now.data_plane);
+  sw.set_small_allreduce_bytes(now.small_allreduce_bytes);
+  sw.set_segment_bytes(now.segment_bytes);
   sw.set_sample(static_cast<uint32_t>(tuner->scored_samples()));
   sw.set_done(tuner->done());
+  if (!changed) return;  // the same settings again, for a new epoch
   Event(tuner->done() ? "autotune_chosen" : "autotune_switch",
         {{"plan", plan.seq()},
          {"fusion_threshold", now.fusion_threshold},
          {"cycle_time_us", sw.cycle_time_us()},
          {"cache_enabled", now.cache_enabled},
+         {"data_plane", now.data_plane},
+         {"small_allreduce_bytes", now.small_allreduce_bytes},
+         {"segment_bytes", now.segment_bytes},
          {"sample", tuner->scored_samples()}});
 }
 

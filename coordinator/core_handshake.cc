@@ -190,7 +190,7 @@ void CoordinatorCore::Admit(SessionId id, Session& s, Actions& out) {
   }
   s.state = State::kWaiting;
   s.arrival = next_arrival_++;
-  if (options_.elastic && s.hello.reconnecting()) {
+  if (options_.elastic && (s.hello.reconnecting() || options_.restarted)) {
     last_reconnect_ = options_.clock();
   }
   GetLogger("coordinator")

@@ -109,9 +109,17 @@ void Negotiator::UpdateSettings(int rank, const proto::Settings& settings) {
   uint64_t threshold = UINT64_MAX, direct = UINT64_MAX;
   uint32_t capacity = UINT32_MAX;
   bool timeline = false, disable_group_fusion = false, fast = true;
+  RanksDataPlane data{.message_allreduce = true,
+                      .small_allreduce_bytes = UINT64_MAX,
+                      .segment_bytes = UINT64_MAX};
   for (const std::optional<proto::Settings>& s : settings_) {
     if (!s.has_value()) return;  // until every rank sent its own
     fast = fast && s->fast_path();
+    data.message_allreduce = data.message_allreduce && s->message_allreduce();
+    data.small_allreduce_bytes = std::min<uint64_t>(data.small_allreduce_bytes,
+                                                    s->small_allreduce_bytes());
+    data.segment_bytes =
+        std::min<uint64_t>(data.segment_bytes, s->segment_bytes());
     threshold = std::min<uint64_t>(threshold, s->fusion_threshold());
     direct = std::min<uint64_t>(direct, s->fusion_direct_bytes());
     capacity = std::min(capacity, s->cache_capacity());
@@ -124,6 +132,7 @@ void Negotiator::UpdateSettings(int rank, const proto::Settings& settings) {
   timeline_ = timeline;
   disable_group_fusion_ = disable_group_fusion;
   fast_wanted_ = fast;
+  ranks_data_plane_ = data;
   ranks_capacity_ = capacity;
   ApplyCapacity();
 }

@@ -136,6 +136,15 @@ struct NegotiatorTuning {
   bool cache_enabled = true;
 };
 
+// The ranks' data-plane settings (proto::Settings message_allreduce and
+// the two sizes), once every rank sent its own: what autotune may tune, and
+// where it starts.
+struct RanksDataPlane {
+  bool message_allreduce = false;      // every rank's allreduce
+  uint64_t small_allreduce_bytes = 0;  // the smallest over the ranks
+  uint64_t segment_bytes = 0;          // the smallest (0: automatic)
+};
+
 // What one call produced.
 struct NegotiatorOutput {
   std::vector<proto::Plan> plans;     // send each to every rank, in order
@@ -172,6 +181,10 @@ class Negotiator {
   void SetTuning(const std::optional<NegotiatorTuning>& tuning);
   uint64_t fusion_threshold() const { return fusion_threshold_; }
   absl::Duration cycle_time() const { return cycle_time_; }
+  // nullopt until every rank sent its Settings.
+  const std::optional<RanksDataPlane>& ranks_data_plane() const {
+    return ranks_data_plane_;
+  }
   // Whether the ranks are on the fast path (granted, not every exit in).
   bool on_fast_path() const { return fast_; }
   // `rank` left the epoch (kolo::shutdown(), or a Leave before its process
@@ -378,6 +391,7 @@ class Negotiator {
   // sets the cache's capacity from them.
   uint32_t ranks_capacity_;
   bool tuned_cache_off_ = false;
+  std::optional<RanksDataPlane> ranks_data_plane_;
   bool timeline_ = false;
   ResponseCache cache_;
   std::vector<uint32_t> evicted_;  // for the next plan's cache_evicted

@@ -86,6 +86,9 @@ absl::Status EmbeddedCoordinator::Restart() {
   if (options_.core.autotuner != nullptr && !options_.core.autotuner->done()) {
     options_.core.autotuner->Restart();
   }
+  // Workers that exited while it was down come back as fresh replacements:
+  // the job forms again with whoever is there (CoreOptions::restarted).
+  options_.core.restarted = true;
   auto started = coordinator::CoordinatorServer::Start(options_);
   if (!started.ok()) {
     return absl::UnavailableError(

@@ -65,9 +65,10 @@ class EmbeddedCoordinator {
   EmbeddedCoordinator(coordinator::ServerOptions options,
                       std::unique_ptr<coordinator::CoordinatorServer> server);
 
-  const coordinator::ServerOptions options_;  // listen.port: the bound one
-  const int port_;
   mutable Mutex mu_;
+  // listen.port: the bound one; Restart() sets core.restarted.
+  coordinator::ServerOptions options_ ABSL_GUARDED_BY(mu_);
+  const int port_;
   std::unique_ptr<coordinator::CoordinatorServer> server_ ABSL_GUARDED_BY(mu_);
   bool down_ ABSL_GUARDED_BY(mu_) = false;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;

@@ -19,16 +19,31 @@ namespace {
 // A synthetic workload: the bytes reduced per second peak at a fusion
 // threshold of 32 MiB and a cycle time of 5 ms, and fall off smoothly (on a
 // log scale for the threshold) away from them; the response cache on is
-// better (by default) or worse (with `cache_hurts`).
+// better (by default) or worse (with `cache_hurts`). When the data plane is
+// tuned, the rate also peaks at a small-message cut-off of 256 KiB and a
+// segment size of 1 MiB (the automatic segment size counts as 45 KiB),
+// where it is twice the rate with the data plane not tuned.
 constexpr double kBestLog2Threshold = 25;  // 32 MiB
 constexpr double kBestCycleMs = 5;
+constexpr double kBestLog2Small = 18;    // 256 KiB
+constexpr double kBestLog2Segment = 20;  // 1 MiB
 bool cache_hurts = false;
 double Rate(const TunedSettings& s) {
   const double dt =
       std::log2(static_cast<double>(s.fusion_threshold)) - kBestLog2Threshold;
   const double dc = absl::ToDoubleMilliseconds(s.cycle_time) - kBestCycleMs;
   const double cache = s.cache_enabled != cache_hurts ? 1.0 : 0.8;
-  return cache * 1e9 / (1 + 0.5 * dt * dt + 0.02 * dc * dc);
+  double data = 1;
+  if (s.data_plane) {
+    const double ds = std::log2(static_cast<double>(s.small_allreduce_bytes)) -
+                      kBestLog2Small;
+    const double dg = (s.segment_bytes == 0
+                           ? 15.5
+                           : std::log2(static_cast<double>(s.segment_bytes))) -
+                      kBestLog2Segment;
+    data = 2 / (1 + 0.3 * ds * ds + 0.3 * dg * dg);
+  }
+  return data * cache * 1e9 / (1 + 0.5 * dt * dt + 0.02 * dc * dc);
 }
 
 struct TuneRun {
@@ -136,14 +151,76 @@ TEST(Autotune, WritesOneCsvLinePerSampleAndTheChoice) {
   ASSERT_EQ(lines.size(), 1u + 5u + 1u) << text.str();
   EXPECT_EQ(lines[0],
             "sample,fusion_threshold_mb,cycle_time_ms,cache_enabled,"
-            "score_bytes_per_second");
-  // The first scored sample is the starting setting.
-  EXPECT_EQ(lines[1].substr(0, 18), "1,128.000,1.000,1,") << lines[1];
+            "small_allreduce_kb,segment_kb,score_bytes_per_second");
+  // The first scored sample is the starting setting; the data plane is not
+  // tuned (its columns are empty).
+  EXPECT_EQ(lines[1].substr(0, 20), "1,128.000,1.000,1,,,") << lines[1];
   EXPECT_EQ(lines.back().substr(0, 5), "best,");
   for (const std::string& line : lines) {
-    EXPECT_EQ(std::vector<std::string>(absl::StrSplit(line, ',')).size(), 5u)
+    EXPECT_EQ(std::vector<std::string>(absl::StrSplit(line, ',')).size(), 7u)
         << line;
   }
+}
+
+// Once the ranks say that their allreduce runs the message algorithms, the
+// tuner starts over with the small-message cut-off and the segment size
+// added, from the ranks' settings, and finds the best of all five.
+TEST(Autotune, TunesTheDataPlaneOnceTheRanksRunMessages) {
+  AutotuneOptions o = Options();
+  o.max_samples = 60;
+  o.log_file = ::testing::TempDir() + "/autotune_data_plane.csv";
+  absl::StatusOr<std::unique_ptr<Autotuner>> tuner = Autotuner::Create(o);
+  ASSERT_TRUE(tuner.ok()) << tuner.status();
+  Autotuner& t = **tuner;
+  // Shared memory: nothing to tune there.
+  EXPECT_FALSE(t.TuneDataPlane({.message_allreduce = false}).has_value());
+  EXPECT_FALSE(t.tunes_data_plane());
+  // A few scored samples, then the ranks turn out to run messages.
+  Drive(t, 1 + (2 + 3) * 3);
+  ASSERT_GT(t.scored_samples(), 0);
+  std::optional<TunedSettings> start =
+      t.TuneDataPlane({.message_allreduce = true,
+                       .small_allreduce_bytes = 64 << 10,
+                       .segment_bytes = 0});
+  ASSERT_TRUE(start.has_value());
+  EXPECT_TRUE(start->data_plane);
+  EXPECT_EQ(start->small_allreduce_bytes, 64u << 10);
+  EXPECT_EQ(start->segment_bytes, 0u);
+  EXPECT_EQ(start->fusion_threshold, o.initial.fusion_threshold);
+  EXPECT_EQ(t.scored_samples(), 0);
+  EXPECT_TRUE(t.tunes_data_plane());
+  // Only once.
+  EXPECT_FALSE(t.TuneDataPlane({.message_allreduce = true,
+                                .small_allreduce_bytes = 1 << 20})
+                   .has_value());
+  TuneRun run = Drive(t, 10000);
+  ASSERT_TRUE(t.done());
+  EXPECT_EQ(t.scored_samples(), 60);
+  ASSERT_TRUE(run.final.data_plane);
+  EXPECT_NEAR(std::log2(static_cast<double>(run.final.small_allreduce_bytes)),
+              kBestLog2Small, 1.0)
+      << run.final.small_allreduce_bytes;
+  ASSERT_NE(run.final.segment_bytes, 0u);
+  EXPECT_NEAR(std::log2(static_cast<double>(run.final.segment_bytes)),
+              kBestLog2Segment, 1.0)
+      << run.final.segment_bytes;
+  EXPECT_GT(Rate(run.final), 1.6 * 1e9);
+  EXPECT_LE(run.final.small_allreduce_bytes, o.max_small_allreduce_bytes);
+  EXPECT_GE(run.final.small_allreduce_bytes, o.min_small_allreduce_bytes);
+  // The CSV's data-plane columns are filled from the restart on.
+  std::ifstream in(o.log_file);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::vector<std::string> lines =
+      absl::StrSplit(text.str(), '\n', absl::SkipEmpty());
+  ASSERT_GE(lines.size(), 3u) << text.str();
+  EXPECT_EQ(lines.back().substr(0, 5), "best,");
+  const std::vector<std::string> best = absl::StrSplit(lines.back(), ',');
+  ASSERT_EQ(best.size(), 7u) << lines.back();
+  EXPECT_FALSE(best[4].empty()) << lines.back();
+  EXPECT_FALSE(best[5].empty()) << lines.back();
+  // Done: no more changes.
+  EXPECT_FALSE(t.TuneDataPlane({.message_allreduce = true}).has_value());
 }
 
 TEST(Autotune, RefusesBadOptionsNamingTheFlag) {
@@ -161,6 +238,10 @@ TEST(Autotune, RefusesBadOptionsNamingTheFlag) {
   o.noise = -1;
   EXPECT_NE(Autotuner::Create(o).status().message().find(
                 "--autotune-gaussian-process-noise"),
+            std::string::npos);
+  o = Options();
+  o.min_segment_bytes = o.max_segment_bytes;
+  EXPECT_NE(Autotuner::Create(o).status().message().find("search bounds"),
             std::string::npos);
   o = Options();
   o.log_file = "/nonexistent-dir/x.csv";

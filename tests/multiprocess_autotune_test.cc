@@ -7,7 +7,8 @@
 // budget, and the CSV log (one line per sample and the choice). The same
 // with Horovod's variables instead of the flags, and with the coordinator
 // that rank 0 hosts when the workers start without kolorun (torchrun's
-// variables), which reads KOLO_AUTOTUNE itself.
+// variables), which reads KOLO_AUTOTUNE itself. Over TCP the data plane's
+// small-message cut-off and segment size are tuned too.
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -86,7 +87,7 @@ void ExpectSameSwitches(const std::map<int, std::vector<std::string>>& by_rank,
   ASSERT_EQ(csv.size(), static_cast<size_t>(1 + samples + 1)) << ReadAll(log);
   EXPECT_EQ(csv[0],
             "sample,fusion_threshold_mb,cycle_time_ms,cache_enabled,"
-            "score_bytes_per_second");
+            "small_allreduce_kb,segment_kb,score_bytes_per_second");
   EXPECT_TRUE(absl::StartsWith(csv.back(), "best,")) << csv.back();
 }
 
@@ -109,6 +110,38 @@ TEST(MultiprocessAutotune, EveryRankSwitchesAtTheSamePlan) {
        Bin("kolo-fusion-worker"), "allreduce", "30"},
       Env{{"KOLO_LOG_LEVEL", "info"}, {"KOLO_AUTOTUNE", std::nullopt}});
   ExpectSameSwitches(run, 3, 4, log);
+  // One host, shared memory: the data plane's settings are not tuned.
+  EXPECT_FALSE(absl::StrContains(run.output, "small-message cut-off"))
+      << run.output;
+}
+
+// Over TCP (KOLO_SHM=0) every rank's allreduce runs the message algorithms:
+// the small-message cut-off and the segment size are tuned too, every rank
+// switches them at the same plans, and every result stays exact.
+TEST(MultiprocessAutotune, TcpDataPlaneSettingsAreTunedToo) {
+  const std::string log = ::testing::TempDir() + "/mp_autotune_tcp.csv";
+  std::remove(log.c_str());
+  JobRun run = RunJob(
+      {Bin("kolorun"), "-np", "2", "--autotune", "--autotune-warmup-samples",
+       "1", "--autotune-steps-per-sample", "2",
+       "--autotune-bayes-opt-max-samples", "4", "--autotune-log-file", log,
+       Bin("kolo-fusion-worker"), "allreduce", "30"},
+      Env{{"KOLO_LOG_LEVEL", "info"},
+          {"KOLO_AUTOTUNE", std::nullopt},
+          {"KOLO_SHM", "0"}});
+  ExpectSameSwitches(run, 2, 4, log);
+  const std::map<int, std::vector<std::string>> by_rank =
+      SwitchesByRank(run.output);
+  ASSERT_FALSE(by_rank.empty());
+  for (const std::string& line : by_rank.begin()->second) {
+    EXPECT_TRUE(absl::StrContains(line, "small-message cut-off ")) << line;
+  }
+  std::vector<std::string> csv =
+      absl::StrSplit(ReadAll(log), '\n', absl::SkipEmpty());
+  ASSERT_FALSE(csv.empty());
+  const std::vector<std::string> best = absl::StrSplit(csv.back(), ',');
+  ASSERT_EQ(best.size(), 7u) << csv.back();
+  EXPECT_FALSE(best[4].empty()) << csv.back();
 }
 
 TEST(MultiprocessAutotune, HorovodsVariables) {

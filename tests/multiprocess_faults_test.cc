@@ -442,6 +442,31 @@ TEST_F(FaultsTest, WorkerWhoseLeaseRanOutExits75AndIsReplaced) {
   EXPECT_EQ(r["job"]["coordinator_restarts"], 1);
 }
 
+// The job shrank by two leaves (a leave frees no slot), then its
+// coordinator stays down past the lease: both workers exit with status 75,
+// kolorun starts fresh replacements, and the coordinator, back at its port,
+// forms the job with those two once no other came for a second, rather than
+// wait for the four it started with (found by the 1,000-fault chaos run:
+// the replacements timed out waiting, again and again).
+TEST_F(FaultsTest, RestartedCoordinatorFormsWithFreshReplacementsOfAShrunkJob) {
+  JobRun run = Launch(
+      4,
+      {"--min-np", "2", "--blacklist-cooldown-range", "1", "1", "--fault",
+       "term:worker=w3:after=1s", "--fault", "term:worker=w2:after=1500ms",
+       "--fault", "kill-coordinator:after=2500ms:for=8s"},
+      {"--steps", "1000000", "--seconds", "4", "--step-ms", "10"},
+      {{"KOLO_LEASE_SECONDS", "1"}});
+  EXPECT_TRUE(run.exit.exited && run.exit.code == 0)
+      << run.exit.ToString() << "\n"
+      << run.output;
+  EXPECT_THAT(run.output, HasSubstr("exits with status 75"));
+  EXPECT_THAT(run.output, HasSubstr("2 of 4 workers reconnected"));
+  ExpectExactSurvivors(run, 2);
+  json r = Report();
+  ASSERT_TRUE(r.is_object());
+  EXPECT_EQ(r["job"]["coordinator_restarts"], 1);
+}
+
 // kill-coordinator:for= needs an elastic job: a fixed one ends with its
 // coordinator.
 TEST_F(FaultsTest, RestartOfAFixedJobsCoordinatorIsRefused) {

@@ -171,8 +171,12 @@ void EpochSlot::Abort(const absl::Status& why, uint64_t epoch) {
     }
   }
   if (e == nullptr) return;
-  e->data->Abort(why);
+  // The ops first: a collective in flight, returning from the aborted data
+  // plane, then completes with `why` rather than the transport's "data plane
+  // aborted" (OpRuntime::CompleteSteps), so that its caller sees what ended
+  // it (a membership change, a lost coordinator that may come back).
   e->ops->Fail(why);
+  e->data->Abort(why);
 }
 
 std::shared_ptr<EpochRuntime> EpochSlot::current() const {
@@ -207,8 +211,8 @@ void EpochSlot::Install(std::shared_ptr<EpochRuntime> epoch) {
     }
   }
   if (!abort_with.ok()) {
-    epoch->data->Abort(abort_with);
     epoch->ops->Fail(abort_with);
+    epoch->data->Abort(abort_with);
   }
 }
 

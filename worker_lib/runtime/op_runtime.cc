@@ -94,6 +94,11 @@ OpRuntime::OpRuntime(const JobContext& job,
     outbox_.settings.set_disable_group_fusion(job.config->disable_group_fusion);
     outbox_.settings.set_fast_path(dynamic_cast<FastPathLink*>(link_.get()) !=
                                    nullptr);
+    // Where autotune may tune the data plane, and where it starts.
+    const DataPlane::Tunables t = data->tunables();
+    outbox_.settings.set_message_allreduce(t.message_allreduce);
+    outbox_.settings.set_small_allreduce_bytes(t.small_allreduce_bytes);
+    outbox_.settings.set_segment_bytes(t.segment_bytes);
   }
   thread_ = std::thread([this] { ThreadMain(); });
 }

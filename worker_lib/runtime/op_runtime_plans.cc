@@ -9,7 +9,9 @@
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "allreduce/data_plane.h"
 #include "allreduce/kernels.h"
 #include "proto/op_names.h"
 #include "worker_lib/runtime/op_runtime.h"
@@ -70,11 +72,18 @@ void OpRuntime::TracePlan(Timeline& timeline, const proto::Plan& plan,
                    {"tensors", absl::StrCat(tensors)}});
   if (plan.has_autotune()) {
     const proto::AutotuneSwitch& a = plan.autotune();
+    std::vector<std::pair<std::string, std::string>> args = {
+        {"fusion_threshold", absl::StrCat(a.fusion_threshold())},
+        {"cycle_time_us", absl::StrCat(a.cycle_time_us())},
+        {"cache_enabled", a.cache_enabled() ? "1" : "0"},
+        {"sample", absl::StrCat(a.sample())}};
+    if (a.data_plane()) {
+      args.emplace_back("small_allreduce_bytes",
+                        absl::StrCat(a.small_allreduce_bytes()));
+      args.emplace_back("segment_bytes", absl::StrCat(a.segment_bytes()));
+    }
     timeline.Marker(a.done() ? "autotune: chosen" : "autotune: switch", arrived,
-                    {{"fusion_threshold", absl::StrCat(a.fusion_threshold())},
-                     {"cycle_time_us", absl::StrCat(a.cycle_time_us())},
-                     {"cache_enabled", a.cache_enabled() ? "1" : "0"},
-                     {"sample", absl::StrCat(a.sample())}});
+                    args);
   }
 }
 
@@ -126,11 +135,24 @@ void OpRuntime::RunPlan(proto::Plan& plan, absl::Time arrived,
     const proto::AutotuneSwitch& a = plan.autotune();
     RuntimeLog()->info(
         "autotune: {} after plan {}: fusion threshold {} bytes, cycle time {} "
-        "us, response cache {} (sample {})",
+        "us, response cache {}{} (sample {})",
         a.done() ? "chosen" : "switch", plan.seq(), a.fusion_threshold(),
-        a.cycle_time_us(), a.cache_enabled() ? "on" : "off", a.sample());
+        a.cycle_time_us(), a.cache_enabled() ? "on" : "off",
+        a.data_plane()
+            ? absl::StrCat(", small-message cut-off ",
+                           a.small_allreduce_bytes(), " bytes, segment ",
+                           a.segment_bytes() == 0
+                               ? std::string("automatic")
+                               : absl::StrCat(a.segment_bytes(), " bytes"))
+            : std::string(),
+        a.sample());
   }
   StepResults results = runner.Run(plan.seq(), run.steps, run.timeline.get());
+  if (plan.has_autotune() && plan.autotune().data_plane()) {
+    // After this plan, as on every rank.
+    data_->Tune(static_cast<size_t>(plan.autotune().small_allreduce_bytes()),
+                static_cast<size_t>(plan.autotune().segment_bytes()));
+  }
   SendOrHoldDone(plan.seq(), run.in_plan);
   CompleteSteps(run.steps, results);
   // After the unlock: a caller woken under the lock would block on it at
@@ -277,6 +299,11 @@ void OpRuntime::CompleteSteps(std::vector<PlanStep>& steps,
       op->running = false;
       op->done = true;
       op->status = std::move(results[k][i]);
+      if (absl::IsAborted(op->status) && !terminal_.ok()) {
+        // The data plane was aborted because the runtime failed (Fail): the
+        // op ends with that reason, as the ops that did not run yet do.
+        op->status = terminal_;
+      }
       if (op->status.ok() && op->op == proto::PROCESS_SET_ADD) {
         sets_[static_cast<int32_t>(op->result.splits.at(0))] =
             std::vector<int>(op->splits.begin(), op->splits.end());
