@@ -2,20 +2,17 @@
 // OpenSSL's X509 API.
 #include "common/tls.h"
 
-#include <openssl/bio.h>
 #include <openssl/err.h>
-#include <openssl/pem.h>
 #include <openssl/x509.h>
 #include <openssl/x509_vfy.h>
 #include <openssl/x509v3.h>
-#include <sys/socket.h>
 
-#include <cerrno>
-#include <cstdint>
 #include <ctime>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <sstream>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -24,94 +21,6 @@
 #include "common/tls_internal.h"
 
 namespace kolo::tls {
-namespace internal {
-
-std::string OpenSslError() {
-  std::string out;
-  while (unsigned long e = ERR_get_error()) {  // NOLINT(runtime/int)
-    char buf[256];
-    ERR_error_string_n(e, buf, sizeof(buf));
-    if (!out.empty()) out += "; ";
-    out += buf;
-  }
-  return out.empty() ? "no detail from OpenSSL" : out;
-}
-
-BioPtr ReadBio(absl::string_view pem) {
-  return BioPtr(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
-}
-
-std::vector<X509Ptr> ReadCertificates(absl::string_view pem) {
-  std::vector<X509Ptr> out;
-  BioPtr bio = ReadBio(pem);
-  while (X509* x = PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr)) {
-    out.emplace_back(x);
-  }
-  ERR_clear_error();  // the end of the input reads as an error
-  return out;
-}
-
-std::string TimeText(const ASN1_TIME* t) {
-  BioPtr bio(BIO_new(BIO_s_mem()));
-  if (t == nullptr || ASN1_TIME_print(bio.get(), t) != 1) return "?";
-  char* data = nullptr;
-  const long n = BIO_get_mem_data(bio.get(), &data);  // NOLINT(runtime/int)
-  return std::string(data, static_cast<size_t>(n));
-}
-
-namespace {
-
-int BioFd(BIO* b) {
-  return static_cast<int>(reinterpret_cast<intptr_t>(BIO_get_data(b)));
-}
-
-int BioWrite(BIO* b, const char* data, int len) {
-  BIO_clear_retry_flags(b);
-  const ssize_t n =
-      ::send(BioFd(b), data, static_cast<size_t>(len), MSG_NOSIGNAL);
-  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
-    BIO_set_retry_write(b);
-  }
-  return static_cast<int>(n);
-}
-
-int BioRead(BIO* b, char* data, int len) {
-  BIO_clear_retry_flags(b);
-  const ssize_t n = ::recv(BioFd(b), data, static_cast<size_t>(len), 0);
-  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
-    BIO_set_retry_read(b);
-  }
-  return static_cast<int>(n);
-}
-
-long BioCtrl(BIO*, int cmd, long, void*) {  // NOLINT(runtime/int)
-  return cmd == BIO_CTRL_FLUSH ? 1 : 0;
-}
-
-int BioCreate(BIO* b) {
-  BIO_set_init(b, 1);
-  return 1;
-}
-
-}  // namespace
-
-BIO* NewSocketBio(int fd) {
-  static BIO_METHOD* const method = [] {
-    BIO_METHOD* m =
-        BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "kolo socket");
-    BIO_meth_set_write(m, BioWrite);
-    BIO_meth_set_read(m, BioRead);
-    BIO_meth_set_ctrl(m, BioCtrl);
-    BIO_meth_set_create(m, BioCreate);
-    return m;
-  }();
-  BIO* b = BIO_new(method);
-  if (b != nullptr) BIO_set_data(b, reinterpret_cast<void*>(intptr_t{fd}));
-  return b;
-}
-
-}  // namespace internal
-
 namespace {
 
 using internal::OpenSslError;
@@ -219,6 +128,19 @@ absl::StatusOr<TlsFiles> TlsFilesFromEnvironment(
                       "KOLO_TLS_CA");
 }
 
+absl::StatusOr<TlsFiles> TlsFilesFromFlagsOrEnvironment(
+    const TlsFiles& flags,
+    absl::FunctionRef<std::optional<std::string>(const char*)> env) {
+  if (!flags.cert.empty() || !flags.key.empty() || !flags.ca.empty()) {
+    return MakeTlsFiles(flags.cert, flags.key, flags.ca, "--tls-cert",
+                        "--tls-key", "--tls-ca");
+  }
+  return MakeTlsFiles(env("KOLO_TLS_CERT").value_or(""),
+                      env("KOLO_TLS_KEY").value_or(""),
+                      env("KOLO_TLS_CA").value_or(""), "KOLO_TLS_CERT",
+                      "KOLO_TLS_KEY", "KOLO_TLS_CA");
+}
+
 absl::StatusOr<TlsMaterial> LoadTlsMaterial(const TlsFiles& files,
                                             absl::Time now) {
   TlsMaterial m;
@@ -250,10 +172,7 @@ absl::Status CheckTlsMaterial(const TlsMaterial& m, absl::Time now,
     return absl::InvalidArgumentError(
         absl::StrCat(ca_name, " holds no PEM certificate"));
   }
-  internal::BioPtr key_bio = internal::ReadBio(m.key_pem);
-  std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)> key(
-      PEM_read_bio_PrivateKey(key_bio.get(), nullptr, nullptr, nullptr),
-      &EVP_PKEY_free);
+  internal::PrivateKeyPtr key = internal::ReadPrivateKey(m.key_pem);
   if (key == nullptr) {
     return absl::InvalidArgumentError(
         absl::StrCat(key_name, " holds no unencrypted PEM private key (",

@@ -20,6 +20,7 @@
 #ifndef KOLO_COMMON_TLS_H_
 #define KOLO_COMMON_TLS_H_
 
+#include <optional>
 #include <string>
 
 #include "absl/functional/function_ref.h"
@@ -54,6 +55,15 @@ absl::StatusOr<TlsFiles> MakeTlsFiles(std::string cert, std::string key,
 // (nullptr or "" is unset).
 absl::StatusOr<TlsFiles> TlsFilesFromEnvironment(
     absl::FunctionRef<const char*(const char*)> getenv);
+
+// The rule of every program with --tls-cert, --tls-key and --tls-ca flags
+// (kolorun, kolo-coordinator, kolo-ctl): `flags` (their values, "" for one
+// not given) when any is given, else KOLO_TLS_* read with `env` (nullopt or
+// "" is unset); flags and variables are not mixed. A partial set is
+// MakeTlsFiles' kInvalidArgument, naming the missing flags or variables.
+absl::StatusOr<TlsFiles> TlsFilesFromFlagsOrEnvironment(
+    const TlsFiles& flags,
+    absl::FunctionRef<std::optional<std::string>(const char*)> env);
 
 // The files' contents, as gRPC's SSL credentials take them.
 struct TlsMaterial {

@@ -8,9 +8,11 @@
 //   handshake, before any call.
 // - A client pins the job's CA and checks the name kJobName ("kolo-job"),
 //   not the coordinator's address (GRPC_SSL_TARGET_NAME_OVERRIDE_ARG).
-// - Versions: gRPC 1.51's SSL credentials offer no minimum-version setting;
-//   they allow TLS 1.2 to 1.3, and two kolo processes (OpenSSL 3) negotiate
-//   TLS 1.3.
+// - Versions: TLS 1.2 and 1.3; two kolo processes (OpenSSL 3) negotiate
+//   TLS 1.3. gRPC 1.51 has no public minimum-version setter (not on the SSL
+//   credentials, not on grpc::experimental::TlsCredentialsOptions, not in
+//   the C API: grpc_tls_version is only an enum there), so a TLS 1.2 client
+//   with the job's certificate completes the handshake (docs/security.md).
 // - gRPC logs a refused handshake through gpr_log, once per connection, with
 //   no peer address. InstallHandshakeRefusalLog sends those lines to kolo's
 //   `logger` at warn, rate-limited (LogRefusal, key "tls"), and gRPC's other

@@ -4,7 +4,6 @@
 
 #include <fcntl.h>
 #include <openssl/err.h>
-#include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509_vfy.h>
 #include <poll.h>
@@ -14,7 +13,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <memory>
-#include <vector>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "common/tls_internal.h"
@@ -53,31 +52,6 @@ bool Connect(int fd, absl::Time until) {
   return true;
 }
 
-// Loads the job's certificates into `ctx`: its own certificate and key, the
-// CA it pins.
-bool UseMaterial(SSL_CTX* ctx, const TlsMaterial& m) {
-  std::vector<internal::X509Ptr> chain = internal::ReadCertificates(m.cert_pem);
-  std::vector<internal::X509Ptr> cas = internal::ReadCertificates(m.ca_pem);
-  internal::BioPtr key_bio = internal::ReadBio(m.key_pem);
-  std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)> key(
-      PEM_read_bio_PrivateKey(key_bio.get(), nullptr, nullptr, nullptr),
-      &EVP_PKEY_free);
-  if (chain.empty() || cas.empty() || key == nullptr) return false;
-  if (SSL_CTX_use_certificate(ctx, chain[0].get()) != 1 ||
-      SSL_CTX_use_PrivateKey(ctx, key.get()) != 1) {
-    return false;
-  }
-  for (size_t i = 1; i < chain.size(); ++i) {
-    if (SSL_CTX_add1_chain_cert(ctx, chain[i].get()) != 1) return false;
-  }
-  X509_STORE* store = SSL_CTX_get_cert_store(ctx);
-  for (const internal::X509Ptr& ca : cas) {
-    if (X509_STORE_add_cert(store, ca.get()) != 1) return false;
-  }
-  SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
-  return true;
-}
-
 // After a failed SSL call: whose doing it was.
 ProbeResult Classify(SSL* ssl, bool handshake_done) {
   const unsigned long err = ERR_peek_error();  // NOLINT(runtime/int)
@@ -108,8 +82,12 @@ ProbeResult ProbeTls(const net::SockAddr& addr, const TlsMaterial* material,
   std::unique_ptr<SSL_CTX, CtxFree> ctx(SSL_CTX_new(TLS_client_method()));
   if (ctx == nullptr) return {Kind::kNoAnswer, internal::OpenSslError()};
   SSL_CTX_set_min_proto_version(ctx.get(), TLS1_2_VERSION);
-  if (material != nullptr && !UseMaterial(ctx.get(), *material)) {
-    return {Kind::kNoAnswer, internal::OpenSslError()};
+  if (material != nullptr) {
+    if (absl::Status st = internal::UseJobMaterial(ctx.get(), *material);
+        !st.ok()) {
+      return {Kind::kNoAnswer, std::string(st.message())};
+    }
+    SSL_CTX_set_verify(ctx.get(), SSL_VERIFY_PEER, nullptr);
   }
   std::unique_ptr<SSL, SslFree> ssl(SSL_new(ctx.get()));
   BIO* bio = internal::NewSocketBio(fd->get());

@@ -2,14 +2,12 @@
 #include "common/tls_stream.h"
 
 #include <openssl/err.h>
-#include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509_vfy.h>
 
 #include <cerrno>
 #include <cstring>
 #include <utility>
-#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/tls_internal.h"
@@ -29,26 +27,7 @@ absl::StatusOr<std::shared_ptr<const TlsContext>> TlsContext::Make(
   SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION);
   SSL_CTX_set_mode(
       ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
-  std::vector<internal::X509Ptr> chain = internal::ReadCertificates(m.cert_pem);
-  std::vector<internal::X509Ptr> cas = internal::ReadCertificates(m.ca_pem);
-  internal::BioPtr key_bio = internal::ReadBio(m.key_pem);
-  std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)> key(
-      PEM_read_bio_PrivateKey(key_bio.get(), nullptr, nullptr, nullptr),
-      &EVP_PKEY_free);
-  bool ok = !chain.empty() && !cas.empty() && key != nullptr &&
-            SSL_CTX_use_certificate(ctx, chain[0].get()) == 1 &&
-            SSL_CTX_use_PrivateKey(ctx, key.get()) == 1;
-  for (size_t i = 1; ok && i < chain.size(); ++i) {
-    ok = SSL_CTX_add1_chain_cert(ctx, chain[i].get()) == 1;
-  }
-  X509_STORE* store = SSL_CTX_get_cert_store(ctx);
-  for (size_t i = 0; ok && i < cas.size(); ++i) {
-    ok = X509_STORE_add_cert(store, cas[i].get()) == 1;
-  }
-  if (!ok) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cannot use the job's TLS certificates: ", internal::OpenSslError()));
-  }
+  if (absl::Status st = internal::UseJobMaterial(ctx, m); !st.ok()) return st;
   // A server requires the client's certificate; both check the CA.
   SSL_CTX_set_verify(ctx,
                      role == Role::kServer

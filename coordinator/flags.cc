@@ -8,9 +8,12 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/tls.h"
+#include "common/tls_flags.h"
 #include "common/version.h"
 
 namespace kolo::coordinator {
@@ -192,9 +195,7 @@ std::string ReadFlags(int argc, const char* const* argv, CoordinatorFlags& f) {
   np.option = app.add_option("--np", np.text);
   app.add_option("--bind", listen.bind_host);
   app.add_option("--secret-file", f.secret_file);
-  app.add_option("--tls-cert", f.tls_files.cert);
-  app.add_option("--tls-key", f.tls_files.key);
-  app.add_option("--tls-ca", f.tls_files.ca);
+  tls::AddTlsFlags(app, f.tls_files);
   app.add_option("--job-id", core.job_id);
   app.add_option("--port-file", f.port_file);
   metrics_port.option = app.add_option("--metrics-port", metrics_port.text);
@@ -292,24 +293,6 @@ std::string CheckSizes(const ServerOptions& o) {
   return "";
 }
 
-// The --tls-* flags, else KOLO_TLS_*: all three or none of either; "" when
-// they are.
-std::string TlsFilesFrom(EnvLookup env, tls::TlsFiles& files) {
-  absl::StatusOr<tls::TlsFiles> checked;
-  if (files.cert.empty() && files.key.empty() && files.ca.empty()) {
-    checked = tls::MakeTlsFiles(env("KOLO_TLS_CERT").value_or(""),
-                                env("KOLO_TLS_KEY").value_or(""),
-                                env("KOLO_TLS_CA").value_or(""),
-                                "KOLO_TLS_CERT", "KOLO_TLS_KEY", "KOLO_TLS_CA");
-  } else {
-    checked = tls::MakeTlsFiles(files.cert, files.key, files.ca, "--tls-cert",
-                                "--tls-key", "--tls-ca");
-  }
-  if (!checked.ok()) return std::string(checked.status().message());
-  files = *std::move(checked);
-  return "";
-}
-
 }  // namespace
 
 ServerOptions ServerFlagDefaults() {
@@ -340,9 +323,11 @@ FlagsOutcome ParseCoordinatorFlags(int argc, const char* const* argv,
   }
   ImplyElastic(env, f.server.core);
   if (!env_error.ok()) return Error(std::string(env_error.message()));
-  if (std::string error = TlsFilesFrom(env, f.tls_files); !error.empty()) {
-    return Error(std::move(error));
-  }
+  // The --tls-* flags, else KOLO_TLS_*: all three or none of either.
+  absl::StatusOr<tls::TlsFiles> tls_files =
+      tls::TlsFilesFromFlagsOrEnvironment(f.tls_files, env);
+  if (!tls_files.ok()) return Error(std::string(tls_files.status().message()));
+  f.tls_files = *std::move(tls_files);
   if (std::string error = CheckSizes(f.server); !error.empty()) {
     return Error(std::move(error));
   }

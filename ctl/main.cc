@@ -50,22 +50,16 @@ int main(int argc, char** argv) {
   sigaddset(&stop, SIGTERM);
   if (options.watch) pthread_sigmask(SIG_BLOCK, &stop, nullptr);
 
-  // The job's certificates, when it runs with TLS (KOLO_TLS_*).
-  absl::StatusOr<kolo::tls::TlsFiles> tls_files =
-      kolo::tls::TlsFilesFromEnvironment(
-          [](const char* name) { return std::getenv(name); });
+  // The job's certificates, when it runs with TLS (--tls-* or KOLO_TLS_*).
   std::optional<kolo::tls::TlsMaterial> tls;
-  if (tls_files.ok() && tls_files->enabled()) {
+  if (options.tls_files.enabled()) {
     absl::StatusOr<kolo::tls::TlsMaterial> loaded =
-        kolo::tls::LoadTlsMaterial(*tls_files);
-    if (!loaded.ok())
-      tls_files = loaded.status();
-    else
-      tls = *std::move(loaded);
-  }
-  if (!tls_files.ok()) {
-    std::cerr << "kolo-ctl: " << tls_files.status().message() << "\n";
-    return 2;
+        kolo::tls::LoadTlsMaterial(options.tls_files);
+    if (!loaded.ok()) {
+      std::cerr << "kolo-ctl: " << loaded.status().message() << "\n";
+      return 2;
+    }
+    tls = *std::move(loaded);
   }
   kolo::ctl::StatusClient client(options.coordinator, options.job_id, *secret,
                                  tls.has_value() ? &*tls : nullptr);

@@ -5,9 +5,12 @@
 #include <sstream>
 
 #include "CLI/CLI.hpp"
+#include "absl/status/statusor.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/tls.h"
+#include "common/tls_flags.h"
 #include "common/version.h"
 
 namespace kolo::ctl {
@@ -16,7 +19,8 @@ namespace {
 constexpr char kFooter[] =
     "Environment: KOLO_COORDINATOR (HOST:PORT), KOLO_JOB_ID, KOLO_SECRET or "
     "KOLO_SECRET_FILE (the job secret; never on the command line), "
-    "KOLO_STALL_CHECK_TIME_SECONDS.\n"
+    "KOLO_TLS_CERT, KOLO_TLS_KEY and KOLO_TLS_CA (the job's TLS "
+    "certificates, when it runs with TLS), KOLO_STALL_CHECK_TIME_SECONDS.\n"
     "Exit status: 0 shown, 1 the coordinator could not be asked (unreachable, "
     "refused, no answer in time), 2 bad usage or no secret.";
 
@@ -99,6 +103,7 @@ void AddStatusCommand(CLI::App& app, CtlOptions& o, StatusTexts& texts) {
                    "file holding the job secret (default: $KOLO_SECRET, "
                    "else $KOLO_SECRET_FILE)")
       ->type_name("FILE");
+  tls::AddTlsFlags(*status, o.tls_files);
   CLI::Option* watch = status->add_flag(
       "--watch", o.watch,
       "poll until interrupted, redrawing the screen (with --json: one object "
@@ -143,6 +148,7 @@ void AddMetricsCommand(CLI::App& app, CtlOptions& o) {
                    "file holding the job secret (default: $KOLO_SECRET, "
                    "else $KOLO_SECRET_FILE)")
       ->type_name("FILE");
+  tls::AddTlsFlags(*metrics, o.tls_files);
   metrics->callback([&o] { o.command = CtlOptions::Command::kMetrics; });
 }
 
@@ -241,6 +247,12 @@ ParseOutcome ParseCtlArgs(int argc, const char* const* argv, EnvLookup env) {
   for (const std::string& error : {ApplyTexts(texts, o), CheckTarget(o)}) {
     if (!error.empty()) return Error(error);
   }
+  absl::StatusOr<tls::TlsFiles> tls_files =
+      tls::TlsFilesFromFlagsOrEnvironment(o.tls_files, env);
+  if (!tls_files.ok()) {
+    return Error(absl::StrCat("kolo-ctl: ", tls_files.status().message()));
+  }
+  o.tls_files = *std::move(tls_files);
 
   ParseOutcome out;
   out.kind = ParseOutcome::Kind::kRun;

@@ -40,10 +40,12 @@ absl::StatusOr<proto::StatusReply> StatusClient::Poll(absl::Duration deadline,
           "cannot reach the coordinator at ", address_, " (", said,
           "); check --coordinator or KOLO_COORDINATOR and that the job is "
           "running",
-          tls_ ? "; with TLS (KOLO_TLS_*): that the coordinator speaks TLS "
-                 "and that the certificates are this job's and not expired"
+          tls_ ? "; with TLS (--tls-* or KOLO_TLS_*): that the coordinator "
+                 "speaks TLS and that the certificates are this job's and not "
+                 "expired"
                : "; if the job runs with TLS, give kolo-ctl its certificates "
-                 "in KOLO_TLS_CERT, KOLO_TLS_KEY and KOLO_TLS_CA"));
+                 "with --tls-cert, --tls-key and --tls-ca (or KOLO_TLS_CERT, "
+                 "KOLO_TLS_KEY and KOLO_TLS_CA)"));
     case grpc::StatusCode::DEADLINE_EXCEEDED:
       return absl::DeadlineExceededError(
           absl::StrCat("the coordinator at ", address_, " did not answer in ",

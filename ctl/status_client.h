@@ -23,7 +23,8 @@ class StatusClient {
  public:
   // `address` is HOST:PORT (or any gRPC target); no connection is made until
   // the first Poll. `tls`: the job's certificates (common/tls.h, from
-  // KOLO_TLS_*), for a coordinator that requires TLS; null: plaintext.
+  // --tls-* or KOLO_TLS_*), for a coordinator that requires TLS; null:
+  // plaintext.
   StatusClient(std::string address, std::string job_id, std::string secret,
                const tls::TlsMaterial* tls = nullptr);
 

@@ -318,9 +318,56 @@ def plan_applier():
     }
 
 
+# sealed_channel_fuzz.cc: frames are sealed by the harness (the key is
+# fixed there); a seed only says which frames, how they are posted, how
+# the stream is cut and edited.
+def sc_frame(kind, low, post=0):
+    return bytes([kind]) + u16(low) + bytes([post])
+
+
+def sc_script(frames, extras=(), chunk=4096, mode=0, tail=b""):
+    return (bytes([len(frames)]) + b"".join(frames) + bytes([len(extras)])
+            + b"".join(u16(n) + bytes([seq]) for n, seq in extras)
+            + u16(chunk - 1) + bytes([mode]) + tail)
+
+
+def sc_edit(kind, at, arg=b""):
+    return bytes([kind]) + u16(at >> 8) + bytes([at & 0xFF]) + arg
+
+
+def sealed_channel():
+    two = [sc_frame(0, 100), sc_frame(1, 5)]
+    return {
+        "clean": sc_script(two),
+        "record_boundaries": sc_script(
+            [sc_frame(0, 0), sc_frame(1, 0), sc_frame(0, 65535),
+             sc_frame(2, 1)], chunk=1000),
+        "more_records_than_a_read": sc_script(
+            [sc_frame(3, 7), sc_frame(0, 3)], chunk=30000),
+        "byte_at_a_time": sc_script([sc_frame(0, 40)], chunk=1),
+        "flipped_header": sc_script(
+            two, mode=1, tail=bytes([1]) + sc_edit(0, 20, bytes([0x10]))),
+        "flipped_payload": sc_script(
+            two, mode=1, tail=bytes([1]) + sc_edit(0, 200, bytes([0x01]))),
+        "truncated": sc_script(two, mode=1, tail=bytes([1]) + sc_edit(3, 70)),
+        "inserted": sc_script(
+            two, mode=1, tail=bytes([1]) + sc_edit(1, 48, blob(b"xyz"))),
+        "erased": sc_script(two, mode=1, tail=bytes([1]) + sc_edit(2, 10,
+                                                                   u16(5))),
+        "wrong_seq": sc_script([sc_frame(0, 8, post=1), sc_frame(0, 8)]),
+        "wrong_length": sc_script([sc_frame(0, 8), sc_frame(0, 8, post=2)]),
+        "trailing_garbage": sc_script(
+            [sc_frame(0, 16)], extras=[(16, 101)],
+            tail=bytes(range(64))),
+        "raw": sc_script([], extras=[(0, 0), (32, 1)], mode=2,
+                         tail=bytes(range(48)) + bytes(range(48))),
+    }
+
+
 TARGETS = {
     "frame_decoder": frame_decoder,
     "data_handshake": data_handshake,
+    "sealed_channel": sealed_channel,
     "worker_config": worker_config,
     "kolorun_args": kolorun_args,
     "coordinator_core": coordinator_core,

@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/knobs.h"
+#include "common/tls.h"
 #include "common/tls_generate.h"
 
 namespace kolo::launcher {
@@ -31,25 +33,13 @@ absl::Status WriteFile0600(const std::string& path, const std::string& text) {
   return absl::OkStatus();
 }
 
-std::string Get(const std::map<std::string, std::string>& env,
-                const char* name) {
-  auto it = env.find(name);
-  return it == env.end() ? std::string() : it->second;
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<JobTls>> JobTls::Prepare(
     const LaunchOptions& options, const std::map<std::string, std::string>& env,
     bool local_only) {
-  const tls::TlsFiles& f = options.tls_files;
   absl::StatusOr<tls::TlsFiles> files =
-      f.cert.empty() && f.key.empty() && f.ca.empty()
-          ? tls::MakeTlsFiles(Get(env, "KOLO_TLS_CERT"),
-                              Get(env, "KOLO_TLS_KEY"), Get(env, "KOLO_TLS_CA"),
-                              "KOLO_TLS_CERT", "KOLO_TLS_KEY", "KOLO_TLS_CA")
-          : tls::MakeTlsFiles(f.cert, f.key, f.ca, "--tls-cert", "--tls-key",
-                              "--tls-ca");
+      tls::TlsFilesFromFlagsOrEnvironment(options.tls_files, InMap(env));
   if (!files.ok()) return files.status();
   if (!options.tls && !files->enabled()) return nullptr;
   auto job = std::unique_ptr<JobTls>(new JobTls());

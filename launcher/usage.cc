@@ -136,7 +136,7 @@ Options:
   --events FILE                Write the coordinator's event log to FILE: one
                                JSON object a line (epochs, losses, faults,
                                stalls, refusals, the job's end).
-  --tls                        The control plane (gRPC, kolo-ctl) over TLS 1.3
+  --tls                        The control plane (gRPC, kolo-ctl) over TLS
                                with mutual authentication: with no files,
                                kolorun makes a CA and a certificate for the
                                job (local workers only), removed when it ends.

@@ -40,6 +40,7 @@ max_len() {
   case "$1" in
     frame_decoder) echo 4096 ;;
     data_handshake) echo 1024 ;;
+    sealed_channel) echo 4096 ;;
     link_handshake) echo 4096 ;;
     coordinator_core) echo 8192 ;;
     plan_applier) echo 4096 ;;

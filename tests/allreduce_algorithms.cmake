@@ -39,6 +39,12 @@ kolo_add_test(allreduce_shm_transport_test
   SOURCES allreduce_shm_transport_test.cc
   LIBS kolo_collective_testing kolo_allreduce
   LABELS unit tsan)
+# The hybrid transport with KOLO_DATA_ENCRYPTION=aes-256-gcm: exact across
+# two encrypted "hosts", a tampered frame across them refused.
+kolo_add_test(allreduce_hybrid_encryption_test
+  SOURCES allreduce_hybrid_encryption_test.cc
+  LIBS kolo_collective_testing kolo_allreduce
+  LABELS unit tsan)
 # The hierarchical collectives (within each host, then across hosts) and their
 # grouping of ranks into hosts, over LocalFabric for several host layouts.
 kolo_add_test(allreduce_hierarchical_test

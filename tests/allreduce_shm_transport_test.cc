@@ -27,6 +27,7 @@
 #include "allreduce/shm/shm_transport.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/allreduce_hybrid_test_world.h"
 #include "tests/allreduce_tcp_test_mesh.h"
 #include "tests/testing/collective_data.h"
 #include "tests/testing/shm_world.h"
@@ -34,6 +35,9 @@
 
 namespace kolo {
 namespace {
+
+using ::kolo::testing::JoinAll;
+using ::kolo::testing::Joined;
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -227,38 +231,6 @@ int DevShmEntries() {
   return n;
 }
 
-// Every rank's TCP transport of a 4-rank world on loopback, and the local
-// groups `hosts` ({{0,1},{2,3}}: two hosts) joined through JoinSegment.
-struct Joined {
-  std::vector<std::unique_ptr<TcpTransport>> tcp;
-  std::vector<absl::StatusOr<ShmJoin>> joins;
-};
-
-Joined JoinAll(const testing::TestWorld& world,
-               const std::vector<std::vector<int>>& hosts, size_t bytes) {
-  Joined j;
-  j.tcp = world.CreateAll();
-  for (int r = 0; r < world.size(); ++r) {
-    j.joins.emplace_back(absl::UnknownError("not run"));
-  }
-  std::vector<std::thread> threads;
-  for (const auto& host : hosts) {
-    for (int r : host) {
-      threads.emplace_back([&, r, host] {
-        ShmSetupOptions o;
-        o.rank = r;
-        o.local = host;
-        o.epoch = 4;
-        o.bytes = bytes;
-        o.deadline = absl::Now() + testing::Scaled(absl::Seconds(20));
-        j.joins[r] = JoinSegment(*j.tcp[r], o);
-      });
-    }
-  }
-  for (auto& t : threads) t.join();
-  return j;
-}
-
 TEST(ShmSetupTest, LocalRanksShareOneSegmentAndLeaveNothingInDevShm) {
   const int before = DevShmEntries();
   testing::TestWorld world(3);
@@ -311,22 +283,9 @@ TEST(ShmSetupTest, ASegmentTooSmallMeansTcpForEveryLocalRank) {
 TEST(HybridTransportTest, CollectivesAcrossTwoHostsOfTwoRanks) {
   testing::TestWorld world(4);
   const std::vector<std::vector<int>> hosts = {{0, 1}, {2, 3}};
-  Joined j = JoinAll(world, hosts, 1 << 20);
-  std::vector<std::unique_ptr<Transport>> ts(4);
-  for (int r = 0; r < 4; ++r) {
-    ASSERT_TRUE(j.joins[r].ok()) << j.joins[r].status();
-    ASSERT_NE(j.joins[r]->segment, nullptr) << j.joins[r]->why;
-    ShmOptions o;
-    o.rank = j.joins[r]->local_rank;
-    o.epoch = 4;
-    o.epoch_ranks = hosts[r / 2];
-    o.pids = j.joins[r]->pids;
-    auto shm =
-        std::make_unique<ShmTransport>(std::move(j.joins[r]->segment), o);
-    ts[r] = std::make_unique<HybridTransport>(
-        std::move(j.tcp[r]), std::move(shm), hosts[r / 2],
-        testing::Scaled(absl::Seconds(30)), absl::Microseconds(50));
-  }
+  std::vector<std::unique_ptr<Transport>> ts =
+      testing::MakeHybridWorld(world, hosts, 1 << 20);
+  ASSERT_EQ(ts.size(), 4u);
   uint64_t seq = 10;
   for (int64_t count :
        {int64_t{0}, int64_t{1}, int64_t{4099}, int64_t{(1 << 20) + 3}}) {

@@ -4,33 +4,28 @@
 // the wire and a replayed frame (injected by a relay between two ranks) fail
 // the receive with the authentication error, never a wrong result, and
 // nothing hangs. N ranks = N threads on loopback.
-#include <poll.h>
-#include <sys/socket.h>
-
-#include <atomic>
 #include <cstdint>
-#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "allreduce/collectives.h"
-#include "allreduce/tcp/handshake.h"
 #include "allreduce/tcp/record_cipher.h"
 #include "allreduce/tcp/tcp_transport.h"
-#include "common/auth.h"
-#include "common/socket_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/allreduce_tcp_test_mesh.h"
+#include "tests/allreduce_tcp_test_relay.h"
 #include "tests/testing/timeouts.h"
 
 namespace kolo {
 namespace {
 
+using ::kolo::testing::ConnectorHandshakeBytes;
 using ::kolo::testing::ExchangeEverySize;
 using ::kolo::testing::Filled;
+using ::kolo::testing::Relay;
 using ::kolo::testing::RunRanks;
 using ::kolo::testing::Scaled;
 using ::kolo::testing::TestWorld;
@@ -105,104 +100,6 @@ TEST(TcpEncryption, RanksThatDisagreeAreRefusedNamingBothSettings) {
                           "aes-256-gcm"))
         << "rank " << r << ": " << st[r];
   }
-}
-
-// A relay between a connector and its acceptor: passes the handshake as it
-// is, and lets `tamper` edit the connector's bytes after it (offsets count
-// from the first byte after the handshake).
-class Relay {
- public:
-  using Tamper = std::function<void(uint64_t offset, std::string& bytes)>;
-  Relay(std::string upstream, uint64_t handshake_bytes, Tamper tamper)
-      : listener_(testing::Listen()),
-        upstream_(std::move(upstream)),
-        handshake_bytes_(handshake_bytes),
-        tamper_(std::move(tamper)) {
-    thread_ = std::thread([this] { Run(); });
-  }
-  ~Relay() {
-    stop_ = true;
-    thread_.join();
-  }
-  const std::string& address() const { return listener_.address; }
-
- private:
-  void Run() {
-    pollfd lp{listener_.fd.get(), POLLIN, 0};
-    while (!stop_ && ::poll(&lp, 1, 20) <= 0) {
-    }
-    if (stop_) return;
-    net::UniqueFd down(::accept4(listener_.fd.get(), nullptr, nullptr, 0));
-    auto addr = net::ResolveAddress(upstream_);
-    ASSERT_TRUE(addr.ok());
-    auto up = net::StartConnect(*addr);
-    ASSERT_TRUE(up.ok());
-    pollfd cp{up->get(), POLLOUT, 0};
-    ::poll(&cp, 1, 5000);
-    ASSERT_TRUE(net::FinishConnect(up->get()).ok());
-    uint64_t sent = 0;  // connector bytes relayed
-    char buf[65536];
-    while (!stop_) {
-      pollfd p[2] = {{down.get(), POLLIN, 0}, {up->get(), POLLIN, 0}};
-      if (::poll(p, 2, 20) <= 0) continue;
-      for (int i = 0; i < 2; ++i) {
-        if (p[i].revents == 0) continue;
-        ssize_t n = ::recv(p[i].fd, buf, sizeof(buf), MSG_DONTWAIT);
-        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
-          return;  // one end closed: closing both ends tells the other
-        }
-        if (n < 0) continue;
-        std::string bytes(buf, static_cast<size_t>(n));
-        if (i == 0) {
-          // Cut at the end of the handshake so tamper sees data only.
-          size_t hs = sent < handshake_bytes_
-                          ? std::min<uint64_t>(handshake_bytes_ - sent, n)
-                          : 0;
-          std::string data = bytes.substr(hs);
-          if (!data.empty()) tamper_(sent + hs - handshake_bytes_, data);
-          bytes = bytes.substr(0, hs) + data;
-          sent += static_cast<uint64_t>(n);
-        }
-        int to = i == 0 ? up->get() : down.get();
-        size_t off = 0;
-        while (off < bytes.size()) {
-          ssize_t w =
-              ::send(to, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
-          if (w < 0 && (errno == EAGAIN || errno == EINTR)) {
-            pollfd wp{to, POLLOUT, 0};
-            ::poll(&wp, 1, 20);
-            continue;
-          }
-          if (w < 0) return;
-          off += static_cast<size_t>(w);
-        }
-      }
-    }
-  }
-
-  testing::TestListener listener_;
-  std::string upstream_;
-  uint64_t handshake_bytes_;
-  Tamper tamper_;
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
-};
-
-// What rank 1 of a TestWorld sends in its handshake with rank 0: Hello and
-// Proof (the field contents do not change the sizes).
-uint64_t ConnectorHandshakeBytes(const TestWorld& world) {
-  TcpOptions o = world.Options(1);
-  tcp::Hello h{o.protocol_version,
-               o.epoch,
-               1,
-               0,
-               o.job_id,
-               o.worker_ids[1],
-               auth::RandomBytes(auth::kNonceBytes)};
-  return tcp::EncodeMsg(tcp::MsgType::kHello, tcp::EncodeHello(h)).size() +
-         tcp::EncodeMsg(tcp::MsgType::kProof,
-                        tcp::EncodeString(std::string(auth::kMacBytes, 'm')))
-             .size();
 }
 
 // Rank 1 sends `frames` messages of `len` bytes to rank 0 through a relay

@@ -1,7 +1,9 @@
 // kolo-ctl end to end: a real coordinator (CoordinatorServer on loopback) and
 // the kolo-ctl binary, with the right secret, a wrong one, a wrong job, no
 // coordinator, and --watch; plus the Status RPC's refusal of an unsigned
-// request over raw gRPC.
+// request over raw gRPC. Against a coordinator with TLS: kolo-ctl with the
+// job's certificates in --tls-* (over another job's in KOLO_TLS_*) shows the
+// job; without them it is refused, and told to give them.
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -19,6 +21,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/auth.h"
+#include "common/tls.h"
+#include "common/tls_generate.h"
 #include "coordinator/server.h"
 #include "coordinator/status_auth.h"
 #include "gmock/gmock.h"
@@ -50,6 +54,7 @@ class CtlEndToEndTest : public ::testing::Test {
     o.core.expected_size = 2;
     o.core.job_id = kJob;
     o.core.secret = kSecret;
+    o.listen.tls = server_tls_;
     absl::StatusOr<std::unique_ptr<coordinator::CoordinatorServer>> s =
         coordinator::CoordinatorServer::Start(o);
     ASSERT_TRUE(s.ok()) << s.status();
@@ -72,7 +77,10 @@ class CtlEndToEndTest : public ::testing::Test {
                {"KOLO_SECRET_FILE", std::nullopt},
                {"KOLO_COORDINATOR", std::nullopt},
                {"KOLO_JOB_ID", std::nullopt},
-               {"KOLO_STALL_CHECK_TIME_SECONDS", std::nullopt}};
+               {"KOLO_STALL_CHECK_TIME_SECONDS", std::nullopt},
+               {"KOLO_TLS_CERT", std::nullopt},
+               {"KOLO_TLS_KEY", std::nullopt},
+               {"KOLO_TLS_CA", std::nullopt}};
     for (auto& [k, v] : extra) env[k] = v;
     return env;
   }
@@ -89,6 +97,8 @@ class CtlEndToEndTest : public ::testing::Test {
     return p.exit_info().code;
   }
 
+  // The server's certificates; none: plaintext.
+  std::optional<tls::TlsMaterial> server_tls_;
   std::unique_ptr<coordinator::CoordinatorServer> server_;
   std::string address_;
   std::string secret_file_;
@@ -233,6 +243,122 @@ TEST_F(CtlEndToEndTest, UnsignedStatusRpcGetsTheGenericRefusal) {
     EXPECT_EQ(st.ok(), first) << st.error_message();
     EXPECT_EQ(reply.job_id(), first ? kJob : "");
   }
+}
+
+// The coordinator with TLS, the job's certificates in files ("job") and
+// another job's ("other").
+class CtlTlsEndToEndTest : public CtlEndToEndTest {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<tls::TlsMaterial> job = tls::MakeJobMaterial(absl::Hours(1));
+    absl::StatusOr<tls::TlsMaterial> other =
+        tls::MakeJobMaterial(absl::Hours(1));
+    ASSERT_TRUE(job.ok()) << job.status();
+    ASSERT_TRUE(other.ok()) << other.status();
+    Write("job", *job);
+    Write("other", *other);
+    server_tls_ = *job;
+    CtlEndToEndTest::SetUp();
+  }
+  void TearDown() override {
+    CtlEndToEndTest::TearDown();
+    for (const std::string& f : written_) std::remove(f.c_str());
+  }
+  std::string File(const std::string& name, const char* part) const {
+    return absl::StrCat(::testing::TempDir(), "ctl_e2e_tls_", getpid(), "_",
+                        name, ".", part);
+  }
+  // The --tls-* flags naming certificates `name`.
+  std::vector<std::string> TlsFlags(const std::string& name) const {
+    return {"--tls-cert",      File(name, "cert"), "--tls-key",
+            File(name, "key"), "--tls-ca",         File(name, "ca")};
+  }
+
+ private:
+  void Write(const std::string& name, const tls::TlsMaterial& m) {
+    for (const auto& [part, pem] :
+         {std::pair<const char*, const std::string*>{"cert", &m.cert_pem},
+          {"key", &m.key_pem},
+          {"ca", &m.ca_pem}}) {
+      const std::string path = File(name, part);
+      std::ofstream(path) << *pem;
+      ASSERT_EQ(chmod(path.c_str(), 0600), 0);
+      written_.push_back(path);
+    }
+  }
+  std::vector<std::string> written_;
+};
+
+TEST_F(CtlTlsEndToEndTest, TheFlagsCertificatesShowTheJob) {
+  std::vector<std::string> args = {"status", "--coordinator", address_,
+                                   "--job-id", kJob};
+  for (std::string& a : TlsFlags("job")) args.push_back(std::move(a));
+  // Another job's certificates in the environment: the flags win.
+  std::string out;
+  EXPECT_EQ(Run(args,
+                {{"KOLO_SECRET", kSecret},
+                 {"KOLO_TLS_CERT", File("other", "cert")},
+                 {"KOLO_TLS_KEY", File("other", "key")},
+                 {"KOLO_TLS_CA", File("other", "ca")}},
+                &out),
+            0)
+      << out;
+  EXPECT_THAT(out, HasSubstr("job:         ctl-job\n"));
+  EXPECT_THAT(out, HasSubstr("members:     0 (2 expected at the start)\n"));
+
+  args = {"metrics", "--coordinator", address_, "--job-id", kJob};
+  for (std::string& a : TlsFlags("job")) args.push_back(std::move(a));
+  EXPECT_EQ(Run(args, {{"KOLO_SECRET", kSecret}}, &out), 0) << out;
+  EXPECT_THAT(out, HasSubstr("kolo_expected_workers 2\n"));
+}
+
+TEST_F(CtlTlsEndToEndTest, WithoutCertificatesItIsRefusedAndToldWhy) {
+  std::string out;
+  EXPECT_EQ(Run({"status", "--coordinator", address_, "--job-id", kJob},
+                {{"KOLO_SECRET", kSecret}}, &out),
+            1)
+      << out;
+  EXPECT_THAT(
+      out, HasSubstr("kolo-ctl: cannot reach the coordinator at " + address_));
+  EXPECT_THAT(out, HasSubstr("if the job runs with TLS, give kolo-ctl its "
+                             "certificates with --tls-cert, --tls-key and "
+                             "--tls-ca"));
+  EXPECT_THAT(out, Not(HasSubstr("job:")));
+}
+
+TEST_F(CtlTlsEndToEndTest, AnotherJobsCertificatesAreRefused) {
+  std::vector<std::string> args = {"status", "--coordinator", address_,
+                                   "--job-id", kJob};
+  for (std::string& a : TlsFlags("other")) args.push_back(std::move(a));
+  std::string out;
+  EXPECT_EQ(Run(args, {{"KOLO_SECRET", kSecret}}, &out), 1) << out;
+  EXPECT_THAT(out, HasSubstr("with TLS (--tls-* or KOLO_TLS_*): that the "
+                             "coordinator speaks TLS and that the "
+                             "certificates are this job's"));
+  EXPECT_THAT(out, Not(HasSubstr("job:")));
+}
+
+TEST_F(CtlTlsEndToEndTest, APartialSetOfFlagsIsAUsageError) {
+  std::string out;
+  EXPECT_EQ(Run({"status", "--coordinator", address_, "--tls-cert",
+                 File("job", "cert")},
+                {{"KOLO_SECRET", kSecret}}, &out),
+            2)
+      << out;
+  EXPECT_THAT(out, HasSubstr("kolo-ctl: TLS needs a certificate, its key and "
+                             "the job's CA together: --tls-key and --tls-ca "
+                             "are missing"));
+}
+
+TEST_F(CtlTlsEndToEndTest, AnUnreadableFileIsAUsageErrorNamingIt) {
+  std::vector<std::string> args = {"status", "--coordinator", address_};
+  for (std::string& a : TlsFlags("job")) args.push_back(std::move(a));
+  args[4] = File("missing", "cert");  // --tls-cert's value
+  std::string out;
+  EXPECT_EQ(Run(args, {{"KOLO_SECRET", kSecret}}, &out), 2) << out;
+  EXPECT_THAT(out,
+              HasSubstr("kolo-ctl: cannot read the TLS certificate file '" +
+                        File("missing", "cert") + "'"));
 }
 
 }  // namespace

@@ -41,6 +41,59 @@ TEST(CtlOptionsTest, DefaultsFromTheEnvironment) {
   EXPECT_EQ(p.options.secret_file, "");
 }
 
+// TLS: the three --tls-* flags on either command, over KOLO_TLS_* (not
+// mixed with them); a partial set of either is refused naming what is
+// missing.
+TEST(CtlOptionsTest, TlsFilesFromFlagsElseTheEnvironment) {
+  const Env env = {{"KOLO_COORDINATOR", "10.0.0.1:29400"}};
+  ParseOutcome p = Parse({"status"}, env);
+  ASSERT_EQ(p.kind, Kind::kRun) << p.text;
+  EXPECT_FALSE(p.options.tls_files.enabled());
+
+  Env with_tls = env;
+  with_tls["KOLO_TLS_CERT"] = "env-c";
+  with_tls["KOLO_TLS_KEY"] = "env-k";
+  with_tls["KOLO_TLS_CA"] = "env-a";
+  p = Parse({"status"}, with_tls);
+  ASSERT_EQ(p.kind, Kind::kRun) << p.text;
+  EXPECT_EQ(p.options.tls_files.cert, "env-c");
+  EXPECT_EQ(p.options.tls_files.key, "env-k");
+  EXPECT_EQ(p.options.tls_files.ca, "env-a");
+
+  for (const char* command : {"status", "metrics"}) {
+    p = Parse({command, "--tls-cert", "c", "--tls-key=k", "--tls-ca", "a"},
+              with_tls);
+    ASSERT_EQ(p.kind, Kind::kRun) << command << ": " << p.text;
+    EXPECT_EQ(p.options.tls_files.cert, "c") << command;
+    EXPECT_EQ(p.options.tls_files.key, "k") << command;
+    EXPECT_EQ(p.options.tls_files.ca, "a") << command;
+  }
+}
+
+TEST(CtlOptionsTest, APartialTlsSetIsRefused) {
+  const Env env = {{"KOLO_COORDINATOR", "10.0.0.1:29400"}};
+  // One flag, even with all three variables set: flags are not mixed with
+  // them.
+  Env with_tls = env;
+  with_tls["KOLO_TLS_CERT"] = "env-c";
+  with_tls["KOLO_TLS_KEY"] = "env-k";
+  with_tls["KOLO_TLS_CA"] = "env-a";
+  ParseOutcome p = Parse({"status", "--tls-cert", "c"}, with_tls);
+  ASSERT_EQ(p.kind, Kind::kError);
+  EXPECT_EQ(p.text,
+            "kolo-ctl: TLS needs a certificate, its key and the job's CA "
+            "together: --tls-key and --tls-ca are missing (--tls-cert, "
+            "--tls-key and --tls-ca are given all three or not at all)");
+  p = Parse({"metrics", "--tls-key", "k", "--tls-ca", "a"}, env);
+  ASSERT_EQ(p.kind, Kind::kError);
+  EXPECT_THAT(p.text, HasSubstr("--tls-cert is missing"));
+  Env partial = env;
+  partial["KOLO_TLS_CA"] = "env-a";
+  p = Parse({"status"}, partial);
+  ASSERT_EQ(p.kind, Kind::kError);
+  EXPECT_THAT(p.text, HasSubstr("KOLO_TLS_CERT and KOLO_TLS_KEY are missing"));
+}
+
 TEST(CtlOptionsTest, FlagsWinOverTheEnvironment) {
   ParseOutcome p =
       Parse({"status", "--coordinator", "[::1]:5000", "--job-id=other",
