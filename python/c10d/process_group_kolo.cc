@@ -261,13 +261,24 @@ void Progress::Enqueue(Item item) {
 }
 
 void Progress::Stop() {
+  bool detach = false;
   {
     absl::MutexLock lock(&mu_);
     if (stopped_) return;
     stopped_ = true;
+    // A timed-out op's handles may wait for peers that never come (until
+    // kolo fails the op): the group's destruction does not wait for them.
+    if (timed_out_.load()) {
+      self_ = weak_from_this().lock();  // null from ~Progress: join
+      detach = self_ != nullptr;
+    }
     cv_.Signal();
   }
-  thread_.join();
+  if (detach) {
+    thread_.detach();
+  } else {
+    thread_.join();
+  }
 }
 
 void Progress::MarkTimedOut(std::string what) {
@@ -292,12 +303,17 @@ void Progress::CheckUsable(const char* op) {
 }
 
 void Progress::Loop() {
+  // Released last, after the lock: it may be the last hold on this object.
+  std::shared_ptr<Progress> self;
   while (true) {
     Item item;
     {
       absl::MutexLock lock(&mu_);
       while (queue_.empty() && !stopped_) cv_.Wait(&mu_);
-      if (queue_.empty()) return;
+      if (queue_.empty()) {
+        self = std::move(self_);
+        break;
+      }
       item = std::move(queue_.front());
       queue_.pop_front();
     }

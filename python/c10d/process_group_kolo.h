@@ -147,8 +147,8 @@ class KoloWork : public c10d::Work {
 // dropped unfinished or timed out. Shared with the works, which may outlive
 // the group; after Stop() both calls do their work at once, on the
 // caller's thread. It also keeps the group's health: whether an op timed
-// out, which makes the group unusable.
-class Progress {
+// out, which makes the group unusable. Made by std::make_shared only.
+class Progress : public std::enable_shared_from_this<Progress> {
  public:
   explicit Progress(const python::CApi* api);
   ~Progress();
@@ -158,7 +158,9 @@ class Progress {
   void Drive(c10::intrusive_ptr<KoloWork> work);
   // Waits for an abandoned op's handles, then drops its tensors.
   void Drain(Pending pending);
-  // Finishes what is queued and joins the thread.
+  // Finishes what is queued and joins the thread; once an op timed out
+  // (its peers may never come), lets the thread finish the queue on its
+  // own instead, holding this object until it has.
   void Stop();
   // Records that `what` ("allreduce c10d.0.0.3 after 1 s") timed out: the
   // group is unusable from now on (the first one is kept).
@@ -183,6 +185,8 @@ class Progress {
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   std::atomic<bool> timed_out_{false};  // timed_out_what_ is set
   std::string timed_out_what_ ABSL_GUARDED_BY(mu_);
+  // The thread's hold on this object once Stop() let it go on alone.
+  std::shared_ptr<Progress> self_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
 };
 

@@ -248,7 +248,8 @@ def test_mismatch_fails_on_every_rank_and_the_next_works():
 def test_group_timeout():
     """The group's timeout: wait() with a shorter one raises and the op goes
     on; an op not complete within the group's fails and makes the group
-    unusable on that rank, while the late rank's call completes it."""
+    unusable on that rank, whose destruction does not wait for the op,
+    while the late rank's call completes it."""
     rank, size = rs()
     if size == 1:
         pytest.skip('needs 2 ranks')
@@ -287,11 +288,16 @@ def test_group_timeout():
                            r'group is unusable on this rank: its allreduce '
                            r'c10d\.\S+ timed out after 1000 ms'):
             dist.broadcast(t, src=0, group=strict)
+        start = time.monotonic()
+        dist.destroy_process_group(strict)  # the op still waits for `late`
+        del strict  # the last hold on the ProcessGroupKolo
+        assert time.monotonic() - start < 1
     dist.barrier()  # the late rank's all_reduce ended the op everywhere
     t = torch.ones(1)
     dist.all_reduce(t, group=patient)  # another group is unaffected
     assert t.item() == size
-    dist.destroy_process_group(strict)
+    if rank == late:
+        dist.destroy_process_group(strict)
     dist.destroy_process_group(patient)
 
 
