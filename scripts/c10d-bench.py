@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """dist.all_reduce (float32, SUM) through torch.distributed on the `kolo`
 backend against `gloo`, and kolo.torch's own allreduce_ beside them, in one
-job, runs alternated (issue 40). Every rank holds a kolo default group and a
+job, runs alternated (issue 40). kolo.torch runs twice: under one name, as
+a training loop does (kolo's response cache then announces it as a bit),
+and under a new name each call, as the kolo backend's collectives are
+("c10d.<set>.<group>.<n>"), which the cache never serves. Every rank holds a kolo default group and a
 gloo group of every rank; each round times each path in turn (the order
 rotating by round), ITERS calls after a warm-up, and rank 0 prints the
 median and best per call for each size.
@@ -10,6 +13,7 @@ median and best per call for each size.
         scripts/c10d-bench.py [ROUNDS] [ITERS]
 """
 
+import itertools
 import statistics
 import sys
 import time
@@ -39,6 +43,7 @@ def main():
     dist.init_process_group('kolo')
     gloo = dist.new_group(backend='gloo')
     rank = dist.get_rank()
+    fresh = itertools.count()
     for label, n in SIZES:
         t = torch.ones(n)
         paths = {
@@ -46,6 +51,8 @@ def main():
             'gloo (c10d)': lambda: dist.all_reduce(t, group=gloo),
             'kolo.torch': lambda: hvd.allreduce_(t, op=hvd.Sum,
                                                  name='bench'),
+            'kolo.torch new names': lambda: hvd.allreduce_(
+                t, op=hvd.Sum, name=f'bench.{next(fresh)}'),
         }
         k = iters if n < (1 << 20) else max(3, iters // 4)
         times = {p: [] for p in paths}
@@ -57,7 +64,7 @@ def main():
                 times[p] += timed(paths[p], k)
         if rank == 0:
             for p, ts in times.items():
-                print(f'{label:>7} {p:<12} median {statistics.median(ts) * 1e6:10.1f} us'
+                print(f'{label:>7} {p:<20} median {statistics.median(ts) * 1e6:10.1f} us'
                       f'  best {min(ts) * 1e6:10.1f} us  ({len(ts)} calls)',
                       flush=True)
     dist.destroy_process_group()

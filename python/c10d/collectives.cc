@@ -43,7 +43,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::broadcast(
   CheckSingle(tensors, "broadcast");
   int root = GlobalRank(opts.rootRank, "broadcast");
   at::Tensor buf = tensors[0].contiguous();
-  std::string name = NextName();
+  std::string name = NextName("broadcast");
   return Submit(c10d::OpType::BROADCAST, "broadcast", name,
                 One(api_->broadcast_async(KoloTensor(buf, false), root, name,
                                           process_set_)),
@@ -57,7 +57,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::allreduce(
       KoloReduce(opts.reduceOp, tensors[0].scalar_type(), "allreduce");
   at::Tensor buf = tensors[0].contiguous();
   Tensor k = KoloTensor(buf, false);
-  std::string name = NextName();
+  std::string name = NextName("allreduce");
   return Submit(c10d::OpType::ALLREDUCE, "allreduce", name,
                 One(api_->allreduce_async(k, k, o, name, process_set_)),
                 tensors, CopyBack(tensors[0], buf), {buf});
@@ -76,7 +76,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::allreduce_coalesced(
   }
   AllreduceOptions o = KoloReduce(opts.reduceOp, tensors[0].scalar_type(),
                                   "allreduce_coalesced");
-  std::string name = NextName();
+  std::string name = NextName("allreduce_coalesced");
   Finish finish = [tensors, bufs](const std::vector<OpResult>&) mutable {
     for (size_t i = 0; i < tensors.size(); ++i) {
       if (!tensors[i].is_same(bufs[i])) tensors[i].copy_(bufs[i]);
@@ -99,7 +99,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::reduce(
   bool root = opts.rootRank == getRank();
   at::Tensor buf = tensors[0].contiguous();
   at::Tensor out = root ? buf : at::empty_like(buf);
-  std::string name = NextName();
+  std::string name = NextName("reduce");
   return Submit(
       c10d::OpType::REDUCE, "reduce", name,
       One(api_->allreduce_async(KoloTensor(buf, false), KoloTensor(out, false),
@@ -119,7 +119,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::allgather(
   for (const at::Tensor& t : outputs[0]) CheckTensor(t, "allgather");
   at::Tensor buf = inputs[0].contiguous();
   auto staging = std::make_shared<Staging>();
-  std::string name = NextName();
+  std::string name = NextName("allgather");
   std::vector<at::Tensor> outs = outputs[0];
   Finish finish = [outs, staging](const std::vector<OpResult>& r) mutable {
     CopySlices(staging->tensor, Splits(r[0]), outs, "allgather");
@@ -139,7 +139,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::_allgather_base(
   CheckTensor(output, "_allgather_base");
   at::Tensor buf = input.contiguous();
   auto staging = std::make_shared<Staging>();
-  std::string name = NextName();
+  std::string name = NextName("_allgather_base");
   Finish finish = [output, staging](const std::vector<OpResult>& r) mutable {
     if (!staging->tensor.defined()) return;  // written in place
     int64_t n = r[0].shape.empty() ? 0 : r[0].shape[0];
@@ -179,7 +179,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::gather(
   }
   at::Tensor buf = inputs[0].contiguous();
   auto staging = std::make_shared<Staging>();
-  std::string name = NextName();
+  std::string name = NextName("gather");
   Finish finish = nullptr;
   if (root) {
     finish = [outs, staging](const std::vector<OpResult>& r) mutable {

@@ -66,7 +66,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::scatter(
   }
   at::Tensor out = outputs[0];
   auto staging = std::make_shared<Staging>();
-  std::string name = NextName();
+  std::string name = NextName("scatter");
   std::vector<absl::StatusOr<Handle>> h;
   h.push_back(api_->alltoall_async(
       KoloTensor(send, true), OutputAllocator(out, out.scalar_type(), staging),
@@ -92,7 +92,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::reduce_scatter(
   at::Tensor send = Concat(inputs[0], &counts);
   at::Tensor out = outputs[0];
   at::Tensor buf = out.contiguous();
-  std::string name = NextName();
+  std::string name = NextName("reduce_scatter");
   std::vector<absl::StatusOr<Handle>> h;
   h.push_back(api_->reducescatter_async(KoloTensor(send, true),
                                         KoloTensor(buf, true), o, counts, name,
@@ -124,7 +124,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::_reduce_scatter_base(
       KoloReduce(opts.reduceOp, output.scalar_type(), "_reduce_scatter_base");
   at::Tensor send = input.contiguous();
   at::Tensor buf = output.contiguous();
-  std::string name = NextName();
+  std::string name = NextName("_reduce_scatter_base");
   std::vector<absl::StatusOr<Handle>> h;
   h.push_back(api_->reducescatter_async(KoloTensor(send, true),
                                         KoloTensor(buf, true), o, {}, name,
@@ -147,7 +147,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::alltoall_base(
   if (input.dim() == 0) Fail("alltoall_base: a scalar input");
   at::Tensor send = input.contiguous();
   auto staging = std::make_shared<Staging>();
-  std::string name = NextName();
+  std::string name = NextName("alltoall_base");
   std::vector<absl::StatusOr<Handle>> h;
   h.push_back(api_->alltoall_async(
       KoloTensor(send, false),
@@ -179,7 +179,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::alltoall(
   std::vector<int64_t> splits;
   at::Tensor send = Concat(inputs, &splits);
   auto staging = std::make_shared<Staging>();
-  std::string name = NextName();
+  std::string name = NextName("alltoall");
   std::vector<absl::StatusOr<Handle>> h;
   h.push_back(api_->alltoall_async(
       KoloTensor(send, true),

@@ -5,21 +5,27 @@
 //
 // Thread-safety: create() runs with the GIL released; the API table is read
 // once at import, with the GIL held, and never changes.
+#include <pybind11/chrono.h>
 #include <torch/python.h>
 
+#include <chrono>
 #include <string>
 
+#include "absl/time/time.h"
 #include "python/c10d/process_group_kolo.h"
 
 namespace {
 
 const kolo::python::CApi* api = nullptr;
 
-c10::intrusive_ptr<c10d::ProcessGroup> Create(int rank, int size,
-                                              int process_set,
-                                              const std::string& uid) {
+// timeout: the group's (torch's timedelta); zero or less is none.
+c10::intrusive_ptr<c10d::ProcessGroup> Create(
+    int rank, int size, int process_set, const std::string& uid,
+    std::chrono::milliseconds timeout) {
+  absl::Duration t = timeout.count() > 0 ? absl::FromChrono(timeout)
+                                         : absl::InfiniteDuration();
   return c10::make_intrusive<kolo::c10d_backend::ProcessGroupKolo>(
-      api, rank, size, process_set, uid);
+      api, rank, size, process_set, uid, t);
 }
 
 }  // namespace
@@ -39,6 +45,6 @@ PYBIND11_MODULE(_kolo_c10d, m) {
         " (both must come from one build)");
   }
   m.def("create", &Create, py::arg("rank"), py::arg("size"),
-        py::arg("process_set"), py::arg("uid"),
+        py::arg("process_set"), py::arg("uid"), py::arg("timeout"),
         py::call_guard<py::gil_scoped_release>());
 }

@@ -5,8 +5,17 @@
 // Thread-safety and invariants: see process_group_kolo.h.
 #include "python/c10d/process_group_kolo.h"
 
+#include <ATen/record_function.h>
+
+#include <algorithm>
+#include <chrono>
+#include <mutex>
 #include <stdexcept>
+#include <string>
 #include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
 
 namespace kolo::c10d_backend {
 namespace {
@@ -34,51 +43,95 @@ std::exception_ptr Error(const python::CApi* api, const std::string& what,
   return std::make_exception_ptr(std::runtime_error(message));
 }
 
+// A timeout in words.
+std::string TimeoutText(absl::Duration timeout) {
+  return absl::StrCat(absl::ToInt64Milliseconds(timeout), " ms");
+}
+
 }  // namespace
 
 KoloWork::KoloWork(const python::CApi* api, std::shared_ptr<Progress> progress,
-                   int rank, c10d::OpType type, const char* title,
-                   std::vector<at::Tensor> outputs, Pending pending)
-    : c10d::Work(rank, type, title),
+                   int rank, c10d::OpType type, std::vector<at::Tensor> outputs,
+                   Pending pending, absl::Duration timeout)
+    // The title only while a profiler listens: c10d::Work makes a
+    // RecordFunction for every titled work.
+    : c10d::Work(rank, type, at::hasCallbacks() ? pending.title : nullptr),
       api_(api),
       progress_(std::move(progress)),
       outputs_(std::move(outputs)),
-      future_(c10::make_intrusive<c10::ivalue::Future>(
-          c10::ListType::create(c10::TensorType::get()))),
+      timeout_(timeout),
+      deadline_(absl::Now() + timeout),
       pending_(std::move(pending)) {}
 
 KoloWork::~KoloWork() {
   if (Claim()) progress_->Drain(std::move(pending_));
 }
 
+bool KoloWork::Finished(absl::Time until) {
+  for (Handle h : pending_.handles) {
+    absl::StatusOr<size_t> done =
+        api_->wait_any(absl::MakeConstSpan(&h, 1),
+                       std::max(until - absl::Now(), absl::ZeroDuration()));
+    if (!done.ok() &&
+        done.status().code() == absl::StatusCode::kDeadlineExceeded) {
+      return false;
+    }
+  }
+  return true;
+}
+
 bool KoloWork::isCompleted() {
   if (!claimed_.load() && !c10d::Work::isCompleted()) {
-    bool finished = true;
-    for (Handle h : pending_.handles) {
-      absl::StatusOr<size_t> done =
-          api_->wait_any(absl::MakeConstSpan(&h, 1), absl::ZeroDuration());
-      if (!done.ok() &&
-          done.status().code() == absl::StatusCode::kDeadlineExceeded) {
-        finished = false;
-        break;
-      }
-    }
-    if (finished && Claim()) Run();
+    if (Finished(absl::InfinitePast()) && Claim()) Run();
   }
   return c10d::Work::isCompleted();
 }
 
 bool KoloWork::wait(std::chrono::milliseconds timeout) {
-  if (timeout != ::kNoTimeout) {
-    EnsureDriven();
-  } else if (Claim()) {
-    Run();
+  if (timeout == ::kNoTimeout) {
+    if (Claim()) Run();  // here, until the group's deadline
+    return c10d::Work::wait(::kNoTimeout);
   }
-  return c10d::Work::wait(timeout);
+  absl::Time until =
+      std::min(deadline_, absl::Now() + absl::FromChrono(timeout));
+  if (!claimed_.load()) {
+    if (Finished(until) || until >= deadline_) {
+      if (Claim()) Run();  // finished, or fails at the group's deadline
+    } else {
+      EnsureDriven();  // completes it later
+    }
+  }
+  if (until < deadline_) {  // else whoever claimed it ends it by then
+    std::unique_lock<std::mutex> lock(mutex_);
+    cv_.wait_for(lock,
+                 absl::ToChronoMilliseconds(
+                     std::max(until - absl::Now(), absl::ZeroDuration())),
+                 [this] { return completed_; });
+    if (!completed_) {
+      throw std::runtime_error(
+          "kolo backend: " + pending_.What() + ": wait() timed out after " +
+          TimeoutText(absl::FromChrono(timeout)) +
+          "; the collective goes on (the group's timeout is " +
+          TimeoutText(timeout_) + "): wait() again to complete it");
+    }
+  }
+  return c10d::Work::wait(::kNoTimeout);
 }
 
 c10::intrusive_ptr<c10::ivalue::Future> KoloWork::getFuture() {
   EnsureDriven();
+  absl::MutexLock lock(&future_mu_);
+  if (!future_) {
+    future_ = c10::make_intrusive<c10::ivalue::Future>(
+        c10::ListType::create(c10::TensorType::get()));
+    if (done_) {
+      if (error_) {
+        future_->setError(error_);
+      } else {
+        future_->markCompleted(c10::IValue(outputs_));
+      }
+    }
+  }
   return future_;
 }
 
@@ -91,12 +144,13 @@ void KoloWork::EnsureDriven() {
 
 void KoloWork::Drive() {
   for (Handle h : pending_.handles) {
-    while (!claimed_.load()) {
+    while (!claimed_.load() && absl::Now() < deadline_) {
       // Not releasing the handle: a waiter may claim it meanwhile. Any
       // answer but a deadline (finished, or gone: a waiter released it)
       // ends the wait.
-      absl::StatusOr<size_t> done =
-          api_->wait_any(absl::MakeConstSpan(&h, 1), absl::Milliseconds(200));
+      absl::StatusOr<size_t> done = api_->wait_any(
+          absl::MakeConstSpan(&h, 1),
+          std::min(absl::Milliseconds(200), deadline_ - absl::Now()));
       if (done.ok() ||
           done.status().code() != absl::StatusCode::kDeadlineExceeded) {
         break;
@@ -110,13 +164,19 @@ void KoloWork::Run() {
   std::vector<OpResult> results(pending_.handles.size());
   absl::Status first;
   for (size_t i = 0; i < pending_.handles.size(); ++i) {
-    absl::Status s = api_->synchronize(pending_.handles[i],
-                                       absl::InfiniteDuration(), &results[i]);
+    absl::Status s = api_->synchronize(
+        pending_.handles[i],
+        std::max(deadline_ - absl::Now(), absl::ZeroDuration()), &results[i]);
+    if (s.code() == absl::StatusCode::kDeadlineExceeded &&
+        absl::Now() >= deadline_) {
+      TimeOut(i);  // the handle is still kolo's
+      return;
+    }
     if (!s.ok() && first.ok()) first = s;
   }
   std::exception_ptr error;
   if (!first.ok()) {
-    error = Error(api_, pending_.what, first);
+    error = Error(api_, pending_.What(), first);
   } else if (pending_.finish) {
     try {
       pending_.finish(results);
@@ -126,11 +186,48 @@ void KoloWork::Run() {
   }
   pending_.finish = nullptr;
   pending_.keep.clear();
+  Complete(error);
+}
+
+void KoloWork::TimeOut(size_t i) {
+  std::string what = pending_.What();
+  progress_->MarkTimedOut(what + " timed out after " + TimeoutText(timeout_));
+  // The unfinished handles and the tensors go; title, name and handles
+  // stay, as other threads read them.
+  Pending rest;
+  rest.title = pending_.title;
+  rest.name = pending_.name;
+  rest.handles.assign(pending_.handles.begin() + static_cast<std::ptrdiff_t>(i),
+                      pending_.handles.end());
+  rest.keep = std::move(pending_.keep);
+  pending_.finish = nullptr;  // nothing is copied out any more
+  progress_->Drain(std::move(rest));
+  Complete(std::make_exception_ptr(std::runtime_error(
+      "kolo backend: " + what + " timed out: not complete within the " +
+      "process group's timeout of " + TimeoutText(timeout_) + " (rank " +
+      std::to_string(rank_) +
+      "), so a member has not called it yet or is stuck. This group is "
+      "unusable on this rank from now on (as torch's groups after a "
+      "timeout): destroy it and make a new one. The collective goes on in "
+      "kolo until the others join it or kolo fails it, and may still write "
+      "its tensors. To wait longer, pass a longer timeout to "
+      "init_process_group / new_group")));
+}
+
+void KoloWork::Complete(std::exception_ptr error) {
   finish(error);
+  c10::intrusive_ptr<c10::ivalue::Future> future;
+  {
+    absl::MutexLock lock(&future_mu_);
+    done_ = true;
+    error_ = error;
+    future = future_;
+  }
+  if (!future) return;  // getFuture() completes it when it makes it
   if (error) {
-    future_->setError(error);
+    future->setError(error);
   } else {
-    future_->markCompleted(c10::IValue(outputs_));
+    future->markCompleted(c10::IValue(outputs_));
   }
 }
 
@@ -164,22 +261,59 @@ void Progress::Enqueue(Item item) {
 }
 
 void Progress::Stop() {
+  bool detach = false;
   {
     absl::MutexLock lock(&mu_);
     if (stopped_) return;
     stopped_ = true;
+    // A timed-out op's handles may wait for peers that never come (until
+    // kolo fails the op): the group's destruction does not wait for them.
+    if (timed_out_.load()) {
+      self_ = weak_from_this().lock();  // null from ~Progress: join
+      detach = self_ != nullptr;
+    }
     cv_.Signal();
   }
-  thread_.join();
+  if (detach) {
+    thread_.detach();
+  } else {
+    thread_.join();
+  }
+}
+
+void Progress::MarkTimedOut(std::string what) {
+  absl::MutexLock lock(&mu_);
+  if (timed_out_.load()) return;
+  timed_out_what_ = std::move(what);
+  timed_out_.store(true);
+}
+
+void Progress::CheckUsable(const char* op) {
+  if (!timed_out_.load()) return;
+  std::string what;
+  {
+    absl::MutexLock lock(&mu_);
+    what = timed_out_what_;
+  }
+  throw std::runtime_error(
+      std::string("kolo backend: ") + op +
+      ": this process group is unusable on this rank: its " + what +
+      " (the group's timeout). Destroy it "
+      "(dist.destroy_process_group) and make a new one");
 }
 
 void Progress::Loop() {
+  // Released last, after the lock: it may be the last hold on this object.
+  std::shared_ptr<Progress> self;
   while (true) {
     Item item;
     {
       absl::MutexLock lock(&mu_);
       while (queue_.empty() && !stopped_) cv_.Wait(&mu_);
-      if (queue_.empty()) return;
+      if (queue_.empty()) {
+        self = std::move(self_);
+        break;
+      }
       item = std::move(queue_.front());
       queue_.pop_front();
     }
@@ -198,11 +332,14 @@ void Progress::Run(Item item) {
 }
 
 ProcessGroupKolo::ProcessGroupKolo(const python::CApi* api, int rank, int size,
-                                   ProcessSet process_set, std::string uid)
+                                   ProcessSet process_set, std::string uid,
+                                   absl::Duration timeout)
     : c10d::ProcessGroup(rank, size),
       api_(api),
       process_set_(process_set),
-      uid_(std::move(uid)) {
+      uid_(std::move(uid)),
+      prefix_("c10d." + uid_ + "."),
+      timeout_(timeout) {
   absl::StatusOr<std::vector<int>> ranks = api_->process_set_ranks(process_set);
   if (!ranks.ok()) {
     throw std::runtime_error("kolo backend: kolo process set " +
@@ -221,8 +358,9 @@ ProcessGroupKolo::ProcessGroupKolo(const python::CApi* api, int rank, int size,
 
 ProcessGroupKolo::~ProcessGroupKolo() { progress_->Stop(); }
 
-std::string ProcessGroupKolo::NextName() {
-  return "c10d." + uid_ + "." + std::to_string(seq_.fetch_add(1));
+std::string ProcessGroupKolo::NextName(const char* op) {
+  progress_->CheckUsable(op);
+  return absl::StrCat(prefix_, seq_.fetch_add(1));
 }
 
 int ProcessGroupKolo::GlobalRank(int64_t group_rank, const char* what) const {
@@ -244,7 +382,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::Submit(
     std::vector<at::Tensor> keep) {
   Pending p;
   p.keep = std::move(keep);
-  p.what = std::string(title) + " " + name;
+  p.title = title;
+  p.name = name;
   absl::Status refused;
   for (absl::StatusOr<Handle>& h : submitted) {
     if (h.ok()) {
@@ -257,8 +396,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::Submit(
   // thread); the caller learns of the refusal now.
   if (refused.ok()) p.finish = std::move(finish);
   auto work =
-      c10::make_intrusive<KoloWork>(api_, progress_, getRank(), type, title,
-                                    std::move(outputs), std::move(p));
+      c10::make_intrusive<KoloWork>(api_, progress_, getRank(), type,
+                                    std::move(outputs), std::move(p), timeout_);
   if (!refused.ok()) {
     std::rethrow_exception(Error(api_, title + (" " + name), refused));
   }
@@ -267,7 +406,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::Submit(
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::barrier(
     const c10d::BarrierOptions& /*opts*/) {
-  std::string name = NextName();
+  std::string name = NextName("barrier");
   std::vector<absl::StatusOr<Handle>> h;
   h.push_back(api_->barrier_async(name, process_set_));
   return Submit(c10d::OpType::BARRIER, "barrier", name, std::move(h), {},

@@ -14,7 +14,20 @@
 // of a blocking collective is kolo's); otherwise the group's progress
 // thread (class Progress), which drives the works whose futures were asked
 // for (DDP's comm hooks) in order, copies results out (staging buffers,
-// non-contiguous tensors) and completes the work and its future. An error
+// non-contiguous tensors) and completes the work and its future. A work's
+// future is made only when asked for (getFuture), so a blocking collective
+// pays for none.
+//
+// Timeout: the group's (init_process_group / new_group(timeout=...)) runs
+// from the collective's call. A work not complete by then fails with a
+// RuntimeError naming the op and the timeout (wait() raises it, the future
+// carries it), and the group becomes unusable on this rank, as torch's gloo
+// and nccl groups do: its later collectives raise at the call, saying why.
+// kolo's op is not lost: the progress thread still synchronizes its handles
+// and holds its tensors until it ends (when the late peers join it, or kolo
+// fails it), so the tensors may still be written after the error. wait()
+// with a shorter timeout of its own raises when that passes and leaves the
+// work to complete (the progress thread drives it). An error
 // becomes a std::runtime_error (RuntimeError in Python) that wait()
 // rethrows and the future carries; one that a membership change caused (an
 // elastic job's epoch ended) says so, with a tag kolo.torch.elastic reads
@@ -28,11 +41,11 @@
 // them from the Python thread and DDP's autograd hooks); Progress's queue is
 // guarded by its mu_; a KoloWork's op is completed by the one thread that
 // claimed it (an atomic flag). KoloWork is thread-safe as c10d::Work is.
-// Invariants: each kolo handle is synchronized exactly once, by the thread
-// that claimed its work (which then completes the work, with success or an
-// error), or, for a work dropped unclaimed, by the progress thread (which
-// holds the op's tensors until then); the progress thread runs until the
-// group is destroyed and its queue is empty.
+// Invariants: each kolo handle is synchronized to its end exactly once, by
+// the thread that claimed its work (which then completes the work, with
+// success or an error), or, for a work dropped unclaimed or timed out, by
+// the progress thread (which holds the op's tensors until then); the
+// progress thread runs until the group is destroyed and its queue is empty.
 #ifndef KOLO_PYTHON_C10D_PROCESS_GROUP_KOLO_H_
 #define KOLO_PYTHON_C10D_PROCESS_GROUP_KOLO_H_
 
@@ -50,13 +63,15 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "python/c_api.h"
 
 namespace kolo::c10d_backend {
 
 // What completing one op takes.
 struct Pending {
-  std::string what;             // "allreduce c10d.0.0.3", for messages
+  const char* title = "";       // "allreduce": a string literal
+  std::string name;             // "c10d.0.0.3"
   std::vector<Handle> handles;  // kolo's, waited for in order
   // Runs after every handle succeeded, with their results: copies out;
   // throws to fail the op. May be empty.
@@ -64,20 +79,26 @@ struct Pending {
   // Tensors kolo reads or writes (inputs, staging copies, scratch outputs):
   // held until the handles completed.
   std::vector<at::Tensor> keep;
+
+  // "allreduce c10d.0.0.3", for messages.
+  std::string What() const { return std::string(title) + " " + name; }
 };
 
 class Progress;
 
-// One op of the group: completes when its kolo handles have. Whoever claims
-// it first completes it: a thread in wait() (no timeout) at once, with no
-// hand-off; isCompleted() once kolo finished it; or the progress thread,
-// once the future was asked for (or wait() with a timeout). A work dropped
-// unclaimed hands its op to the progress thread, which waits for it.
+// One op of the group: completes when its kolo handles have, or fails at
+// its deadline (the group's timeout after the call). Whoever claims it
+// first completes it: a thread in wait() (no timeout) at once, with no
+// hand-off; isCompleted() once kolo finished it; wait() with a timeout once
+// kolo finished it within that; or the progress thread, once the future
+// was asked for (or wait()'s timeout passed). A work dropped unclaimed
+// hands its op to the progress thread, which waits for it.
 class KoloWork : public c10d::Work {
  public:
+  // timeout: the group's (absl::InfiniteDuration() for none).
   KoloWork(const python::CApi* api, std::shared_ptr<Progress> progress,
-           int rank, c10d::OpType type, const char* title,
-           std::vector<at::Tensor> outputs, Pending pending);
+           int rank, c10d::OpType type, std::vector<at::Tensor> outputs,
+           Pending pending, absl::Duration timeout);
   ~KoloWork() override;
   bool isCompleted() override;
   bool wait(std::chrono::milliseconds timeout) override;
@@ -91,24 +112,43 @@ class KoloWork : public c10d::Work {
   bool Claim() { return !claimed_.exchange(true); }
   // Has the progress thread complete the work (once).
   void EnsureDriven();
-  // The claimer: synchronizes, runs finish, completes work and future.
+  // Whether kolo finished every handle by `until` (not releasing them).
+  bool Finished(absl::Time until);
+  // The claimer: synchronizes until the deadline, runs finish, completes
+  // work and future; past the deadline, TimeOut(i).
   void Run();
+  // The claimer, at the deadline with handles [i, n) unfinished: fails the
+  // work, marks the group unusable, leaves the rest of the op to the
+  // progress thread.
+  void TimeOut(size_t i);
+  // Completes the work and the future (if made) with `error` or success.
+  void Complete(std::exception_ptr error);
 
   const python::CApi* const api_;
   const std::shared_ptr<Progress> progress_;
   const std::vector<at::Tensor> outputs_;
-  const c10::intrusive_ptr<c10::ivalue::Future> future_;
-  // what and handles are read by every thread, the rest by the claimer only.
+  const absl::Duration timeout_;  // the group's
+  const absl::Time deadline_;     // the call + timeout_
+  // title, name and handles are read by every thread (and never change),
+  // the rest by the claimer only.
   Pending pending_;
   std::atomic<bool> claimed_{false};
   std::atomic<bool> driven_{false};
+  absl::Mutex future_mu_;
+  // Made by the first getFuture(); completed by whichever of it and
+  // Complete() comes second.
+  c10::intrusive_ptr<c10::ivalue::Future> future_ ABSL_GUARDED_BY(future_mu_);
+  bool done_ ABSL_GUARDED_BY(future_mu_) = false;
+  std::exception_ptr error_ ABSL_GUARDED_BY(future_mu_);
 };
 
 // A group's progress thread: it completes the works whose futures were
 // asked for (nobody may wait() on them) and releases the ops of works
-// dropped unfinished. Shared with the works, which may outlive the group;
-// after Stop() both calls do their work at once, on the caller's thread.
-class Progress {
+// dropped unfinished or timed out. Shared with the works, which may outlive
+// the group; after Stop() both calls do their work at once, on the
+// caller's thread. It also keeps the group's health: whether an op timed
+// out, which makes the group unusable. Made by std::make_shared only.
+class Progress : public std::enable_shared_from_this<Progress> {
  public:
   explicit Progress(const python::CApi* api);
   ~Progress();
@@ -118,8 +158,15 @@ class Progress {
   void Drive(c10::intrusive_ptr<KoloWork> work);
   // Waits for an abandoned op's handles, then drops its tensors.
   void Drain(Pending pending);
-  // Finishes what is queued and joins the thread.
+  // Finishes what is queued and joins the thread; once an op timed out
+  // (its peers may never come), lets the thread finish the queue on its
+  // own instead, holding this object until it has.
   void Stop();
+  // Records that `what` ("allreduce c10d.0.0.3 after 1 s") timed out: the
+  // group is unusable from now on (the first one is kept).
+  void MarkTimedOut(std::string what);
+  // Throws, naming `op`, once an op of the group timed out.
+  void CheckUsable(const char* op);
 
  private:
   struct Item {
@@ -136,6 +183,10 @@ class Progress {
   absl::CondVar cv_;
   std::deque<Item> queue_ ABSL_GUARDED_BY(mu_);
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  std::atomic<bool> timed_out_{false};  // timed_out_what_ is set
+  std::string timed_out_what_ ABSL_GUARDED_BY(mu_);
+  // The thread's hold on this object once Stop() let it go on alone.
+  std::shared_ptr<Progress> self_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
 };
 
@@ -143,9 +194,11 @@ class ProcessGroupKolo : public c10d::ProcessGroup {
  public:
   // rank/size: in the group; process_set: kolo's set of the group's ranks
   // (0 = every rank); uid: tells groups on one set apart, identical on
-  // every member. `api` outlives the group.
+  // every member; timeout: of each collective, from its call
+  // (absl::InfiniteDuration() for none). `api` outlives the group.
   ProcessGroupKolo(const python::CApi* api, int rank, int size,
-                   ProcessSet process_set, std::string uid);
+                   ProcessSet process_set, std::string uid,
+                   absl::Duration timeout);
   ~ProcessGroupKolo() override;
   ProcessGroupKolo(const ProcessGroupKolo&) = delete;
   ProcessGroupKolo& operator=(const ProcessGroupKolo&) = delete;
@@ -203,8 +256,9 @@ class ProcessGroupKolo : public c10d::ProcessGroup {
                                                int tag) override;
 
  private:
-  // The next op's name, "c10d.<uid>.<seq>".
-  std::string NextName();
+  // The next op's name, "c10d.<uid>.<seq>"; throws, naming `op`, once the
+  // group is unusable (an op timed out).
+  std::string NextName(const char* op);
   // Queues an op whose handles kolo returned, holding `keep` until they
   // completed; throws (on this rank) the first submission error, after
   // queueing what was submitted.
@@ -220,6 +274,8 @@ class ProcessGroupKolo : public c10d::ProcessGroup {
   const python::CApi* const api_;
   const ProcessSet process_set_;
   const std::string uid_;
+  const std::string prefix_;  // "c10d.<uid>."
+  const absl::Duration timeout_;
   std::vector<int> global_ranks_;  // the set's ranks, ascending
   std::atomic<uint64_t> seq_{0};
 

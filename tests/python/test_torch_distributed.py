@@ -245,6 +245,62 @@ def test_mismatch_fails_on_every_rank_and_the_next_works():
     assert torch.equal(t, torch.full((3,), float(size)))
 
 
+def test_group_timeout():
+    """The group's timeout: wait() with a shorter one raises and the op goes
+    on; an op not complete within the group's fails and makes the group
+    unusable on that rank, whose destruction does not wait for the op,
+    while the late rank's call completes it."""
+    rank, size = rs()
+    if size == 1:
+        pytest.skip('needs 2 ranks')
+    late = size - 1
+    want = torch.full((2,), float(sum(range(1, size + 1))))
+    patient = kdist.new_group(timeout=timedelta(seconds=5))
+    strict = kdist.new_group(timeout=timedelta(seconds=1))
+    dist.barrier()
+    t = torch.full((2,), float(rank + 1))
+    if rank == late:
+        time.sleep(1)
+    w = dist.all_reduce(t, group=patient, async_op=True)
+    if rank != late:
+        start = time.monotonic()
+        with pytest.raises(RuntimeError, match=r'allreduce c10d\.\S+: wait\(\) '
+                           r'timed out after 200 ms; the collective goes on'):
+            w.wait(timedelta(milliseconds=200))
+        assert time.monotonic() - start < 0.9
+    w.wait()
+    assert torch.equal(t, want)
+
+    dist.barrier()
+    t = torch.full((2,), float(rank + 1))
+    if rank == late:
+        time.sleep(2.5)
+        dist.all_reduce(t, group=strict)  # the others' ops still wait
+        assert torch.equal(t, want)
+    else:
+        start = time.monotonic()
+        with pytest.raises(RuntimeError, match=r'allreduce c10d\.\S+ timed out: '
+                           r'not complete within the process group.s timeout '
+                           r'of 1000 ms .*destroy it and make a new one'):
+            dist.all_reduce(t, group=strict)
+        assert 0.9 < time.monotonic() - start < 2.4
+        with pytest.raises(RuntimeError, match=r'broadcast: this process '
+                           r'group is unusable on this rank: its allreduce '
+                           r'c10d\.\S+ timed out after 1000 ms'):
+            dist.broadcast(t, src=0, group=strict)
+        start = time.monotonic()
+        dist.destroy_process_group(strict)  # the op still waits for `late`
+        del strict  # the last hold on the ProcessGroupKolo
+        assert time.monotonic() - start < 1
+    dist.barrier()  # the late rank's all_reduce ended the op everywhere
+    t = torch.ones(1)
+    dist.all_reduce(t, group=patient)  # another group is unaffected
+    assert t.item() == size
+    if rank == late:
+        dist.destroy_process_group(strict)
+    dist.destroy_process_group(patient)
+
+
 def test_send_recv_refused():
     with pytest.raises(RuntimeError, match='send is not supported'):
         dist.send(torch.ones(1), dst=0)

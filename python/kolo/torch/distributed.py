@@ -201,7 +201,7 @@ def _create(opts, _pg_options):
         _groups_per_set[process_set] = n + 1
         uid = f'{_uid_prefix}{process_set}.{n}'
     return _kolo_c10d.create(opts.group_rank, opts.group_size, process_set,
-                             uid)
+                             uid, opts.timeout)
 
 
 def new_group(ranks=None, timeout=timedelta(minutes=30), pg_options=None):
@@ -219,7 +219,7 @@ def new_group(ranks=None, timeout=timedelta(minutes=30), pg_options=None):
                           pg_options=pg_options)
 
 
-def reinit(timeout=timedelta(seconds=30)):
+def reinit(timeout=timedelta(minutes=30)):
     """Makes the default process group of kolo's current epoch and returns
     it (``dist.group.WORLD``): destroys the existing default group (and
     every subgroup) if there is one, then ``init_process_group("kolo")``
@@ -229,8 +229,10 @@ def reinit(timeout=timedelta(seconds=30)):
     calls it at the same point: in an elastic job, first thing in the
     function that ``kolo.torch.elastic.run`` wraps (it runs again after
     each membership change, on survivors and newcomers alike); then wrap
-    the model in DDP again. ``timeout``: the group's, which torch keeps; kolo's collectives
-    do not apply it (a member lost shows as kolo's membership error)."""
+    the model in DDP again. ``timeout``: the group's (torch's default, 30
+    minutes): the rendezvous's, and each collective's from its call (one
+    not complete by then raises RuntimeError and makes the group unusable;
+    a member lost shows sooner, as kolo's membership error)."""
     global _uid_prefix
     # pylint: disable=import-outside-toplevel
     from kolo.torch.functions import broadcast_object
