@@ -44,7 +44,7 @@ kolo_add_test(coordinator_response_cache_test
 # The negotiation link: LinkServer against the worker's NegotiationLink, which
 # lives in the worker library `kolo` (it links gRPC, so not under TSan).
 kolo_add_test(coordinator_link_test
-  SOURCES coordinator_link_test.cc
+  SOURCES coordinator_link_test.cc coordinator_link_io_test.cc
   LIBS kolo_coordinator_core kolo_worker
   LABELS unit)
 kolo_add_test(coordinator_partial_order_test
