@@ -18,7 +18,8 @@ kolo_add_test(coordinator_server_test
   LIBS kolo_coordinator
   LABELS unit)
 kolo_add_test(coordinator_negotiator_test
-  SOURCES coordinator_negotiator_test.cc testing/negotiator_messages.cc
+  SOURCES coordinator_negotiator_test.cc coordinator_negotiator_cache_test.cc
+    testing/negotiator_messages.cc
   LIBS kolo_coordinator_core
   LABELS unit tsan)
 kolo_add_test(coordinator_negotiator_leave_test
