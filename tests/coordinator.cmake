@@ -27,7 +27,8 @@ kolo_add_test(coordinator_negotiator_leave_test
   LIBS kolo_coordinator_core
   LABELS unit tsan)
 kolo_add_test(coordinator_negotiator_sets_test
-  SOURCES coordinator_negotiator_sets_test.cc testing/negotiator_messages.cc
+  SOURCES coordinator_negotiator_sets_test.cc coordinator_negotiator_join_test.cc
+    coordinator_negotiator_groups_test.cc testing/negotiator_messages.cc
   LIBS kolo_coordinator_core
   LABELS unit tsan)
 kolo_add_test(coordinator_metrics_text_test
