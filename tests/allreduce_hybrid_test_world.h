@@ -2,23 +2,27 @@
 // loopback) whose ranks are grouped into "hosts"; the ranks of each host join
 // one shared-memory segment through JoinSegment over their TCP connections
 // (JoinAll), and each rank gets a HybridTransport: shared memory to the
-// ranks of its host, TCP to the others (MakeHybridWorld). Ranks are threads
-// of this process.
+// ranks of its host, TCP to the others (MakeHybridWorld); every rank's
+// allreduces checked exact (ExpectExactAllreduces). Ranks are threads of
+// this process.
 //
 // Thread-safety: call from the test's main thread; the transports then
 // follow the Transport contract.
 #ifndef KOLO_TESTS_ALLREDUCE_HYBRID_TEST_WORLD_H_
 #define KOLO_TESTS_ALLREDUCE_HYBRID_TEST_WORLD_H_
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "allreduce/collectives.h"
 #include "allreduce/shm/hybrid_transport.h"
 #include "allreduce/shm/shm_setup.h"
 #include "allreduce/shm/shm_transport.h"
@@ -26,6 +30,7 @@
 #include "allreduce/transport.h"
 #include "gtest/gtest.h"
 #include "tests/allreduce_tcp_test_mesh.h"
+#include "tests/testing/collective_data.h"
 #include "tests/testing/timeouts.h"
 
 namespace kolo::testing {
@@ -96,6 +101,45 @@ inline std::vector<std::unique_ptr<Transport>> MakeHybridWorld(
     }
   }
   return ts;
+}
+
+// Every rank of `ts` runs, in its own thread, float32 SUM allreduces of
+// each of `counts` elements with the ring and with the latency-optimal
+// algorithm (pipelined in 1000-byte segments), stamped from ++*seq on;
+// every rank's output must be exact.
+inline void ExpectExactAllreduces(
+    const std::vector<std::unique_ptr<Transport>>& ts,
+    const std::vector<int64_t>& counts, uint64_t* seq) {
+  const int n = static_cast<int>(ts.size());
+  for (int64_t count : counts) {
+    for (Algorithm algorithm : {Algorithm::kRing, Algorithm::kSmall}) {
+      std::vector<Bytes> in, out(ts.size());
+      for (int r = 0; r < n; ++r) {
+        in.push_back(Input(DataType::kFloat32, ReduceOp::kSum, r, 0, count));
+        out[r].assign(in[r].size(), '\0');
+      }
+      const Bytes want =
+          Expected(DataType::kFloat32, ReduceOp::kSum, n, 0, count);
+      const uint64_t stamp = ++*seq;
+      std::vector<absl::Status> st(ts.size());
+      std::vector<std::thread> threads;
+      for (int r = 0; r < n; ++r) {
+        threads.emplace_back([&, r] {
+          ts[r]->BeginOperation(stamp);
+          st[r] = Allreduce(*ts[r], DataType::kFloat32, in[r].data(),
+                            out[r].data(), count, {.op = ReduceOp::kSum},
+                            {.algorithm = algorithm, .segment_bytes = 1000});
+        });
+      }
+      for (auto& t : threads) t.join();
+      for (int r = 0; r < n; ++r) {
+        ASSERT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r];
+        ASSERT_TRUE(out[r] == want)
+            << count << " elements, " << AlgorithmName(algorithm) << ", rank "
+            << r;
+      }
+    }
+  }
 }
 
 }  // namespace kolo::testing

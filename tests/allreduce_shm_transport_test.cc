@@ -287,37 +287,7 @@ TEST(HybridTransportTest, CollectivesAcrossTwoHostsOfTwoRanks) {
       testing::MakeHybridWorld(world, hosts, 1 << 20);
   ASSERT_EQ(ts.size(), 4u);
   uint64_t seq = 10;
-  for (int64_t count :
-       {int64_t{0}, int64_t{1}, int64_t{4099}, int64_t{(1 << 20) + 3}}) {
-    for (Algorithm algorithm : {Algorithm::kRing, Algorithm::kSmall}) {
-      std::vector<testing::Bytes> in, out(4);
-      for (int r = 0; r < 4; ++r) {
-        in.push_back(
-            testing::Input(DataType::kFloat32, ReduceOp::kSum, r, 0, count));
-        out[r].assign(in[r].size(), '\0');
-      }
-      const testing::Bytes want =
-          testing::Expected(DataType::kFloat32, ReduceOp::kSum, 4, 0, count);
-      ++seq;
-      std::vector<absl::Status> st(4);
-      std::vector<std::thread> threads;
-      for (int r = 0; r < 4; ++r) {
-        threads.emplace_back([&, r] {
-          ts[r]->BeginOperation(seq);
-          st[r] = Allreduce(*ts[r], DataType::kFloat32, in[r].data(),
-                            out[r].data(), count, {.op = ReduceOp::kSum},
-                            {.algorithm = algorithm, .segment_bytes = 1000});
-        });
-      }
-      for (auto& t : threads) t.join();
-      for (int r = 0; r < 4; ++r) {
-        ASSERT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r];
-        ASSERT_TRUE(out[r] == want)
-            << count << " elements, " << AlgorithmName(algorithm) << ", rank "
-            << r;
-      }
-    }
-  }
+  testing::ExpectExactAllreduces(ts, {0, 1, 4099, (1 << 20) + 3}, &seq);
   // Abort reaches both halves: a wait on a remote peer and one on a local
   // peer both end at once.
   char buf[4];

@@ -19,13 +19,8 @@
 namespace kolo::coordinator::sets_test {
 namespace {
 
-using ::testing::ElementsAre;
-using ::testing::HasSubstr;
-using ::testing::IsEmpty;
-using ::testing::UnorderedElementsAre;
-
-// Req, Ann, AnnReq, OnSet, Control, Names, Opts, kT0, At.
-using namespace ::kolo::testing;  // NOLINT(build/namespaces)
+// The gmock matchers and ::kolo::testing's builders (Req, Ann, AnnReq,
+// OnSet, Control, Names, Opts, kT0, At) come with the helpers' header.
 
 // ---- Process sets: add and remove ----------------------------------------
 
