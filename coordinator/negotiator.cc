@@ -278,6 +278,9 @@ void Negotiator::AnnounceBit(int rank, uint32_t bit, absl::Time now) {
   b.ranks[rank] = 1;
   b.at[rank] = now;
   ++b.count;
+  if (!request->order_stream().empty() && !CheckOrder(rank, *request, now)) {
+    return;  // a mismatch: failed
+  }
   if (joined_count_ == 0 ? b.count < options_.size : !Complete(0, [&](int r) {
         return b.ranks[r] != 0;
       })) {
@@ -507,6 +510,9 @@ void Negotiator::AnnounceOne(int rank, const proto::Request& request,
     p.bit = bit;
   }
   ++p.count;
+  if (!request.order_stream().empty() && !CheckOrder(rank, request, now)) {
+    return;  // a mismatch: failed (p with it)
+  }
   if (joined_count_ == 0 && p.set == 0
           ? p.count < options_.size
           : !Complete(p.set, [&](int r) { return p.by_rank[r].has_value(); })) {

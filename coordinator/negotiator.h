@@ -69,11 +69,23 @@
 //   until every rank that did not leave reported its exit (Done.fast_exit,
 //   FastExit): the plan sequence then goes on after their last fast plan.
 //   Announcements that arrive meanwhile wait.
+// - Ordered streams (Request.order_stream; negotiator_order.cc): the ops of
+//   a stream (a torch.distributed process group) are called by every member
+//   of its set in one order, and each says its call's slot. Once every
+//   member (that has not joined) announced an op in a slot, the slot is
+//   settled: when they announced different ops there (names, or groups),
+//   every op announced in the slot fails on every rank with an error naming
+//   what each rank called, instead of waiting for ops the other ranks never
+//   call. A rank that announces in a slot again before it settled (its
+//   earlier op there failed on its own, e.g. for a member that left) starts
+//   the slot over.
 // - Agreement checks and their messages: coordinator/negotiator_checks.h.
 //
 // Files: negotiator.cc (readiness: announcements, joins, groups, Done, ticks,
 // the stall inspector), negotiator_plans.cc (held responses into plans:
-// dispatch, cache bits, fusion), negotiator_checks.cc (agreement).
+// dispatch, cache bits, fusion), negotiator_checks.cc (agreement),
+// negotiator_order.cc (ordered streams), negotiator_leave.cc (members that
+// left), negotiator_fast.cc (the fast path).
 //
 // Thread-safety: none; the owner serialises calls (CoordinatorCore holds its
 // mutex).
@@ -87,6 +99,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -228,6 +241,25 @@ class Negotiator {
     absl::Time first;
     uint64_t order = 0;
   };
+  // A slot of an ordered stream: its process set, stream and slot.
+  struct OrderKey {
+    int32_t set = 0;
+    std::string stream;
+    uint32_t slot = 0;
+    bool operator==(const OrderKey& o) const {
+      return set == o.set && slot == o.slot && stream == o.stream;
+    }
+    template <typename H>
+    friend H AbslHashValue(H h, const OrderKey& k) {
+      return H::combine(std::move(h), k.set, k.stream, k.slot);
+    }
+  };
+  // What the members announced in an unsettled slot: per rank, whether it
+  // did, and its op (the group of a grouped op, else the name).
+  struct OrderSlot {
+    std::vector<uint8_t> ranks;  // size entries
+    std::vector<std::string> ops;
+  };
   // A ready response waiting for its plan.
   struct Held {
     proto::Response response;  // names = {name}; empty for a fast hit
@@ -248,6 +280,15 @@ class Negotiator {
                    absl::Time now);
   // One rank's announcement of a cache bit.
   void AnnounceBit(int rank, uint32_t bit, absl::Time now);
+  // Records `rank`'s `request` (of an ordered stream) in its slot and settles
+  // the slot once every member announced there. False when the members
+  // called different ops there: every op announced in the slot, this one
+  // included, has then failed (negotiator_order.cc).
+  bool CheckOrder(int rank, const proto::Request& request, absl::Time now);
+  // Fails every op announced in slot `key` on every rank with the mismatch
+  // `slot` shows.
+  void FailOrderSlot(const OrderKey& key, const OrderSlot& slot,
+                     absl::Time now);
   // A JOIN from `rank`.
   void Join(int rank, const proto::Request& request, absl::Time now);
   // Whether every member of `set` that has not joined announced (by
@@ -363,6 +404,8 @@ class Negotiator {
   // Groups an error released early during the current Announce, and the
   // error: their leftovers fail at its end (FailGroupLeftovers).
   std::vector<std::pair<std::string, proto::Response>> broken_now_;
+  // The unsettled slots of ordered streams.
+  absl::flat_hash_map<OrderKey, OrderSlot> order_slots_;
   // Process sets by id (0, every rank, is implicit); the next id to give.
   std::vector<int> all_ranks_;
   std::map<int32_t, std::vector<int>> sets_;

@@ -369,6 +369,20 @@ std::optional<std::string> CheckExpected(const Requests& rs, const Ranks& ranks,
 
 }  // namespace
 
+std::string DescribeCall(const proto::Request& r) {
+  if (!r.group().empty()) {
+    return absl::StrCat("grouped ", proto::OpTypeName(r.op()), " '", r.group(),
+                        "' (", r.group_size(), " tensors)");
+  }
+  std::string out =
+      absl::StrCat(proto::OpTypeName(r.op()), " '", r.name(), "'");
+  if (r.op() != proto::BARRIER) {
+    absl::StrAppend(&out, " (", FormatDtype(r), ", shape ", FormatShape(r),
+                    ")");
+  }
+  return out;
+}
+
 std::string RankList(const std::vector<int>& ranks) {
   return absl::StrCat(ranks.size() == 1 ? "rank " : "ranks ",
                       absl::StrJoin(ranks, ","));

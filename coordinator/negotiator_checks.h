@@ -48,6 +48,11 @@ proto::Response CheckAgreement(
     absl::string_view name, const std::vector<const proto::Request*>& requests,
     const std::vector<int>& ranks = {});
 
+// One rank's call, for messages: "allreduce 'grad/fc' (float32, shape
+// [4,2])",
+// "barrier 'b'", "grouped allreduce 'g' (3 tensors)".
+std::string DescribeCall(const proto::Request& r);
+
 // "rank 2" for one rank, "ranks 0,1,3" for several (in the given order).
 std::string RankList(const std::vector<int>& ranks);
 

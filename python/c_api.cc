@@ -6,6 +6,7 @@
 #include <pybind11/pybind11.h>
 
 #include "python/elastic_binding.h"
+#include "worker_lib/api/api_internal.h"
 
 namespace kolo::python {
 namespace {
@@ -26,6 +27,7 @@ const CApi kCApi = {
     &wait_any,
     &process_set_ranks,
     &MembershipKind,
+    &internal::OrderNextSubmission,
 };
 
 }  // namespace

@@ -21,7 +21,7 @@ class module_;
 namespace kolo::python {
 
 // Bumped whenever the table changes.
-inline constexpr int kCApiVersion = 3;
+inline constexpr int kCApiVersion = 4;
 // The capsule's name (PyCapsule_Import takes "module.attribute").
 inline constexpr char kCApiCapsuleName[] = "kolo._kolo._c_api";
 
@@ -57,6 +57,10 @@ struct CApi {
   // "lost", "hosts_updated", "leaving", "evicted", or "" when `s` is no
   // membership error (python/elastic_binding.h explains the kinds).
   const char* (*membership_kind)(const absl::Status& s);
+  // The next submission on the calling thread is the call at `slot` of the
+  // ordered stream `stream` (a process group's: proto Request.order_stream);
+  // that submission consumes it, whether it succeeds or not.
+  void (*order_next)(absl::string_view stream, uint32_t slot);
 };
 
 // kolo._kolo: sets the module's _c_api attribute.

@@ -19,6 +19,7 @@ kolo_add_test(coordinator_server_test
   LABELS unit)
 kolo_add_test(coordinator_negotiator_test
   SOURCES coordinator_negotiator_test.cc coordinator_negotiator_cache_test.cc
+    coordinator_negotiator_order_test.cc
     testing/negotiator_messages.cc
   LIBS kolo_coordinator_core
   LABELS unit tsan)

@@ -282,6 +282,8 @@ void PendingOp::Reset() {
   expect.clear();
   group.clear();
   group_size = 0;
+  order_stream.clear();
+  order_slot = 0;
   request.Clear();
   cache_bit = -1;
   submitted = absl::Time();
@@ -309,6 +311,10 @@ void FillRequest(PendingOp& op, int rank, int size, proto::Request* out) {
   if (!op.group.empty()) {
     r.set_group(op.group);
     r.set_group_size(op.group_size);
+  }
+  if (!op.order_stream.empty()) {
+    r.set_order_stream(op.order_stream);
+    r.set_order_slot(op.order_slot);
   }
   if (op.op != proto::BARRIER && op.op != proto::JOIN &&
       op.op != proto::MEMBERSHIP_CHECK && op.op != proto::PROCESS_SET_ADD &&

@@ -55,6 +55,10 @@ struct PendingOp {
   // A grouped op's member: the group's (qualified) name and size.
   std::string group;
   int32_t group_size = 0;
+  // An op of an ordered stream (proto Request.order_stream): the stream,
+  // empty when not ordered, and the call's slot in it.
+  std::string order_stream;
+  uint32_t order_slot = 0;
   // As announced, when it went in full (the cache compares it); empty when
   // it went as a cache bit (the cache mirror holds the same Request).
   proto::Request request;

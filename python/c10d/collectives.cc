@@ -43,10 +43,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::broadcast(
   CheckSingle(tensors, "broadcast");
   int root = GlobalRank(opts.rootRank, "broadcast");
   at::Tensor buf = tensors[0].contiguous();
-  std::string name = NextName("broadcast");
-  return Submit(c10d::OpType::BROADCAST, "broadcast", name,
-                One(api_->broadcast_async(KoloTensor(buf, false), root, name,
-                                          process_set_)),
+  Call call = NextCall("broadcast", CallSignature(buf, true));
+  Order(call);
+  return Submit(c10d::OpType::BROADCAST, "broadcast", call,
+                One(api_->broadcast_async(KoloTensor(buf, false), root,
+                                          call.name, process_set_)),
                 tensors, CopyBack(tensors[0], buf), {buf});
 }
 
@@ -57,9 +58,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::allreduce(
       KoloReduce(opts.reduceOp, tensors[0].scalar_type(), "allreduce");
   at::Tensor buf = tensors[0].contiguous();
   Tensor k = KoloTensor(buf, false);
-  std::string name = NextName("allreduce");
-  return Submit(c10d::OpType::ALLREDUCE, "allreduce", name,
-                One(api_->allreduce_async(k, k, o, name, process_set_)),
+  Call call = NextCall("allreduce", CallSignature(buf, true));
+  Order(call);
+  return Submit(c10d::OpType::ALLREDUCE, "allreduce", call,
+                One(api_->allreduce_async(k, k, o, call.name, process_set_)),
                 tensors, CopyBack(tensors[0], buf), {buf});
 }
 
@@ -76,15 +78,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::allreduce_coalesced(
   }
   AllreduceOptions o = KoloReduce(opts.reduceOp, tensors[0].scalar_type(),
                                   "allreduce_coalesced");
-  std::string name = NextName("allreduce_coalesced");
+  Call call = NextCall("allreduce_coalesced", CallSignature(tensors[0], false));
   Finish finish = [tensors, bufs](const std::vector<OpResult>&) mutable {
     for (size_t i = 0; i < tensors.size(); ++i) {
       if (!tensors[i].is_same(bufs[i])) tensors[i].copy_(bufs[i]);
     }
   };
+  Order(call);
   return Submit(
-      c10d::OpType::ALLREDUCE_COALESCED, "allreduce_coalesced", name,
-      One(api_->grouped_allreduce_async(ks, ks, o, name, process_set_)),
+      c10d::OpType::ALLREDUCE_COALESCED, "allreduce_coalesced", call,
+      One(api_->grouped_allreduce_async(ks, ks, o, call.name, process_set_)),
       tensors, std::move(finish), bufs);
 }
 
@@ -99,11 +102,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::reduce(
   bool root = opts.rootRank == getRank();
   at::Tensor buf = tensors[0].contiguous();
   at::Tensor out = root ? buf : at::empty_like(buf);
-  std::string name = NextName("reduce");
+  Call call = NextCall("reduce", CallSignature(buf, true));
+  Order(call);
   return Submit(
-      c10d::OpType::REDUCE, "reduce", name,
+      c10d::OpType::REDUCE, "reduce", call,
       One(api_->allreduce_async(KoloTensor(buf, false), KoloTensor(out, false),
-                                o, name, process_set_)),
+                                o, call.name, process_set_)),
       tensors, root ? CopyBack(tensors[0], buf) : nullptr, {buf, out});
 }
 
@@ -119,16 +123,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::allgather(
   for (const at::Tensor& t : outputs[0]) CheckTensor(t, "allgather");
   at::Tensor buf = inputs[0].contiguous();
   auto staging = std::make_shared<Staging>();
-  std::string name = NextName("allgather");
+  Call call = NextCall("allgather", CallSignature(buf, false));
   std::vector<at::Tensor> outs = outputs[0];
   Finish finish = [outs, staging](const std::vector<OpResult>& r) mutable {
     CopySlices(staging->tensor, Splits(r[0]), outs, "allgather");
   };
-  return Submit(c10d::OpType::ALLGATHER, "allgather", name,
+  Order(call);
+  return Submit(c10d::OpType::ALLGATHER, "allgather", call,
                 One(api_->allgather_async(
                     KoloTensor(buf, true),
                     OutputAllocator(at::Tensor(), buf.scalar_type(), staging),
-                    name, process_set_)),
+                    call.name, process_set_)),
                 outputs[0], std::move(finish), {buf});
 }
 
@@ -139,7 +144,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::_allgather_base(
   CheckTensor(output, "_allgather_base");
   at::Tensor buf = input.contiguous();
   auto staging = std::make_shared<Staging>();
-  std::string name = NextName("_allgather_base");
+  Call call = NextCall("_allgather_base", CallSignature(buf, false));
   Finish finish = [output, staging](const std::vector<OpResult>& r) mutable {
     if (!staging->tensor.defined()) return;  // written in place
     int64_t n = r[0].shape.empty() ? 0 : r[0].shape[0];
@@ -149,11 +154,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::_allgather_base(
     }
     output.copy_(staging->tensor.narrow(0, 0, n).view(output.sizes()));
   };
-  return Submit(c10d::OpType::_ALLGATHER_BASE, "_allgather_base", name,
+  Order(call);
+  return Submit(c10d::OpType::_ALLGATHER_BASE, "_allgather_base", call,
                 One(api_->allgather_async(
                     KoloTensor(buf, true),
-                    OutputAllocator(output, buf.scalar_type(), staging), name,
-                    process_set_)),
+                    OutputAllocator(output, buf.scalar_type(), staging),
+                    call.name, process_set_)),
                 {output}, std::move(finish), {buf, output});
 }
 
@@ -179,18 +185,19 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::gather(
   }
   at::Tensor buf = inputs[0].contiguous();
   auto staging = std::make_shared<Staging>();
-  std::string name = NextName("gather");
+  Call call = NextCall("gather", CallSignature(buf, false));
   Finish finish = nullptr;
   if (root) {
     finish = [outs, staging](const std::vector<OpResult>& r) mutable {
       CopySlices(staging->tensor, Splits(r[0]), outs, "gather");
     };
   }
-  return Submit(c10d::OpType::GATHER, "gather", name,
+  Order(call);
+  return Submit(c10d::OpType::GATHER, "gather", call,
                 One(api_->allgather_async(
                     KoloTensor(buf, true),
                     OutputAllocator(at::Tensor(), buf.scalar_type(), staging),
-                    name, process_set_)),
+                    call.name, process_set_)),
                 outs, std::move(finish), {buf});
 }
 

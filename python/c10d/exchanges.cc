@@ -66,12 +66,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::scatter(
   }
   at::Tensor out = outputs[0];
   auto staging = std::make_shared<Staging>();
-  std::string name = NextName("scatter");
+  Call call = NextCall("scatter", CallSignature(out, false));
   std::vector<absl::StatusOr<Handle>> h;
+  Order(call);
   h.push_back(api_->alltoall_async(
       KoloTensor(send, true), OutputAllocator(out, out.scalar_type(), staging),
-      splits, name, process_set_));
-  return Submit(c10d::OpType::SCATTER, "scatter", name, std::move(h), outputs,
+      splits, call.name, process_set_));
+  return Submit(c10d::OpType::SCATTER, "scatter", call, std::move(h), outputs,
                 CopyOut(out, staging, "scatter"), {send, out});
 }
 
@@ -92,18 +93,19 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::reduce_scatter(
   at::Tensor send = Concat(inputs[0], &counts);
   at::Tensor out = outputs[0];
   at::Tensor buf = out.contiguous();
-  std::string name = NextName("reduce_scatter");
+  Call call = NextCall("reduce_scatter", CallSignature(send, true));
   std::vector<absl::StatusOr<Handle>> h;
+  Order(call);
   h.push_back(api_->reducescatter_async(KoloTensor(send, true),
-                                        KoloTensor(buf, true), o, counts, name,
-                                        process_set_));
+                                        KoloTensor(buf, true), o, counts,
+                                        call.name, process_set_));
   Finish finish = nullptr;
   if (!out.is_same(buf)) {
     finish = [out, buf](const std::vector<OpResult>&) mutable {
       out.copy_(buf);
     };
   }
-  return Submit(c10d::OpType::REDUCE_SCATTER, "reduce_scatter", name,
+  return Submit(c10d::OpType::REDUCE_SCATTER, "reduce_scatter", call,
                 std::move(h), outputs, std::move(finish), {send, buf});
 }
 
@@ -124,10 +126,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::_reduce_scatter_base(
       KoloReduce(opts.reduceOp, output.scalar_type(), "_reduce_scatter_base");
   at::Tensor send = input.contiguous();
   at::Tensor buf = output.contiguous();
-  std::string name = NextName("_reduce_scatter_base");
+  Call call = NextCall("_reduce_scatter_base", CallSignature(send, true));
   std::vector<absl::StatusOr<Handle>> h;
+  Order(call);
   h.push_back(api_->reducescatter_async(KoloTensor(send, true),
-                                        KoloTensor(buf, true), o, {}, name,
+                                        KoloTensor(buf, true), o, {}, call.name,
                                         process_set_));
   Finish finish = nullptr;
   if (!output.is_same(buf)) {
@@ -136,7 +139,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::_reduce_scatter_base(
     };
   }
   return Submit(c10d::OpType::_REDUCE_SCATTER_BASE, "_reduce_scatter_base",
-                name, std::move(h), {output}, std::move(finish), {send, buf});
+                call, std::move(h), {output}, std::move(finish), {send, buf});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::alltoall_base(
@@ -147,12 +150,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::alltoall_base(
   if (input.dim() == 0) Fail("alltoall_base: a scalar input");
   at::Tensor send = input.contiguous();
   auto staging = std::make_shared<Staging>();
-  std::string name = NextName("alltoall_base");
+  Call call = NextCall("alltoall_base", CallSignature(send, false));
   std::vector<absl::StatusOr<Handle>> h;
+  Order(call);
   h.push_back(api_->alltoall_async(
       KoloTensor(send, false),
       OutputAllocator(output, output.scalar_type(), staging), input_splits,
-      name, process_set_));
+      call.name, process_set_));
   Finish copy = CopyOut(output, staging, "alltoall_base");
   std::vector<int64_t> expected = output_splits;
   Finish finish = [copy, expected](const std::vector<OpResult>& r) {
@@ -163,7 +167,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::alltoall_base(
     }
     copy(r);
   };
-  return Submit(c10d::OpType::ALLTOALL_BASE, "alltoall_base", name,
+  return Submit(c10d::OpType::ALLTOALL_BASE, "alltoall_base", call,
                 std::move(h), {output}, std::move(finish), {send, output});
 }
 
@@ -179,17 +183,18 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::alltoall(
   std::vector<int64_t> splits;
   at::Tensor send = Concat(inputs, &splits);
   auto staging = std::make_shared<Staging>();
-  std::string name = NextName("alltoall");
+  Call call = NextCall("alltoall", CallSignature(send, false));
   std::vector<absl::StatusOr<Handle>> h;
+  Order(call);
   h.push_back(api_->alltoall_async(
       KoloTensor(send, true),
-      OutputAllocator(at::Tensor(), send.scalar_type(), staging), splits, name,
-      process_set_));
+      OutputAllocator(at::Tensor(), send.scalar_type(), staging), splits,
+      call.name, process_set_));
   std::vector<at::Tensor> outs = outputs;
   Finish finish = [outs, staging](const std::vector<OpResult>& r) mutable {
     CopySlices(staging->tensor, Splits(r[0]), outs, "alltoall");
   };
-  return Submit(c10d::OpType::ALLTOALL, "alltoall", name, std::move(h), outputs,
+  return Submit(c10d::OpType::ALLTOALL, "alltoall", call, std::move(h), outputs,
                 std::move(finish), {send});
 }
 

@@ -15,7 +15,9 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
 
 namespace kolo::c10d_backend {
 namespace {
@@ -338,8 +340,10 @@ ProcessGroupKolo::ProcessGroupKolo(const python::CApi* api, int rank, int size,
       api_(api),
       process_set_(process_set),
       uid_(std::move(uid)),
-      prefix_("c10d." + uid_ + "."),
-      timeout_(timeout) {
+      stream_("c10d." + uid_),
+      prefix_(stream_ + "."),
+      timeout_(timeout),
+      slots_(kOrderSlots, 0) {
   absl::StatusOr<std::vector<int>> ranks = api_->process_set_ranks(process_set);
   if (!ranks.ok()) {
     throw std::runtime_error("kolo backend: kolo process set " +
@@ -358,9 +362,42 @@ ProcessGroupKolo::ProcessGroupKolo(const python::CApi* api, int rank, int size,
 
 ProcessGroupKolo::~ProcessGroupKolo() { progress_->Stop(); }
 
-std::string ProcessGroupKolo::NextName(const char* op) {
+std::string CallSignature(const at::Tensor& like, bool numel) {
+  std::string sig = c10::toString(like.scalar_type());
+  if (numel) absl::StrAppend(&sig, ".", like.numel());
+  return sig;
+}
+
+Call ProcessGroupKolo::NextCall(const char* op, const std::string& sig) {
   progress_->CheckUsable(op);
-  return absl::StrCat(prefix_, seq_.fetch_add(1));
+  Call call;
+  call.slot = static_cast<uint32_t>(seq_.fetch_add(1) % kOrderSlots);
+  call.name = absl::StrCat(prefix_, call.slot, ".", op);
+  if (!sig.empty()) absl::StrAppend(&call.name, ".", sig);
+  Handle before = 0;
+  {
+    absl::MutexLock lock(&slots_mu_);
+    before = slots_[call.slot];
+  }
+  if (before != 0) {
+    // The call one lap of the slots earlier: still in flight, it would
+    // share this call's slot (and maybe its name).
+    absl::StatusOr<size_t> done =
+        api_->wait_any(absl::MakeConstSpan(&before, 1), timeout_);
+    if (!done.ok() && absl::IsDeadlineExceeded(done.status())) {
+      std::string what =
+          absl::StrCat(op, " ", call.name, ": the group's call ", kOrderSlots,
+                       " calls earlier did not finish within the group's "
+                       "timeout (",
+                       absl::FormatDuration(timeout_), ")");
+      progress_->MarkTimedOut(what);
+      throw std::runtime_error(absl::StrCat(
+          "kolo backend: ", what, "; a group holds at most ", kOrderSlots,
+          " collectives in flight. Wait for earlier works, or "
+          "check that every rank makes the same calls."));
+    }
+  }
+  return call;
 }
 
 int ProcessGroupKolo::GlobalRank(int64_t group_rank, const char* what) const {
@@ -375,7 +412,7 @@ int ProcessGroupKolo::GlobalRank(int64_t group_rank, const char* what) const {
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::Submit(
-    c10d::OpType type, const char* title, const std::string& name,
+    c10d::OpType type, const char* title, const Call& call,
     std::vector<absl::StatusOr<Handle>> submitted,
     std::vector<at::Tensor> outputs,
     std::function<void(const std::vector<OpResult>&)> finish,
@@ -383,7 +420,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::Submit(
   Pending p;
   p.keep = std::move(keep);
   p.title = title;
-  p.name = name;
+  p.name = call.name;
   absl::Status refused;
   for (absl::StatusOr<Handle>& h : submitted) {
     if (h.ok()) {
@@ -392,6 +429,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::Submit(
       refused = h.status();
     }
   }
+  {
+    absl::MutexLock lock(&slots_mu_);
+    slots_[call.slot] = p.handles.empty() ? 0 : p.handles.back();
+  }
   // After a refusal what was submitted still completes (on the progress
   // thread); the caller learns of the refusal now.
   if (refused.ok()) p.finish = std::move(finish);
@@ -399,17 +440,18 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::Submit(
       c10::make_intrusive<KoloWork>(api_, progress_, getRank(), type,
                                     std::move(outputs), std::move(p), timeout_);
   if (!refused.ok()) {
-    std::rethrow_exception(Error(api_, title + (" " + name), refused));
+    std::rethrow_exception(Error(api_, title + (" " + call.name), refused));
   }
   return work;
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::barrier(
     const c10d::BarrierOptions& /*opts*/) {
-  std::string name = NextName("barrier");
+  Call call = NextCall("barrier", "");
   std::vector<absl::StatusOr<Handle>> h;
-  h.push_back(api_->barrier_async(name, process_set_));
-  return Submit(c10d::OpType::BARRIER, "barrier", name, std::move(h), {},
+  Order(call);
+  h.push_back(api_->barrier_async(call.name, process_set_));
+  return Submit(c10d::OpType::BARRIER, "barrier", call, std::move(h), {},
                 nullptr, {});
 }
 

@@ -2,13 +2,22 @@
 // the backend that `import kolo.torch.distributed` registers as "kolo".
 //
 // Each collective is submitted to kolo (through kolo._kolo's API table,
-// python/c_api.h) under the name "c10d.<uid>.<seq>": uid tells process
-// groups on the same kolo process set apart, seq counts this group's
-// collectives. Every member calls the same collectives in the same order
-// (torch's rule), so the names match across ranks and kolo checks that the
-// ranks agree on each (a disagreement fails the op on every rank). The op
-// kind is not in the name on purpose: two ranks that call different
-// collectives meet under one name and fail, rather than wait for each other.
+// python/c_api.h) as a call of the group's ordered stream (proto
+// Request.order_stream "c10d.<uid>": uid tells process groups on the same
+// kolo process set apart) at slot seq mod kOrderSlots, where seq counts the
+// group's calls, under the name "c10d.<uid>.<slot>.<op>.<dtype>[.<numel>]".
+// Every member calls the same collectives in the same order (torch's rule),
+// so the names match across ranks and kolo checks that the ranks agree on
+// each (a disagreement fails the op on every rank). The names repeat: a
+// training step that makes the same calls every step (DDP's buckets) names
+// them alike from one lap of the slots to the next, so kolo's response
+// cache (and its fast path) serves them, as it serves a Horovod step's
+// named gradients. Two ranks that call different collectives at one point
+// announce different names in the same slot, which kolo's coordinator
+// settles: each fails on every rank (coordinator/negotiator_order.cc),
+// rather than waiting for the other. A call waits (at most the group's
+// timeout) for the one kOrderSlots before it, so that one slot never holds
+// two calls in flight.
 // A KoloWork completes when kolo's handle does, on whichever thread claims
 // it first: a thread in wait() completes its own op (no hand-off: the cost
 // of a blocking collective is kolo's); otherwise the group's progress
@@ -67,6 +76,23 @@
 #include "python/c_api.h"
 
 namespace kolo::c10d_backend {
+
+// The slots of a group's ordered stream: the most calls of one group in
+// flight at once (a call waits for the one kOrderSlots before it), and the
+// period after which a step's names repeat (a step of m calls names each
+// call alike every kOrderSlots / gcd(m, kOrderSlots) steps).
+inline constexpr uint32_t kOrderSlots = 64;
+
+// One call of a group: its kolo name and its slot in the group's stream.
+struct Call {
+  std::string name;
+  uint32_t slot = 0;
+};
+
+// A call's signature in its name: the dtype of `like`, and its element
+// count when `numel` (leave it out where the ranks' tensors may differ, as
+// alltoall's splits let them): "Float.1024".
+std::string CallSignature(const at::Tensor& like, bool numel);
 
 // What completing one op takes.
 struct Pending {
@@ -256,14 +282,19 @@ class ProcessGroupKolo : public c10d::ProcessGroup {
                                                int tag) override;
 
  private:
-  // The next op's name, "c10d.<uid>.<seq>"; throws, naming `op`, once the
-  // group is unusable (an op timed out).
-  std::string NextName(const char* op);
+  // The next call, `op` with signature `sig` (CallSignature; empty for a
+  // barrier); waits until the call kOrderSlots before it finished. Throws,
+  // naming `op`, once the group is unusable (an op timed out), or when that
+  // wait passes the group's timeout (which makes it unusable).
+  Call NextCall(const char* op, const std::string& sig);
+  // Tells kolo that the next submission on this thread is `call`: call it
+  // right before that submission.
+  void Order(const Call& call) const { api_->order_next(stream_, call.slot); }
   // Queues an op whose handles kolo returned, holding `keep` until they
   // completed; throws (on this rank) the first submission error, after
   // queueing what was submitted.
   c10::intrusive_ptr<c10d::Work> Submit(
-      c10d::OpType type, const char* title, const std::string& name,
+      c10d::OpType type, const char* title, const Call& call,
       std::vector<absl::StatusOr<Handle>> submitted,
       std::vector<at::Tensor> outputs,
       std::function<void(const std::vector<OpResult>&)> finish,
@@ -274,10 +305,14 @@ class ProcessGroupKolo : public c10d::ProcessGroup {
   const python::CApi* const api_;
   const ProcessSet process_set_;
   const std::string uid_;
+  const std::string stream_;  // "c10d.<uid>"
   const std::string prefix_;  // "c10d.<uid>."
   const absl::Duration timeout_;
   std::vector<int> global_ranks_;  // the set's ranks, ascending
   std::atomic<uint64_t> seq_{0};
+  // Per slot, kolo's handle of the last call submitted there (0: none).
+  absl::Mutex slots_mu_;
+  std::vector<Handle> slots_ ABSL_GUARDED_BY(slots_mu_);
 
   std::shared_ptr<Progress> progress_;
 };

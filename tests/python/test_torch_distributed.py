@@ -11,6 +11,7 @@ rendezvous, kolo's coordinator and secret through torch's store.
 import os
 import socket
 import time
+import urllib.request
 from datetime import timedelta
 
 import pytest
@@ -234,7 +235,8 @@ def test_mismatch_fails_on_every_rank_and_the_next_works():
     with pytest.raises(RuntimeError, match='kolo backend'):
         w.wait()
     assert w.is_completed() and not w.is_success()
-    with pytest.raises(RuntimeError, match='op .*allreduce.* on rank'):
+    with pytest.raises(RuntimeError, match='called different collectives.*'
+                       'allreduce .* on rank'):
         t = torch.ones(2)
         if rank == 0:
             dist.all_reduce(t)
@@ -243,6 +245,60 @@ def test_mismatch_fails_on_every_rank_and_the_next_works():
     t = torch.ones(3)
     dist.all_reduce(t)
     assert torch.equal(t, torch.full((3,), float(size)))
+
+
+def _cache_counts():
+    """kolo's coordinator's response cache hits and misses so far, from its
+    metrics page (tests/python/run.sh starts kolorun with --metrics-port)."""
+    port = os.environ['KOLO_TEST_METRICS_PORT']
+    with urllib.request.urlopen(f'http://127.0.0.1:{port}/metrics',
+                                timeout=30) as page:
+        out = page.read().decode()
+    counts = {}
+    for line in out.splitlines():
+        for key in ('kolo_cache_hits_total', 'kolo_cache_misses_total'):
+            if line.startswith(key):
+                counts[key] = float(line.split()[-1])
+    return counts['kolo_cache_hits_total'], counts['kolo_cache_misses_total']
+
+
+def test_a_steps_calls_are_served_by_the_response_cache():
+    """The backend's names repeat from one lap of the group's call slots to
+    the next, so a step's collectives become response cache hits (they were
+    all misses when every call had a name of its own)."""
+    rank, size = rs()
+    if 'KOLO_TEST_METRICS_PORT' not in os.environ or size == 1:
+        pytest.skip('needs a kolorun job with --metrics-port (run.sh)')
+    dist.barrier()
+    before = _cache_counts() if rank == 0 else None
+    dist.barrier()
+    steps, shapes = 200, (3, 5, 7)  # 3 calls a step: a lap is 64 steps
+    for _ in range(steps):
+        for n in shapes:
+            t = torch.ones(n)
+            dist.all_reduce(t)
+            assert torch.equal(t, torch.full((n,), float(size)))
+    dist.barrier()
+    if rank == 0:
+        hits, misses = (a - b for a, b in zip(_cache_counts(), before))
+        calls = steps * len(shapes)
+        # First lap: each shape meets each of the 64 slots once (misses);
+        # then every call is a hit. The barriers add a few of either.
+        assert misses <= 64 * len(shapes) + 4, (hits, misses)
+        assert hits >= calls - 64 * len(shapes), (hits, misses)
+    dist.barrier()
+
+
+def test_more_calls_in_flight_than_call_slots():
+    """Calls one lap of the slots apart share a name: the later one waits
+    for the earlier (kolo refuses two ops of one name in flight)."""
+    _, size = rs()
+    ts = [torch.full((4,), float(i)) for i in range(150)]
+    works = [dist.all_reduce(t, async_op=True) for t in ts]
+    for w in works:
+        w.wait()
+    for i, t in enumerate(ts):
+        assert torch.equal(t, torch.full((4,), float(i * size)))
 
 
 def test_group_timeout():
@@ -299,6 +355,36 @@ def test_group_timeout():
     if rank == late:
         dist.destroy_process_group(strict)
     dist.destroy_process_group(patient)
+
+
+def test_group_timeout_through_the_future():
+    """The path DDP's comm hooks take: a work's future, driven by the
+    group's progress thread, carries the timeout's error when its op is not
+    complete within the group's timeout; then() callbacks see it too."""
+    rank, size = rs()
+    if size == 1:
+        pytest.skip('needs 2 ranks')
+    late = size - 1
+    strict = kdist.new_group(timeout=timedelta(seconds=1))
+    dist.barrier()
+    t = torch.full((2,), float(rank + 1))
+    if rank == late:
+        time.sleep(2.5)
+        dist.all_reduce(t, group=strict)
+        assert torch.equal(t, torch.full((2,), float(sum(range(1, size + 1)))))
+    else:
+        start = time.monotonic()
+        fut = dist.all_reduce(t, group=strict, async_op=True).get_future()
+        chained = fut.then(lambda f: f.value())
+        with pytest.raises(RuntimeError, match=r'allreduce c10d\.\S+ timed '
+                           r'out: not complete within the process group.s '
+                           r'timeout of 1000 ms'):
+            fut.wait()
+        assert 0.9 < time.monotonic() - start < 2.4
+        with pytest.raises(RuntimeError, match='timed out'):
+            chained.wait()
+    dist.barrier()
+    dist.destroy_process_group(strict)
 
 
 def test_send_recv_refused():

@@ -27,16 +27,37 @@ struct Prepared {
   std::shared_ptr<worker::PendingOp> op;
 };
 
+// internal::OrderNextSubmission's, for the next submission on this thread.
+struct NextOrder {
+  std::string stream;  // empty: none
+  uint32_t slot = 0;
+};
+thread_local NextOrder next_order;
+
+// Takes this thread's next order (leaving none) into `op`.
+void TakeOrder(worker::PendingOp* op) {
+  if (next_order.stream.empty()) return;
+  if (op != nullptr) {
+    op->order_stream = next_order.stream;
+    op->order_slot = next_order.slot;
+  }
+  next_order.stream.clear();
+}
+
 // kFailedPrecondition before init() or after shutdown().
 absl::StatusOr<Prepared> Prepare(proto::OpType type, const Tensor& input,
                                  ProcessSet process_set) {
   auto ops = internal::CurrentOps(proto::OpTypeName(type));
-  if (!ops.ok()) return ops.status();
+  if (!ops.ok()) {
+    TakeOrder(nullptr);
+    return ops.status();
+  }
   Prepared n{std::move(*ops), nullptr};
   n.op = n.runtime->NewOp();
   n.op->op = type;
   n.op->input = input;
   n.op->process_set = process_set;
+  TakeOrder(n.op.get());
   return n;
 }
 
@@ -58,6 +79,8 @@ absl::StatusOr<Handle> SubmitGroup(
     absl::string_view name, ProcessSet process_set,
     const std::function<void(size_t, worker::PendingOp&)>& fill) {
   const std::string op = absl::StrCat("grouped_", proto::OpTypeName(type));
+  const NextOrder order = next_order;
+  TakeOrder(nullptr);
   auto ops = internal::CurrentOps(op);
   if (!ops.ok()) return ops.status();
   if (inputs.size() != outputs) {
@@ -72,6 +95,10 @@ absl::StatusOr<Handle> SubmitGroup(
     member.op = type;
     member.input = inputs[i];
     member.process_set = process_set;
+    if (i == 0) {  // one op of its stream's slot (negotiator_order.cc)
+      member.order_stream = order.stream;
+      member.order_slot = order.slot;
+    }
     fill(i, member);
   }
   return (*ops)->SubmitGroup(std::move(members), name);
@@ -180,6 +207,11 @@ absl::StatusOr<Handle> barrier_async(absl::string_view name,
   auto n = Prepare(proto::BARRIER, Tensor{}, process_set);
   if (!n.ok()) return n.status();
   return Submit(*std::move(n), name);
+}
+
+void internal::OrderNextSubmission(absl::string_view stream, uint32_t slot) {
+  next_order.stream.assign(stream.data(), stream.size());
+  next_order.slot = slot;
 }
 
 absl::StatusOr<Handle> internal::MembershipCheckAsync(bool leave) {

@@ -8,6 +8,7 @@
 #ifndef KOLO_WORKER_LIB_API_API_INTERNAL_H_
 #define KOLO_WORKER_LIB_API_API_INTERNAL_H_
 
+#include <cstdint>
 #include <memory>
 
 #include "absl/status/statusor.h"
@@ -52,6 +53,12 @@ absl::Status AwaitSessionVerdict();
 // check_host_updates; proto MEMBERSHIP_CHECK), leaving the job there if
 // `leave`.
 absl::StatusOr<Handle> MembershipCheckAsync(bool leave);
+// The next submission on this thread (its op, or its group, whose first
+// member carries it) is the call at `slot` of ordered stream `stream` (proto
+// Request.order_stream: torch.distributed's backend, python/c10d/, says
+// which process group call each op is). That submission consumes it, whether
+// it succeeds or not; an empty stream clears it.
+void OrderNextSubmission(absl::string_view stream, uint32_t slot);
 // Whether this job is elastic (KOLO_ELASTIC); false when kolo is not
 // initialised.
 bool IsElasticJob();

@@ -28,7 +28,9 @@ bool SameRequest(const proto::Request& a, const proto::Request& b) {
          SameList(a.shape(), b.shape()) && SameList(a.splits(), b.splits()) &&
          SameList(a.expect(), b.expect()) && a.name() == b.name() &&
          a.invalid() == b.invalid() && a.process_set() == b.process_set() &&
-         a.group() == b.group() && a.group_size() == b.group_size();
+         a.group() == b.group() && a.group_size() == b.group_size() &&
+         a.order_stream() == b.order_stream() &&
+         a.order_slot() == b.order_slot();
 }
 
 std::optional<uint32_t> CacheMirror::BitFor(
