@@ -77,33 +77,6 @@ const std::vector<int>* Negotiator::Members(int32_t set) const {
   return it == sets_.end() ? nullptr : &it->second;
 }
 
-template <typename Announced>
-bool Negotiator::Complete(int32_t set, Announced announced) const {
-  const std::vector<int>* members = Members(set);
-  if (members == nullptr) return false;
-  bool any = false;
-  for (int r : *members) {
-    if (announced(r)) {
-      any = true;
-    } else if (joined_[r] == 0) {
-      return false;
-    }
-  }
-  return any;
-}
-
-template <typename Announced>
-std::vector<int> Negotiator::Absent(int32_t set, Announced announced) const {
-  std::vector<int> absent;
-  if (joined_count_ == 0) return absent;
-  const std::vector<int>* members = Members(set);
-  if (members == nullptr) return absent;
-  for (int r : *members) {
-    if (joined_[r] != 0 && !announced(r)) absent.push_back(r);
-  }
-  return absent;
-}
-
 void Negotiator::UpdateSettings(int rank, const proto::Settings& settings) {
   settings_[rank] = settings;
   uint64_t threshold = UINT64_MAX, direct = UINT64_MAX;

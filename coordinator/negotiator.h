@@ -457,6 +457,34 @@ class Negotiator {
   std::optional<uint32_t> capacity_after_fast_;
 };
 
+// The member templates, here so that every file of the class may use them.
+template <typename Announced>
+bool Negotiator::Complete(int32_t set, Announced announced) const {
+  const std::vector<int>* members = Members(set);
+  if (members == nullptr) return false;
+  bool any = false;
+  for (int r : *members) {
+    if (announced(r)) {
+      any = true;
+    } else if (joined_[r] == 0) {
+      return false;
+    }
+  }
+  return any;
+}
+
+template <typename Announced>
+std::vector<int> Negotiator::Absent(int32_t set, Announced announced) const {
+  std::vector<int> absent;
+  if (joined_count_ == 0) return absent;
+  const std::vector<int>* members = Members(set);
+  if (members == nullptr) return absent;
+  for (int r : *members) {
+    if (joined_[r] != 0 && !announced(r)) absent.push_back(r);
+  }
+  return absent;
+}
+
 }  // namespace kolo::coordinator
 
 #endif  // KOLO_COORDINATOR_NEGOTIATOR_H_
