@@ -213,4 +213,5 @@ endif()
 # The control plane under TLS (issue 38): kolorun --tls, files, refusals.
 kolo_add_test(multiprocess_tls_test SOURCES multiprocess_tls_test.cc
   LIBS kolo_mp_testing kolo_tls LABELS multiprocess SERIAL TIMEOUT 300)
-add_dependencies(multiprocess_tls_test kolo-mp-worker kolorun kolo-coordinator)
+add_dependencies(multiprocess_tls_test kolo-mp-worker kolorun kolo-coordinator
+  kolo-ctl)
