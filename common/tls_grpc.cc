@@ -31,7 +31,8 @@ void RouteGrpcLog(gpr_log_func_args* args) {
                absl::StrCat("TLS handshake refused (", args->message,
                             "): a peer without this job's certificate "
                             "(another job's or CA's, expired, or plaintext) "
-                            "tried to connect"));
+                            "tried to connect (gRPC does not say from which "
+                            "address)"));
     return;
   }
   auto log = GetLogger("grpc");

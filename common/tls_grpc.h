@@ -16,7 +16,20 @@
 // - gRPC logs a refused handshake through gpr_log, once per connection, with
 //   no peer address. InstallHandshakeRefusalLog sends those lines to kolo's
 //   `logger` at warn, rate-limited (LogRefusal, key "tls"), and gRPC's other
-//   lines to spdlog's "grpc" logger.
+//   lines to spdlog's "grpc" logger. The line cannot name the peer: gRPC
+//   1.51 gives an application nothing of a refused handshake but that text
+//   (ssl_transport_security.cc's "Handshake failed with fatal error ...";
+//   the handshaker's own lines, at debug, carry no address either). Its
+//   hooks come too late or see no address: a certificate verifier
+//   (TlsServerCredentialsOptions::set_certificate_verifier) gets a request
+//   with the certificate and its names, not the connection's address (and
+//   with the chain verified, a wrong CA or an expired certificate never
+//   reaches it, nor does plaintext); an AuthMetadataProcessor and
+//   ServerContext::peer() exist only for calls, after a handshake
+//   succeeded; the socket mutator (GRPC_ARG_SOCKET_MUTATOR) is declared in
+//   gRPC's internal headers only. A peer that passes TLS and is refused by
+//   kolo (a wrong secret) is logged with its address (coordinator/core.cc,
+//   coordinator/service.cc).
 //
 // Thread-safety: the functions may be called from any thread;
 // InstallHandshakeRefusalLog changes process-wide state (call it once,

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/log.h"
+#include "proto/autotune_text.h"
 
 namespace kolo::coordinator {
 
@@ -251,12 +252,9 @@ TunedSettings Autotuner::Next(double score) {
             absl::FormatDuration(chosen.cycle_time),
             chosen.cache_enabled ? "on" : "off",
             chosen.data_plane
-                ? absl::StrCat(
-                      ", small-message cut-off ", chosen.small_allreduce_bytes,
-                      " bytes, segment ",
-                      chosen.segment_bytes == 0
-                          ? std::string("automatic")
-                          : absl::StrCat(chosen.segment_bytes, " bytes"))
+                ? absl::StrCat(", ", proto::DataPlaneSettingsText(
+                                         chosen.small_allreduce_bytes,
+                                         chosen.segment_bytes))
                 : std::string(),
             best_score);
     return chosen;

@@ -43,13 +43,29 @@ std::shared_ptr<spdlog::logger> Log() {
 
 std::string ErrnoText(int err) { return std::strerror(err); }
 
+// The process at the other end of a local (Unix) socket, for messages: "a
+// local socket (pid P, uid U)" from SO_PEERCRED, or "a local socket" when
+// the kernel does not say.
+std::string LocalPeer(int fd) {
+  ucred cred{};
+  socklen_t len = sizeof(cred);
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 ||
+      len != sizeof(cred) || cred.pid <= 0) {
+    return "a local socket";
+  }
+  return absl::StrCat("a local socket (pid ", cred.pid, ", uid ", cred.uid,
+                      ")");
+}
+
 }  // namespace
 
 struct LinkServer::Conn {
   enum class State { kHello, kProof, kBound };
   uint64_t id = 0;  // the epoll tag
   net::UniqueFd fd;
+  // For messages: "ip:port", or a local socket's process (LocalPeer).
   std::string peer;
+  bool local = false;  // came on the local (Unix) listener
   State state = State::kHello;
   absl::Time opened;
   FrameDecoder in;
@@ -72,6 +88,9 @@ struct LinkServer::Conn {
                ? tls->Send(buf, n)
                : ::send(fd.get(), buf, n, MSG_NOSIGNAL | MSG_DONTWAIT);
   }
+  // The key of its refusal lines' rate limit (LogRefusal): its host, or one
+  // key for every local process.
+  std::string RefusalKey() const { return local ? "a local socket" : peer; }
   // Why the last call failed: TLS's words, or errno's.
   std::string Error(int err) const {
     return tls != nullptr && !tls->error().empty() ? tls->error()
@@ -250,7 +269,8 @@ void LinkServer::Accept(int listener) {
     }
     auto conn = std::make_unique<Conn>();
     conn->fd = net::UniqueFd(fd);
-    conn->peer = local ? "a local socket" : net::PeerAddress(fd);
+    conn->peer = local ? LocalPeer(fd) : net::PeerAddress(fd);
+    conn->local = local;
     conn->opened = absl::Now();
     if (!local) (void)net::SetNoDelay(fd);
     if (tls_ != nullptr) {
@@ -359,7 +379,7 @@ void LinkServer::RefuseLocked(uint64_t id, Conn& c,
     out.mutable_refusal()->set_message(message);
   } else {
     // Nothing about the job for a peer that has not proven the secret.
-    LogRefusal(*Log(), c.peer,
+    LogRefusal(*Log(), c.RefusalKey(),
                absl::StrCat("refused an unauthenticated negotiation link from ",
                             c.peer, ": ", message));
     out.mutable_refusal()->set_reason(proto::Refusal::AUTH_FAILED);
@@ -558,7 +578,7 @@ void LinkServer::CloseLocked(uint64_t id, const std::string& why) {
     Log()->info("negotiation link of worker {} closed: {}", c.worker_id, why);
   } else if (why != "refused") {
     // Garbage or an idle connection on the port: someone may be knocking.
-    LogRefusal(*Log(), c.peer,
+    LogRefusal(*Log(), c.RefusalKey(),
                absl::StrCat("negotiation link from ", c.peer,
                             " closed before it was bound: ", why));
   }

@@ -7,7 +7,9 @@
 // nonce per connection, the coordinator proving first; the Hello's job id and
 // incarnation are checked after the Proof, and until then a refusal is the
 // generic auth::kUnauthenticatedRefusal, logged once per address per
-// minute); then `bind` maps its
+// minute, naming the peer: its address, or on the local socket its process,
+// pid and uid; so is a connection closed before it bound, e.g. a refused
+// TLS handshake); then `bind` maps its
 // worker id to a member's Session, and from then on every message it sends
 // goes to `on_message` under that Session's id, exactly as if it had come on
 // the stream. Send() writes to the link bound to a Session (false when there

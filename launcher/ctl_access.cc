@@ -10,11 +10,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "launcher/command_line.h"
 
 namespace kolo::launcher {
 
 CtlAccess::CtlAccess(const std::string& secret, const std::string& job_id,
-                     const std::string& coordinator) {
+                     const std::string& coordinator, const tls::TlsFiles* tls) {
   const char* tmp = std::getenv("TMPDIR");
   std::string pattern = absl::StrCat(
       tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", "/", job_id, "-XXXXXX");
@@ -46,9 +47,14 @@ CtlAccess::CtlAccess(const std::string& secret, const std::string& job_id,
     return;
   }
   path_ = path;
-  command_ = absl::StrCat("KOLO_SECRET_FILE=", path_,
+  command_ = absl::StrCat("KOLO_SECRET_FILE=", ShellQuote(path_),
                           " kolo-ctl status --coordinator ", coordinator,
                           " --job-id ", job_id);
+  if (tls != nullptr && tls->enabled()) {
+    absl::StrAppend(&command_, " --tls-cert ", ShellQuote(tls->cert),
+                    " --tls-key ", ShellQuote(tls->key), " --tls-ca ",
+                    ShellQuote(tls->ca));
+  }
 }
 
 CtlAccess::~CtlAccess() {

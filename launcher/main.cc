@@ -601,17 +601,13 @@ int Main(int argc, char** argv) {
   log->info("job {}: {} workers, coordinator at {}", id.job_id, options.np,
             job.coordinator);
   // kolo-ctl reads the job's state with its secret (read-only).
-  CtlAccess ctl(id.secret, id.job_id, job.coordinator);
+  // Under TLS it also needs the job's certificates (its --tls-* flags).
+  CtlAccess ctl(id.secret, id.job_id, job.coordinator,
+                tls != nullptr ? &tls->files() : nullptr);
   if (ctl.path().empty()) {
     log->info("kolo-ctl cannot reach this job: {}", ctl.error());
   } else {
-    std::string tls_vars;
-    if (tls != nullptr) {
-      for (const auto& [k, v] : tls->WorkerEnv()) {
-        absl::StrAppend(&tls_vars, k, "=", v, " ");
-      }
-    }
-    log->info("job state: {}{}", tls_vars, ctl.command());
+    log->info("job state: {}", ctl.command());
   }
 
   std::unique_ptr<FaultDriver> faults;

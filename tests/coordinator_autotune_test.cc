@@ -1,7 +1,8 @@
 // Tests of the coordinator's autotuner (coordinator/autotune.h): it
 // converges on a synthetic workload whose best setting is known, within its
 // sample budget; it switches only at sample ends (one decision point per
-// sample, after the warmup); the CSV log; a restart; the step detector.
+// sample, after the warmup); the CSV log; a restart; the step detector; the
+// words for the data-plane settings that its log line and the ranks' share.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,6 +13,7 @@
 
 #include "absl/strings/str_split.h"
 #include "coordinator/autotune.h"
+#include "proto/autotune_text.h"
 
 namespace kolo::coordinator {
 namespace {
@@ -295,6 +297,16 @@ TEST(StepDetector, ACachedTensorIsKnownByItsBit) {
   EXPECT_FALSE(d.Observe(PlanOf({"a", "b"}, {0, 1})));
   EXPECT_TRUE(d.Observe(PlanOf({}, {0, 1}, /*by_bit=*/true)));
   EXPECT_TRUE(d.Observe(PlanOf({}, {0, 1}, /*by_bit=*/true)));
+}
+
+// The coordinator's "autotune: done" line and every rank's switch line say
+// the data plane's settings in these words (multiprocess_autotune_test looks
+// for them in the ranks' lines).
+TEST(DataPlaneSettingsText, SaysBothSettingsAndTheAutomaticSegment) {
+  EXPECT_EQ(proto::DataPlaneSettingsText(262144, 1048576),
+            "small-message cut-off 262144 bytes, segment 1048576 bytes");
+  EXPECT_EQ(proto::DataPlaneSettingsText(4096, 0),
+            "small-message cut-off 4096 bytes, segment automatic");
 }
 
 }  // namespace

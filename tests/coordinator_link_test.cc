@@ -4,13 +4,17 @@
 // sockets that speak the frame protocol by hand, on 127.0.0.1.
 //
 // Covered here: the HMAC handshake and binding (right secret, wrong secret
-// on either side, wrong job, wrong incarnation, a refused bind), TLS, the
-// local socket and TCP, messages both ways with the fence stamped, Send to
-// unknown sessions, Unbind, a second link replacing the first.
-// coordinator_link_io_test.cc has the rest; the fixture is in
-// coordinator_link_test_fixture.h. Every wait is bounded by a
-// generous deadline (scaled by KOLO_TIMEOUT_SCALE); none is a speed
-// threshold.
+// on either side, wrong job, wrong incarnation, a refused bind), TLS (and
+// its refusals logged naming the peer), the local socket and TCP, messages both
+// ways with the fence stamped, Send to unknown sessions, Unbind, a second link
+// replacing the first. coordinator_link_io_test.cc has the rest; the fixture is
+// in coordinator_link_test_fixture.h. Every wait is bounded by a generous
+// deadline (scaled by KOLO_TIMEOUT_SCALE); none is a speed threshold.
+#include <unistd.h>
+
+#include "absl/strings/str_join.h"
+#include "common/log.h"
+#include "spdlog/sinks/ringbuffer_sink.h"
 #include "tests/coordinator_link_test_fixture.h"
 
 namespace kolo::coordinator::link_test {
@@ -115,6 +119,67 @@ TEST_F(LinkTest, UnderTlsOtherCertificatesAndPlaintextAreRefused) {
     EXPECT_FALSE(link.ok());
     EXPECT_LT(absl::Now() - start, Scaled(absl::Seconds(10)));
   }
+  EXPECT_TRUE(Binds().empty());
+}
+
+// Captures the "link" logger at debug (LogRefusal's held-back lines
+// included) while it lives.
+class LinkLog {
+ public:
+  LinkLog()
+      : log_(GetLogger("link")),
+        level_(log_->level()),
+        sink_(std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(500)) {
+    log_->set_level(spdlog::level::debug);
+    log_->sinks().push_back(sink_);
+  }
+  ~LinkLog() {
+    log_->sinks().pop_back();
+    log_->set_level(level_);
+  }
+  // Waits up to `timeout` for a line with `needle`; all lines joined.
+  std::string WaitFor(const std::string& needle, absl::Duration timeout) {
+    const absl::Time deadline = absl::Now() + Scaled(timeout);
+    while (true) {
+      std::string text = absl::StrJoin(sink_->last_formatted(), "");
+      if (absl::StrContains(text, needle) || absl::Now() > deadline) {
+        return text;
+      }
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+  }
+
+ private:
+  std::shared_ptr<spdlog::logger> log_;
+  spdlog::level::level_enum level_;
+  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink_;
+};
+
+// Issue 38: a refused TLS handshake is logged on the coordinator naming the
+// peer: its address over TCP, its process on the local socket.
+TEST_F(LinkTest, UnderTlsARefusedHandshakeIsLoggedNamingThePeer) {
+  const LinkCertificates certs;
+  LinkServerOptions so = ServerOptions();
+  so.tls = *certs.Of(certs.leaf);
+  StartServer(so);
+  LinkLog log;
+  // Plaintext over TCP: the address.
+  RawClient raw(server_->port());
+  ASSERT_TRUE(raw.connected());
+  ASSERT_TRUE(raw.Send(LinkHello(kIncarnation, kJob, "w0", "nonce")));
+  std::string text =
+      log.WaitFor("negotiation link from 127.0.0.1:", absl::Seconds(10));
+  EXPECT_THAT(text, HasSubstr("negotiation link from 127.0.0.1:")) << text;
+  EXPECT_THAT(text, HasSubstr("closed before it was bound: TLS")) << text;
+  // Another job's certificate, on the local socket first: this process.
+  LinkOptions o = WorkerOptions("w0");
+  o.tls = certs.Of(certs.other_leaf);
+  EXPECT_FALSE(NegotiationLink::Connect(o).ok());
+  const std::string local =
+      absl::StrCat("negotiation link from a local socket (pid ", ::getpid(),
+                   ", uid ", ::getuid(), ")");
+  text = log.WaitFor(local, absl::Seconds(10));
+  EXPECT_THAT(text, HasSubstr(local)) << text;
   EXPECT_TRUE(Binds().empty());
 }
 

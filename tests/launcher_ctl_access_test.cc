@@ -1,5 +1,6 @@
 // Tests of CtlAccess (launcher/ctl_access.h): the job secret kolo-ctl reads
-// is in a private file for the job's lifetime, and gone afterwards.
+// is in a private file for the job's lifetime, and gone afterwards; under
+// TLS the command names the job's certificates with kolo-ctl's flags.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@ namespace kolo::launcher {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 TEST(CtlAccess, SecretIsPrivateWhileTheJobRunsAndRemovedAfter) {
   std::string path, dir;
@@ -38,6 +40,21 @@ TEST(CtlAccess, SecretIsPrivateWhileTheJobRunsAndRemovedAfter) {
   }
   EXPECT_NE(::access(path.c_str(), F_OK), 0);
   EXPECT_NE(::access(dir.c_str(), F_OK), 0);
+}
+
+// Under TLS the command carries the job's certificates as kolo-ctl's flags,
+// quoted for a shell where a path needs it.
+TEST(CtlAccess, UnderTlsTheCommandCarriesKoloCtlsTlsFlags) {
+  tls::TlsFiles files{"/certs/job.pem", "/certs/job key.pem", "/certs/ca.pem"};
+  CtlAccess access("s3cret-s3cret-s3cret", "kolo-ab12", "127.0.0.1:4242",
+                   &files);
+  ASSERT_FALSE(access.path().empty()) << access.error();
+  EXPECT_EQ(access.command(),
+            "KOLO_SECRET_FILE=" + access.path() +
+                " kolo-ctl status --coordinator 127.0.0.1:4242 --job-id "
+                "kolo-ab12 --tls-cert /certs/job.pem --tls-key "
+                "'/certs/job key.pem' --tls-ca /certs/ca.pem");
+  EXPECT_THAT(access.command(), Not(HasSubstr("KOLO_TLS_")));
 }
 
 TEST(CtlAccess, UnwritableDirectoryIsReportedNotFatal) {

@@ -76,7 +76,10 @@ add_library(kolo_test_elements STATIC testing/elements.cc)
 target_link_libraries(kolo_test_elements PUBLIC kolo_worker)
 kolo_target_warnings(kolo_test_elements)
 
-add_executable(kolo-collectives-worker workers/collectives_worker.cc)
+# One program in files by kind of collective (workers/collectives_worker.h).
+add_executable(kolo-collectives-worker workers/collectives_worker.cc
+  workers/collectives_worker_values.cc workers/collectives_worker_reductions.cc
+  workers/collectives_worker_movement.cc workers/collectives_worker_errors.cc)
 target_link_libraries(kolo-collectives-worker PRIVATE kolo_worker kolo_test_elements)
 kolo_target_warnings(kolo-collectives-worker)
 kolo_add_test(multiprocess_collectives_test
@@ -88,7 +91,11 @@ add_dependencies(multiprocess_collectives_test kolo-collectives-worker kolorun)
 # the public API, with exact values and the errors of each on every rank: one
 # kolorun job per world size 2..5, and one of three ranks with static sets and
 # KOLO_DISABLE_GROUP_FUSION=1 (tests/workers/groups_worker.cc).
-add_executable(kolo-groups-worker workers/groups_worker.cc)
+# One program in files by feature (workers/groups_worker.h).
+add_executable(kolo-groups-worker workers/groups_worker.cc
+  workers/groups_worker_common.cc workers/groups_worker_cases.cc
+  workers/groups_worker_grouped.cc workers/groups_worker_sets.cc
+  workers/groups_worker_join.cc)
 target_link_libraries(kolo-groups-worker PRIVATE kolo_worker kolo_test_elements)
 kolo_target_warnings(kolo-groups-worker)
 kolo_add_test(multiprocess_groups_test SOURCES multiprocess_groups_test.cc
@@ -206,4 +213,5 @@ endif()
 # The control plane under TLS (issue 38): kolorun --tls, files, refusals.
 kolo_add_test(multiprocess_tls_test SOURCES multiprocess_tls_test.cc
   LIBS kolo_mp_testing kolo_tls LABELS multiprocess SERIAL TIMEOUT 300)
-add_dependencies(multiprocess_tls_test kolo-mp-worker kolorun kolo-coordinator)
+add_dependencies(multiprocess_tls_test kolo-mp-worker kolorun kolo-coordinator
+  kolo-ctl)

@@ -1,6 +1,8 @@
 // The control plane under TLS with real processes (issue 38): kolorun --tls
 // (its own throwaway CA, removed with the job) and kolorun with the job's
 // certificates given as files run 2 workers whose collectives are exact;
+// kolorun's "job state:" command (kolo-ctl with --tls-* flags) reads the
+// job;
 // against a standalone kolo-coordinator with TLS, refused workers (another
 // job's certificate, an expired one, no TLS) exit non-zero with the message
 // well within their start timeout, and the coordinator logs the refusal; a
@@ -10,7 +12,9 @@
 
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,13 +32,16 @@ namespace kolo {
 namespace {
 
 using ::kolo::testing::Bin;
-using ::kolo::testing::Field;
+using ::kolo::testing::Command;
+using ::kolo::testing::CtlStatusJson;
+using ::kolo::testing::FlagValue;
 using ::kolo::testing::JobRun;
 using ::kolo::testing::Lines;
 using ::kolo::testing::RunJob;
 using ::kolo::testing::Scaled;
 using ::kolo::testing::Subprocess;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using Env = std::map<std::string, std::optional<std::string>>;
 
 // A directory of PEM files for the tests: the job's CA and certificate, an
@@ -103,12 +110,37 @@ TEST(TlsJob, KolorunTlsRunsExactCollectivesAndRemovesItsFiles) {
   EXPECT_EQ(run.exit.code, 0) << run.output;
   EXPECT_EQ(Lines(run.output, "COLL_OK").size(), 2u) << run.output;
   EXPECT_THAT(run.output, HasSubstr("with TLS"));
-  // The throwaway files were in the line kolo-ctl's command is on; gone now.
+  // The throwaway files were in kolo-ctl's command, as its flags (not as
+  // KOLO_TLS_* assignments); gone now.
   std::vector<std::string> state = Lines(run.output, "job state:");
   ASSERT_EQ(state.size(), 1u) << run.output;
-  const std::string ca = Field(state[0], "KOLO_TLS_CA");
+  EXPECT_THAT(state[0], Not(HasSubstr("KOLO_TLS_")));
+  const std::string ca = FlagValue(state[0], "--tls-ca");
   ASSERT_FALSE(ca.empty()) << state[0];
+  EXPECT_FALSE(FlagValue(state[0], "--tls-cert").empty()) << state[0];
+  EXPECT_FALSE(FlagValue(state[0], "--tls-key").empty()) << state[0];
   EXPECT_NE(::access(ca.c_str(), F_OK), 0) << ca << " is still there";
+}
+
+// kolorun's "job state:" line under TLS is a command that works: kolo-ctl
+// with the line's --tls-* flags reads the job's state.
+TEST(TlsJob, TheJobStateLineReachesTheJobWithKoloCtlsFlags) {
+  Subprocess job({Bin("kolorun"), "-np", "1", "--tls", "--log-level", "info",
+                  Bin("kolo-mp-worker"), "hold", "10"},
+                 kNoTlsEnv);
+  ASSERT_TRUE(job.Start().ok());
+  ASSERT_TRUE(job.WaitForOutput("INITIALISED", Scaled(absl::Seconds(30))))
+      << job.output();
+  std::optional<Command> status = CtlStatusJson(job.output());
+  ASSERT_TRUE(status.has_value()) << job.output();
+  for (const auto& [k, v] : kNoTlsEnv) status->env[k] = v;
+  Subprocess ctl(status->argv, status->env);
+  ASSERT_TRUE(ctl.Start().ok());
+  ASSERT_TRUE(ctl.Wait(Scaled(absl::Seconds(30))).ok()) << ctl.output();
+  EXPECT_EQ(ctl.exit_info().code, 0) << ctl.output();
+  EXPECT_THAT(ctl.output(), HasSubstr("{")) << ctl.output();
+  ASSERT_TRUE(job.Wait(Scaled(absl::Seconds(60))).ok()) << job.output();
+  EXPECT_EQ(job.exit_info().code, 0) << job.output();
 }
 
 TEST(TlsJob, KolorunWithTheJobsFilesRunsExactCollectives) {

@@ -30,25 +30,21 @@ JobRun RunJob(const std::vector<std::string>& argv,
 std::optional<Command> CtlStatusJson(const std::string& output) {
   std::vector<std::string> how = Lines(output, "job state: ");
   if (how.size() != 1) return std::nullopt;
-  const size_t at = how[0].find("KOLO_SECRET_FILE=");
-  const size_t coord = how[0].find("--coordinator ");
-  const size_t id = how[0].find(" --job-id ");
-  if (at == std::string::npos || coord == std::string::npos ||
-      id == std::string::npos || id < coord) {
+  const std::string file = Field(how[0], "KOLO_SECRET_FILE");
+  const std::string coordinator = FlagValue(how[0], "--coordinator");
+  const std::string job_id = FlagValue(how[0], "--job-id");
+  if (file.empty() || coordinator.empty() || job_id.empty()) {
     return std::nullopt;
   }
-  const std::string cmd = how[0].substr(at);
-  const std::string file = cmd.substr(17, cmd.find(' ') - 17);
-  std::string job_id = how[0].substr(id + 10);
-  job_id = job_id.substr(0, job_id.find_first_of(" \n"));
   Command c;
-  c.argv = {Bin("kolo-ctl"),
-            "status",
-            "--json",
-            "--coordinator",
-            how[0].substr(coord + 14, id - coord - 14),
-            "--job-id",
-            job_id};
+  c.argv = {Bin("kolo-ctl"), "status",   "--json", "--coordinator",
+            coordinator,     "--job-id", job_id};
+  for (const char* flag : {"--tls-cert", "--tls-key", "--tls-ca"}) {
+    const std::string value = FlagValue(how[0], flag);
+    if (value.empty()) continue;
+    c.argv.push_back(flag);
+    c.argv.push_back(value);
+  }
   c.env = {{"KOLO_SECRET_FILE", file}, {"KOLO_SECRET", std::nullopt}};
   return c;
 }
@@ -72,6 +68,14 @@ std::string Field(const std::string& line, const std::string& key) {
   if (at == std::string::npos) return "";
   at += key.size() + 2;
   size_t end = line.find(' ', at);
+  return line.substr(at, end == std::string::npos ? end : end - at);
+}
+
+std::string FlagValue(const std::string& line, const std::string& flag) {
+  size_t at = line.find(" " + flag + " ");
+  if (at == std::string::npos) return "";
+  at += flag.size() + 2;
+  const size_t end = line.find_first_of(" \n", at);
   return line.substr(at, end == std::string::npos ? end : end - at);
 }
 

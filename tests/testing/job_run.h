@@ -42,6 +42,10 @@ std::vector<std::string> Lines(const std::string& output,
 
 // The value of ` key=` in `line` (up to the next space), or "".
 std::string Field(const std::string& line, const std::string& key);
+
+// The value after ` flag ` in `line` (up to the next space or the line's
+// end), e.g. FlagValue(line, "--job-id"), or "".
+std::string FlagValue(const std::string& line, const std::string& flag);
 // `s` as an integer, or -1.
 int64_t Int(const std::string& s);
 
@@ -52,7 +56,8 @@ struct Command {
 };
 // `kolo-ctl status --json` against the job whose kolorun printed `output`:
 // from its line "job state: KOLO_SECRET_FILE=<f> kolo-ctl status
-// --coordinator <a> --job-id <id>"; nullopt when there is not exactly one.
+// --coordinator <a> --job-id <id>", with its --tls-cert, --tls-key and
+// --tls-ca when the job runs TLS; nullopt when there is not exactly one.
 std::optional<Command> CtlStatusJson(const std::string& output);
 
 }  // namespace kolo::testing

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "allreduce/data_plane.h"
 #include "allreduce/kernels.h"
+#include "proto/autotune_text.h"
 #include "proto/op_names.h"
 #include "worker_lib/runtime/op_runtime.h"
 #include "worker_lib/runtime/op_runtime_internal.h"
@@ -138,13 +139,10 @@ void OpRuntime::RunPlan(proto::Plan& plan, absl::Time arrived,
         "us, response cache {}{} (sample {})",
         a.done() ? "chosen" : "switch", plan.seq(), a.fusion_threshold(),
         a.cycle_time_us(), a.cache_enabled() ? "on" : "off",
-        a.data_plane()
-            ? absl::StrCat(", small-message cut-off ",
-                           a.small_allreduce_bytes(), " bytes, segment ",
-                           a.segment_bytes() == 0
-                               ? std::string("automatic")
-                               : absl::StrCat(a.segment_bytes(), " bytes"))
-            : std::string(),
+        a.data_plane() ? absl::StrCat(", ", proto::DataPlaneSettingsText(
+                                                a.small_allreduce_bytes(),
+                                                a.segment_bytes()))
+                       : std::string(),
         a.sample());
   }
   StepResults results = runner.Run(plan.seq(), run.steps, run.timeline.get());
