@@ -382,7 +382,8 @@ class OpRuntime {
   // take a reference under mu_ and write to it outside).
   std::shared_ptr<Timeline> timeline_ ABSL_GUARDED_BY(mu_);
   const bool timeline_dynamic_;
-  const absl::Duration announce_window_;
+  // KOLO_CYCLE_TIME_MS, then autotune's cycle time (Plan.autotune).
+  absl::Duration announce_window_ ABSL_GUARDED_BY(mu_);
   const absl::Duration data_timeout_;  // KOLO_TIMEOUT_SECONDS
   const uint64_t epoch_;
   const std::vector<int32_t> dissolved_sets_;

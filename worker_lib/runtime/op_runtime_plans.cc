@@ -171,6 +171,13 @@ bool OpRuntime::ResolvePlan(proto::Plan& plan, PlanRun& run) {
   }
   last_seq_ = plan.seq();
   ApplyCacheChanges(plan, run.timeline != nullptr);
+  if (plan.has_autotune() && plan.autotune().cycle_time_us() > 0) {
+    // The cycle time is this rank's announce window too, as the knob's is
+    // (KOLO_CYCLE_TIME_MS): autotune tunes both, as an exhaustive sweep of
+    // the knob does (the background thread wakes once per window while the
+    // caller submits, which costs a busy host CPU time).
+    announce_window_ = absl::Microseconds(plan.autotune().cycle_time_us());
+  }
   const bool joined = join_handle_ != 0;
   for (const proto::Response& r : plan.responses()) {
     PlanStep& step = run.steps.emplace_back();
