@@ -12,7 +12,8 @@
 // hierarchy on one host; on two fake hosts of two ranks (kolorun -H with
 // KOLO_TEST_FAKE_HOST, as multiprocess_hierarchical_test) every switch
 // carries the hierarchy on or off, alike on every rank, and every result
-// stays exact.
+// stays exact; with KOLO_HIERARCHICAL=1 there it is the user's and is not
+// tuned.
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -202,6 +203,35 @@ TEST(MultiprocessAutotune, HierarchyIsTunedAcrossHosts) {
                                                      : ", hierarchical off"))
       << switches.back() << "\n"
       << ReadAll(log);
+}
+
+// KOLO_HIERARCHICAL=1 forces the two levels on the same fake hosts: the
+// user's choice, so the switches never carry the hierarchy and the CSV's
+// column stays empty; the data plane's sizes are tuned as ever.
+TEST(MultiprocessAutotune, AForcedHierarchyIsNotTuned) {
+  const std::string log = ::testing::TempDir() + "/mp_autotune_forced.csv";
+  std::remove(log.c_str());
+  JobRun run = RunJob(
+      {Bin("kolorun"), "-np", "4", "-H", "a:2,b:2", "--launcher-cmd",
+       "env KOLO_TEST_FAKE_HOST={host}", "--autotune",
+       "--autotune-warmup-samples", "1", "--autotune-steps-per-sample", "2",
+       "--autotune-bayes-opt-max-samples", "3", "--autotune-log-file", log,
+       Bin("kolo-fusion-worker"), "allreduce", "30"},
+      Env{{"KOLO_LOG_LEVEL", "info"},
+          {"KOLO_AUTOTUNE", std::nullopt},
+          {"KOLO_HIERARCHICAL", "1"}},
+      absl::Seconds(180));
+  ExpectSameSwitches(run, 4, 3, log);
+  const std::map<int, std::vector<std::string>> by_rank =
+      SwitchesByRank(run.output);
+  ASSERT_FALSE(by_rank.empty());
+  for (const std::string& line : by_rank.begin()->second) {
+    EXPECT_TRUE(absl::StrContains(line, "small-message cut-off ")) << line;
+    EXPECT_FALSE(absl::StrContains(line, "hierarchical")) << line;
+  }
+  const std::vector<std::string> best = BestLine(log);
+  ASSERT_EQ(best.size(), 8u) << ReadAll(log);
+  EXPECT_TRUE(best[6].empty()) << ReadAll(log);
 }
 
 TEST(MultiprocessAutotune, HorovodsVariables) {
