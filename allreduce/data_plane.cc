@@ -160,9 +160,13 @@ DataPlane::DataPlane(std::unique_ptr<Transport> transport,
       << " ranks";
   Hierarchy h = GroupByHost(hosts_.names);
   if (!UseHierarchy(hosts_.mode, h)) return;
+  // Under auto the hierarchy is built only where it can pay: autotune may
+  // then switch it off and on; a forced 0 or 1 is the user's choice.
+  hierarchical_tunable_ = hosts_.mode == HierarchicalMode::kAuto;
   levels_ = Levels(algorithms_, h, hosts_.small_bytes);
   hierarchical_ =
       std::make_unique<HierarchicalCollectives>(transport_.get(), std::move(h));
+  use_hierarchical_ = true;
 }
 
 void DataPlane::Begin() { transport_->BeginOperation(next_seq_++); }
@@ -172,7 +176,9 @@ DataPlane::Tunables DataPlane::tunables() {
   return {
       .message_allreduce = shm_allreduce_ == nullptr && transport_->size() > 1,
       .small_allreduce_bytes = algorithms_.small_bytes,
-      .segment_bytes = algorithms_.segment_bytes};
+      .segment_bytes = algorithms_.segment_bytes,
+      .hierarchical_tunable = hierarchical_tunable_,
+      .hierarchical = use_hierarchical_};
 }
 
 void DataPlane::Tune(size_t small_allreduce_bytes, size_t segment_bytes) {
@@ -185,6 +191,12 @@ void DataPlane::Tune(size_t small_allreduce_bytes, size_t segment_bytes) {
   }
 }
 
+void DataPlane::SetHierarchical(bool on) {
+  MutexLock lock(&mu_);
+  tuned_hierarchical_ = on;
+  if (hierarchical_tunable_) use_hierarchical_ = on;
+}
+
 absl::Status DataPlane::Allreduce(DataType type, const void* input,
                                   void* output, int64_t count,
                                   const ReduceOptions& reduce) {
@@ -192,7 +204,7 @@ absl::Status DataPlane::Allreduce(DataType type, const void* input,
   {
     MutexLock lock(&mu_);
     Begin();
-    if (hierarchical_) {
+    if (use_hierarchical_) {
       status =
           hierarchical_->Allreduce(type, input, output, count, reduce, levels_);
     } else if (shm_allreduce_) {
@@ -213,7 +225,7 @@ absl::Status DataPlane::Allgather(DataType type, const void* input,
   {
     MutexLock lock(&mu_);
     Begin();
-    status = hierarchical_
+    status = use_hierarchical_
                  ? hierarchical_->Allgather(type, input, count, counts, output,
                                             NotForced(levels_))
                  : kolo::Allgather(*transport_, type, input, count, counts,
@@ -228,10 +240,11 @@ absl::Status DataPlane::Broadcast(DataType type, void* data, int64_t count,
   {
     MutexLock lock(&mu_);
     Begin();
-    status = hierarchical_ ? hierarchical_->Broadcast(type, data, count, root,
-                                                      NotForced(levels_))
-                           : kolo::Broadcast(*transport_, type, data, count,
-                                             root, NotForced(algorithms_));
+    status = use_hierarchical_
+                 ? hierarchical_->Broadcast(type, data, count, root,
+                                            NotForced(levels_))
+                 : kolo::Broadcast(*transport_, type, data, count, root,
+                                   NotForced(algorithms_));
   }
   return Judged(std::move(status));
 }
@@ -262,7 +275,7 @@ absl::Status DataPlane::Reducescatter(DataType type, const void* input,
     MutexLock lock(&mu_);
     Begin();
     status =
-        hierarchical_
+        use_hierarchical_
             ? hierarchical_->Reducescatter(type, input, count, counts, output,
                                            reduce, NotForced(levels_))
             : kolo::Reducescatter(*transport_, type, input, count, counts,
@@ -313,14 +326,20 @@ std::unique_ptr<DataPlane> DataPlane::Subset(std::vector<int> members) {
     for (int m : members) hosts.names.push_back(hosts_.names.at(m));
   }
   AlgorithmOptions algorithms;
+  std::optional<bool> tuned_hierarchical;
   {
     MutexLock lock(&mu_);
     algorithms = algorithms_;
+    tuned_hierarchical = tuned_hierarchical_;
   }
   auto subset = std::make_unique<DataPlane>(
       std::make_unique<SubsetTransport>(transport_.get(), std::move(members)),
       algorithms, std::move(hosts));
   subset->on_peer_fault_ = on_peer_fault_;  // the same handler, shared
+  // Autotune's choice so far, where the set's own hierarchy is tunable.
+  if (tuned_hierarchical.has_value()) {
+    subset->SetHierarchical(*tuned_hierarchical);
+  }
   return subset;
 }
 

@@ -7,7 +7,10 @@
 // allgather, broadcast and reducescatter run in two levels, within each host
 // and across hosts (allreduce/hierarchical.h); the grouping is derived from
 // the ranks' host names, so each epoch (and each process set's subset) has
-// its own.
+// its own. Where KOLO_HIERARCHICAL is auto and the hierarchy can pay (several
+// hosts, some with several ranks), autotune may switch each later collective
+// between flat and two levels (SetHierarchical); every rank switches after
+// the same plan, so they all choose alike.
 // It knows nothing of negotiation nor of the worker: the worker fills its
 // options from its configuration and the epoch's membership
 // (worker_lib/runtime/data_plane_options.h); the negotiated runtime runs it
@@ -26,6 +29,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -137,11 +141,16 @@ class DataPlane {
 
   // What autotune may change (Plan.autotune): whether allreduce runs the
   // message algorithms (not through one shared-memory segment), and the
-  // small-message cut-off and segment size (0: automatic) in force.
+  // small-message cut-off and segment size (0: automatic) in force; whether
+  // the collectives may switch between flat and two levels (a hierarchy can
+  // pay and KOLO_HIERARCHICAL is auto), and whether they run in two levels
+  // now.
   struct Tunables {
     bool message_allreduce = false;
     size_t small_allreduce_bytes = 0;
     size_t segment_bytes = 0;
+    bool hierarchical_tunable = false;
+    bool hierarchical = false;
   };
   Tunables tunables();
   // From the next collective on: allreduce's small-message cut-off and the
@@ -149,8 +158,18 @@ class DataPlane {
   // hierarchy. Subsets made before keep their own; later ones start from
   // these. Waits for a collective in flight.
   void Tune(size_t small_allreduce_bytes, size_t segment_bytes);
+  // From the next collective on: allreduce, allgather, broadcast and
+  // reducescatter run in two levels (`on`) or flat, where tunables() says
+  // hierarchical_tunable; elsewhere KOLO_HIERARCHICAL's choice stays. Subsets
+  // made before keep their own; later ones follow `on` where their own
+  // hierarchy is tunable. Waits for a collective in flight. Every rank must
+  // switch between the same two collectives (the runtime: after the same
+  // plan).
+  void SetHierarchical(bool on);
 
-  // The hierarchy the collectives run on, or null when they run flat.
+  // The hierarchy the collectives can run on (in two levels unless autotune
+  // switched them flat: tunables().hierarchical), or null when they always
+  // run flat.
   const Hierarchy* hierarchy() const {
     return hierarchical_ ? &hierarchical_->hierarchy() : nullptr;
   }
@@ -165,11 +184,18 @@ class DataPlane {
   Mutex mu_;
   AlgorithmOptions algorithms_ ABSL_GUARDED_BY(mu_);  // Tune() changes them
   const Hosts hosts_;
-  // Null when the collectives run flat; else on transport_, with the
+  // Null when the collectives always run flat; else on transport_, with the
   // algorithm choices of each level (allreduce's; the other collectives
   // never force one).
   std::unique_ptr<HierarchicalCollectives> hierarchical_;
   HierarchicalOptions levels_ ABSL_GUARDED_BY(mu_);
+  // Whether SetHierarchical may switch (hierarchical_ is set, mode auto).
+  bool hierarchical_tunable_ = false;
+  // Whether the collectives run in two levels now. Invariant: implies
+  // hierarchical_ != nullptr.
+  bool use_hierarchical_ ABSL_GUARDED_BY(mu_) = false;
+  // The last SetHierarchical's `on`, for subsets made later.
+  std::optional<bool> tuned_hierarchical_ ABSL_GUARDED_BY(mu_);
   // Set by Connect when every rank shares this host: allreduce then runs
   // through the shared segment (borrowing transport_'s shared memory).
   std::unique_ptr<ShmAllreduce> shm_allreduce_;

@@ -23,14 +23,14 @@ namespace kolo::coordinator {
 // milliseconds, the cache off or on as the integer 0 or 1) and, when the data
 // plane is tuned, (log2 of the small-message cut-off in bytes, log2 of the
 // segment size in bytes, where a point below log2 of the smallest segment
-// stands for the automatic size); and the request whose setting runs now.
+// stands for the automatic size) and, when the hierarchy is tuned, (the
+// collectives flat or in two levels as the integer 0 or 1); the samples
+// scored before it began, which it starts from; and the request whose
+// setting runs now.
 struct Autotuner::Search {
-  dlib::global_function_search search;
+  std::vector<dlib::function_evaluation> seeds;
+  std::unique_ptr<dlib::global_function_search> search;  // null: not begun
   std::optional<dlib::function_evaluation_request> pending;
-
-  Search(const dlib::function_spec& spec,
-         const std::vector<dlib::function_evaluation>& first, double noise)
-      : search({spec}, {first}, noise) {}
 };
 
 namespace {
@@ -50,7 +50,7 @@ struct Space {
   std::vector<bool> integer;
 };
 
-Space SpaceOf(const AutotuneOptions& o, bool data_plane) {
+Space SpaceOf(const AutotuneOptions& o, bool data_plane, bool hierarchical) {
   Space sp;
   sp.lo = {Log2(o.min_fusion_threshold), CycleMs(o.min_cycle_time), 0};
   sp.hi = {Log2(o.max_fusion_threshold), CycleMs(o.max_cycle_time), 1};
@@ -61,6 +61,11 @@ Space SpaceOf(const AutotuneOptions& o, bool data_plane) {
     sp.hi.insert(sp.hi.end(), {Log2(o.max_small_allreduce_bytes),
                                Log2(o.max_segment_bytes)});
     sp.integer.insert(sp.integer.end(), {false, false});
+  }
+  if (hierarchical) {
+    sp.lo.push_back(0);
+    sp.hi.push_back(1);
+    sp.integer.push_back(true);
   }
   return sp;
 }
@@ -142,7 +147,7 @@ absl::StatusOr<std::unique_ptr<Autotuner>> Autotuner::Create(
     }
     std::fputs(
         "sample,fusion_threshold_mb,cycle_time_ms,cache_enabled,"
-        "small_allreduce_kb,segment_kb,score_bytes_per_second\n",
+        "small_allreduce_kb,segment_kb,hierarchical,score_bytes_per_second\n",
         t->log_);
     std::fflush(t->log_);
   }
@@ -174,11 +179,13 @@ void Autotuner::LogLine(const std::string& sample, const TunedSettings& s,
                          static_cast<double>(s.small_allreduce_bytes) / 1024.0,
                          static_cast<double>(s.segment_bytes) / 1024.0)
                    : ",";
-  std::fputs(absl::StrFormat("%s,%.3f,%.3f,%d,%s,%.0f\n", sample,
+  const char* hierarchical =
+      !s.hierarchical_tuned ? "" : (s.hierarchical ? "1" : "0");
+  std::fputs(absl::StrFormat("%s,%.3f,%.3f,%d,%s,%s,%.0f\n", sample,
                              static_cast<double>(s.fusion_threshold) /
                                  static_cast<double>(1 << 20),
                              CycleMs(s.cycle_time), s.cache_enabled ? 1 : 0,
-                             data_plane, score)
+                             data_plane, hierarchical, score)
                  .c_str(),
              log_);
   std::fflush(log_);
@@ -194,13 +201,19 @@ TunedSettings Autotuner::FromPoint(absl::Span<const double> x) const {
                             o.min_cycle_time, o.max_cycle_time);
   s.cache_enabled = x[2] >= 0.5;
   s.data_plane = o.initial.data_plane;
-  if (s.data_plane && x.size() >= 5) {
-    s.small_allreduce_bytes = Exp2Within(x[3], o.min_small_allreduce_bytes,
+  size_t next = 3;  // the next dimension's index
+  if (s.data_plane && x.size() >= next + 2) {
+    s.small_allreduce_bytes = Exp2Within(x[next], o.min_small_allreduce_bytes,
                                          o.max_small_allreduce_bytes);
     s.segment_bytes =
-        x[4] < Log2(o.min_segment_bytes)
+        x[next + 1] < Log2(o.min_segment_bytes)
             ? 0
-            : Exp2Within(x[4], o.min_segment_bytes, o.max_segment_bytes);
+            : Exp2Within(x[next + 1], o.min_segment_bytes, o.max_segment_bytes);
+    next += 2;
+  }
+  s.hierarchical_tuned = o.initial.hierarchical_tuned;
+  if (s.hierarchical_tuned && x.size() >= next + 1) {
+    s.hierarchical = x[next] >= 0.5;
   }
   return s;
 }
@@ -215,22 +228,37 @@ std::vector<double> Autotuner::ToPoint(const TunedSettings& s) const {
     x.push_back(s.segment_bytes == 0 ? Log2(o.min_segment_bytes) - 0.5
                                      : Log2(s.segment_bytes));
   }
+  if (o.initial.hierarchical_tuned) x.push_back(s.hierarchical ? 1.0 : 0.0);
   return x;
 }
 
 TunedSettings Autotuner::Next(double score) {
   ++scored_;
   LogLine(absl::StrCat(scored_), current_, score);
-  if (search_ == nullptr) {
+  if (search_ == nullptr) search_ = std::make_unique<Search>();
+  if (search_->search == nullptr) {
     // The first score is the starting setting's: the search begins from it.
-    const Space sp = SpaceOf(options_, options_.initial.data_plane);
-    search_ = std::make_unique<Search>(
-        dlib::function_spec(Column(sp.lo), Column(sp.hi), sp.integer),
-        std::vector<dlib::function_evaluation>{
-            dlib::function_evaluation(Column(ToPoint(current_)), score)},
+    search_->seeds.emplace_back(Column(ToPoint(current_)), score);
+    if (options_.initial.hierarchical_tuned && search_->seeds.size() == 1 &&
+        scored_ < options_.max_samples) {
+      // With the hierarchy tuned, the next is the same setting with the
+      // hierarchy flipped: the two are compared at equal settings first,
+      // and the search starts from both (its local steps around the best
+      // point keep that point's integer dimensions, so a boolean it never
+      // compared there would stay as the start had it).
+      TunedSettings flipped = current_;
+      flipped.hierarchical = !flipped.hierarchical;
+      return flipped;
+    }
+    const Space sp = SpaceOf(options_, options_.initial.data_plane,
+                             options_.initial.hierarchical_tuned);
+    search_->search = std::make_unique<dlib::global_function_search>(
+        std::vector<dlib::function_spec>{
+            dlib::function_spec(Column(sp.lo), Column(sp.hi), sp.integer)},
+        std::vector<std::vector<dlib::function_evaluation>>{search_->seeds},
         options_.noise);
     // Deterministic: every run of a job explores alike.
-    search_->search.set_seed(1);
+    search_->search->set_seed(1);
   } else if (search_->pending.has_value()) {
     search_->pending->set(score);
     search_->pending.reset();
@@ -239,7 +267,7 @@ TunedSettings Autotuner::Next(double score) {
     dlib::matrix<double, 0, 1> best;
     double best_score = 0;
     size_t index = 0;
-    search_->search.get_best_function_eval(best, best_score, index);
+    search_->search->get_best_function_eval(best, best_score, index);
     done_ = true;
     TunedSettings chosen = FromPoint(
         absl::MakeConstSpan(&best(0), static_cast<size_t>(best.size())));
@@ -247,7 +275,7 @@ TunedSettings Autotuner::Next(double score) {
     GetLogger("coordinator")
         ->info(
             "autotune: done after {} samples: fusion threshold {} bytes, "
-            "cycle time {}, response cache {}{} ({:.0f} bytes/s)",
+            "cycle time {}, response cache {}{}{} ({:.0f} bytes/s)",
             scored_, chosen.fusion_threshold,
             absl::FormatDuration(chosen.cycle_time),
             chosen.cache_enabled ? "on" : "off",
@@ -256,10 +284,14 @@ TunedSettings Autotuner::Next(double score) {
                                          chosen.small_allreduce_bytes,
                                          chosen.segment_bytes))
                 : std::string(),
+            chosen.hierarchical_tuned
+                ? (chosen.hierarchical ? ", hierarchical on"
+                                       : ", hierarchical off")
+                : "",
             best_score);
     return chosen;
   }
-  search_->pending.emplace(search_->search.get_next_x());
+  search_->pending.emplace(search_->search->get_next_x());
   const dlib::matrix<double, 0, 1>& x = search_->pending->x();
   return FromPoint(absl::MakeConstSpan(&x(0), static_cast<size_t>(x.size())));
 }
@@ -296,20 +328,28 @@ std::optional<TunedSettings> Autotuner::EndStep(uint64_t bytes,
 
 std::optional<TunedSettings> Autotuner::TuneDataPlane(
     const RanksDataPlane& ranks) {
-  if (done_ || options_.initial.data_plane || !ranks.message_allreduce) {
-    return std::nullopt;
-  }
   TunedSettings& start = options_.initial;
-  start.data_plane = true;
-  start.small_allreduce_bytes = std::clamp(ranks.small_allreduce_bytes,
-                                           options_.min_small_allreduce_bytes,
-                                           options_.max_small_allreduce_bytes);
-  start.segment_bytes =
-      ranks.segment_bytes == 0
-          ? 0
-          : std::clamp(ranks.segment_bytes, options_.min_segment_bytes,
-                       options_.max_segment_bytes);
+  const bool sizes = !start.data_plane && ranks.message_allreduce;
+  const bool hierarchy =
+      !start.hierarchical_tuned && ranks.hierarchical_tunable;
+  if (done_ || (!sizes && !hierarchy)) return std::nullopt;
+  if (sizes) {
+    start.data_plane = true;
+    start.small_allreduce_bytes = std::clamp(
+        ranks.small_allreduce_bytes, options_.min_small_allreduce_bytes,
+        options_.max_small_allreduce_bytes);
+    start.segment_bytes =
+        ranks.segment_bytes == 0
+            ? 0
+            : std::clamp(ranks.segment_bytes, options_.min_segment_bytes,
+                         options_.max_segment_bytes);
+  }
+  if (hierarchy) {
+    start.hierarchical_tuned = true;
+    start.hierarchical = ranks.hierarchical;
+  }
   // The scores so far searched a smaller space: start over from the ranks'.
+  // (current_ lacks what was added, so it differs from the new start.)
   return Restart();
 }
 

@@ -12,25 +12,32 @@
 // said that its allreduce runs the message algorithms (TuneDataPlane: over
 // TCP or a hierarchy, not one shared-memory segment), the data plane's
 // small-message cut-off and segment size, which the plans carry to the
-// ranks (docs/tensor-fusion.md "Autotune" says what is not tuned).
+// ranks; and, once every rank said that its collectives may run in two
+// levels (TuneDataPlane: its ranks span several hosts, some host has
+// several, KOLO_HIERARCHICAL is auto), whether they do ("hierarchical", a
+// boolean dimension), which the plans carry too (docs/tensor-fusion.md
+// "Autotune" says what is not tuned).
 //
 // Protocol, in samples of steps_per_sample steps each:
 // - The first warmup_samples samples run the starting settings and are not
 //   scored (caches fill, allocators settle).
 // - Then each sample runs one setting and is scored by the bytes reduced per
-//   second over it. The first scored setting is the starting one; each next
-//   one comes from dlib's global_function_search (dlib/global_optimization.h,
-//   Debian's libdlib-dev), told every score so far.
+//   second over it. The first scored setting is the starting one; with the
+//   hierarchy tuned, the second is the starting one with the hierarchy
+//   flipped (the two compared at equal settings); each next one comes from
+//   dlib's global_function_search (dlib/global_optimization.h, Debian's
+//   libdlib-dev), told every score so far.
 // - After max_samples scored samples the best setting seen is chosen and
 //   kept; tuning is done. Each sample and the choice are one CSV line of the
 //   log file (when one is named): "sample,fusion_threshold_mb,cycle_time_ms,
-//   cache_enabled,small_allreduce_kb,segment_kb,score_bytes_per_second" with
-//   sample "best" for the choice; the two data-plane columns are empty when
-//   they are not tuned, and segment_kb 0 is the automatic segment size.
+//   cache_enabled,small_allreduce_kb,segment_kb,hierarchical,
+//   score_bytes_per_second" with sample "best" for the choice; the two
+//   data-plane columns and hierarchical (1 or 0) are empty when they are not
+//   tuned, and segment_kb 0 is the automatic segment size.
 // - Restart(): a change of membership discards every score (they measured
 //   another job) and starts over with warmup; a tuner that is done keeps its
 //   choice. TuneDataPlane() before the choice starts over the same way, from
-//   the ranks' data-plane settings, with the two dimensions added.
+//   the ranks' data-plane settings, with the dimensions it adds.
 //
 // Thread-safety: none; the owner serialises calls (CoordinatorCore holds its
 // mutex).
@@ -66,12 +73,18 @@ struct TunedSettings {
   bool data_plane = false;
   uint64_t small_allreduce_bytes = 0;  // the small-message cut-off
   uint64_t segment_bytes = 0;          // 0: the automatic segment size
+  // Whether the next one is tuned (else the ranks keep KOLO_HIERARCHICAL's
+  // choice): the collectives run in two levels (true) or flat.
+  bool hierarchical_tuned = false;
+  bool hierarchical = false;
   bool operator==(const TunedSettings& o) const {
     return fusion_threshold == o.fusion_threshold &&
            cycle_time == o.cycle_time && cache_enabled == o.cache_enabled &&
            data_plane == o.data_plane &&
            small_allreduce_bytes == o.small_allreduce_bytes &&
-           segment_bytes == o.segment_bytes;
+           segment_bytes == o.segment_bytes &&
+           hierarchical_tuned == o.hierarchical_tuned &&
+           hierarchical == o.hierarchical;
   }
 };
 
@@ -131,13 +144,17 @@ class Autotuner {
   // Membership changed: see the header comment. Returns the settings to use
   // when they change (back to the starting ones).
   std::optional<TunedSettings> Restart();
-  // Every rank's allreduce runs the message algorithms, with `ranks` in
-  // force: unless done or already tuning them, the tuner adds the data
-  // plane's two settings to its search, starting from the ranks' (within the
-  // bounds), and starts over as Restart() does. Returns the settings to use
-  // when they change.
+  // The ranks' data-plane settings, `ranks`: unless done, the tuner adds to
+  // its search what they newly allow — the data plane's two sizes when every
+  // rank's allreduce runs the message algorithms, starting from the ranks'
+  // (within the bounds); the hierarchy on or off when every rank's is
+  // tunable, starting from the ranks' — and, if it added any, starts over
+  // as Restart() does. Returns the settings to use when they change.
   std::optional<TunedSettings> TuneDataPlane(const RanksDataPlane& ranks);
   bool tunes_data_plane() const { return options_.initial.data_plane; }
+  bool tunes_hierarchical() const {
+    return options_.initial.hierarchical_tuned;
+  }
 
   const TunedSettings& current() const { return current_; }
   bool done() const { return done_; }

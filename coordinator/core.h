@@ -51,7 +51,8 @@
 //   (NegotiatorTuning), and the plan
 //   that ended it carries the switch (Plan.autotune) to every member. Once
 //   every member's allreduce runs the message algorithms (the negotiator's
-//   ranks_data_plane), the tuner tunes the data plane's settings too, which
+//   ranks_data_plane), the tuner tunes the data plane's settings too (and
+//   the hierarchy on or off once every member's is tunable), which
 //   reach the ranks only through the switches: a new epoch's first plan
 //   carries the tuner's settings again (its data planes start from the
 //   ranks' own). A new epoch starts from the tuner's settings; a membership
@@ -491,7 +492,8 @@ class CoordinatorCore {
   CoreStats stats_ ABSL_GUARDED_BY(mu_);
   // The autotuner's step ends, in the plans sent (core_autotune.cc).
   StepDetector step_detector_ ABSL_GUARDED_BY(mu_);
-  // The epoch's first plan must carry the tuned data-plane settings.
+  // The epoch's first plan must carry the tuned data-plane settings (and
+  // the hierarchy's choice).
   bool autotune_resend_ ABSL_GUARDED_BY(mu_) = false;
   // Refusals of unproven peers go to the event log at most once per peer
   // host per minute, as they go to the log.

@@ -41,8 +41,11 @@ void CoordinatorCore::TuneNewEpoch(bool membership_changed) {
     Event("autotune_restart", nlohmann::ordered_json::object());
   }
   ep_.negotiator->SetTuning(TuningOf(*tuner));
-  // The new epoch's data planes start from the ranks' own settings.
-  autotune_resend_ = tuner->tunes_data_plane();
+  // The new epoch's ranks start from their own settings: their announce
+  // window (KOLO_CYCLE_TIME_MS) and data planes (and KOLO_HIERARCHICAL's
+  // choice). Settings autotune has switched to go to them again.
+  autotune_resend_ = tuner->done() || tuner->scored_samples() > 0 ||
+                     tuner->tunes_data_plane() || tuner->tunes_hierarchical();
 }
 
 void CoordinatorCore::TuneOnPlan(proto::Plan& plan) {
@@ -52,12 +55,15 @@ void CoordinatorCore::TuneOnPlan(proto::Plan& plan) {
   bool changed = false;
   const std::optional<RanksDataPlane>& ranks =
       ep_.negotiator->ranks_data_plane();
-  if (ranks.has_value() && !tuner->done() && !tuner->tunes_data_plane() &&
+  const bool had_sizes = tuner->tunes_data_plane();
+  if (ranks.has_value() && !tuner->done() &&
       tuner->TuneDataPlane(*ranks).has_value()) {
-    // Every rank's allreduce runs the message algorithms: the tuning starts
-    // over with the data plane's settings added.
+    // Every rank's allreduce runs the message algorithms, or every rank's
+    // hierarchy is tunable: the tuning starts over with the data plane's
+    // settings (the sizes, the hierarchy or both) added.
     step_detector_.Reset();
-    Event("autotune_restart", {{"why", "data plane"}});
+    Event("autotune_restart",
+          {{"why", had_sizes ? "hierarchy" : "data plane"}});
     changed = true;
   } else if (!tuner->done() && step_detector_.Observe(plan)) {
     uint64_t bytes = 0;
@@ -75,6 +81,8 @@ void CoordinatorCore::TuneOnPlan(proto::Plan& plan) {
   sw.set_data_plane(now.data_plane);
   sw.set_small_allreduce_bytes(now.small_allreduce_bytes);
   sw.set_segment_bytes(now.segment_bytes);
+  sw.set_hierarchical_tuned(now.hierarchical_tuned);
+  sw.set_hierarchical(now.hierarchical);
   sw.set_sample(static_cast<uint32_t>(tuner->scored_samples()));
   sw.set_done(tuner->done());
   if (!changed) return;  // the same settings again, for a new epoch
@@ -86,6 +94,9 @@ void CoordinatorCore::TuneOnPlan(proto::Plan& plan) {
          {"data_plane", now.data_plane},
          {"small_allreduce_bytes", now.small_allreduce_bytes},
          {"segment_bytes", now.segment_bytes},
+         {"hierarchical", now.hierarchical_tuned
+                              ? nlohmann::ordered_json(now.hierarchical)
+                              : nlohmann::ordered_json(nullptr)},
          {"sample", tuner->scored_samples()}});
 }
 

@@ -84,7 +84,9 @@ void Negotiator::UpdateSettings(int rank, const proto::Settings& settings) {
   bool timeline = false, disable_group_fusion = false, fast = true;
   RanksDataPlane data{.message_allreduce = true,
                       .small_allreduce_bytes = UINT64_MAX,
-                      .segment_bytes = UINT64_MAX};
+                      .segment_bytes = UINT64_MAX,
+                      .hierarchical_tunable = true,
+                      .hierarchical = true};
   for (const std::optional<proto::Settings>& s : settings_) {
     if (!s.has_value()) return;  // until every rank sent its own
     fast = fast && s->fast_path();
@@ -93,6 +95,9 @@ void Negotiator::UpdateSettings(int rank, const proto::Settings& settings) {
                                                     s->small_allreduce_bytes());
     data.segment_bytes =
         std::min<uint64_t>(data.segment_bytes, s->segment_bytes());
+    data.hierarchical_tunable =
+        data.hierarchical_tunable && s->hierarchical_tunable();
+    data.hierarchical = data.hierarchical && s->hierarchical();
     threshold = std::min<uint64_t>(threshold, s->fusion_threshold());
     direct = std::min<uint64_t>(direct, s->fusion_direct_bytes());
     capacity = std::min(capacity, s->cache_capacity());

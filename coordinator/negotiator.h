@@ -149,13 +149,15 @@ struct NegotiatorTuning {
   bool cache_enabled = true;
 };
 
-// The ranks' data-plane settings (proto::Settings message_allreduce and
-// the two sizes), once every rank sent its own: what autotune may tune, and
-// where it starts.
+// The ranks' data-plane settings (proto::Settings message_allreduce, the
+// two sizes and the hierarchy's two flags), once every rank sent its own:
+// what autotune may tune, and where it starts.
 struct RanksDataPlane {
   bool message_allreduce = false;      // every rank's allreduce
   uint64_t small_allreduce_bytes = 0;  // the smallest over the ranks
   uint64_t segment_bytes = 0;          // the smallest (0: automatic)
+  bool hierarchical_tunable = false;   // every rank's
+  bool hierarchical = false;           // in force on every rank
 };
 
 // What one call produced.

@@ -40,7 +40,9 @@ BIN = os.environ.get('KOLO_BIN_DIR', os.path.join(ROOT, 'build', 'bin'))
 
 # The grid spans autotune's search space (coordinator/autotune.h
 # AutotuneOptions: fusion threshold 1-256 MiB on a log scale, cycle time
-# 0.5-25 ms, cache on or off).
+# 0.5-25 ms, cache on or off). The log's later columns (small_allreduce_kb,
+# segment_kb, hierarchical) are not in the grid: on one host with shared
+# memory they stay empty, and the "best" line is read by its first columns.
 THRESHOLDS = [1 << 20, 4 << 20, 16 << 20, 64 << 20, 256 << 20]
 CYCLE_MS = [0.5, 2.5, 10.0, 25.0]
 CAPACITIES = [0, 1024]

@@ -51,6 +51,12 @@ kolo_add_test(allreduce_hierarchical_test
   SOURCES allreduce_hierarchical_test.cc
   LIBS kolo_collective_testing kolo_allreduce
   LABELS unit tsan)
+# DataPlane's switch between flat and two-level collectives (autotune's
+# hierarchical dimension): what is tunable, exact results either way.
+kolo_add_test(allreduce_data_plane_hierarchy_test
+  SOURCES allreduce_data_plane_hierarchy_test.cc
+  LIBS kolo_collective_testing kolo_allreduce
+  LABELS unit tsan)
 # Allreduce straight through the shared segment (allreduce/shm/shm_allreduce.h):
 # the grid on one world per size, random floats, scaling, a mismatch, faults.
 kolo_add_test(allreduce_shm_allreduce_test

@@ -1,7 +1,9 @@
 // The autotuner through CoordinatorCore (coordinator/core_autotune.cc):
 // every rank gets each switch in the same plan, the switches come at sample
-// ends, a switch that turns the response cache off stops its bits, and a
-// membership change (elastic) restarts tuning, or keeps a choice made.
+// ends, a switch that turns the response cache off stops its bits, every
+// switch carries the hierarchy on or off when every rank's Settings say it
+// can switch (and none does when one rank cannot), and a membership change
+// (elastic) restarts tuning, or keeps a choice made.
 #include <map>
 #include <memory>
 #include <string>
@@ -50,6 +52,23 @@ class AutotuneCoreTest : public CoreTest {
         }
       }
       now_ += absl::Milliseconds(100);
+    }
+  }
+
+  // Every rank's Settings: its allreduce runs the message algorithms, and
+  // its hierarchy is tunable (in force) unless it is the last rank and
+  // `last_tunable` is false.
+  void SendSettings(int ranks, bool last_tunable) {
+    for (int r = 1; r <= ranks; ++r) {
+      proto::WorkerMessage m = Fenced(1);
+      proto::Settings& s = *m.mutable_announce()->mutable_settings();
+      s.set_fusion_threshold(uint64_t{64} << 20);
+      s.set_cache_capacity(1024);
+      s.set_message_allreduce(true);
+      s.set_small_allreduce_bytes(64 << 10);
+      s.set_hierarchical_tunable(r < ranks || last_tunable);
+      s.set_hierarchical(r < ranks || last_tunable);
+      core_->OnMessage(r, m);
     }
   }
 
@@ -115,6 +134,48 @@ TEST_F(AutotuneCoreTest, EveryRankSwitchesAtTheSamePlan) {
   for (int step = 0; step < 5; ++step) Step(3);
   for (size_t i = before; i < plans_[1].size(); ++i) {
     EXPECT_FALSE(plans_[1][i].has_autotune());
+  }
+}
+
+TEST_F(AutotuneCoreTest, EverySwitchCarriesTheHierarchyWhenEveryRankCanSwitch) {
+  Form({"a", "a", "b"});
+  SendSettings(3, /*last_tunable=*/true);
+  for (int step = 0; step < 40 && !tuner_->done(); ++step) Step(3);
+  ASSERT_TRUE(tuner_->done());
+  EXPECT_TRUE(tuner_->tunes_hierarchical());
+  ASSERT_FALSE(Switches(1).empty());
+  EXPECT_EQ(Switches(2), Switches(1));
+  EXPECT_EQ(Switches(3), Switches(1));
+  bool first = true;
+  for (size_t i = 0; i < plans_[1].size(); ++i) {
+    const proto::Plan& p = plans_[1][i];
+    if (!p.has_autotune()) continue;
+    EXPECT_TRUE(p.autotune().data_plane()) << p.seq();
+    EXPECT_TRUE(p.autotune().hierarchical_tuned()) << p.seq();
+    if (first) {
+      // The restart with the ranks' data plane: their value, two levels.
+      EXPECT_TRUE(p.autotune().hierarchical()) << p.seq();
+      first = false;
+    }
+    for (int r = 2; r <= 3; ++r) {
+      EXPECT_EQ(plans_[r][i].autotune().SerializeAsString(),
+                p.autotune().SerializeAsString());
+    }
+  }
+}
+
+TEST_F(AutotuneCoreTest, NoHierarchyWhenOneRankCannotSwitch) {
+  Form({"a", "a", "b"});
+  SendSettings(3, /*last_tunable=*/false);
+  for (int step = 0; step < 40 && !tuner_->done(); ++step) Step(3);
+  ASSERT_TRUE(tuner_->done());
+  EXPECT_TRUE(tuner_->tunes_data_plane());
+  EXPECT_FALSE(tuner_->tunes_hierarchical());
+  ASSERT_FALSE(Switches(1).empty());
+  for (const proto::Plan& p : plans_[1]) {
+    if (!p.has_autotune()) continue;
+    EXPECT_TRUE(p.autotune().data_plane()) << p.seq();
+    EXPECT_FALSE(p.autotune().hierarchical_tuned()) << p.seq();
   }
 }
 

@@ -1,8 +1,10 @@
 // Tests of the coordinator's autotuner (coordinator/autotune.h): it
 // converges on a synthetic workload whose best setting is known, within its
 // sample budget; it switches only at sample ends (one decision point per
-// sample, after the warmup); the CSV log; a restart; the step detector; the
-// words for the data-plane settings that its log line and the ranks' share.
+// sample, after the warmup); the data plane's sizes and the hierarchy on or
+// off once the ranks allow them (workloads where two levels win, and where
+// flat wins); the CSV log; a restart; the step detector; the words for the
+// data-plane settings that its log line and the ranks' share.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -24,12 +26,15 @@ namespace {
 // better (by default) or worse (with `cache_hurts`). When the data plane is
 // tuned, the rate also peaks at a small-message cut-off of 256 KiB and a
 // segment size of 1 MiB (the automatic segment size counts as 45 KiB),
-// where it is twice the rate with the data plane not tuned.
+// where it is twice the rate with the data plane not tuned. When the
+// hierarchy is tuned, two levels run at the full rate and flat at 0.6 of it
+// (or the other way round, with `flat_wins`).
 constexpr double kBestLog2Threshold = 25;  // 32 MiB
 constexpr double kBestCycleMs = 5;
 constexpr double kBestLog2Small = 18;    // 256 KiB
 constexpr double kBestLog2Segment = 20;  // 1 MiB
 bool cache_hurts = false;
+bool flat_wins = false;
 double Rate(const TunedSettings& s) {
   const double dt =
       std::log2(static_cast<double>(s.fusion_threshold)) - kBestLog2Threshold;
@@ -45,6 +50,7 @@ double Rate(const TunedSettings& s) {
                       kBestLog2Segment;
     data = 2 / (1 + 0.3 * ds * ds + 0.3 * dg * dg);
   }
+  if (s.hierarchical_tuned) data *= s.hierarchical != flat_wins ? 1.0 : 0.6;
   return data * cache * 1e9 / (1 + 0.5 * dt * dt + 0.02 * dc * dc);
 }
 
@@ -153,13 +159,14 @@ TEST(Autotune, WritesOneCsvLinePerSampleAndTheChoice) {
   ASSERT_EQ(lines.size(), 1u + 5u + 1u) << text.str();
   EXPECT_EQ(lines[0],
             "sample,fusion_threshold_mb,cycle_time_ms,cache_enabled,"
-            "small_allreduce_kb,segment_kb,score_bytes_per_second");
-  // The first scored sample is the starting setting; the data plane is not
-  // tuned (its columns are empty).
-  EXPECT_EQ(lines[1].substr(0, 20), "1,128.000,1.000,1,,,") << lines[1];
+            "small_allreduce_kb,segment_kb,hierarchical,"
+            "score_bytes_per_second");
+  // The first scored sample is the starting setting; neither the data plane
+  // nor the hierarchy is tuned (their columns are empty).
+  EXPECT_EQ(lines[1].substr(0, 21), "1,128.000,1.000,1,,,,") << lines[1];
   EXPECT_EQ(lines.back().substr(0, 5), "best,");
   for (const std::string& line : lines) {
-    EXPECT_EQ(std::vector<std::string>(absl::StrSplit(line, ',')).size(), 7u)
+    EXPECT_EQ(std::vector<std::string>(absl::StrSplit(line, ',')).size(), 8u)
         << line;
   }
 }
@@ -218,11 +225,132 @@ TEST(Autotune, TunesTheDataPlaneOnceTheRanksRunMessages) {
   ASSERT_GE(lines.size(), 3u) << text.str();
   EXPECT_EQ(lines.back().substr(0, 5), "best,");
   const std::vector<std::string> best = absl::StrSplit(lines.back(), ',');
-  ASSERT_EQ(best.size(), 7u) << lines.back();
+  ASSERT_EQ(best.size(), 8u) << lines.back();
   EXPECT_FALSE(best[4].empty()) << lines.back();
   EXPECT_FALSE(best[5].empty()) << lines.back();
+  EXPECT_TRUE(best[6].empty()) << lines.back();  // the hierarchy: not tuned
+  EXPECT_FALSE(run.final.hierarchical_tuned);
   // Done: no more changes.
   EXPECT_FALSE(t.TuneDataPlane({.message_allreduce = true}).has_value());
+}
+
+// The ranks of a job on several hosts (some with several ranks), with the
+// two levels in force and KOLO_HIERARCHICAL auto: the data plane's settings
+// and the hierarchy on or off are tuned.
+constexpr RanksDataPlane kTwoLevels{.message_allreduce = true,
+                                    .small_allreduce_bytes = 64 << 10,
+                                    .segment_bytes = 0,
+                                    .hierarchical_tunable = true,
+                                    .hierarchical = true};
+
+// Tunes a workload where two levels win (or flat, with `flat`) from the
+// ranks' kTwoLevels, within a budget of 60 samples; returns the choice and
+// checks the CSV's hierarchical column (the second sample: the start, flat).
+TunedSettings TuneHierarchy(bool flat) {
+  AutotuneOptions o = Options();
+  o.max_samples = 60;
+  o.log_file = ::testing::TempDir() + "/autotune_hierarchy.csv";
+  absl::StatusOr<std::unique_ptr<Autotuner>> tuner = Autotuner::Create(o);
+  EXPECT_TRUE(tuner.ok()) << tuner.status();
+  if (!tuner.ok()) return {};
+  Autotuner& t = **tuner;
+  std::optional<TunedSettings> start = t.TuneDataPlane(kTwoLevels);
+  EXPECT_TRUE(start.has_value());
+  if (!start.has_value()) return {};
+  EXPECT_TRUE(start->hierarchical_tuned);
+  EXPECT_TRUE(start->hierarchical);  // the ranks' value
+  EXPECT_TRUE(t.tunes_hierarchical());
+  EXPECT_FALSE(t.TuneDataPlane(kTwoLevels).has_value());  // only once
+  flat_wins = flat;
+  // One step starts the first sample; (warmup + max_samples) samples.
+  TuneRun run = Drive(t, 1 + (2 + 60) * 3);
+  flat_wins = false;
+  EXPECT_TRUE(t.done()) << "not done after " << run.steps << " steps";
+  EXPECT_TRUE(run.final.hierarchical_tuned);
+  std::ifstream in(o.log_file);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::vector<std::string> lines =
+      absl::StrSplit(text.str(), '\n', absl::SkipEmpty());
+  EXPECT_EQ(lines.size(), 1u + 60u + 1u) << text.str();
+  // The first two samples: the start (two levels), then the same flat.
+  if (lines.size() > 2) {
+    const std::vector<std::string> first = absl::StrSplit(lines[1], ',');
+    const std::vector<std::string> second = absl::StrSplit(lines[2], ',');
+    if (first.size() == 8u && second.size() == 8u) {
+      EXPECT_EQ(first[6], "1") << lines[1];
+      EXPECT_EQ(second[6], "0") << lines[2];
+      EXPECT_EQ(
+          std::vector<std::string>(first.begin() + 1, first.begin() + 6),
+          std::vector<std::string>(second.begin() + 1, second.begin() + 6))
+          << lines[1] << "\n"
+          << lines[2];
+    }
+  }
+  for (size_t i = 1; i < lines.size(); ++i) {
+    const std::vector<std::string> f = absl::StrSplit(lines[i], ',');
+    EXPECT_EQ(f.size(), 8u) << lines[i];
+    if (f.size() == 8u) {
+      EXPECT_TRUE(f[6] == "0" || f[6] == "1") << lines[i];
+    }
+  }
+  if (!lines.empty()) {
+    const std::vector<std::string> best = absl::StrSplit(lines.back(), ',');
+    EXPECT_EQ(best[0], "best");
+    EXPECT_EQ(best.size() > 6 ? best[6] : "",
+              run.final.hierarchical ? "1" : "0")
+        << lines.back();
+  }
+  return run.final;
+}
+
+TEST(Autotune, KeepsTheHierarchyWhenTwoLevelsWin) {
+  const TunedSettings chosen = TuneHierarchy(/*flat=*/false);
+  EXPECT_TRUE(chosen.hierarchical);
+  EXPECT_TRUE(chosen.data_plane);
+  EXPECT_GT(Rate(chosen), 1.6 * 1e9);
+}
+
+TEST(Autotune, TurnsTheHierarchyOffWhenFlatWins) {
+  const TunedSettings chosen = TuneHierarchy(/*flat=*/true);
+  EXPECT_FALSE(chosen.hierarchical);
+  flat_wins = true;
+  EXPECT_GT(Rate(chosen), 1.6 * 1e9);
+  flat_wins = false;
+}
+
+// The dimension comes only when every rank can switch (the negotiator ANDs
+// the ranks' flags); one that comes after the data plane's restarts the
+// tuning once more, keeping the data plane's start.
+TEST(Autotune, AddsTheHierarchyOnlyWhenEveryRankCanSwitch) {
+  absl::StatusOr<std::unique_ptr<Autotuner>> tuner =
+      Autotuner::Create(Options());
+  ASSERT_TRUE(tuner.ok()) << tuner.status();
+  Autotuner& t = **tuner;
+  RanksDataPlane one_host = kTwoLevels;
+  one_host.hierarchical_tunable = false;
+  one_host.hierarchical = false;
+  std::optional<TunedSettings> start = t.TuneDataPlane(one_host);
+  ASSERT_TRUE(start.has_value());
+  EXPECT_TRUE(start->data_plane);
+  EXPECT_FALSE(start->hierarchical_tuned);
+  EXPECT_FALSE(t.tunes_hierarchical());
+  Drive(t, 1 + (2 + 3) * 3);
+  ASSERT_GT(t.scored_samples(), 0);
+  RanksDataPlane now_off = kTwoLevels;
+  now_off.small_allreduce_bytes = 1 << 20;  // ignored: already tuned
+  now_off.hierarchical = false;             // KOLO_HIERARCHICAL's start
+  start = t.TuneDataPlane(now_off);
+  ASSERT_TRUE(start.has_value());
+  EXPECT_TRUE(start->hierarchical_tuned);
+  EXPECT_FALSE(start->hierarchical);
+  EXPECT_EQ(start->small_allreduce_bytes, 64u << 10);
+  EXPECT_EQ(t.scored_samples(), 0);
+  EXPECT_FALSE(t.TuneDataPlane(kTwoLevels).has_value());
+  Drive(t, 10000);
+  ASSERT_TRUE(t.done());
+  EXPECT_TRUE(t.current().hierarchical_tuned);
+  EXPECT_TRUE(t.current().hierarchical);  // two levels win by default
 }
 
 TEST(Autotune, RefusesBadOptionsNamingTheFlag) {

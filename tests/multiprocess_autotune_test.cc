@@ -8,7 +8,12 @@
 // with Horovod's variables instead of the flags, and with the coordinator
 // that rank 0 hosts when the workers start without kolorun (torchrun's
 // variables), which reads KOLO_AUTOTUNE itself. Over TCP the data plane's
-// small-message cut-off and segment size are tuned too.
+// small-message cut-off and segment size are tuned too, but not the
+// hierarchy on one host; on two fake hosts of two ranks (kolorun -H with
+// KOLO_TEST_FAKE_HOST, as multiprocess_hierarchical_test) every switch
+// carries the hierarchy on or off, alike on every rank, and every result
+// stays exact; with KOLO_HIERARCHICAL=1 there it is the user's and is not
+// tuned.
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -87,8 +92,17 @@ void ExpectSameSwitches(const std::map<int, std::vector<std::string>>& by_rank,
   ASSERT_EQ(csv.size(), static_cast<size_t>(1 + samples + 1)) << ReadAll(log);
   EXPECT_EQ(csv[0],
             "sample,fusion_threshold_mb,cycle_time_ms,cache_enabled,"
-            "small_allreduce_kb,segment_kb,score_bytes_per_second");
+            "small_allreduce_kb,segment_kb,hierarchical,"
+            "score_bytes_per_second");
   EXPECT_TRUE(absl::StartsWith(csv.back(), "best,")) << csv.back();
+}
+
+// The CSV log's last line ("best,..."), split.
+std::vector<std::string> BestLine(const std::string& log) {
+  std::vector<std::string> csv =
+      absl::StrSplit(ReadAll(log), '\n', absl::SkipEmpty());
+  if (csv.empty()) return {};
+  return absl::StrSplit(csv.back(), ',');
 }
 
 void ExpectSameSwitches(const JobRun& run, int n, int samples,
@@ -135,13 +149,89 @@ TEST(MultiprocessAutotune, TcpDataPlaneSettingsAreTunedToo) {
   ASSERT_FALSE(by_rank.empty());
   for (const std::string& line : by_rank.begin()->second) {
     EXPECT_TRUE(absl::StrContains(line, "small-message cut-off ")) << line;
+    // One host: no hierarchy to tune.
+    EXPECT_FALSE(absl::StrContains(line, "hierarchical")) << line;
   }
-  std::vector<std::string> csv =
-      absl::StrSplit(ReadAll(log), '\n', absl::SkipEmpty());
-  ASSERT_FALSE(csv.empty());
-  const std::vector<std::string> best = absl::StrSplit(csv.back(), ',');
-  ASSERT_EQ(best.size(), 7u) << csv.back();
-  EXPECT_FALSE(best[4].empty()) << csv.back();
+  const std::vector<std::string> best = BestLine(log);
+  ASSERT_EQ(best.size(), 8u) << ReadAll(log);
+  EXPECT_FALSE(best[4].empty()) << ReadAll(log);
+  EXPECT_TRUE(best[6].empty()) << ReadAll(log);
+}
+
+// Two fake hosts of two ranks (KOLO_HIERARCHICAL auto: two levels): every
+// rank's data plane can switch between flat and two levels, so every switch
+// carries the choice, the same on every rank at the same plan, and the
+// allreduces stay exact (the worker checks every bit) whichever runs.
+TEST(MultiprocessAutotune, HierarchyIsTunedAcrossHosts) {
+  const std::string log = ::testing::TempDir() + "/mp_autotune_hier.csv";
+  std::remove(log.c_str());
+  JobRun run = RunJob(
+      {Bin("kolorun"), "-np", "4", "-H", "a:2,b:2", "--launcher-cmd",
+       "env KOLO_TEST_FAKE_HOST={host}", "--autotune",
+       "--autotune-warmup-samples", "1", "--autotune-steps-per-sample", "2",
+       "--autotune-bayes-opt-max-samples", "6", "--autotune-log-file", log,
+       Bin("kolo-fusion-worker"), "allreduce", "30"},
+      Env{{"KOLO_LOG_LEVEL", "info"},
+          {"KOLO_AUTOTUNE", std::nullopt},
+          {"KOLO_HIERARCHICAL", std::nullopt}},
+      absl::Seconds(180));
+  ExpectSameSwitches(run, 4, 6, log);
+  EXPECT_EQ(Lines(run.output,
+                  "hierarchical collectives "
+                  "(KOLO_HIERARCHICAL=auto)")
+                .size(),
+            4u)
+      << run.output;
+  const std::map<int, std::vector<std::string>> by_rank =
+      SwitchesByRank(run.output);
+  ASSERT_FALSE(by_rank.empty());
+  const std::vector<std::string>& switches = by_rank.begin()->second;
+  ASSERT_FALSE(switches.empty());
+  // The first switch starts over from the ranks' own: two levels.
+  EXPECT_TRUE(absl::StrContains(switches.front(), ", hierarchical on"))
+      << switches.front();
+  for (const std::string& line : switches) {
+    EXPECT_TRUE(absl::StrContains(line, ", hierarchical on") ||
+                absl::StrContains(line, ", hierarchical off"))
+        << line;
+  }
+  const std::vector<std::string> best = BestLine(log);
+  ASSERT_EQ(best.size(), 8u) << ReadAll(log);
+  EXPECT_TRUE(best[6] == "0" || best[6] == "1") << ReadAll(log);
+  EXPECT_TRUE(absl::StrContains(switches.back(), best[6] == "1"
+                                                     ? ", hierarchical on"
+                                                     : ", hierarchical off"))
+      << switches.back() << "\n"
+      << ReadAll(log);
+}
+
+// KOLO_HIERARCHICAL=1 forces the two levels on the same fake hosts: the
+// user's choice, so the switches never carry the hierarchy and the CSV's
+// column stays empty; the data plane's sizes are tuned as ever.
+TEST(MultiprocessAutotune, AForcedHierarchyIsNotTuned) {
+  const std::string log = ::testing::TempDir() + "/mp_autotune_forced.csv";
+  std::remove(log.c_str());
+  JobRun run = RunJob(
+      {Bin("kolorun"), "-np", "4", "-H", "a:2,b:2", "--launcher-cmd",
+       "env KOLO_TEST_FAKE_HOST={host}", "--autotune",
+       "--autotune-warmup-samples", "1", "--autotune-steps-per-sample", "2",
+       "--autotune-bayes-opt-max-samples", "3", "--autotune-log-file", log,
+       Bin("kolo-fusion-worker"), "allreduce", "30"},
+      Env{{"KOLO_LOG_LEVEL", "info"},
+          {"KOLO_AUTOTUNE", std::nullopt},
+          {"KOLO_HIERARCHICAL", "1"}},
+      absl::Seconds(180));
+  ExpectSameSwitches(run, 4, 3, log);
+  const std::map<int, std::vector<std::string>> by_rank =
+      SwitchesByRank(run.output);
+  ASSERT_FALSE(by_rank.empty());
+  for (const std::string& line : by_rank.begin()->second) {
+    EXPECT_TRUE(absl::StrContains(line, "small-message cut-off ")) << line;
+    EXPECT_FALSE(absl::StrContains(line, "hierarchical")) << line;
+  }
+  const std::vector<std::string> best = BestLine(log);
+  ASSERT_EQ(best.size(), 8u) << ReadAll(log);
+  EXPECT_TRUE(best[6].empty()) << ReadAll(log);
 }
 
 TEST(MultiprocessAutotune, HorovodsVariables) {

@@ -99,6 +99,8 @@ OpRuntime::OpRuntime(const JobContext& job,
     outbox_.settings.set_message_allreduce(t.message_allreduce);
     outbox_.settings.set_small_allreduce_bytes(t.small_allreduce_bytes);
     outbox_.settings.set_segment_bytes(t.segment_bytes);
+    outbox_.settings.set_hierarchical_tunable(t.hierarchical_tunable);
+    outbox_.settings.set_hierarchical(t.hierarchical);
   }
   thread_ = std::thread([this] { ThreadMain(); });
 }

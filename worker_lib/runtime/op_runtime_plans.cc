@@ -83,6 +83,9 @@ void OpRuntime::TracePlan(Timeline& timeline, const proto::Plan& plan,
                         absl::StrCat(a.small_allreduce_bytes()));
       args.emplace_back("segment_bytes", absl::StrCat(a.segment_bytes()));
     }
+    if (a.hierarchical_tuned()) {
+      args.emplace_back("hierarchical", a.hierarchical() ? "1" : "0");
+    }
     timeline.Marker(a.done() ? "autotune: chosen" : "autotune: switch", arrived,
                     args);
   }
@@ -136,13 +139,16 @@ void OpRuntime::RunPlan(proto::Plan& plan, absl::Time arrived,
     const proto::AutotuneSwitch& a = plan.autotune();
     RuntimeLog()->info(
         "autotune: {} after plan {}: fusion threshold {} bytes, cycle time {} "
-        "us, response cache {}{} (sample {})",
+        "us, response cache {}{}{} (sample {})",
         a.done() ? "chosen" : "switch", plan.seq(), a.fusion_threshold(),
         a.cycle_time_us(), a.cache_enabled() ? "on" : "off",
         a.data_plane() ? absl::StrCat(", ", proto::DataPlaneSettingsText(
                                                 a.small_allreduce_bytes(),
                                                 a.segment_bytes()))
                        : std::string(),
+        a.hierarchical_tuned()
+            ? (a.hierarchical() ? ", hierarchical on" : ", hierarchical off")
+            : "",
         a.sample());
   }
   StepResults results = runner.Run(plan.seq(), run.steps, run.timeline.get());
@@ -150,6 +156,10 @@ void OpRuntime::RunPlan(proto::Plan& plan, absl::Time arrived,
     // After this plan, as on every rank.
     data_->Tune(static_cast<size_t>(plan.autotune().small_allreduce_bytes()),
                 static_cast<size_t>(plan.autotune().segment_bytes()));
+  }
+  if (plan.has_autotune() && plan.autotune().hierarchical_tuned()) {
+    // Flat or two levels from the next plan on, as on every rank.
+    data_->SetHierarchical(plan.autotune().hierarchical());
   }
   SendOrHoldDone(plan.seq(), run.in_plan);
   CompleteSteps(run.steps, results);
