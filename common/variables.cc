@@ -204,12 +204,13 @@ constexpr Variable kVariables[] = {
      .read_by = "worker, kolo-bench",
      .section = "Negotiation, fusion and the response cache",
      .unit = "0/1",
-     .default_text = "0",
+     .default_text = "1",
      .meaning =
          "1: once a step's tensors are in the response cache on every rank, "
          "the ranks agree on them among themselves over the data plane "
          "instead of through the coordinator (the fast path; needs the "
-         "negotiation link, and every rank must set it). Experimental."},
+         "negotiation link). 0 on any rank: every negotiation goes through "
+         "the coordinator."},
     {.name = "KOLO_ADDR",
      .read_by = "worker",
      .section = "Data plane",

@@ -219,9 +219,9 @@ void CoordinatorCore::Dispatch(SessionId id, Session& s,
       if (phase_ != Phase::kRunning) return;  // the epoch ended
       NegotiatorOutput result;
       if (message.done().fast_exit()) {
-        ep_.negotiator->FastExit(s.rank, message.done().seq(),
-                                 message.done().fast_used(), s.last_heard,
-                                 result);
+        ep_.negotiator->FastExit(
+            s.rank, message.done().seq(), message.done().fast_used(),
+            message.done().fast_tally(), s.last_heard, result);
       } else {
         ep_.negotiator->Done(s.rank, message.done().seq(), s.last_heard,
                              result);

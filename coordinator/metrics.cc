@@ -124,6 +124,10 @@ void WriteNegotiation(const CoreStats& stats, MetricsText& m) {
   m.Family("kolo_plans_total", "Plans (negotiation rounds) sent.",
            Type::kCounter);
   m.Value(static_cast<double>(stats.plans));
+  m.Family("kolo_fast_path_plans_total",
+           "Plans the ranks derived among themselves on the fast path.",
+           Type::kCounter);
+  m.Value(static_cast<double>(n.fast_path_plans));
   m.Family("kolo_negotiation_wait_seconds",
            "From a tensor's first announcement to its last (every rank in).",
            Type::kHistogram);

@@ -38,6 +38,10 @@ struct NegotiationStats {
   // Names ready by a live cache bit, and cacheable names that were not.
   uint64_t cache_hits = 0;
   uint64_t cache_misses = 0;
+  // Plans the ranks derived among themselves on the fast path (their
+  // collectives, tensors, bytes, fusion and cache hits are counted above,
+  // from the ranks' Done.fast_tally).
+  uint64_t fast_path_plans = 0;
   // From a name's first announcement to its last (every rank in).
   Histogram wait_seconds{
       {0.0001, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30, 60}};

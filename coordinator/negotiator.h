@@ -186,10 +186,13 @@ class Negotiator {
   // `rank` left the fast path after its fast plan `seq` (Done.fast_exit):
   // every plan up to seq finished there; `used` (Done.fast_used): the cache
   // bits its fast plans ran, least recently first, which the cache marks
-  // used in that order (every rank sends the same). Ignored (logged) when no
-  // fast path was granted.
+  // used in that order (every rank sends the same); `tally`
+  // (Done.fast_tally): what they ran, added to the stats once per stay on
+  // the fast path (from the first exit). Ignored (logged) when no fast path
+  // was granted.
   void FastExit(int rank, uint64_t seq, absl::Span<const uint32_t> used,
-                absl::Time now, NegotiatorOutput& out);
+                const proto::FastPathTally& tally, absl::Time now,
+                NegotiatorOutput& out);
   // The autotuner's settings from the next plan on (nullopt: the options'
   // and the ranks' again). Every rank runs the plans it builds, so every
   // rank switches at the same plan.
@@ -384,6 +387,8 @@ class Negotiator {
   // Every rank that did not leave reported its fast-path exit: the plan
   // sequence goes on after their last fast plan.
   void EndFastPath(NegotiatorOutput& out);
+  // Adds a stay's Done.fast_tally to options_.stats, once per stay.
+  void CountFastTally(const proto::FastPathTally& tally);
 
   const NegotiatorOptions options_;
   absl::flat_hash_map<std::string, Partial> partial_;
@@ -454,6 +459,7 @@ class Negotiator {
   uint32_t bits_end_ = 0;
   bool fast_ = false;
   std::vector<uint8_t> fast_exited_;
+  bool fast_tally_counted_ = false;  // this stay's Done.fast_tally
   uint64_t fast_seq_ = 0;
   // A capacity set on the fast path, for its end.
   std::optional<uint32_t> capacity_after_fast_;

@@ -27,11 +27,27 @@ void Negotiator::MaybeGrantFastPath(proto::Plan& plan) {
   for (uint64_t n : announces_) grant.add_announces(n);
   fast_ = true;
   fast_seq_ = plan.seq();
+  fast_tally_counted_ = false;
   std::fill(fast_exited_.begin(), fast_exited_.end(), uint8_t{0});
 }
 
+void Negotiator::CountFastTally(const proto::FastPathTally& tally) {
+  if (fast_tally_counted_ || options_.stats == nullptr) return;
+  fast_tally_counted_ = true;
+  NegotiationStats& stats = *options_.stats;
+  stats.fast_path_plans += tally.plans();
+  OpStats& op = stats.by_op[proto::ALLREDUCE];
+  op.collectives += tally.collectives();
+  op.tensors += tally.tensors();
+  op.bytes += tally.bytes();
+  stats.fused_buffers += tally.fused_buffers();
+  stats.fused_tensors += tally.fused_tensors();
+  stats.cache_hits += tally.tensors();
+}
+
 void Negotiator::FastExit(int rank, uint64_t seq,
-                          absl::Span<const uint32_t> used, absl::Time now,
+                          absl::Span<const uint32_t> used,
+                          const proto::FastPathTally& tally, absl::Time now,
                           NegotiatorOutput& out) {
   KOLO_CHECK(rank >= 0 && rank < options_.size)
       << "rank " << rank << " of " << options_.size;
@@ -49,6 +65,7 @@ void Negotiator::FastExit(int rank, uint64_t seq,
   }
   fast_exited_[rank] = 1;
   fast_seq_ = std::max(fast_seq_, seq);
+  CountFastTally(tally);
   // The hits the coordinator did not see: the LRU order follows them (a bit
   // not live any more, which a worker cannot cause, is skipped).
   for (uint32_t bit : used) {

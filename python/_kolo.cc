@@ -53,6 +53,7 @@
 #include "python/device_buffer.h"
 #include "python/elastic_binding.h"
 #include "python/torch_fast_path.h"
+#include "worker_lib/api/api_internal.h"
 
 namespace py = pybind11;
 
@@ -130,6 +131,7 @@ void AwaitFinished(Handle handle) {
     absl::StatusOr<size_t> done;
     {
       py::gil_scoped_release nogil;
+      internal::SlicedWaits sliced;  // the loop waits again
       done = wait_any(absl::MakeConstSpan(&handle, 1), kWaitSlice);
     }
     if (done.ok()) return;

@@ -68,6 +68,7 @@ void CheckHostUpdates() {
     absl::StatusOr<size_t> done;
     {
       py::gil_scoped_release nogil;
+      internal::SlicedWaits sliced;  // the loop waits again
       done = wait_any(absl::MakeConstSpan(&*h, 1), kSlice);
     }
     if (done.ok()) break;

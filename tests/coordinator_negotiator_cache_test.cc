@@ -407,6 +407,8 @@ TEST(NegotiatorTest, HitWithAJoinedRankGoesByName) {
 TEST(NegotiatorTest, FastPathHitsKeepTheirEntriesRecentlyUsed) {
   NegotiatorOptions o = Opts(2);
   o.cache_capacity = 2;
+  NegotiationStats stats;
+  o.stats = &stats;
   Negotiator n(o);
   NegotiatorOutput out;
   for (int r = 0; r < 2; ++r) {
@@ -426,11 +428,23 @@ TEST(NegotiatorTest, FastPathHitsKeepTheirEntriesRecentlyUsed) {
   ASSERT_GE(bit_a, 0);
   ASSERT_GE(bit_b, 0);
   EXPECT_TRUE(n.on_fast_path());
-  // Fast plans 2 and 3 ran 'a' only; every rank says so when it leaves.
+  // Fast plans 2 and 3 ran 'a' only; every rank says so when it leaves,
+  // with the same tally, which the stats count once.
   const std::vector<uint32_t> used = {static_cast<uint32_t>(bit_a)};
-  n.FastExit(0, 3, used, kT0, out);
-  n.FastExit(1, 3, used, kT0, out);
+  proto::FastPathTally tally;
+  tally.set_plans(2);
+  tally.set_collectives(2);
+  tally.set_tensors(2);
+  tally.set_bytes(8);
+  const uint64_t hits_before = stats.cache_hits;
+  n.FastExit(0, 3, used, tally, kT0, out);
+  n.FastExit(1, 3, used, tally, kT0, out);
   EXPECT_FALSE(n.on_fast_path());
+  EXPECT_EQ(stats.fast_path_plans, 2u);
+  EXPECT_EQ(stats.cache_hits, hits_before + 2);
+  EXPECT_EQ(stats.by_op[proto::ALLREDUCE].tensors, 2u + 2u);  // + plan 1
+  EXPECT_EQ(stats.by_op[proto::ALLREDUCE].collectives, 2u + 2u);
+  EXPECT_EQ(stats.fused_buffers, 0u);
   n.Announce(0, Ann({"c"}), kT0, out);
   n.Announce(1, Ann({"c"}), kT0, out);
   ASSERT_EQ(out.plans.size(), 2u);

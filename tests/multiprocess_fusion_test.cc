@@ -451,13 +451,9 @@ TEST(Cache, SubsetsChurnThroughASmallCache) {
   ExpectOk(run, n, "churn", steps);
 }
 
-// kSwitches in fusion_worker.cc: the fusion threshold per step.
-TEST(Settings, SwitchedAtRunTimeBetweenSteps) {
-  const int n = 3;
-  TempFile timeline("switch.json");
-  JobRun run = Launch(n, {"switch"}, {{"KOLO_TIMELINE", timeline.path()}});
-  ExpectOk(run, n, "switch", 7);
-  const Trace t = ReadTrace(timeline.path());
+// kSwitches in fusion_worker.cc: the fusion threshold per step takes
+// effect at the step it was set before, as the timeline of `switch` shows.
+void ExpectSwitchesTakeEffect(const Trace& t) {
   // Per step: fused tensors, and fused allreduces of more than 4 KiB.
   std::vector<int> fused(7, 0), big(7, 0);
   for (const auto& [name, segs] : t.segments) {
@@ -476,6 +472,16 @@ TEST(Settings, SwitchedAtRunTimeBetweenSteps) {
   EXPECT_GT(fused[0] + fused[5] + fused[6], 0) << "the default fuses";
   EXPECT_GT(fused[3] + fused[4], 0) << "a 4 KiB threshold fuses small ones";
   EXPECT_EQ(big[3] + big[4], 0) << "nothing over 4 KiB fuses under 4 KiB";
+}
+
+TEST(Settings, SwitchedAtRunTimeBetweenSteps) {
+  const int n = 3;
+  TempFile timeline("switch.json");
+  JobRun run =
+      Launch(n, {"switch"},
+             {{"KOLO_TIMELINE", timeline.path()}, {"KOLO_FAST_PATH", "0"}});
+  ExpectOk(run, n, "switch", 7);
+  ExpectSwitchesTakeEffect(ReadTrace(timeline.path()));
 }
 
 // ---- Metadata changes -------------------------------------------------------
@@ -568,10 +574,16 @@ TEST_P(FastPath, MixedStepsLeaveAndReturnAndAreExact) {
 }
 
 // Settings changed between steps (fusion off, a cache of 3 entries, ...)
-// go to the coordinator, which grants the fast path again under them.
+// go to the coordinator, which grants the fast path again under them; the
+// tensors announced after the change wait for it: a fast round never runs
+// them under the old settings.
 TEST(FastPathSettings, SwitchedAtRunTime) {
-  JobRun run = Launch(3, {"switch"}, {{"KOLO_FAST_PATH", "1"}});
+  TempFile timeline("switch-fast.json");
+  JobRun run =
+      Launch(3, {"switch"},
+             {{"KOLO_TIMELINE", timeline.path()}, {"KOLO_FAST_PATH", "1"}});
   ExpectOk(run, 3, "switch", 7);
+  ExpectSwitchesTakeEffect(ReadTrace(timeline.path()));
 }
 
 INSTANTIATE_TEST_SUITE_P(Sizes, FastPath, ::testing::Values(1, 2, 3, 4),
@@ -581,11 +593,14 @@ INSTANTIATE_TEST_SUITE_P(Sizes, FastPath, ::testing::Values(1, 2, 3, 4),
 
 // ---- The timeline of a short run ----------------------------------------
 
+// Through the coordinator (KOLO_FAST_PATH=0): every tensor's negotiation
+// shows each rank's ready tick, and each plan a marker.
 TEST(Timeline, ShortRunHasTheExpectedEvents) {
   const int n = 2, steps = 4;
   TempFile timeline("timeline.json");
-  JobRun run = Launch(n, {"timeline", std::to_string(steps)},
-                      {{"KOLO_TIMELINE", timeline.path()}});
+  JobRun run =
+      Launch(n, {"timeline", std::to_string(steps)},
+             {{"KOLO_TIMELINE", timeline.path()}, {"KOLO_FAST_PATH", "0"}});
   ExpectOk(run, n, "timeline", steps);
   const Trace t = ReadTrace(timeline.path());
 
@@ -646,6 +661,41 @@ TEST(Timeline, ShortRunHasTheExpectedEvents) {
   EXPECT_EQ(tensors, occurrences);
   EXPECT_LT(static_cast<int>(t.markers.size()), occurrences)
       << "some plans carry several tensors";
+}
+
+// On the fast path (the default) each round is a marker on the plans row
+// ("fast path round", with the responses it ran), and a tensor that ran in
+// one shows its negotiation without the coordinator's ready ticks.
+TEST(Timeline, FastPathRoundsAreMarked) {
+  const int n = 2, steps = 12;
+  TempFile timeline("timeline-fast.json");
+  JobRun run = Launch(n, {"allreduce", std::to_string(steps)},
+                      {{"KOLO_TIMELINE", timeline.path()}});
+  ExpectOk(run, n, "allreduce", steps);
+  const Trace t = ReadTrace(timeline.path());
+  int rounds = 0, ran = 0, plans = 0;
+  for (const Ev& m : t.markers) {
+    if (absl::StartsWith(m.name, "fast path round")) {
+      ++rounds;
+      ran += std::stoi(m.Arg("responses"));
+    } else {
+      EXPECT_TRUE(absl::StartsWith(m.name, "plan ")) << m.name;
+      ++plans;
+    }
+  }
+  EXPECT_GE(rounds, steps - 1) << "a round per step once granted";
+  EXPECT_GE(ran, steps - 1);
+  EXPECT_GE(plans, 1) << "the first step goes through the coordinator";
+  int without_ticks = 0;
+  for (const auto& [name, segs] : t.segments) {
+    for (const std::vector<std::string>& seg : segs) {
+      if (seg.size() >= 2 && seg[0] == "B:NEGOTIATE_ALLREDUCE" &&
+          seg[1] == "E") {
+        ++without_ticks;
+      }
+    }
+  }
+  EXPECT_GT(without_ticks, 0);
 }
 
 }  // namespace

@@ -181,8 +181,9 @@ struct WorkerConfig {
   bool negotiation_link = true;
   // KOLO_FAST_PATH (0/1): once every rank's step is in the response cache,
   // negotiate it among the ranks over the data plane instead of through the
-  // coordinator (runtime/fast_path_link.h; needs the negotiation link).
-  bool fast_path = false;
+  // coordinator (runtime/fast_path_link.h; needs the negotiation link). On
+  // unless a rank sets 0 (then no rank takes it).
+  bool fast_path = true;
   // KOLO_ELASTIC (set by kolorun --min-np, or by hand with a standalone
   // kolo-coordinator --min-np): the job is elastic (docs/design.md
   // "Elastic").

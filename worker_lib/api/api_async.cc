@@ -214,6 +214,11 @@ void internal::OrderNextSubmission(absl::string_view stream, uint32_t slot) {
   next_order.slot = slot;
 }
 
+internal::SlicedWaits::SlicedWaits() : outer_(worker::ThreadWaitsSliced()) {
+  worker::SetThreadWaitsSliced(true);
+}
+internal::SlicedWaits::~SlicedWaits() { worker::SetThreadWaitsSliced(outer_); }
+
 absl::StatusOr<Handle> internal::MembershipCheckAsync(bool leave) {
   auto n = Prepare(proto::MEMBERSHIP_CHECK, Tensor{}, kGlobalProcessSet);
   if (!n.ok()) return n.status();

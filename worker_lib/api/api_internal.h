@@ -59,6 +59,20 @@ absl::StatusOr<Handle> MembershipCheckAsync(bool leave);
 // which process group call each op is). That submission consumes it, whether
 // it succeeds or not; an empty stream clears it.
 void OrderNextSubmission(absl::string_view stream, uint32_t slot);
+// While one lives, this thread's waits are slices of a longer wait that the
+// caller repeats until the op finishes: on the fast path they run its
+// rounds themselves and may end a little after their deadline (see
+// worker::ThreadWaitsSliced). Scopes nest.
+class SlicedWaits {
+ public:
+  SlicedWaits();
+  ~SlicedWaits();
+  SlicedWaits(const SlicedWaits&) = delete;
+  SlicedWaits& operator=(const SlicedWaits&) = delete;
+
+ private:
+  const bool outer_;
+};
 // Whether this job is elastic (KOLO_ELASTIC); false when kolo is not
 // initialised.
 bool IsElasticJob();

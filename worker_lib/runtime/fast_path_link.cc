@@ -66,6 +66,14 @@ void FastPathLink::Keep(proto::WorkerMessage& msg, absl::Time now) {
     return;
   }
   proto::Announce& a = *msg.mutable_announce();
+  // Settings first, as the coordinator reads an Announce: a tensor
+  // announced with or after a change of settings runs under the new ones,
+  // so only the coordinator may plan it (fenced: kKeptAfterSettings).
+  if (a.has_settings()) {
+    *kept_.mutable_settings() = a.settings();
+    need_ = true;
+  }
+  const uint8_t kept = kept_.has_settings() ? kKeptAfterSettings : kKept;
   for (uint32_t bit : a.cached()) {
     if (bit >= bits_kept_.size()) {
       // Given out before the grant, so below bits_end; a bit beyond it is
@@ -75,17 +83,13 @@ void FastPathLink::Keep(proto::WorkerMessage& msg, absl::Time now) {
       need_ = true;
     }
     if (bits_kept_[bit] == 0) {
-      bits_kept_[bit] = 1;
+      bits_kept_[bit] = kept;
       kept_at_[bit] = now;
       ready_.push_back(bit);
     }
   }
   for (proto::Request& r : *a.mutable_requests()) {
     *kept_.add_requests() = std::move(r);
-    need_ = true;
-  }
-  if (a.has_settings()) {
-    *kept_.mutable_settings() = a.settings();
     need_ = true;
   }
 }
@@ -103,6 +107,8 @@ void FastPathLink::Grant(const proto::FastPath& grant, uint64_t seq) {
   if (leaving_) need_ = true;
   failed_ = false;
   active_at_ = absl::Now();
+  granted_at_ = active_at_;
+  tally_.Clear();
   const size_t n = grant.bits_end();
   described_.assign(n, 0);
   candidates_.assign(n, fusion::Candidate{});
@@ -181,7 +187,11 @@ absl::StatusOr<std::optional<proto::CoordinatorMessage>> FastPathLink::Receive(
 bool FastPathLink::MustLeave(absl::Time now) {
   if (need_) return true;
   const char* why = nullptr;
-  if (ready_.empty()) {
+  absl::Duration after = kFastPathPatience;
+  if (rank_ == 0 && now - granted_at_ >= kFastPathReportEvery) {
+    why = "a report to the coordinator due";
+    after = kFastPathReportEvery;
+  } else if (ready_.empty()) {
     if (now - active_at_ >= kFastPathPatience) why = "nothing to run";
   } else if (ready_.front() < kept_at_.size() &&
              now - kept_at_[ready_.front()] >= kFastPathPatience) {
@@ -189,8 +199,8 @@ bool FastPathLink::MustLeave(absl::Time now) {
   }
   if (why == nullptr) return false;
   RuntimeLog()->debug(
-      "fast path: {} for {}; this rank hands over to the coordinator", why,
-      absl::FormatDuration(kFastPathPatience));
+      "fast path: {} after {}; this rank hands over to the coordinator", why,
+      absl::FormatDuration(after));
   need_ = true;
   return true;
 }
@@ -224,7 +234,8 @@ absl::StatusOr<std::optional<proto::Plan>> FastPathLink::Round(bool& exit) {
   bool need = need_;
   for (uint32_t bit : ready_) {
     if (leaving_) break;  // its ops were abandoned: no bit from this rank
-    if (bit < n && described_[bit] == 1) {
+    if (bit < n && described_[bit] == 1 &&
+        bits_kept_[bit] != kKeptAfterSettings) {
       round_[1 + bit] = 1;
     } else {
       need = true;  // a bit the fast path cannot run: the coordinator's
@@ -278,14 +289,25 @@ proto::Plan FastPathLink::PlanOf(const std::vector<uint32_t>& bits) {
   proto::Plan plan;
   plan.set_seq(++fast_seq_);
   rounds_in_seq_ = 0;
+  tally_.set_plans(tally_.plans() + 1);
   for (const fusion::Group& group :
        fusion::PlanFusion(candidates, grant_.fusion_threshold())) {
     proto::Response& r = *plan.add_responses();
     r.set_op(proto::ALLREDUCE);
     r.set_by_bit(true);
+    uint64_t bytes = 0;
     for (size_t m : group.members) {
       r.add_cache_bits(static_cast<int32_t>(bits[m]));
       used_at_[bits[m]] = ++use_clock_;
+      bytes += candidates[m].bytes;
+    }
+    const uint64_t tensors = group.members.size();
+    tally_.set_collectives(tally_.collectives() + 1);
+    tally_.set_tensors(tally_.tensors() + tensors);
+    tally_.set_bytes(tally_.bytes() + bytes);
+    if (tensors > 1) {
+      tally_.set_fused_buffers(tally_.fused_buffers() + 1);
+      tally_.set_fused_tensors(tally_.fused_tensors() + tensors);
     }
   }
   return plan;
@@ -302,6 +324,7 @@ absl::Status FastPathLink::Exit() {
   }
   std::sort(used.begin(), used.end());
   for (const auto& [at, bit] : used) done.add_fast_used(bit);
+  done.mutable_fast_tally()->Swap(&tally_);
   size_t count = 1;
   proto::Announce& a = *msgs[1].mutable_announce();
   if (!leaving_) {  // a leaving rank's ops were abandoned

@@ -20,7 +20,16 @@
 //   writes Done(fast_exit) with its last fast plan and then, in the same
 //   write, every announcement kept and not run, and reads the link again.
 // - The exit's Done also lists the bits the fast plans ran, least recently
-//   run first (Done.fast_used): the coordinator's LRU order follows them.
+//   run first (Done.fast_used): the coordinator's LRU order follows them;
+//   and what they ran (Done.fast_tally: plans, collectives, tensors, bytes,
+//   fusion), which the coordinator adds to its metrics.
+// - A tensor announced with or after a change of settings (fusion
+//   threshold, cache capacity, ...) never runs in a fast round: the rank
+//   needs the coordinator, and the tensor runs under the new settings, as
+//   off the fast path.
+// - Rank 0 needs the coordinator kFastPathReportEvery after the grant, so
+//   that the coordinator's metrics and status never lag the ranks by more
+//   (the coordinator grants the fast path again at its next quiet plan).
 // - Every rank comes to a round within about kFastPathPatience: a rank
 //   that has had nothing to run on the fast path for that long needs the
 //   coordinator (idle), and so does one whose oldest kept bit has waited
@@ -66,6 +75,8 @@ namespace kolo::worker {
 // A rank leaves the fast path when it has had nothing to run on it for
 // this long, or when a bit it kept has waited this long (see above).
 inline constexpr absl::Duration kFastPathPatience = absl::Seconds(1);
+// Rank 0 leaves the fast path this long after a grant (see above).
+inline constexpr absl::Duration kFastPathReportEvery = absl::Seconds(5);
 
 // How long a round waits for peers without any byte moving: the data-plane
 // timeout, and no less than kShortestRoundPatience (a peer comes within
@@ -166,7 +177,11 @@ class FastPathLink final : public CoordinatorLink {
   std::vector<absl::Time> kept_at_ ABSL_GUARDED_BY(mu_);
   // Kept: announcements that need the coordinator (full Requests), the
   // latest settings, and the cache bits announced and not run yet, in
-  // announcement order (bits_kept_[b]: whether b is among them).
+  // announcement order (bits_kept_[b]: 0 when b is not among them,
+  // kKept, or kKeptAfterSettings when it was announced with or after a
+  // change of settings kept here: the coordinator's to plan, under them).
+  static constexpr uint8_t kKept = 1;
+  static constexpr uint8_t kKeptAfterSettings = 2;
   proto::Announce kept_ ABSL_GUARDED_BY(mu_);
   std::vector<uint32_t> ready_ ABSL_GUARDED_BY(mu_);
   std::vector<uint8_t> bits_kept_ ABSL_GUARDED_BY(mu_);
@@ -178,6 +193,10 @@ class FastPathLink final : public CoordinatorLink {
   // since the grant), for the exit's Done.fast_used.
   std::vector<uint64_t> used_at_ ABSL_GUARDED_BY(mu_);
   uint64_t use_clock_ ABSL_GUARDED_BY(mu_) = 0;
+  // What the fast plans since the grant ran (the exit's Done.fast_tally),
+  // and when the grant came (for kFastPathReportEvery).
+  proto::FastPathTally tally_ ABSL_GUARDED_BY(mu_);
+  absl::Time granted_at_ ABSL_GUARDED_BY(mu_);
   // The round's buffer: the flag byte, then one byte per bit.
   std::vector<uint8_t> round_ ABSL_GUARDED_BY(mu_);
   uint64_t rounds_ ABSL_GUARDED_BY(mu_) = 0;

@@ -150,6 +150,18 @@ struct RuntimeOptions {
   std::vector<int32_t> dissolved_sets;
 };
 
+// Whether this thread's waits are slices of a longer wait that their
+// caller repeats until the op finishes (the Python bindings' 200 ms slices,
+// which check for signals between them; internal::SlicedWaits sets it). On
+// the fast path such a wait runs the rounds itself unless less than 100 ms
+// is left, and may end after its deadline while the peers come to a round
+// (within about kFastPathPatience); any other wait leaves the rounds to the
+// background thread when less than kFastPathPatience + 500 ms is left, so
+// that it ends by its deadline (a torch.distributed Work's wait(timeout), a
+// group's timeout). Thread-local.
+bool ThreadWaitsSliced();
+void SetThreadWaitsSliced(bool sliced);
+
 class OpRuntime {
  public:
   // `job`: read here only (the settings are copied). `rank`/`size`: this

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
+#include "worker_lib/runtime/fast_path_link.h"
 #include "worker_lib/runtime/op_runtime.h"
 #include "worker_lib/runtime/op_runtime_internal.h"
 #include "worker_lib/runtime_log.h"
@@ -24,14 +25,26 @@ constexpr absl::Duration kActive = absl::Seconds(1);
 
 // A caller whose deadline is closer than this leaves the fast path's rounds
 // (which wait for the peers, past any deadline) to the background thread;
-// one with a longer deadline (or none) runs them itself, saving a wake-up,
-// and may return after its deadline when the peers never come. Shorter than
-// kolo.torch's wait slices (200 ms, python/_kolo.cc): with a second, each of
-// its waits handed the rounds to the background thread and paid that
-// thread's wake-up (about 400 µs a 4-byte op at 2 ranks, against 7 µs).
-constexpr absl::Duration kShortestRoundWait = absl::Milliseconds(100);
+// one with a longer deadline (or none) runs them itself, saving a wake-up.
+// A round waits for live peers at most about kFastPathPatience (each rank
+// comes to a round within it, even one whose caller is busy elsewhere), so
+// a caller that runs rounds only with more than that left returns by its
+// deadline.
+const absl::Duration kShortestRoundWait =
+    kFastPathPatience + absl::Milliseconds(500);
+// The same for a sliced wait (ThreadWaitsSliced): its caller waits again
+// until the op finishes, so a slice that ends late costs nothing. Shorter
+// than kolo.torch's wait slices (200 ms, python/_kolo.cc): with a second,
+// each of its waits handed the rounds to the background thread and paid
+// that thread's wake-up (about 400 µs a 4-byte op at 2 ranks, against 7 µs).
+constexpr absl::Duration kShortestSlicedRoundWait = absl::Milliseconds(100);
+
+thread_local bool waits_sliced = false;
 
 }  // namespace
+
+bool ThreadWaitsSliced() { return waits_sliced; }
+void SetThreadWaitsSliced(bool sliced) { waits_sliced = sliced; }
 
 absl::Status OpRuntime::Flush() {
   std::optional<proto::WorkerMessage> announce;
@@ -248,7 +261,8 @@ bool OpRuntime::AwaitProgress(absl::Time deadline) {
       !terminal_.ok() || !plans_.empty()) {
     return done_cv_.WaitWithDeadline(&mu_, deadline);
   }
-  if (deadline - absl::Now() < kShortestRoundWait &&
+  if (deadline - absl::Now() <
+          (waits_sliced ? kShortestSlicedRoundWait : kShortestRoundWait) &&
       link_->may_overrun_timeout()) {
     // A fast-path round may wait for the peers past a deadline this close:
     // the background thread runs it.
