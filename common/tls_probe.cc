@@ -52,12 +52,14 @@ bool Connect(int fd, absl::Time until) {
   return true;
 }
 
-// After a failed SSL call: whose doing it was.
-ProbeResult Classify(SSL* ssl, bool handshake_done) {
+// After a failed SSL call: whose doing it was. `checks_peer`: this side
+// verifies the server's certificate (OpenSSL records a verification result
+// even when it was not asked to check, e.g. for a probe without material).
+ProbeResult Classify(SSL* ssl, bool handshake_done, bool checks_peer) {
   const unsigned long err = ERR_peek_error();  // NOLINT(runtime/int)
   const int reason = ERR_GET_REASON(err);
   std::string text = internal::OpenSslError();
-  if (SSL_get_verify_result(ssl) != X509_V_OK) {
+  if (checks_peer && SSL_get_verify_result(ssl) != X509_V_OK) {
     return {Kind::kPeerUnverified,
             X509_verify_cert_error_string(SSL_get_verify_result(ssl))};
   }
@@ -101,7 +103,7 @@ ProbeResult ProbeTls(const net::SockAddr& addr, const TlsMaterial* material,
   if (material != nullptr) (void)SSL_set1_host(ssl.get(), kJobName);
   if (SSL_connect(ssl.get()) != 1) {
     if (absl::Now() >= until) return {Kind::kNoAnswer, "timed out"};
-    return Classify(ssl.get(), /*handshake_done=*/false);
+    return Classify(ssl.get(), /*handshake_done=*/false, material != nullptr);
   }
   // TLS 1.3: the server judges this side's certificate after the client's
   // handshake ends; an accepted connection gets session tickets and
@@ -115,7 +117,7 @@ ProbeResult ProbeTls(const net::SockAddr& addr, const TlsMaterial* material,
     ERR_clear_error();
     return {Kind::kAccepted, ""};  // nothing said against it in time
   }
-  return Classify(ssl.get(), /*handshake_done=*/true);
+  return Classify(ssl.get(), /*handshake_done=*/true, material != nullptr);
 }
 
 }  // namespace kolo::tls

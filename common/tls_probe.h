@@ -10,12 +10,14 @@
 // - kPeerUnverified: the server's certificate is not one of this job's
 //   (this side's CA does not sign it, it expired, or it does not name
 //   kJobName): `detail` is OpenSSL's verification error;
-// - kRefused: the server refused this side's certificate: it sent an alert
-//   (`detail` names it) or closed the connection at the end of the
-//   handshake (gRPC sends no alert);
+// - kRefused: the server refused this side's certificate (or its lack of
+//   one): it sent an alert (`detail` names it: kolo's coordinator, whose
+//   gate runs the handshake, does) or closed the connection at the end of
+//   the handshake (a server that sends no alert);
 // - kAccepted: the handshake completed and the server kept the connection.
-// With `material` null it offers no certificate and checks none: it only
-// learns whether the port speaks TLS (kRefused and kAccepted both say yes).
+// With `material` null it offers no certificate and checks none (never
+// kPeerUnverified): it only learns whether the port speaks TLS (kRefused and
+// kAccepted both say yes).
 //
 // Thread-safety: a pure function (it blocks up to `timeout`).
 #ifndef KOLO_COMMON_TLS_PROBE_H_

@@ -13,16 +13,51 @@
 #include "common/tls_internal.h"
 
 namespace kolo::tls {
+namespace {
+
+// The server's ALPN choice: its one protocol (`arg`, wire format) when the
+// client offers it, else no ALPN at all.
+int SelectAlpn(SSL*, const unsigned char** out, unsigned char* outlen,
+               const unsigned char* in, unsigned int inlen, void* arg) {
+  const auto* wire = static_cast<const std::string*>(arg);
+  unsigned char* selected = nullptr;
+  if (SSL_select_next_proto(
+          &selected, outlen,
+          reinterpret_cast<const unsigned char*>(wire->data()),
+          static_cast<unsigned int>(wire->size()), in,
+          inlen) != OPENSSL_NPN_NEGOTIATED) {
+    return SSL_TLSEXT_ERR_NOACK;
+  }
+  *out = selected;
+  return SSL_TLSEXT_ERR_OK;
+}
+
+}  // namespace
 
 absl::StatusOr<std::shared_ptr<const TlsContext>> TlsContext::Make(
-    const TlsMaterial& m, Role role) {
+    const TlsMaterial& m, Role role, absl::string_view alpn) {
+  if (alpn.size() > 255) {
+    return absl::InvalidArgumentError(
+        "an ALPN protocol name is 255 bytes at most");
+  }
   SSL_CTX* ctx = SSL_CTX_new(role == Role::kServer ? TLS_server_method()
                                                    : TLS_client_method());
   if (ctx == nullptr) {
     return absl::InternalError(
         absl::StrCat("SSL_CTX_new: ", internal::OpenSslError()));
   }
-  std::shared_ptr<const TlsContext> out(new TlsContext(ctx, role));
+  std::string wire;
+  if (!alpn.empty()) {
+    wire.push_back(static_cast<char>(alpn.size()));
+    wire.append(alpn.data(), alpn.size());
+  }
+  std::shared_ptr<const TlsContext> out(
+      new TlsContext(ctx, role, std::move(wire)));
+  if (role == Role::kServer && !out->alpn_wire_.empty()) {
+    // The callback only reads the string, which lives as long as ctx.
+    SSL_CTX_set_alpn_select_cb(ctx, &SelectAlpn,
+                               const_cast<std::string*>(&out->alpn_wire_));
+  }
   // kolo's own links: both ends are kolo, on OpenSSL 3.
   SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION);
   SSL_CTX_set_mode(
@@ -113,6 +148,13 @@ int TlsStream::Handshake() {
     errno = EPROTO;
   }
   return -1;
+}
+
+void TlsStream::Close() {
+  if (!error_.empty()) return;  // OpenSSL forbids it after a fatal error
+  ERR_clear_error();
+  (void)SSL_shutdown(ssl_);
+  ERR_clear_error();
 }
 
 }  // namespace kolo::tls

@@ -3,7 +3,9 @@
 // poll), unlike gRPC's. TlsContext holds the job's certificates (the peer
 // must present one of the job's CA; a client checks the name kJobName);
 // TlsStream is one connection over a non-blocking socket, read and written
-// like recv/send.
+// like recv/send. The coordinator's gRPC gate (coordinator/grpc_gate.h)
+// terminates the gRPC port's TLS with them too (with ALPN "h2", which
+// gRPC's clients require).
 //
 // - Recv/Send return what recv/send would: > 0 bytes, 0 when the peer
 //   closed (Recv), or -1 with errno: EAGAIN when TLS must wait for the
@@ -24,8 +26,10 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "common/tls.h"
 
 typedef struct ssl_ctx_st SSL_CTX;
@@ -36,8 +40,11 @@ namespace kolo::tls {
 class TlsContext {
  public:
   enum class Role { kServer, kClient };
+  // `alpn` (a server's): the application protocol it selects when a client
+  // offers it ("h2" for gRPC); empty: none. A client that offers none, or
+  // others only, is not refused for it.
   static absl::StatusOr<std::shared_ptr<const TlsContext>> Make(
-      const TlsMaterial& m, Role role);
+      const TlsMaterial& m, Role role, absl::string_view alpn = {});
   ~TlsContext();
   TlsContext(const TlsContext&) = delete;
   TlsContext& operator=(const TlsContext&) = delete;
@@ -45,9 +52,11 @@ class TlsContext {
   SSL_CTX* get() const { return ctx_; }
 
  private:
-  TlsContext(SSL_CTX* ctx, Role role) : ctx_(ctx), role_(role) {}
+  TlsContext(SSL_CTX* ctx, Role role, std::string alpn_wire)
+      : ctx_(ctx), role_(role), alpn_wire_(std::move(alpn_wire)) {}
   SSL_CTX* const ctx_;
   const Role role_;
+  const std::string alpn_wire_;  // length-prefixed, as TLS writes it
 };
 
 class TlsStream {
@@ -64,6 +73,9 @@ class TlsStream {
   ssize_t Send(const void* buf, size_t n);
   // 1: done; -1 with errno EAGAIN (wait as wants_write() says) or EPROTO.
   int Handshake();
+  // Sends close_notify, once and without waiting (a full socket drops it:
+  // the FIN the caller sends next says the same). Nothing after an error.
+  void Close();
   bool wants_write() const { return wants_write_; }
   const std::string& error() const { return error_; }
 

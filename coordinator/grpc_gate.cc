@@ -1,6 +1,7 @@
 // GrpcGate (coordinator/grpc_gate.h): one thread polls the listener, a
-// wake-up eventfd, the connections whose preface has not come, and the
-// duplicates of the unproven ones handed to gRPC (for their end).
+// wake-up eventfd, the connections whose preface (or, under TLS, whose
+// handshake) has not come, and the duplicates of the unproven ones handed to
+// gRPC (for their end). Under TLS a TlsRelay's thread moves the bytes.
 #include "coordinator/grpc_gate.h"
 
 #include <fcntl.h>
@@ -22,12 +23,11 @@
 #include "common/log.h"
 #include "common/rate_limited_log.h"
 #include "common/socket_util.h"
+#include "common/tls_stream.h"
 
 namespace kolo::coordinator {
 namespace {
 
-// What every HTTP/2 client sends first (RFC 9113, 3.4).
-constexpr absl::string_view kPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 // A preface that came in part is looked at again this much later (the rest
 // is due at once; the socket stays readable meanwhile).
 constexpr absl::Duration kPartialRecheck = absl::Milliseconds(10);
@@ -51,9 +51,13 @@ std::string GrpcStylePeer(const std::string& address) {
 }  // namespace
 
 struct GrpcGate::Conn {
-  // Before the hand-over the socket; after it a duplicate, kept while
-  // unproven (to see its end and to shut it down).
+  // Before the hand-over the socket; after it a duplicate of gRPC's
+  // descriptor, kept while unproven (to see its end and to shut it down).
   net::UniqueFd fd;
+  // Under TLS, before the hand-over: the handshake over `fd` (declared
+  // after it: destroyed first).
+  std::unique_ptr<tls::TlsStream> tls;
+  bool tls_wants_write = false;
   int grpc_fd = -1;  // the descriptor gRPC owns, once handed over
   bool handed_over = false;
   bool proven = false;
@@ -65,11 +69,15 @@ struct GrpcGate::Conn {
 };
 
 GrpcGate::GrpcGate(GrpcGateOptions options, net::UniqueFd listener,
-                   net::UniqueFd wake, int port)
+                   net::UniqueFd wake, int port,
+                   std::shared_ptr<const tls::TlsContext> tls,
+                   std::unique_ptr<TlsRelay> relay)
     : options_(std::move(options)),
       listener_(std::move(listener)),
       wake_(std::move(wake)),
-      port_(port) {}
+      port_(port),
+      tls_(std::move(tls)),
+      relay_(std::move(relay)) {}
 
 GrpcGate::~GrpcGate() { Stop(); }
 
@@ -80,6 +88,19 @@ absl::StatusOr<std::unique_ptr<GrpcGate>> GrpcGate::Listen(
     return absl::InvalidArgumentError(
         "GrpcGate: the caps must be >= 1 and the handshake timeout positive");
   }
+  std::shared_ptr<const tls::TlsContext> tls;
+  std::unique_ptr<TlsRelay> relay;
+  if (options.tls.has_value()) {
+    absl::StatusOr<std::shared_ptr<const tls::TlsContext>> made =
+        tls::TlsContext::Make(*options.tls, tls::TlsContext::Role::kServer,
+                              "h2");
+    if (!made.ok()) return made.status();
+    tls = *std::move(made);
+    absl::StatusOr<std::unique_ptr<TlsRelay>> started =
+        TlsRelay::Start(GateLog());
+    if (!started.ok()) return started.status();
+    relay = *std::move(started);
+  }
   int port = 0;
   absl::StatusOr<net::UniqueFd> listener =
       net::ListenTcp(options.bind_host, options.port, 1024, &port);
@@ -89,8 +110,9 @@ absl::StatusOr<std::unique_ptr<GrpcGate>> GrpcGate::Listen(
     return absl::InternalError(
         absl::StrCat("GrpcGate: eventfd: ", std::strerror(errno)));
   }
-  return std::unique_ptr<GrpcGate>(new GrpcGate(
-      std::move(options), *std::move(listener), std::move(wake), port));
+  return std::unique_ptr<GrpcGate>(
+      new GrpcGate(std::move(options), *std::move(listener), std::move(wake),
+                   port, std::move(tls), std::move(relay)));
 }
 
 void GrpcGate::Start(HandOverFn hand_over) {
@@ -98,7 +120,7 @@ void GrpcGate::Start(HandOverFn hand_over) {
   thread_ = std::thread([this] { Loop(); });
 }
 
-void GrpcGate::Stop() {
+void GrpcGate::StopAccepting() {
   {
     MutexLock lock(&mu_);
     stopping_ = true;
@@ -109,6 +131,11 @@ void GrpcGate::Stop() {
   listener_.Reset();
   MutexLock lock(&mu_);
   conns_.clear();  // closes what was not handed over, and the duplicates
+}
+
+void GrpcGate::Stop() {
+  StopAccepting();
+  if (relay_ != nullptr) relay_->Stop();
 }
 
 GrpcGate::Conn* GrpcGate::FindLocked(absl::string_view grpc_peer) const {
@@ -126,11 +153,18 @@ GrpcGate::Conn* GrpcGate::FindLocked(absl::string_view grpc_peer) const {
 }
 
 void GrpcGate::Proven(absl::string_view grpc_peer) {
-  MutexLock lock(&mu_);
-  Conn* c = FindLocked(grpc_peer);
-  if (c == nullptr || c->proven) return;
-  c->proven = true;
-  c->fd.Reset();  // gRPC's alone from now on
+  {
+    MutexLock lock(&mu_);
+    Conn* c = FindLocked(grpc_peer);
+    if (c == nullptr || c->proven) return;
+    c->proven = true;
+    c->fd.Reset();  // gRPC's alone from now on
+  }
+  // The thread's poll holds the duplicate's socket until it returns: woken,
+  // it lets go at once, so that gRPC's close ends the connection (under TLS
+  // the relay sees it) without waiting for the poll's timeout.
+  const uint64_t one = 1;
+  (void)!::write(wake_.get(), &one, sizeof(one));
 }
 
 std::string GrpcGate::PeerOf(absl::string_view grpc_peer) const {
@@ -153,8 +187,10 @@ void GrpcGate::DropLocked(Conn& c, const std::string& why) {
                           "port from ",
                           c.remote, ": ", why));
   // A handed-over socket is shut down through the duplicate: gRPC reads its
-  // end and closes its descriptor.
+  // end and closes its descriptor (under TLS the relay sees it and closes
+  // the TLS connection).
   if (c.handed_over && c.fd.valid()) (void)::shutdown(c.fd.get(), SHUT_RDWR);
+  c.tls.reset();
   c.fd.Reset();
   c.dead = true;
 }
@@ -184,7 +220,10 @@ absl::Time GrpcGate::ExpireLocked(absl::Time now) {
     DropLocked(*c,
                absl::StrCat("no call on it proved the job secret within ",
                             absl::FormatDuration(options_.handshake_timeout),
-                            c->handed_over ? "" : " (it never began HTTP/2)"));
+                            c->handed_over    ? ""
+                            : tls_ != nullptr ? " (it never completed the TLS "
+                                                "handshake)"
+                                              : " (it never began HTTP/2)"));
   }
   return next;
 }
@@ -196,7 +235,7 @@ void GrpcGate::RemoveDeadLocked() {
 }
 
 void GrpcGate::CheckPreface(Conn& c, absl::Time now) {
-  char buf[kPreface.size()];
+  char buf[kHttp2Preface.size()];
   const ssize_t n = ::recv(c.fd.get(), buf, sizeof(buf), MSG_PEEK);
   if (n < 0) {
     if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
@@ -208,13 +247,13 @@ void GrpcGate::CheckPreface(Conn& c, absl::Time now) {
     return;
   }
   const absl::string_view got(buf, static_cast<size_t>(n));
-  if (got != kPreface.substr(0, got.size())) {
+  if (got != kHttp2Preface.substr(0, got.size())) {
     DropLocked(c, absl::StrCat("it does not speak gRPC (HTTP/2); its first "
                                "bytes: \"",
                                absl::CHexEscape(got.substr(0, 16)), "\""));
     return;
   }
-  if (got.size() < kPreface.size()) {
+  if (got.size() < kHttp2Preface.size()) {
     c.recheck_at = now + kPartialRecheck;
     return;
   }
@@ -224,6 +263,104 @@ void GrpcGate::CheckPreface(Conn& c, absl::Time now) {
     return;
   }
   c.grpc_fd = c.fd.Release();
+  c.fd = net::UniqueFd(dup);
+  c.handed_over = true;
+}
+
+void GrpcGate::ForgetFdLocked(int fd) {
+  for (auto& old : conns_) {
+    if (old->handed_over && old->grpc_fd == fd) old->dead = true;
+  }
+}
+
+void GrpcGate::StartTls(Conn& c) {
+  // Its first bytes: a TLS ClientHello opens with a handshake record
+  // (type 22); say plainly what else came.
+  char buf[kHttp2Preface.size()];
+  const ssize_t n = ::recv(c.fd.get(), buf, sizeof(buf), MSG_PEEK);
+  if (n < 0) {
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
+    DropLocked(c, std::strerror(errno));
+    return;
+  }
+  if (n == 0) {
+    DropLocked(c, "it closed the connection before its TLS handshake");
+    return;
+  }
+  const absl::string_view got(buf, static_cast<size_t>(n));
+  if (got == kHttp2Preface.substr(0, got.size())) {
+    DropLocked(c,
+               "it spoke plaintext gRPC (HTTP/2) to a port that takes TLS "
+               "only: a worker or kolo-ctl without the job's certificates "
+               "(KOLO_TLS_CERT, KOLO_TLS_KEY, KOLO_TLS_CA)?");
+    return;
+  }
+  if (got[0] != 22) {
+    DropLocked(c, absl::StrCat("it does not speak TLS; its first bytes: \"",
+                               absl::CHexEscape(got.substr(0, 16)), "\""));
+    return;
+  }
+  absl::StatusOr<std::unique_ptr<tls::TlsStream>> stream =
+      tls::TlsStream::Make(tls_, c.fd.get());
+  if (!stream.ok()) {
+    DropLocked(c,
+               absl::StrCat("cannot start TLS: ", stream.status().message()));
+    return;
+  }
+  c.tls = *std::move(stream);
+}
+
+void GrpcGate::DriveHandshake(Conn& c) {
+  if (c.tls == nullptr) {
+    StartTls(c);
+    if (c.tls == nullptr) return;  // refused, or its first bytes are due
+  }
+  if (c.tls->Handshake() != 1) {
+    if (errno == EAGAIN || errno == EINTR) {
+      c.tls_wants_write = c.tls->wants_write();
+      return;
+    }
+    const std::string error = c.tls->error();
+    if (absl::StrContains(error, "closed the connection during")) {
+      DropLocked(c,
+                 "it closed the connection during its TLS handshake (as a "
+                 "client that does not trust this coordinator's certificate "
+                 "does: one with another job's CA)");
+      return;
+    }
+    DropLocked(c,
+               absl::StrCat(
+                   "its TLS handshake was refused (", error,
+                   absl::StrContains(error, "unsupported protocol")
+                       ? "; the port takes TLS 1.3 only"
+                       : "",
+                   "): a peer without this job's certificate (another job's or "
+                   "CA's, expired, none) or with an older TLS"));
+    return;
+  }
+  HandOverTls(c);
+}
+
+void GrpcGate::HandOverTls(Conn& c) {
+  int pair[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0,
+                   pair) != 0) {
+    DropLocked(c, absl::StrCat("socketpair: ", std::strerror(errno)));
+    return;
+  }
+  net::UniqueFd relay_end(pair[0]);
+  net::UniqueFd grpc_end(pair[1]);
+  ForgetFdLocked(pair[0]);
+  ForgetFdLocked(pair[1]);
+  const int dup = ::fcntl(grpc_end.get(), F_DUPFD_CLOEXEC, 0);
+  if (dup < 0) {
+    DropLocked(c, absl::StrCat("dup: ", std::strerror(errno)));
+    return;
+  }
+  ForgetFdLocked(dup);
+  relay_->Add(std::move(c.fd), std::move(c.tls), std::move(relay_end),
+              c.remote);
+  c.grpc_fd = grpc_end.Release();
   c.fd = net::UniqueFd(dup);
   c.handed_over = true;
 }
@@ -249,10 +386,7 @@ void GrpcGate::AcceptAll() {
     c->host = PeerHost(c->remote);
     c->accepted = absl::Now();
     MutexLock lock(&mu_);
-    // The number was free: gRPC closed the connection that had it.
-    for (auto& old : conns_) {
-      if (old->handed_over && old->grpc_fd == fd) old->dead = true;
-    }
+    ForgetFdLocked(fd);
     RemoveDeadLocked();
     size_t from_host = 0, all = 0;
     for (const auto& other : conns_) {
@@ -295,9 +429,13 @@ void GrpcGate::Loop() {
         }
         // A duplicate shows the end of the connection (gRPC shut it down,
         // or the peer closed it).
-        pfds.push_back({c->fd.get(),
-                        static_cast<short>(c->handed_over ? POLLRDHUP : POLLIN),
-                        0});
+        short events = POLLIN;
+        if (c->handed_over) {
+          events = POLLRDHUP;
+        } else if (c->tls != nullptr && c->tls_wants_write) {
+          events = POLLOUT;
+        }
+        pfds.push_back({c->fd.get(), events, 0});
         polled.push_back(c.get());
       }
     }
@@ -321,7 +459,11 @@ void GrpcGate::Loop() {
           DropLocked(c, "it ended before any call on it proved the job secret");
           continue;
         }
-        CheckPreface(c, absl::Now());
+        if (tls_ != nullptr) {
+          DriveHandshake(c);
+        } else {
+          CheckPreface(c, absl::Now());
+        }
         if (c.handed_over) hand.push_back(c.grpc_fd);
       }
       RemoveDeadLocked();

@@ -21,18 +21,39 @@
 //   address per minute (LogRefusal, logger "coordinator").
 // Proven connections are gRPC's alone: no deadline, no cap.
 //
-// A connection handed over reads "fd:N" as its peer in gRPC 1.51; PeerOf
-// gives the address it came from, for messages.
+// Under TLS (`tls` set, issue 38) the gate terminates TLS itself, with
+// kolo's own OpenSSL code (common/tls_stream.h): TLS 1.3 only, a client
+// certificate from the job's CA required, ALPN "h2" for gRPC's clients
+// (which keep gRPC's SSL channel credentials). The handshake runs on the
+// gate's thread, within the same deadline and under the same caps as the
+// rest of an unproven connection's life. A refused handshake (TLS 1.2 or
+// older, plaintext, another job's certificate or CA, an expired one) is
+// logged like the refusals above, naming the peer's address. Once the
+// handshake completed, gRPC gets one end of a socketpair(AF_UNIX,
+// SOCK_STREAM) as the plaintext connection (the same insecure hand-over) and
+// a TlsRelay (coordinator/tls_relay.h: one thread for every connection)
+// moves the bytes between it and the TLS stream, for the connection's whole
+// life; the deadline, the caps and Proven apply to gRPC's end as they do to
+// a plaintext connection's socket. gRPC sees no certificate (kolo's server
+// side reads none: the job secret's proof is asked of every call, and a
+// certificate of the job's CA was checked in the handshake).
+//
+// A connection handed over reads "fd:N" as its peer in gRPC 1.51 (the end
+// of the socketpair too); PeerOf gives the TCP address it came from, for
+// messages.
 //
 // Thread-safety: every public method may be called from any thread.
-// Lifetime: Stop (or the destructor) closes the listener, joins the thread and
-// closes what was not handed over; connections handed over stay gRPC's.
+// Lifetime: StopAccepting closes the listener, joins the thread and closes
+// what was not handed over; connections handed over stay gRPC's (under TLS
+// the relay keeps moving their bytes). Stop (or the destructor) does that
+// and, under TLS, stops the relay: every relayed connection is closed.
 #ifndef KOLO_COORDINATOR_GRPC_GATE_H_
 #define KOLO_COORDINATOR_GRPC_GATE_H_
 
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -43,7 +64,10 @@
 #include "absl/time/time.h"
 #include "common/auth.h"
 #include "common/mutex.h"
+#include "common/tls.h"
+#include "common/tls_stream.h"
 #include "common/unique_fd.h"
+#include "coordinator/tls_relay.h"
 
 namespace kolo::coordinator {
 
@@ -53,6 +77,8 @@ struct GrpcGateOptions {
   absl::Duration handshake_timeout = auth::kHandshakeTimeout;
   size_t max_unproven_per_host = 128;  // REQUIRES: >= 1
   size_t max_unproven = 1024;          // REQUIRES: >= 1
+  // The job's certificates: set, the port speaks only TLS (see above).
+  std::optional<tls::TlsMaterial> tls;
 };
 
 class GrpcGate {
@@ -61,7 +87,8 @@ class GrpcGate {
   // preface waits unread.
   using HandOverFn = std::function<void(int fd)>;
 
-  // Binds and listens (no thread yet). kUnavailable when the port is taken.
+  // Binds and listens (no thread yet). kUnavailable when the port is taken;
+  // kInvalidArgument when `tls` does not load into OpenSSL.
   static absl::StatusOr<std::unique_ptr<GrpcGate>> Listen(
       GrpcGateOptions options);
   ~GrpcGate();
@@ -73,6 +100,9 @@ class GrpcGate {
   void Start(HandOverFn hand_over);
   // Closes the listener (connects are refused from now on), joins the thread
   // and closes the connections not handed over. Idempotent.
+  void StopAccepting() ABSL_LOCKS_EXCLUDED(mu_);
+  // StopAccepting, and under TLS closes every relayed connection (gRPC sees
+  // each end). Idempotent.
   void Stop() ABSL_LOCKS_EXCLUDED(mu_);
 
   // A call on the connection gRPC calls `grpc_peer` proved the job secret.
@@ -83,16 +113,31 @@ class GrpcGate {
       ABSL_LOCKS_EXCLUDED(mu_);
   // Unproven connections held now, before and after the hand-over (tests).
   size_t unproven() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Connections the TLS relay moves bytes for now; 0 without TLS (tests).
+  size_t relayed() const { return relay_ != nullptr ? relay_->size() : 0; }
 
  private:
   struct Conn;
   GrpcGate(GrpcGateOptions options, net::UniqueFd listener, net::UniqueFd wake,
-           int port);
+           int port, std::shared_ptr<const tls::TlsContext> tls,
+           std::unique_ptr<TlsRelay> relay);
   void Loop() ABSL_LOCKS_EXCLUDED(mu_);
   void AcceptAll() ABSL_LOCKS_EXCLUDED(mu_);
   // Reads the start of the preface of `c` (not handed over yet); hands it
   // over, refuses it, or leaves it waiting for more.
   void CheckPreface(Conn& c, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Under TLS, instead: drives the handshake of `c` (not handed over yet);
+  // once it completed, hands gRPC a socketpair's end and the relay the rest.
+  void DriveHandshake(Conn& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Looks at the first bytes of `c` (refuses what is not TLS) and starts its
+  // TlsStream; leaves `c.tls` null while they are due or once refused.
+  void StartTls(Conn& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `c`'s handshake completed: gRPC's end of a socketpair becomes its
+  // descriptor (handed over by the caller), the relay takes the rest.
+  void HandOverTls(Conn& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The descriptor number `fd` was just allocated: the connection gRPC had
+  // under that number is closed (its record only serves PeerOf until then).
+  void ForgetFdLocked(int fd) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Closes the oldest unproven connection of `host` ("" : of all).
   void MakeRoomLocked(const std::string& host)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -110,6 +155,8 @@ class GrpcGate {
   net::UniqueFd listener_;  // closed by Stop
   net::UniqueFd wake_;      // eventfd: Stop
   const int port_;
+  const std::shared_ptr<const tls::TlsContext> tls_;  // null: plaintext
+  const std::unique_ptr<TlsRelay> relay_;             // under TLS
   HandOverFn hand_over_;
   std::thread thread_;
   // The thread's own: the listener rests until then (out of descriptors).

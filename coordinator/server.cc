@@ -18,7 +18,6 @@
 #include "common/log.h"
 #include "common/mutex.h"
 #include "common/socket_util.h"
-#include "common/tls_grpc.h"
 #include "common/unique_fd.h"
 #include "coordinator/grpc_gate.h"
 #include "coordinator/link_server.h"
@@ -98,12 +97,7 @@ class ServerImpl final : public CoordinatorServer {
                        options_.listen.port_hint.empty() ? "" : "; ",
                        options_.listen.port_hint));
     };
-    if (options_.listen.tls.has_value()) {
-      if (absl::Status st = ListenTls(address); !st.ok())
-        return fail(st.message());
-    } else if (absl::Status st = ListenGated(); !st.ok()) {
-      return fail(st.message());
-    }
+    if (absl::Status st = ListenGated(); !st.ok()) return fail(st.message());
     service_.SetWakeHook([this] {
       // The link thread picks up a deadline its own message set.
       if (links_->OnLinkThread()) return;
@@ -219,10 +213,13 @@ class ServerImpl final : public CoordinatorServer {
     // server cancels what is left.
     service_.EndJob(failure, reason);
     service_.WaitForNoSessions(absl::Now() + absl::Milliseconds(500));
-    if (gate_ != nullptr) gate_->Stop();  // no new connection from here on
+    // No new connection from here on; under TLS the relay still carries the
+    // last bytes of those gRPC has until it is done with them.
+    if (gate_ != nullptr) gate_->StopAccepting();
     server_->Shutdown(std::chrono::system_clock::now() +
                       std::chrono::seconds(1));
     server_->Wait();
+    if (gate_ != nullptr) gate_->Stop();
     if (!service_.WaitForNoSessions(absl::Now() + absl::Seconds(2))) {
       GetLogger("coordinator")
           ->error("Session streams still open 3 s after shutdown");
@@ -233,7 +230,8 @@ class ServerImpl final : public CoordinatorServer {
 
  private:
   // The gate owns the port (no SO_REUSEPORT: a second coordinator fails
-  // instead of sharing it) and hands proven-to-be-HTTP/2 connections over.
+  // instead of sharing it) and hands proven-to-be-HTTP/2 connections over;
+  // under TLS it runs the handshakes and relays the bytes (grpc_gate.h).
   absl::Status ListenGated() {
     GrpcGateOptions gate;
     gate.bind_host = options_.listen.bind_host;
@@ -241,6 +239,7 @@ class ServerImpl final : public CoordinatorServer {
     gate.handshake_timeout = options_.listen.handshake_timeout;
     gate.max_unproven_per_host = options_.listen.max_unauthenticated_per_host;
     gate.max_unproven = options_.listen.max_unauthenticated;
+    gate.tls = options_.listen.tls;
     absl::StatusOr<std::unique_ptr<GrpcGate>> listening =
         GrpcGate::Listen(gate);
     if (!listening.ok()) return listening.status();
@@ -256,26 +255,6 @@ class ServerImpl final : public CoordinatorServer {
     gate_->Start([server = server_.get()](int fd) {
       grpc::AddInsecureChannelFromFd(server, fd);
     });
-    return absl::OkStatus();
-  }
-
-  // Under TLS gRPC owns the port (server.h says what becomes of the gate).
-  absl::Status ListenTls(const std::string& address) {
-    tls::InstallHandshakeRefusalLog("coordinator");
-    grpc::ServerBuilder builder;
-    builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-    builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
-                               static_cast<int>(absl::ToInt64Milliseconds(
-                                   options_.listen.handshake_timeout)));
-    builder.AddListeningPort(
-        address, tls::ServerCredentials(*options_.listen.tls), &port_);
-    builder.RegisterService(&service_);
-    server_ = builder.BuildAndStart();
-    if (server_ == nullptr || port_ == 0) {
-      return absl::UnavailableError(
-          "the gRPC server did not start with TLS (gRPC's log above says "
-          "why)");
-    }
     return absl::OkStatus();
   }
 

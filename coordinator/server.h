@@ -7,18 +7,16 @@
 // port is a GrpcGate's (coordinator/grpc_gate.h), which hands connections to
 // gRPC and closes those that do not prove the job secret in time.
 //
-// Under TLS (ListenOptions::tls, issue 38) gRPC listens on the port itself
-// with SSL credentials that require a client certificate from the job's CA
-// (common/tls_grpc.h): the gate can only hand connections to an insecure
-// channel. What the gate did becomes: a connection must finish its TLS
-// handshake within `handshake_timeout` (GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS),
-// and one without a job certificate (plaintext, another job's, expired) is
-// refused in the handshake, before any call, and logged rate-limited; a
-// peer with the job's certificate is trusted like a proven one (no cap on
-// unproven connections: only the job's machines get that far, and the
-// secret's HMAC proof is still asked of every Session and Status call). The
-// negotiation links run TLS too, with the same certificates
-// (coordinator/link_server.h).
+// Under TLS (ListenOptions::tls, issue 38) the gate keeps the port: it runs
+// each TLS handshake itself with kolo's OpenSSL code (TLS 1.3 only, a client
+// certificate from the job's CA required, as on the negotiation links) and
+// relays the plaintext to gRPC through a socketpair (grpc_gate.h,
+// tls_relay.h). So the handshake deadline, the caps on unproven connections
+// and the refusal log with the peer's address hold under TLS as without
+// it; a refused handshake (TLS 1.2, plaintext, another job's certificate or
+// CA, an expired one) is logged with the address. The secret's HMAC proof
+// is still asked of every Session and Status call. The negotiation links
+// run TLS too, with the same certificates (coordinator/link_server.h).
 //
 // Thread-safety: all methods may be called from any thread.
 // Lifetime: Shutdown() (or the destructor) ends every Session with a JobEnd,

@@ -2,7 +2,7 @@
 // 127.0.0.1, options for an N-rank world, a mesh of N transports created in N
 // threads, and a capture of the "transport" logger.
 //
-// Thread-safety: LogCapture's lines() is safe from any thread; the rest is
+// Thread-safety: LogCapture's text() is safe from any thread; the rest is
 // used from the test's main thread.
 #ifndef KOLO_TESTS_ALLREDUCE_TCP_TEST_MESH_H_
 #define KOLO_TESTS_ALLREDUCE_TCP_TEST_MESH_H_
@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -24,7 +25,7 @@
 #include "common/log.h"
 #include "common/unique_fd.h"
 #include "gtest/gtest.h"
-#include "spdlog/sinks/ringbuffer_sink.h"
+#include "tests/testing/captured_log.h"
 #include "tests/testing/timeouts.h"
 
 namespace kolo::testing {
@@ -174,22 +175,11 @@ inline void ExchangeEverySize(std::vector<std::unique_ptr<TcpTransport>>& ts,
   });
 }
 
-// Captures what the "transport" logger prints while it lives.
-class LogCapture {
+// Captures what the "transport" logger prints while it lives (its level
+// unchanged).
+class LogCapture : public CapturedLog {
  public:
-  LogCapture()
-      : logger_(GetLogger("transport")),
-        sink_(std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(1000)) {
-    logger_->sinks().push_back(sink_);
-  }
-  ~LogCapture() { logger_->sinks().pop_back(); }
-  std::string text() const {
-    return absl::StrJoin(sink_->last_formatted(), "");
-  }
-
- private:
-  std::shared_ptr<spdlog::logger> logger_;
-  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink_;
+  LogCapture() : CapturedLog("transport", std::nullopt) {}
 };
 
 }  // namespace kolo::testing

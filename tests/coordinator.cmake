@@ -54,10 +54,11 @@ kolo_add_test(coordinator_partial_order_test
   SOURCES coordinator_partial_order_test.cc
   LIBS kolo_coordinator_core
   LABELS unit tsan)
-# The gRPC port's gate, with a fake hand-over (no gRPC: TSan-safe).
+# The gRPC port's gate, with a fake hand-over (no gRPC: TSan-safe), plaintext
+# and under TLS (an OpenSSL client: tests/testing/tls_client.h).
 kolo_add_test(coordinator_grpc_gate_test
   SOURCES coordinator_grpc_gate_test.cc
-  LIBS kolo_coordinator_core
+  LIBS kolo_coordinator_core kolo_tls OpenSSL::SSL OpenSSL::Crypto
   LABELS unit tsan)
 # The autotuner (coordinator/autotune.h) against a synthetic workload whose
 # best setting is known, and through CoordinatorCore.
@@ -68,5 +69,5 @@ kolo_add_test(coordinator_autotune_test
 # The control plane under TLS (issue 38): joins and every refusal.
 kolo_add_test(coordinator_tls_test
   SOURCES coordinator_tls_test.cc
-  LIBS kolo_coordinator kolo_worker kolo_tls
+  LIBS kolo_coordinator kolo_worker kolo_tls OpenSSL::SSL OpenSSL::Crypto
   LABELS unit)

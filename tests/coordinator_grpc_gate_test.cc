@@ -2,32 +2,40 @@
 // a fake that keeps the descriptor, as gRPC would. Idle, garbage and unproven
 // connections are closed and logged; the caps drop the oldest; a proven
 // connection stays; PeerOf names the address a handed-over one came from.
+// Under TLS (issue 38; the test plays gRPC on the socketpair's end): bytes
+// flow both ways through the relay, closures propagate both ways, a TLS 1.2
+// client, a wrong CA, an expired certificate and plaintext HTTP/2 are
+// refused in the handshake and logged with the peer's address, a connection
+// past the handshake that never proves is closed at the deadline, and Stop
+// closes what the relay holds.
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
-#include "common/log.h"
 #include "common/mutex.h"
 #include "common/socket_util.h"
+#include "common/tls_generate.h"
 #include "coordinator/grpc_gate.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "spdlog/sinks/ringbuffer_sink.h"
+#include "tests/testing/captured_log.h"
 #include "tests/testing/raw_socket.h"
 #include "tests/testing/timeouts.h"
+#include "tests/testing/tls_client.h"
 
 namespace kolo::coordinator {
 namespace {
 
+using ::kolo::testing::CapturedLog;
 using ::kolo::testing::ClosedWithin;
 using ::kolo::testing::Eventually;
 using ::kolo::testing::RawConnect;
@@ -39,19 +47,8 @@ constexpr absl::string_view kPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 class GrpcGateTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    log_ = GetLogger("coordinator");
-    level_ = log_->level();
-    // LogRefusal holds back all but one line per address per minute, at
-    // debug: show those too.
-    log_->set_level(spdlog::level::debug);
-    sink_ = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(1000);
-    log_->sinks().push_back(sink_);
-  }
   void TearDown() override {
     if (gate_ != nullptr) gate_->Stop();
-    log_->sinks().pop_back();
-    log_->set_level(level_);
   }
 
   void Start(GrpcGateOptions o) {
@@ -69,11 +66,18 @@ class GrpcGateTest : public ::testing::Test {
     for (const net::UniqueFd& fd : handed_) out.push_back(fd.get());
     return out;
   }
-  std::string Log() const { return absl::StrJoin(sink_->last_formatted(), ""); }
+  // "gRPC" closes a descriptor it was handed.
+  void CloseHanded(int fd) {
+    MutexLock lock(&mu_);
+    for (net::UniqueFd& h : handed_) {
+      if (h.get() == fd) h.Reset();
+    }
+  }
+  std::string Log() const { return log_.text(); }
 
-  std::shared_ptr<spdlog::logger> log_;
-  spdlog::level::level_enum level_ = spdlog::level::warn;
-  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink_;
+  // LogRefusal holds back all but one line per address per minute, at
+  // debug: the capture shows those too.
+  CapturedLog log_{"coordinator"};
   std::unique_ptr<GrpcGate> gate_;
   Mutex mu_;
   std::vector<net::UniqueFd> handed_ ABSL_GUARDED_BY(mu_);
@@ -209,6 +213,230 @@ TEST_F(GrpcGateTest, StopRefusesNewConnections) {
     ASSERT_EQ(::poll(&p, 1, 10000), 1);
     EXPECT_FALSE(net::FinishConnect(fd->get()).ok());
   }
+}
+
+// ---- Under TLS -------------------------------------------------------------
+
+tls::CertSpec Spec(const std::string& cn, absl::Time from, absl::Time to) {
+  tls::CertSpec s;
+  s.common_name = cn;
+  s.not_before = from;
+  s.not_after = to;
+  return s;
+}
+
+// The job's CA and certificate, and those of the refusals.
+struct Certificates {
+  tls::KeyAndCert ca, leaf, expired, other_ca, other_leaf;
+  Certificates() {
+    const absl::Time now = absl::Now();
+    const absl::Time from = now - absl::Hours(1), to = now + absl::Hours(1);
+    ca = *tls::MakeCa(Spec("job CA", from, to));
+    leaf = *tls::MakeLeaf(ca, Spec(tls::kJobName, from, to));
+    expired = *tls::MakeLeaf(
+        ca, Spec(tls::kJobName, now - absl::Hours(3), now - absl::Hours(2)));
+    other_ca = *tls::MakeCa(Spec("another job's CA", from, to));
+    other_leaf = *tls::MakeLeaf(other_ca, Spec(tls::kJobName, from, to));
+  }
+  tls::TlsMaterial Material(const tls::KeyAndCert& own) const {
+    return {own.cert_pem, own.key_pem, ca.cert_pem};
+  }
+};
+
+const Certificates& Certs() {
+  static const Certificates* const certs = new Certificates();
+  return *certs;
+}
+
+using ::kolo::testing::TlsTestClient;
+
+class GrpcGateTlsTest : public GrpcGateTest {
+ protected:
+  void StartTls(absl::Duration handshake_timeout) {
+    GrpcGateOptions o;
+    o.handshake_timeout = handshake_timeout;
+    o.tls = Certs().Material(Certs().leaf);
+    Start(o);
+  }
+  // A client with the job's certificate, past the handshake and the preface,
+  // and the descriptor "gRPC" was handed for it.
+  std::unique_ptr<TlsTestClient> Connected(int* grpc_fd) {
+    const tls::TlsMaterial m = Certs().Material(Certs().leaf);
+    const size_t before = Handed().size();
+    auto c = std::make_unique<TlsTestClient>(gate_->port(), &m);
+    EXPECT_TRUE(c->Handshake()) << c->error();
+    EXPECT_TRUE(c->Send(kPreface));
+    EXPECT_TRUE(Eventually([&] { return Handed().size() == before + 1; },
+                           Scaled(absl::Seconds(10))));
+    *grpc_fd = Handed().empty() ? -1 : Handed().back();
+    return c;
+  }
+  // Reads `n` bytes from "gRPC"'s end (non-blocking), bounded.
+  static std::string ReadPlain(int fd, size_t n) {
+    std::string out;
+    const absl::Time deadline = absl::Now() + Scaled(absl::Seconds(10));
+    while (out.size() < n && absl::Now() < deadline) {
+      pollfd p{fd, POLLIN, 0};
+      if (::poll(&p, 1, 100) <= 0) continue;
+      char buf[4096];
+      const ssize_t r =
+          ::recv(fd, buf, std::min(sizeof(buf), n - out.size()), MSG_DONTWAIT);
+      if (r == 0) break;
+      if (r > 0) out.append(buf, static_cast<size_t>(r));
+    }
+    return out;
+  }
+  std::string AddressOf(const TlsTestClient& c) const {
+    return absl::StrCat("from ipv4:127.0.0.1:", c.local_port(), ": ");
+  }
+};
+
+TEST_F(GrpcGateTlsTest, BytesFlowBothWaysAndPeerOfNamesTheTcpAddress) {
+  StartTls(Scaled(absl::Seconds(60)));
+  int grpc_fd = -1;
+  std::unique_ptr<TlsTestClient> c = Connected(&grpc_fd);
+  ASSERT_GE(grpc_fd, 0);
+  // The preface and what follows reach "gRPC" in plaintext.
+  ASSERT_TRUE(c->Send("hello"));
+  EXPECT_EQ(ReadPlain(grpc_fd, kPreface.size() + 5),
+            absl::StrCat(kPreface, "hello"));
+  // And back, more than a TLS record's worth.
+  const std::string big(100 * 1000, 'x');
+  size_t sent = 0;
+  std::string got;
+  while (got.size() < big.size()) {
+    if (sent < big.size()) {
+      const ssize_t n = ::send(grpc_fd, big.data() + sent, big.size() - sent,
+                               MSG_DONTWAIT | MSG_NOSIGNAL);
+      if (n > 0) sent += static_cast<size_t>(n);
+    }
+    std::string part = c->Read(big.size() - got.size(), absl::Seconds(1));
+    if (part.empty() && sent == big.size()) break;
+    got += part;
+  }
+  EXPECT_EQ(got, big);
+  EXPECT_EQ(gate_->PeerOf(absl::StrCat("fd:", grpc_fd)),
+            absl::StrCat("ipv4:127.0.0.1:", c->local_port()));
+  EXPECT_EQ(gate_->relayed(), 1u);
+  EXPECT_EQ(gate_->unproven(), 1u);
+  gate_->Proven(absl::StrCat("fd:", grpc_fd));
+  EXPECT_EQ(gate_->unproven(), 0u);
+}
+
+TEST_F(GrpcGateTlsTest, ATls12ClientIsRefusedAndLoggedWithItsAddress) {
+  StartTls(Scaled(absl::Seconds(60)));
+  const tls::TlsMaterial m = Certs().Material(Certs().leaf);
+  TlsTestClient c(gate_->port(), &m, TLS1_2_VERSION);
+  EXPECT_FALSE(c.Handshake());
+  EXPECT_THAT(c.error(), HasSubstr("protocol version"));
+  const std::string log = log_.WaitFor(AddressOf(c), absl::Seconds(10));
+  EXPECT_THAT(log, HasSubstr(absl::StrCat(
+                       "closed an unauthenticated connection to the gRPC port ",
+                       AddressOf(c), "its TLS handshake was refused")));
+  EXPECT_THAT(log, HasSubstr("the port takes TLS 1.3 only"));
+  EXPECT_TRUE(Handed().empty());
+}
+
+TEST_F(GrpcGateTlsTest, RefusedCertificatesAreLoggedWithTheAddress) {
+  StartTls(Scaled(absl::Seconds(60)));
+  for (const tls::KeyAndCert* own : {&Certs().other_leaf, &Certs().expired}) {
+    const tls::TlsMaterial m = Certs().Material(*own);
+    TlsTestClient c(gate_->port(), &m);
+    // TLS 1.3: this side ends its handshake first; the refusal is an alert.
+    (void)c.Handshake();
+    EXPECT_TRUE(c.ClosedWithin(Scaled(absl::Seconds(10))));
+    EXPECT_THAT(c.error(), HasSubstr("alert"));
+    const std::string log = log_.WaitFor(AddressOf(c), absl::Seconds(10));
+    EXPECT_THAT(log, HasSubstr(absl::StrCat(AddressOf(c),
+                                            "its TLS handshake was refused")));
+  }
+  EXPECT_THAT(Log(), HasSubstr("certificate has expired"));
+  EXPECT_TRUE(Handed().empty());
+}
+
+TEST_F(GrpcGateTlsTest, PlaintextHttp2IsRefusedAndLogged) {
+  StartTls(Scaled(absl::Seconds(60)));
+  net::UniqueFd c = RawConnect(gate_->port());
+  ASSERT_EQ(::send(c.get(), kPreface.data(), kPreface.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(kPreface.size()));
+  EXPECT_TRUE(ClosedWithin(c.get(), Scaled(absl::Seconds(10))));
+  EXPECT_THAT(log_.WaitFor("plaintext", absl::Seconds(10)),
+              HasSubstr("from ipv4:127.0.0.1:"));
+  EXPECT_THAT(Log(), HasSubstr("it spoke plaintext gRPC (HTTP/2) to a port "
+                               "that takes TLS only"));
+  EXPECT_TRUE(Handed().empty());
+}
+
+TEST_F(GrpcGateTlsTest, NotHttp2InsideTlsIsRefusedAndLogged) {
+  StartTls(Scaled(absl::Seconds(60)));
+  const tls::TlsMaterial m = Certs().Material(Certs().leaf);
+  TlsTestClient c(gate_->port(), &m);
+  ASSERT_TRUE(c.Handshake()) << c.error();
+  ASSERT_TRUE(c.Send("GET / HTTP/1.1\r\n\r\n"));
+  EXPECT_TRUE(c.ClosedWithin(Scaled(absl::Seconds(10))));
+  EXPECT_THAT(log_.WaitFor("inside TLS", absl::Seconds(10)),
+              HasSubstr(absl::StrCat(AddressOf(c),
+                                     "it does not speak gRPC (HTTP/2) inside "
+                                     "TLS; its first bytes: \"GET / HTTP")));
+}
+
+TEST_F(GrpcGateTlsTest, AnUnprovenConnectionPastTheHandshakeIsClosedInTime) {
+  StartTls(absl::Milliseconds(500));
+  const absl::Time start = absl::Now();
+  int unproven_fd = -1, proven_fd = -1;
+  std::unique_ptr<TlsTestClient> unproven = Connected(&unproven_fd);
+  std::unique_ptr<TlsTestClient> proven = Connected(&proven_fd);
+  ASSERT_GE(proven_fd, 0);
+  gate_->Proven(absl::StrCat("fd:", proven_fd));
+  EXPECT_TRUE(unproven->ClosedWithin(Scaled(absl::Seconds(10))));
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(450));
+  EXPECT_THAT(Log(), HasSubstr(absl::StrCat(
+                         AddressOf(*unproven),
+                         "no call on it proved the job secret within 500ms")));
+  // The proven one outlives the deadline, and still carries bytes.
+  absl::SleepFor(absl::Milliseconds(300));
+  ASSERT_EQ(::send(proven_fd, "ok", 2, MSG_NOSIGNAL), 2);
+  EXPECT_EQ(proven->Read(2, Scaled(absl::Seconds(10))), "ok");
+  EXPECT_EQ(gate_->unproven(), 0u);
+}
+
+TEST_F(GrpcGateTlsTest, AHandshakeThatNeverEndsIsClosedAtTheDeadline) {
+  StartTls(absl::Milliseconds(300));
+  net::UniqueFd idle = RawConnect(gate_->port());
+  EXPECT_TRUE(ClosedWithin(idle.get(), Scaled(absl::Seconds(10))));
+  EXPECT_THAT(Log(), HasSubstr("(it never completed the TLS handshake)"));
+}
+
+TEST_F(GrpcGateTlsTest, ClosuresPropagateBothWays) {
+  StartTls(Scaled(absl::Seconds(60)));
+  // The TLS peer closes: "gRPC" reads the end of its socket.
+  int grpc_fd = -1;
+  std::unique_ptr<TlsTestClient> c = Connected(&grpc_fd);
+  ASSERT_EQ(ReadPlain(grpc_fd, kPreface.size()), kPreface);
+  c.reset();
+  EXPECT_TRUE(ClosedWithin(grpc_fd, Scaled(absl::Seconds(10))));
+  // "gRPC" closes: the TLS peer sees the end.
+  int grpc_fd2 = -1;
+  std::unique_ptr<TlsTestClient> c2 = Connected(&grpc_fd2);
+  gate_->Proven(absl::StrCat("fd:", grpc_fd2));
+  CloseHanded(grpc_fd2);
+  EXPECT_TRUE(c2->ClosedWithin(Scaled(absl::Seconds(10))));
+  c2.reset();  // both sides ended: the relay lets go at once
+  EXPECT_TRUE(Eventually([&] { return gate_->relayed() == 0; },
+                         Scaled(absl::Seconds(10))));
+}
+
+TEST_F(GrpcGateTlsTest, StopClosesTheRelayedConnections) {
+  StartTls(Scaled(absl::Seconds(60)));
+  int grpc_fd = -1;
+  std::unique_ptr<TlsTestClient> c = Connected(&grpc_fd);
+  gate_->Proven(absl::StrCat("fd:", grpc_fd));
+  ASSERT_TRUE(Eventually([&] { return gate_->relayed() == 1; },
+                         Scaled(absl::Seconds(10))));
+  gate_->Stop();
+  EXPECT_TRUE(c->ClosedWithin(Scaled(absl::Seconds(10))));
+  EXPECT_TRUE(ClosedWithin(grpc_fd, Scaled(absl::Seconds(10))));
+  EXPECT_EQ(gate_->relayed(), 0u);
 }
 
 }  // namespace

@@ -12,13 +12,13 @@
 // deadline (scaled by KOLO_TIMEOUT_SCALE); none is a speed threshold.
 #include <unistd.h>
 
-#include "absl/strings/str_join.h"
-#include "common/log.h"
-#include "spdlog/sinks/ringbuffer_sink.h"
 #include "tests/coordinator_link_test_fixture.h"
+#include "tests/testing/captured_log.h"
 
 namespace kolo::coordinator::link_test {
 namespace {
+
+using ::kolo::testing::CapturedLog;
 
 TEST_F(LinkTest, HandshakeBindsAndMessagesFlowBothWays) {
   StartServer();
@@ -122,39 +122,6 @@ TEST_F(LinkTest, UnderTlsOtherCertificatesAndPlaintextAreRefused) {
   EXPECT_TRUE(Binds().empty());
 }
 
-// Captures the "link" logger at debug (LogRefusal's held-back lines
-// included) while it lives.
-class LinkLog {
- public:
-  LinkLog()
-      : log_(GetLogger("link")),
-        level_(log_->level()),
-        sink_(std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(500)) {
-    log_->set_level(spdlog::level::debug);
-    log_->sinks().push_back(sink_);
-  }
-  ~LinkLog() {
-    log_->sinks().pop_back();
-    log_->set_level(level_);
-  }
-  // Waits up to `timeout` for a line with `needle`; all lines joined.
-  std::string WaitFor(const std::string& needle, absl::Duration timeout) {
-    const absl::Time deadline = absl::Now() + Scaled(timeout);
-    while (true) {
-      std::string text = absl::StrJoin(sink_->last_formatted(), "");
-      if (absl::StrContains(text, needle) || absl::Now() > deadline) {
-        return text;
-      }
-      absl::SleepFor(absl::Milliseconds(20));
-    }
-  }
-
- private:
-  std::shared_ptr<spdlog::logger> log_;
-  spdlog::level::level_enum level_;
-  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink_;
-};
-
 // Issue 38: a refused TLS handshake is logged on the coordinator naming the
 // peer: its address over TCP, its process on the local socket.
 TEST_F(LinkTest, UnderTlsARefusedHandshakeIsLoggedNamingThePeer) {
@@ -162,7 +129,7 @@ TEST_F(LinkTest, UnderTlsARefusedHandshakeIsLoggedNamingThePeer) {
   LinkServerOptions so = ServerOptions();
   so.tls = *certs.Of(certs.leaf);
   StartServer(so);
-  LinkLog log;
+  CapturedLog log("link");
   // Plaintext over TCP: the address.
   RawClient raw(server_->port());
   ASSERT_TRUE(raw.connected());

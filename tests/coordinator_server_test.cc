@@ -10,9 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "common/auth.h"
-#include "common/log.h"
 #include "common/socket_util.h"
 #include "common/version.h"
 #include "coordinator/server.h"
@@ -20,13 +18,14 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/kolo.grpc.pb.h"
-#include "spdlog/sinks/ringbuffer_sink.h"
+#include "tests/testing/captured_log.h"
 #include "tests/testing/raw_socket.h"
 #include "tests/testing/timeouts.h"
 
 namespace kolo::coordinator {
 namespace {
 
+using ::kolo::testing::CapturedLog;
 using ::kolo::testing::ClosedWithin;
 using ::kolo::testing::RawConnect;
 using ::kolo::testing::Scaled;
@@ -374,33 +373,8 @@ TEST(CoordinatorServerTest, PortInUseIsAClearError) {
 // Connections from outside to the gRPC port (issue 39): raw TCP that never
 // speaks HTTP/2, HTTP/2 that never proves the job secret, garbage, floods.
 
-// Captures the "coordinator" logger at debug (LogRefusal's held-back lines
-// included) while it lives.
-class CoordinatorLog {
- public:
-  CoordinatorLog()
-      : log_(GetLogger("coordinator")),
-        level_(log_->level()),
-        sink_(std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(2000)) {
-    log_->set_level(spdlog::level::debug);
-    log_->sinks().push_back(sink_);
-  }
-  ~CoordinatorLog() {
-    log_->sinks().pop_back();
-    log_->set_level(level_);
-  }
-  std::string text() const {
-    return absl::StrJoin(sink_->last_formatted(), "");
-  }
-
- private:
-  std::shared_ptr<spdlog::logger> log_;
-  spdlog::level::level_enum level_;
-  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink_;
-};
-
 TEST(CoordinatorServerTest, IdleRawConnectionsAreClosedAtTheHandshakeDeadline) {
-  CoordinatorLog log;
+  CapturedLog log("coordinator");
   auto server = StartServer(1, Scaled(absl::Seconds(5)), [](ServerOptions& o) {
     o.listen.handshake_timeout = absl::Milliseconds(500);
   });
@@ -448,7 +422,7 @@ TEST(CoordinatorServerTest, HttpTwoConnectionThatNeverProvesIsClosed) {
 }
 
 TEST(CoordinatorServerTest, AFloodFromOneAddressIsCappedAndWorkersStillJoin) {
-  CoordinatorLog log;
+  CapturedLog log("coordinator");
   auto server = StartServer(2, Scaled(absl::Seconds(5)), [](ServerOptions& o) {
     o.listen.handshake_timeout =
         Scaled(absl::Seconds(60));  // the cap acts, not it
@@ -474,7 +448,7 @@ TEST(CoordinatorServerTest, AFloodFromOneAddressIsCappedAndWorkersStillJoin) {
 }
 
 TEST(CoordinatorServerTest, GarbageOnThePortIsLogged) {
-  CoordinatorLog log;
+  CapturedLog log("coordinator");
   auto server = StartServer(1);
   ASSERT_NE(server, nullptr);
   net::UniqueFd c = RawConnect(server->port());

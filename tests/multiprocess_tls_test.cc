@@ -232,9 +232,11 @@ TEST(TlsRefusals, EachIsSaidOnTheWorkerAndLoggedOnTheCoordinator) {
   ASSERT_GT(port, 0);
   // Another job's certificate and CA: the worker distrusts the coordinator.
   ExpectRefused(f, port, f.TlsEnv("other", "other-ca"), "does not trust");
-  EXPECT_TRUE(
-      coord.WaitForOutput("TLS handshake refused", Scaled(absl::Seconds(10))))
+  // Logged naming the worker's address (issue 38).
+  EXPECT_TRUE(coord.WaitForOutput("to the gRPC port from ipv4:127.0.0.1:",
+                                  Scaled(absl::Seconds(10))))
       << coord.output();
+  EXPECT_THAT(coord.output(), HasSubstr("TLS handshake"));
   // An expired certificate: refused by the worker itself, before connecting.
   ExpectRefused(f, port, f.TlsEnv("expired"), "has expired");
   // No TLS at all.
