@@ -78,7 +78,11 @@
 //   what each rank called, instead of waiting for ops the other ranks never
 //   call. A rank that announces in a slot again before it settled (its
 //   earlier op there failed on its own, e.g. for a member that left) starts
-//   the slot over.
+//   the slot over. A void (Request.order_void: the rank refused its call
+//   there, and announces a barrier that stands for it) is never the same
+//   op as any: the slot settles as ever, and every op announced there, the
+//   voids too, fails on every rank with the refusal's reason (at once when
+//   the void comes last), and the stream's next calls go on.
 // - Agreement checks and their messages: coordinator/negotiator_checks.h.
 //
 // Files: negotiator.cc (readiness: announcements, joins, groups, Done, ticks,
@@ -260,10 +264,12 @@ class Negotiator {
     }
   };
   // What the members announced in an unsettled slot: per rank, whether it
-  // did, and its op (the group of a grouped op, else the name).
+  // did, its op (the group of a grouped op, else the name; a void's call),
+  // and why it refused its call there (a void; else empty).
   struct OrderSlot {
     std::vector<uint8_t> ranks;  // size entries
     std::vector<std::string> ops;
+    std::vector<std::string> voids;
   };
   // A ready response waiting for its plan.
   struct Held {
@@ -285,13 +291,14 @@ class Negotiator {
                    absl::Time now);
   // One rank's announcement of a cache bit.
   void AnnounceBit(int rank, uint32_t bit, absl::Time now);
-  // Records `rank`'s `request` (of an ordered stream) in its slot and settles
-  // the slot once every member announced there. False when the members
-  // called different ops there: every op announced in the slot, this one
-  // included, has then failed (negotiator_order.cc).
+  // Records `rank`'s `request` (of an ordered stream; maybe a void) in its
+  // slot and settles the slot once every member announced there. False
+  // when the members called different ops there or one voided it: every op
+  // announced in the slot, this one included, has then failed
+  // (negotiator_order.cc).
   bool CheckOrder(int rank, const proto::Request& request, absl::Time now);
   // Fails every op announced in slot `key` on every rank with the mismatch
-  // `slot` shows.
+  // or the refusal `slot` shows.
   void FailOrderSlot(const OrderKey& key, const OrderSlot& slot,
                      absl::Time now);
   // A JOIN from `rank`.

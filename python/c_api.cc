@@ -28,6 +28,7 @@ const CApi kCApi = {
     &process_set_ranks,
     &MembershipKind,
     &internal::OrderNextSubmission,
+    &internal::VoidOrderedCall,
 };
 
 }  // namespace

@@ -21,7 +21,7 @@ class module_;
 namespace kolo::python {
 
 // Bumped whenever the table changes.
-inline constexpr int kCApiVersion = 4;
+inline constexpr int kCApiVersion = 5;
 // The capsule's name (PyCapsule_Import takes "module.attribute").
 inline constexpr char kCApiCapsuleName[] = "kolo._kolo._c_api";
 
@@ -61,6 +61,16 @@ struct CApi {
   // ordered stream `stream` (a process group's: proto Request.order_stream);
   // that submission consumes it, whether it succeeds or not.
   void (*order_next)(absl::string_view stream, uint32_t slot);
+  // This rank refused its call `name` at `slot` of ordered stream `stream`
+  // (process set `set`) because `why` — its own checks, or kolo's refusal
+  // of the submission that took order_next: submits the slot's void, which
+  // fails the other members' ops there on every rank, naming this rank and
+  // `why`, at once (proto Request.order_void). Its handle ends (with that
+  // error) once every member called there: synchronize it, and let the
+  // slot's next call wait for it.
+  absl::StatusOr<Handle> (*order_void)(absl::string_view stream, uint32_t slot,
+                                       ProcessSet set, absl::string_view name,
+                                       absl::string_view why);
 };
 
 // kolo._kolo: sets the module's _c_api attribute.

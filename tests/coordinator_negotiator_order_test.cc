@@ -3,7 +3,9 @@
 // in one order, each with its call's slot. Matching calls run as any op;
 // different calls in one slot fail on every rank once every member
 // announced there, by name or by cache bit, grouped or not; the stream's
-// next calls go on. Part of the coordinator_negotiator_test executable.
+// next calls go on. A void (a rank refused its call in a slot) fails the
+// others' calls there as soon as they are all in, with the reason.
+// Part of the coordinator_negotiator_test executable.
 #include <string>
 #include <vector>
 
@@ -44,6 +46,17 @@ proto::Request Member(const std::string& group, int32_t index, int32_t size,
   }
   r.set_group(group);
   r.set_group_size(size);
+  return r;
+}
+
+// A void, as the worker makes it: the call `name` at `slot` of stream "s",
+// refused because `why`.
+proto::Request Void(const std::string& name, uint32_t slot,
+                    const std::string& why) {
+  proto::Request r = Req(name + " (void)", {}, proto::BARRIER);
+  r.set_order_stream("s");
+  r.set_order_slot(slot);
+  r.set_order_void(why);
   return r;
 }
 
@@ -188,6 +201,110 @@ TEST(NegotiatorOrderTest, GroupsAreOneCall) {
               HasSubstr("grouped allreduce 'h' (2 tensors) on rank 0 but "
                         "allreduce 'z' (float32, shape [4]) on rank 1"));
   EXPECT_THAT(n.Pending(kT0), IsEmpty());
+}
+
+// Rank 0 refused its call in slot 2 (its void comes first): rank 1's call
+// there fails on every rank as soon as it comes, with the reason, and so
+// does the void; the next slot's calls run.
+TEST(NegotiatorOrderTest, AVoidFailsTheCallsInItsSlot) {
+  Negotiator n(Opts(2));
+  NegotiatorOutput out;
+  n.Announce(0, AnnReq({Void("s.2.allreduce", 2, "allreduce: a sparse.")}), kT0,
+             out);
+  EXPECT_THAT(out.plans, IsEmpty());
+  n.Announce(1, AnnReq({Call("s.2.allreduce.Int.2", 2)}), kT0, out);
+  ASSERT_EQ(out.plans.size(), 1u);
+  EXPECT_THAT(Names(out.plans[0]), UnorderedElementsAre("s.2.allreduce (void)",
+                                                        "s.2.allreduce.Int.2"));
+  ExpectCodes(out.plans[0], kMismatch);
+  for (const proto::Response& r : out.plans[0].responses()) {
+    EXPECT_EQ(r.error(),
+              "rank 0 refused the call at this point of ordered stream 's' "
+              "(process set 0, call slot 2) before it reached the "
+              "coordinator: allreduce: a sparse. The call fails on every "
+              "rank (allreduce 's.2.allreduce.Int.2' (float32, shape [4]) on "
+              "rank 1); the next calls go on.");
+  }
+  EXPECT_THAT(n.Pending(kT0), IsEmpty());
+  DoneAll(n, 2, 1, out);
+
+  for (int r = 0; r < 2; ++r) n.Announce(r, AnnReq({Call("x", 3)}), kT0, out);
+  ASSERT_EQ(out.plans.size(), 2u);
+  EXPECT_THAT(Names(out.plans[1]), ElementsAre("x"));
+  EXPECT_EQ(out.plans[1].responses(0).error_code(), 0);
+}
+
+// The others announced first (their call waits for rank 1's): rank 1's
+// void settles the slot and fails their call at once.
+TEST(NegotiatorOrderTest, AVoidAfterTheCallsFailsThemAtOnce) {
+  Negotiator n(Opts(3));
+  NegotiatorOutput out;
+  n.Announce(0, AnnReq({Call("a", 5)}), kT0, out);
+  n.Announce(2, AnnReq({Call("a", 5)}), kT0, out);
+  EXPECT_THAT(out.plans, IsEmpty());
+  n.Announce(1, AnnReq({Void("a", 5, "no")}), kT0, out);
+  ASSERT_EQ(out.plans.size(), 1u);
+  EXPECT_THAT(Names(out.plans[0]), UnorderedElementsAre("a", "a (void)"));
+  ExpectCodes(out.plans[0], kMismatch);
+  EXPECT_EQ(out.plans[0].responses(0).error(),
+            "rank 1 refused the call at this point of ordered stream 's' "
+            "(process set 0, call slot 5) before it reached the coordinator: "
+            "no. The call fails on every rank (allreduce 'a' (float32, shape "
+            "[4]) on ranks 0,2); the next calls go on.");
+  EXPECT_THAT(n.Pending(kT0), IsEmpty());
+}
+
+// Every rank refused the call (each for its reason): the voids fail, and
+// nothing else; the slot's next lap is a fresh one.
+TEST(NegotiatorOrderTest, EveryRankVoidingASlotRunsNothing) {
+  Negotiator n(Opts(2));
+  NegotiatorOutput out;
+  n.Announce(0, AnnReq({Void("s.0.allreduce", 0, "bad op")}), kT0, out);
+  n.Announce(1, AnnReq({Void("s.0.allreduce", 0, "bad tensor")}), kT0, out);
+  ASSERT_EQ(out.plans.size(), 1u);
+  EXPECT_THAT(Names(out.plans[0]), ElementsAre("s.0.allreduce (void)"));
+  ExpectCodes(out.plans[0], kMismatch);
+  EXPECT_EQ(out.plans[0].responses(0).error(),
+            "ranks 0,1 refused the call at this point of ordered stream 's' "
+            "(process set 0, call slot 0) before it reached the coordinator: "
+            "rank 0: bad op; rank 1: bad tensor. The call fails on every "
+            "rank; the next calls go on.");
+  EXPECT_THAT(n.Pending(kT0), IsEmpty());
+  DoneAll(n, 2, 1, out);
+  for (int r = 0; r < 2; ++r) n.Announce(r, AnnReq({Call("x", 0)}), kT0, out);
+  ASSERT_EQ(out.plans.size(), 2u);
+  EXPECT_THAT(Names(out.plans[1]), ElementsAre("x"));
+  EXPECT_EQ(out.plans[1].responses(0).error_code(), 0);
+}
+
+// The steady state: the other rank announces its call by cache bit; a void
+// there fails it (it continues by name), and the call runs again after.
+TEST(NegotiatorOrderTest, AVoidFailsACachedCall) {
+  Negotiator n(Opts(2));
+  NegotiatorOutput out;
+  for (int r = 0; r < 2; ++r) n.Announce(r, AnnReq({Call("x", 1)}), kT0, out);
+  ASSERT_EQ(out.plans.size(), 1u);
+  ASSERT_EQ(out.plans[0].responses(0).cache_bits_size(), 1);
+  const auto bit =
+      static_cast<uint32_t>(out.plans[0].responses(0).cache_bits(0));
+  DoneAll(n, 2, 1, out);
+
+  proto::Announce by_bit;
+  by_bit.add_cached(bit);
+  n.Announce(1, by_bit, kT0, out);
+  EXPECT_EQ(out.plans.size(), 1u);
+  n.Announce(0, AnnReq({Void("x", 1, "refused")}), kT0, out);
+  ASSERT_EQ(out.plans.size(), 2u);
+  EXPECT_THAT(Names(out.plans[1]), UnorderedElementsAre("x", "x (void)"));
+  ExpectCodes(out.plans[1], kMismatch);
+  EXPECT_THAT(out.plans[1].responses(0).error(),
+              HasSubstr("rank 0 refused the call"));
+  EXPECT_THAT(n.Pending(kT0), IsEmpty());
+  DoneAll(n, 2, 2, out);
+
+  for (int r = 0; r < 2; ++r) n.Announce(r, AnnReq({Call("x", 1)}), kT0, out);
+  ASSERT_EQ(out.plans.size(), 3u);
+  EXPECT_EQ(out.plans[2].responses(0).error_code(), 0);
 }
 
 // Streams and process sets keep their slots apart.

@@ -114,6 +114,26 @@ void ExpectSameSwitches(const JobRun& run, int n, int samples,
   ExpectSameSwitches(SwitchesByRank(run.output), n, samples, log, run.output);
 }
 
+// A kolorun --autotune job of kolo-fusion-worker on two fake hosts of two
+// ranks (kolorun -H a:2,b:2 with KOLO_TEST_FAKE_HOST) that takes `samples`
+// samples and logs them to `log` (removed first), with KOLO_HIERARCHICAL
+// `hierarchical` (nullopt: unset, auto).
+JobRun RunOnTwoFakeHosts(const std::string& log, int samples,
+                         std::optional<std::string> hierarchical) {
+  std::remove(log.c_str());
+  return RunJob(
+      {Bin("kolorun"), "-np", "4", "-H", "a:2,b:2", "--launcher-cmd",
+       "env KOLO_TEST_FAKE_HOST={host}", "--autotune",
+       "--autotune-warmup-samples", "1", "--autotune-steps-per-sample", "2",
+       "--autotune-bayes-opt-max-samples", std::to_string(samples),
+       "--autotune-log-file", log, Bin("kolo-fusion-worker"), "allreduce",
+       "30"},
+      Env{{"KOLO_LOG_LEVEL", "info"},
+          {"KOLO_AUTOTUNE", std::nullopt},
+          {"KOLO_HIERARCHICAL", std::move(hierarchical)}},
+      absl::Seconds(180));
+}
+
 TEST(MultiprocessAutotune, EveryRankSwitchesAtTheSamePlan) {
   const std::string log = ::testing::TempDir() + "/mp_autotune.csv";
   std::remove(log.c_str());
@@ -164,17 +184,7 @@ TEST(MultiprocessAutotune, TcpDataPlaneSettingsAreTunedToo) {
 // allreduces stay exact (the worker checks every bit) whichever runs.
 TEST(MultiprocessAutotune, HierarchyIsTunedAcrossHosts) {
   const std::string log = ::testing::TempDir() + "/mp_autotune_hier.csv";
-  std::remove(log.c_str());
-  JobRun run = RunJob(
-      {Bin("kolorun"), "-np", "4", "-H", "a:2,b:2", "--launcher-cmd",
-       "env KOLO_TEST_FAKE_HOST={host}", "--autotune",
-       "--autotune-warmup-samples", "1", "--autotune-steps-per-sample", "2",
-       "--autotune-bayes-opt-max-samples", "6", "--autotune-log-file", log,
-       Bin("kolo-fusion-worker"), "allreduce", "30"},
-      Env{{"KOLO_LOG_LEVEL", "info"},
-          {"KOLO_AUTOTUNE", std::nullopt},
-          {"KOLO_HIERARCHICAL", std::nullopt}},
-      absl::Seconds(180));
+  JobRun run = RunOnTwoFakeHosts(log, 6, std::nullopt);
   ExpectSameSwitches(run, 4, 6, log);
   EXPECT_EQ(Lines(run.output,
                   "hierarchical collectives "
@@ -210,17 +220,7 @@ TEST(MultiprocessAutotune, HierarchyIsTunedAcrossHosts) {
 // column stays empty; the data plane's sizes are tuned as ever.
 TEST(MultiprocessAutotune, AForcedHierarchyIsNotTuned) {
   const std::string log = ::testing::TempDir() + "/mp_autotune_forced.csv";
-  std::remove(log.c_str());
-  JobRun run = RunJob(
-      {Bin("kolorun"), "-np", "4", "-H", "a:2,b:2", "--launcher-cmd",
-       "env KOLO_TEST_FAKE_HOST={host}", "--autotune",
-       "--autotune-warmup-samples", "1", "--autotune-steps-per-sample", "2",
-       "--autotune-bayes-opt-max-samples", "3", "--autotune-log-file", log,
-       Bin("kolo-fusion-worker"), "allreduce", "30"},
-      Env{{"KOLO_LOG_LEVEL", "info"},
-          {"KOLO_AUTOTUNE", std::nullopt},
-          {"KOLO_HIERARCHICAL", "1"}},
-      absl::Seconds(180));
+  JobRun run = RunOnTwoFakeHosts(log, 3, "1");
   ExpectSameSwitches(run, 4, 3, log);
   const std::map<int, std::vector<std::string>> by_rank =
       SwitchesByRank(run.output);

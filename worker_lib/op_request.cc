@@ -284,6 +284,7 @@ void PendingOp::Reset() {
   group_size = 0;
   order_stream.clear();
   order_slot = 0;
+  order_void.clear();
   request.Clear();
   cache_bit = -1;
   submitted = absl::Time();
@@ -315,6 +316,7 @@ void FillRequest(PendingOp& op, int rank, int size, proto::Request* out) {
   if (!op.order_stream.empty()) {
     r.set_order_stream(op.order_stream);
     r.set_order_slot(op.order_slot);
+    if (!op.order_void.empty()) r.set_order_void(op.order_void);
   }
   if (op.op != proto::BARRIER && op.op != proto::JOIN &&
       op.op != proto::MEMBERSHIP_CHECK && op.op != proto::PROCESS_SET_ADD &&

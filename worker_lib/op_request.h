@@ -59,6 +59,9 @@ struct PendingOp {
   // empty when not ordered, and the call's slot in it.
   std::string order_stream;
   uint32_t order_slot = 0;
+  // A void (proto Request.order_void): why this rank refused its call at
+  // that slot; empty for an op.
+  std::string order_void;
   // As announced, when it went in full (the cache compares it); empty when
   // it went as a cache bit (the cache mirror holds the same Request).
   proto::Request request;

@@ -17,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "absl/types/span.h"
 
 namespace kolo::c10d_backend {
@@ -176,6 +177,7 @@ void KoloWork::Run() {
     }
     if (!s.ok() && first.ok()) first = s;
   }
+  pending_.ClearSlot();  // every handle released
   std::exception_ptr error;
   if (!first.ok()) {
     error = Error(api_, pending_.What(), first);
@@ -202,6 +204,8 @@ void KoloWork::TimeOut(size_t i) {
   rest.handles.assign(pending_.handles.begin() + static_cast<std::ptrdiff_t>(i),
                       pending_.handles.end());
   rest.keep = std::move(pending_.keep);
+  rest.slots = pending_.slots;
+  rest.slot = pending_.slot;
   pending_.finish = nullptr;  // nothing is copied out any more
   progress_->Drain(std::move(rest));
   Complete(std::make_exception_ptr(std::runtime_error(
@@ -328,9 +332,14 @@ void Progress::Run(Item item) {
     item.work->Drive();
     return;
   }
+  const absl::Time by = item.pending.drain_by;
+  bool released = true;
   for (Handle h : item.pending.handles) {
-    (void)api_->synchronize(h, absl::InfiniteDuration(), nullptr);
+    absl::Status s = api_->synchronize(
+        h, std::max(by - absl::Now(), absl::ZeroDuration()), nullptr);
+    if (absl::IsDeadlineExceeded(s) && absl::Now() >= by) released = false;
   }
+  if (released) item.pending.ClearSlot();
 }
 
 ProcessGroupKolo::ProcessGroupKolo(const python::CApi* api, int rank, int size,
@@ -342,8 +351,7 @@ ProcessGroupKolo::ProcessGroupKolo(const python::CApi* api, int rank, int size,
       uid_(std::move(uid)),
       stream_("c10d." + uid_),
       prefix_(stream_ + "."),
-      timeout_(timeout),
-      slots_(kOrderSlots, 0) {
+      timeout_(timeout) {
   absl::StatusOr<std::vector<int>> ranks = api_->process_set_ranks(process_set);
   if (!ranks.ok()) {
     throw std::runtime_error("kolo backend: kolo process set " +
@@ -368,36 +376,55 @@ std::string CallSignature(const at::Tensor& like, bool numel) {
   return sig;
 }
 
-Call ProcessGroupKolo::NextCall(const char* op, const std::string& sig) {
+Call ProcessGroupKolo::NextCall(const char* op) {
   progress_->CheckUsable(op);
   Call call;
   call.slot = static_cast<uint32_t>(seq_.fetch_add(1) % kOrderSlots);
   call.name = absl::StrCat(prefix_, call.slot, ".", op);
-  if (!sig.empty()) absl::StrAppend(&call.name, ".", sig);
-  Handle before = 0;
-  {
-    absl::MutexLock lock(&slots_mu_);
-    before = slots_[call.slot];
-  }
-  if (before != 0) {
-    // The call one lap of the slots earlier: still in flight, it would
-    // share this call's slot (and maybe its name).
-    absl::StatusOr<size_t> done =
-        api_->wait_any(absl::MakeConstSpan(&before, 1), timeout_);
-    if (!done.ok() && absl::IsDeadlineExceeded(done.status())) {
-      std::string what =
-          absl::StrCat(op, " ", call.name, ": the group's call ", kOrderSlots,
-                       " calls earlier did not finish within the group's "
-                       "timeout (",
-                       absl::FormatDuration(timeout_), ")");
-      progress_->MarkTimedOut(what);
-      throw std::runtime_error(absl::StrCat(
-          "kolo backend: ", what, "; a group holds at most ", kOrderSlots,
-          " collectives in flight. Wait for earlier works, or "
-          "check that every rank makes the same calls."));
-    }
+  // The call one lap of the slots earlier, while it may be in flight: it
+  // would share this call's slot (and maybe its name). 0 once its work
+  // released it (the steady state of a blocking loop): no question to kolo.
+  const Handle before = slots_->Get(call.slot);
+  if (before == 0) return call;
+  absl::StatusOr<size_t> done =
+      api_->wait_any(absl::MakeConstSpan(&before, 1), timeout_);
+  if (!done.ok() && absl::IsDeadlineExceeded(done.status())) {
+    std::string what =
+        absl::StrCat(op, " ", call.name, ": the group's call ", kOrderSlots,
+                     " calls earlier did not finish within the group's "
+                     "timeout (",
+                     absl::FormatDuration(timeout_), ")");
+    progress_->MarkTimedOut(what);
+    throw std::runtime_error(absl::StrCat(
+        "kolo backend: ", what, "; a group holds at most ", kOrderSlots,
+        " collectives in flight. Wait for earlier works, or "
+        "check that every rank makes the same calls."));
   }
   return call;
+}
+
+void ProcessGroupKolo::Name(Call& call, const std::string& sig) {
+  if (!sig.empty()) absl::StrAppend(&call.name, ".", sig);
+}
+
+void ProcessGroupKolo::Void(const Call& call, absl::string_view why) {
+  // The other ranks read it in their error: without this backend's prefix.
+  absl::ConsumePrefix(&why, "kolo backend: ");
+  absl::StatusOr<Handle> h =
+      api_->order_void(stream_, call.slot, process_set_, call.name, why);
+  if (!h.ok()) return;  // kolo is gone: so are the others' calls
+  // It ends (failed, as it always does) once every member called in the
+  // slot; the slot's next call waits for it, the progress thread releases
+  // it.
+  slots_->Set(call.slot, *h);
+  Pending p;
+  p.title = "void";
+  p.name = call.name;
+  p.handles.push_back(*h);
+  p.slots = slots_;
+  p.slot = call.slot;
+  p.drain_by = absl::Now() + timeout_;
+  progress_->Drain(std::move(p));
 }
 
 int ProcessGroupKolo::GlobalRank(int64_t group_rank, const char* what) const {
@@ -429,9 +456,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::Submit(
       refused = h.status();
     }
   }
-  {
-    absl::MutexLock lock(&slots_mu_);
-    slots_[call.slot] = p.handles.empty() ? 0 : p.handles.back();
+  if (p.handles.empty()) {
+    Void(call, refused.message());  // kolo refused the call: void its slot
+  } else {
+    slots_->Set(call.slot, p.handles.back());
+    p.slots = slots_;
+    p.slot = call.slot;
   }
   // After a refusal what was submitted still completes (on the progress
   // thread); the caller learns of the refusal now.
@@ -447,12 +477,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::Submit(
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::barrier(
     const c10d::BarrierOptions& /*opts*/) {
-  Call call = NextCall("barrier", "");
-  std::vector<absl::StatusOr<Handle>> h;
-  Order(call);
-  h.push_back(api_->barrier_async(call.name, process_set_));
-  return Submit(c10d::OpType::BARRIER, "barrier", call, std::move(h), {},
-                nullptr, {});
+  return Collective("barrier", [&](Call& call) {
+    std::vector<absl::StatusOr<Handle>> h;
+    Order(call);
+    h.push_back(api_->barrier_async(call.name, process_set_));
+    return Submit(c10d::OpType::BARRIER, "barrier", call, std::move(h), {},
+                  nullptr, {});
+  });
 }
 
 namespace {

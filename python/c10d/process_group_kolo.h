@@ -17,7 +17,18 @@
 // settles: each fails on every rank (coordinator/negotiator_order.cc),
 // rather than waiting for the other. A call waits (at most the group's
 // timeout) for the one kOrderSlots before it, so that one slot never holds
-// two calls in flight.
+// two calls in flight; a work clears its slot once its handles are
+// released, so that a call whose predecessor was waited for asks kolo
+// nothing (class CallSlots).
+// A call takes its slot before its arguments are checked: one refused on
+// this rank (a bad tensor or option, or kolo refusing the submission)
+// still takes its slot, so the ranks' calls stay in step, and voids it
+// (CApi order_void: a kolo op that stands for the call), which fails the
+// other members' calls in that slot at once, naming this rank and why
+// (coordinator/negotiator_order.cc), instead of letting them wait for the
+// group's timeout. The refusing rank raises its own error at the call; the
+// void's handle holds the slot until it settled, as a call's does, and the
+// progress thread releases it.
 // A KoloWork completes when kolo's handle does, on whichever thread claims
 // it first: a thread in wait() completes its own op (no hand-off: the cost
 // of a blocking collective is kolo's); otherwise the group's progress
@@ -53,11 +64,14 @@
 // Invariants: each kolo handle is synchronized to its end exactly once, by
 // the thread that claimed its work (which then completes the work, with
 // success or an error), or, for a work dropped unclaimed or timed out, by
-// the progress thread (which holds the op's tensors until then); the
-// progress thread runs until the group is destroyed and its queue is empty.
+// the progress thread (which holds the op's tensors until then), or, for a
+// void, by the progress thread; a slot of CallSlots is non-zero only while
+// its handle may be unreleased; the progress thread runs until the group
+// is destroyed and its queue is empty.
 #ifndef KOLO_PYTHON_C10D_PROCESS_GROUP_KOLO_H_
 #define KOLO_PYTHON_C10D_PROCESS_GROUP_KOLO_H_
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <deque>
@@ -71,6 +85,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "python/c_api.h"
@@ -85,8 +100,35 @@ inline constexpr uint32_t kOrderSlots = 64;
 
 // One call of a group: its kolo name and its slot in the group's stream.
 struct Call {
-  std::string name;
+  std::string name;  // "c10d.<uid>.<slot>.<op>", then ".<signature>"
   uint32_t slot = 0;
+  // Set by Order: from then on a refusal is kolo's, which voids the slot.
+  bool ordered = false;
+};
+
+// The group's call slots: per slot, kolo's handle of the last call
+// submitted there while it may still be in flight (0: none). Shared by the
+// group and its works' ops (which may outlive the group): whoever releases
+// an op's handles (synchronizes them) clears its slot, so that the call one
+// lap later finds 0 and asks kolo nothing. A slot still holding a released
+// handle (a race with that clearing) costs the next call a wait_any that
+// answers kNotFound, and is otherwise harmless.
+// Thread-safety: every member may be called from any thread (atomics).
+class CallSlots {
+ public:
+  Handle Get(uint32_t slot) const {
+    return slots_[slot].load(std::memory_order_acquire);
+  }
+  void Set(uint32_t slot, Handle h) {
+    slots_[slot].store(h, std::memory_order_release);
+  }
+  // Clears `slot` if it still holds `h` (a later call may have replaced it).
+  void Clear(uint32_t slot, Handle h) {
+    slots_[slot].compare_exchange_strong(h, 0, std::memory_order_acq_rel);
+  }
+
+ private:
+  std::array<std::atomic<Handle>, kOrderSlots> slots_{};
 };
 
 // A call's signature in its name: the dtype of `like`, and its element
@@ -105,9 +147,21 @@ struct Pending {
   // Tensors kolo reads or writes (inputs, staging copies, scratch outputs):
   // held until the handles completed.
   std::vector<at::Tensor> keep;
+  // The group's slots and this call's slot there (null: none).
+  std::shared_ptr<CallSlots> slots;
+  uint32_t slot = 0;
+  // How long the progress thread waits for the handles when it drains
+  // them: a void's, the group's timeout after the call (its peers may
+  // never come); past it the handles stay kolo's, and so does the slot.
+  absl::Time drain_by = absl::InfiniteFuture();
 
   // "allreduce c10d.0.0.3", for messages.
   std::string What() const { return std::string(title) + " " + name; }
+  // After its handles were released: clears its slot (CallSlots).
+  void ClearSlot() const {
+    if (slots != nullptr && !handles.empty())
+      slots->Clear(slot, handles.back());
+  }
 };
 
 class Progress;
@@ -182,7 +236,8 @@ class Progress : public std::enable_shared_from_this<Progress> {
   Progress& operator=(const Progress&) = delete;
   // Completes `work` once kolo finished it, unless a waiter claimed it.
   void Drive(c10::intrusive_ptr<KoloWork> work);
-  // Waits for an abandoned op's handles, then drops its tensors.
+  // Waits for an abandoned op's handles (until its drain_by), then drops
+  // its tensors and clears its slot.
   void Drain(Pending pending);
   // Finishes what is queued and joins the thread; once an op timed out
   // (its peers may never come), lets the thread finish the queue on its
@@ -282,17 +337,45 @@ class ProcessGroupKolo : public c10d::ProcessGroup {
                                                int tag) override;
 
  private:
-  // The next call, `op` with signature `sig` (CallSignature; empty for a
-  // barrier); waits until the call kOrderSlots before it finished. Throws,
-  // naming `op`, once the group is unusable (an op timed out), or when that
-  // wait passes the group's timeout (which makes it unusable).
-  Call NextCall(const char* op, const std::string& sig);
+  // Runs `body` as the group's next call, `op`: takes the call's slot
+  // (NextCall), then `body(call)` checks the arguments, names the call
+  // (Name), and submits it (Order, kolo's *_async, Submit). A throw before
+  // Order voids the slot (Void) and goes on to the caller; after it, Submit
+  // voids the slot of a call kolo refused.
+  template <typename Body>
+  c10::intrusive_ptr<c10d::Work> Collective(const char* op, Body&& body) {
+    Call call = NextCall(op);
+    try {
+      return body(call);
+    } catch (const std::exception& e) {
+      if (!call.ordered) Void(call, e.what());
+      throw;
+    } catch (...) {
+      if (!call.ordered) Void(call, "an exception that is no std::exception");
+      throw;
+    }
+  }
+  // The next call, `op` (named "c10d.<uid>.<slot>.<op>"); waits until the
+  // call kOrderSlots before it finished. Throws, naming `op`, once the
+  // group is unusable (an op timed out), or when that wait passes the
+  // group's timeout (which makes it unusable).
+  Call NextCall(const char* op);
+  // Appends the call's signature (CallSignature; none for a barrier).
+  static void Name(Call& call, const std::string& sig);
   // Tells kolo that the next submission on this thread is `call`: call it
-  // right before that submission.
-  void Order(const Call& call) const { api_->order_next(stream_, call.slot); }
+  // right before that submission, with its arguments made.
+  void Order(Call& call) const {
+    call.ordered = true;
+    api_->order_next(stream_, call.slot);
+  }
+  // Tells kolo that this rank refused `call` (before submitting it, or
+  // kolo did), and why: the other members' calls in its slot fail at once.
+  // The void's handle holds the slot until it settled (the progress thread
+  // releases it).
+  void Void(const Call& call, absl::string_view why);
   // Queues an op whose handles kolo returned, holding `keep` until they
   // completed; throws (on this rank) the first submission error, after
-  // queueing what was submitted.
+  // queueing what was submitted (or voiding the slot: nothing was).
   c10::intrusive_ptr<c10d::Work> Submit(
       c10d::OpType type, const char* title, const Call& call,
       std::vector<absl::StatusOr<Handle>> submitted,
@@ -310,9 +393,7 @@ class ProcessGroupKolo : public c10d::ProcessGroup {
   const absl::Duration timeout_;
   std::vector<int> global_ranks_;  // the set's ranks, ascending
   std::atomic<uint64_t> seq_{0};
-  // Per slot, kolo's handle of the last call submitted there (0: none).
-  absl::Mutex slots_mu_;
-  std::vector<Handle> slots_ ABSL_GUARDED_BY(slots_mu_);
+  const std::shared_ptr<CallSlots> slots_ = std::make_shared<CallSlots>();
 
   std::shared_ptr<Progress> progress_;
 };

@@ -247,6 +247,45 @@ def test_mismatch_fails_on_every_rank_and_the_next_works():
     assert torch.equal(t, torch.full((3,), float(size)))
 
 
+@pytest.mark.parametrize('refused,first', [('op', 'the refusing rank'),
+                                            ('tensor', 'the others')])
+def test_a_call_refused_on_one_rank_fails_on_every_rank_at_once(refused,
+                                                                first):
+    """A call that one rank refuses before it reaches kolo (an op kolo has
+    not, a sparse tensor) still takes its call slot there and voids it: the
+    other ranks' call in that slot fails at once, naming the refusing rank
+    and why (not at the group's timeout, which a hang would run into: its
+    message differs), whichever rank comes first; the group's next calls
+    pair up as before, with exact results."""
+    rank, size = rs()
+    if size == 1:
+        pytest.skip('needs 2 ranks')
+    group = kdist.new_group(timeout=timedelta(seconds=60))
+    if (rank == 0) != (first == 'the refusing rank'):
+        time.sleep(0.5)  # the others' calls come second
+    t = torch.ones(2, dtype=torch.int32)
+    why = {'op': 'BXOR is refused', 'tensor': 'a sparse tensor'}[refused]
+    if rank == 0:
+        with pytest.raises(RuntimeError, match=why):
+            if refused == 'op':
+                dist.all_reduce(t, op=dist.ReduceOp.BXOR, group=group)
+            else:
+                dist.all_reduce(t.to_sparse(), group=group)
+    else:
+        with pytest.raises(RuntimeError, match=(
+                r"allreduce c10d\.[0-9.]+allreduce\.Int\.2 failed: rank 0 "
+                r"refused the call at this point of ordered stream "
+                r"'c10d\.[0-9.]+' \(process set \d+, call slot \d+\) "
+                r"before it reached the coordinator: allreduce: .*" + why)):
+            dist.all_reduce(t, group=group)
+    for n in (3, 2):
+        t = torch.full((n,), rank + 1, dtype=torch.int32)
+        dist.all_reduce(t, group=group)
+        assert torch.equal(t, torch.full((n,), size * (size + 1) // 2,
+                                         dtype=torch.int32))
+    dist.destroy_process_group(group)
+
+
 def _cache_counts():
     """kolo's coordinator's response cache hits and misses so far, from its
     metrics page (tests/python/run.sh starts kolorun with --metrics-port)."""

@@ -219,6 +219,21 @@ internal::SlicedWaits::SlicedWaits() : outer_(worker::ThreadWaitsSliced()) {
 }
 internal::SlicedWaits::~SlicedWaits() { worker::SetThreadWaitsSliced(outer_); }
 
+absl::StatusOr<Handle> internal::VoidOrderedCall(absl::string_view stream,
+                                                 uint32_t slot, ProcessSet set,
+                                                 absl::string_view name,
+                                                 absl::string_view why) {
+  // Bounded: the reason is for messages.
+  constexpr size_t kMaxWhy = 2048;
+  auto n = Prepare(proto::BARRIER, Tensor{}, set);
+  if (!n.ok()) return n.status();
+  n->op->order_stream.assign(stream.data(), stream.size());
+  n->op->order_slot = slot;
+  why = why.substr(0, kMaxWhy);
+  n->op->order_void = why.empty() ? std::string("refused") : std::string(why);
+  return Submit(*std::move(n), absl::StrCat(name, " (void)"));
+}
+
 absl::StatusOr<Handle> internal::MembershipCheckAsync(bool leave) {
   auto n = Prepare(proto::MEMBERSHIP_CHECK, Tensor{}, kGlobalProcessSet);
   if (!n.ok()) return n.status();

@@ -73,6 +73,17 @@ class SlicedWaits {
  private:
   const bool outer_;
 };
+// The caller refused its call `name` at `slot` of ordered stream `stream`
+// (process set `set`) because `why` (its own checks, or this library's
+// refusal of the submission): submits the void (proto Request.order_void),
+// an op named "<name> (void)" in that slot, which fails on every rank once
+// every member called there (at once when the others came first), failing
+// their calls there with `why` and this rank. Its handle ends then (with
+// that error): the caller synchronizes it, and the slot's next call waits
+// for it as for any call of the slot.
+absl::StatusOr<Handle> VoidOrderedCall(absl::string_view stream, uint32_t slot,
+                                       ProcessSet set, absl::string_view name,
+                                       absl::string_view why);
 // Whether this job is elastic (KOLO_ELASTIC); false when kolo is not
 // initialised.
 bool IsElasticJob();

@@ -30,7 +30,7 @@ bool SameRequest(const proto::Request& a, const proto::Request& b) {
          a.invalid() == b.invalid() && a.process_set() == b.process_set() &&
          a.group() == b.group() && a.group_size() == b.group_size() &&
          a.order_stream() == b.order_stream() &&
-         a.order_slot() == b.order_slot();
+         a.order_slot() == b.order_slot() && a.order_void() == b.order_void();
 }
 
 std::optional<uint32_t> CacheMirror::BitFor(
