@@ -20,6 +20,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "absl/types/span.h"
 #include "common/log.h"
 #include "common/rate_limited_log.h"
 #include "common/socket_util.h"
@@ -234,19 +235,28 @@ void GrpcGate::RemoveDeadLocked() {
                conns_.end());
 }
 
-void GrpcGate::CheckPreface(Conn& c, absl::Time now) {
-  char buf[kHttp2Preface.size()];
-  const ssize_t n = ::recv(c.fd.get(), buf, sizeof(buf), MSG_PEEK);
+std::optional<absl::string_view> GrpcGate::PeekFirstBytes(
+    Conn& c, absl::Span<char> buf, absl::string_view before) {
+  const ssize_t n = ::recv(c.fd.get(), buf.data(), buf.size(), MSG_PEEK);
   if (n < 0) {
-    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
-    DropLocked(c, std::strerror(errno));
-    return;
+    if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+      DropLocked(c, std::strerror(errno));
+    }
+    return std::nullopt;
   }
   if (n == 0) {
-    DropLocked(c, "it closed the connection before speaking HTTP/2");
-    return;
+    DropLocked(c, absl::StrCat("it closed the connection before ", before));
+    return std::nullopt;
   }
-  const absl::string_view got(buf, static_cast<size_t>(n));
+  return absl::string_view(buf.data(), static_cast<size_t>(n));
+}
+
+void GrpcGate::CheckPreface(Conn& c, absl::Time now) {
+  char buf[kHttp2Preface.size()];
+  const std::optional<absl::string_view> first =
+      PeekFirstBytes(c, absl::MakeSpan(buf), "speaking HTTP/2");
+  if (!first.has_value()) return;
+  const absl::string_view got = *first;
   if (got != kHttp2Preface.substr(0, got.size())) {
     DropLocked(c, absl::StrCat("it does not speak gRPC (HTTP/2); its first "
                                "bytes: \"",
@@ -277,17 +287,10 @@ void GrpcGate::StartTls(Conn& c) {
   // Its first bytes: a TLS ClientHello opens with a handshake record
   // (type 22); say plainly what else came.
   char buf[kHttp2Preface.size()];
-  const ssize_t n = ::recv(c.fd.get(), buf, sizeof(buf), MSG_PEEK);
-  if (n < 0) {
-    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
-    DropLocked(c, std::strerror(errno));
-    return;
-  }
-  if (n == 0) {
-    DropLocked(c, "it closed the connection before its TLS handshake");
-    return;
-  }
-  const absl::string_view got(buf, static_cast<size_t>(n));
+  const std::optional<absl::string_view> first =
+      PeekFirstBytes(c, absl::MakeSpan(buf), "its TLS handshake");
+  if (!first.has_value()) return;
+  const absl::string_view got = *first;
   if (got == kHttp2Preface.substr(0, got.size())) {
     DropLocked(c,
                "it spoke plaintext gRPC (HTTP/2) to a port that takes TLS "

@@ -62,6 +62,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "common/auth.h"
 #include "common/mutex.h"
 #include "common/tls.h"
@@ -126,6 +127,12 @@ class GrpcGate {
   // Reads the start of the preface of `c` (not handed over yet); hands it
   // over, refuses it, or leaves it waiting for more.
   void CheckPreface(Conn& c, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The first bytes waiting on `c` (at most buf.size(), left unread);
+  // nullopt when none came yet, or when it failed or closed before sending
+  // any (then dropped; `before` says before what, for the log).
+  std::optional<absl::string_view> PeekFirstBytes(Conn& c, absl::Span<char> buf,
+                                                  absl::string_view before)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Under TLS, instead: drives the handshake of `c` (not handed over yet);
   // once it completed, hands gRPC a socketpair's end and the relay the rest.
   void DriveHandshake(Conn& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -28,6 +28,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/captured_log.h"
+#include "tests/testing/job_certificates.h"
 #include "tests/testing/raw_socket.h"
 #include "tests/testing/timeouts.h"
 #include "tests/testing/tls_client.h"
@@ -217,35 +218,9 @@ TEST_F(GrpcGateTest, StopRefusesNewConnections) {
 
 // ---- Under TLS -------------------------------------------------------------
 
-tls::CertSpec Spec(const std::string& cn, absl::Time from, absl::Time to) {
-  tls::CertSpec s;
-  s.common_name = cn;
-  s.not_before = from;
-  s.not_after = to;
-  return s;
-}
-
 // The job's CA and certificate, and those of the refusals.
-struct Certificates {
-  tls::KeyAndCert ca, leaf, expired, other_ca, other_leaf;
-  Certificates() {
-    const absl::Time now = absl::Now();
-    const absl::Time from = now - absl::Hours(1), to = now + absl::Hours(1);
-    ca = *tls::MakeCa(Spec("job CA", from, to));
-    leaf = *tls::MakeLeaf(ca, Spec(tls::kJobName, from, to));
-    expired = *tls::MakeLeaf(
-        ca, Spec(tls::kJobName, now - absl::Hours(3), now - absl::Hours(2)));
-    other_ca = *tls::MakeCa(Spec("another job's CA", from, to));
-    other_leaf = *tls::MakeLeaf(other_ca, Spec(tls::kJobName, from, to));
-  }
-  tls::TlsMaterial Material(const tls::KeyAndCert& own) const {
-    return {own.cert_pem, own.key_pem, ca.cert_pem};
-  }
-};
-
-const Certificates& Certs() {
-  static const Certificates* const certs = new Certificates();
-  return *certs;
+const ::kolo::testing::JobCertificates& Certs() {
+  return ::kolo::testing::JobCerts();
 }
 
 using ::kolo::testing::TlsTestClient;

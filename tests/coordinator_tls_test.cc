@@ -25,6 +25,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/captured_log.h"
+#include "tests/testing/job_certificates.h"
 #include "tests/testing/raw_socket.h"
 #include "tests/testing/timeouts.h"
 #include "tests/testing/tls_client.h"
@@ -42,41 +43,9 @@ using Kind = tls::ProbeResult::Kind;
 constexpr char kSecret[] = "tls-test-secret-0123456789";
 constexpr char kJob[] = "tls-job";
 
-tls::CertSpec Spec(const std::string& cn, absl::Time from, absl::Time to) {
-  tls::CertSpec s;
-  s.common_name = cn;
-  s.not_before = from;
-  s.not_after = to;
-  return s;
-}
-
-// The job's CA and certificate, and the certificates of the refusals.
-struct Certificates {
-  tls::KeyAndCert ca, leaf, expired, other_ca, other_leaf;
-  Certificates() {
-    const absl::Time now = absl::Now();
-    ca = *tls::MakeCa(
-        Spec("job CA", now - absl::Hours(1), now + absl::Hours(1)));
-    leaf = *tls::MakeLeaf(
-        ca, Spec(tls::kJobName, now - absl::Hours(1), now + absl::Hours(1)));
-    expired = *tls::MakeLeaf(
-        ca, Spec(tls::kJobName, now - absl::Hours(3), now - absl::Hours(2)));
-    other_ca = *tls::MakeCa(
-        Spec("another job's CA", now - absl::Hours(1), now + absl::Hours(1)));
-    other_leaf = *tls::MakeLeaf(
-        other_ca,
-        Spec(tls::kJobName, now - absl::Hours(1), now + absl::Hours(1)));
-  }
-  // `own`'s certificate and key; the job's CA unless `trust` says another.
-  tls::TlsMaterial Material(const tls::KeyAndCert& own,
-                            const tls::KeyAndCert* trust = nullptr) const {
-    return {own.cert_pem, own.key_pem, (trust ? *trust : ca).cert_pem};
-  }
-};
-
-const Certificates& Certs() {
-  static const Certificates* const certs = new Certificates();
-  return *certs;
+// The job's CA and certificate, and those of the refusals.
+const ::kolo::testing::JobCertificates& Certs() {
+  return ::kolo::testing::JobCerts();
 }
 
 std::unique_ptr<coordinator::CoordinatorServer> StartServer(
@@ -163,7 +132,7 @@ TEST(CoordinatorTlsTest, IdleConnectionsAreClosedAtTheHandshakeDeadline) {
 TEST(CoordinatorTlsTest, TheProbeSeesEachCase) {
   auto server = StartServer(true);
   ASSERT_NE(server, nullptr);
-  const Certificates& c = Certs();
+  const ::kolo::testing::JobCertificates& c = Certs();
   const absl::Duration t = Scaled(absl::Seconds(5));
   const net::SockAddr a = Addr(server->port());
   tls::TlsMaterial good = c.Material(c.leaf);
