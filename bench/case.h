@@ -45,6 +45,10 @@ int64_t RoundedBytes(const BenchOptions& o, int64_t bytes, int n);
 // REQUIRES: every rank calls it with as many values.
 absl::Status MaxOverRanks(Mode mode, std::vector<double>& values);
 
+// Keeps the calling thread busy for `us` microseconds (--gap-us: compute,
+// not a sleep, so that the core is taken as a training step's would be).
+void BusyFor(int64_t us);
+
 class Case {
  public:
   // REQUIRES: `o` outlives the Case; 0 <= rank < n.
@@ -53,7 +57,9 @@ class Case {
   int64_t bytes() const { return count_ * static_cast<int64_t>(elem_); }
   int64_t count() const { return count_; }
 
-  // Refills the input (needed before each in-place allreduce).
+  // Refills the input (needed before each in-place allreduce): the first
+  // time from its stream, then as a copy of that (a fill rebuilds the
+  // stream's tile, about 100 us, which would put a gap between iterations).
   void Restore();
   bool NeedsRestore() const {
     return o_.inplace && o_.op == Collective::kAllreduce;
@@ -91,6 +97,7 @@ class Case {
   const std::string name_;  // the negotiated name
   int64_t per_rank_ = 0, count_ = 0;
   std::vector<char> in_, out_;
+  std::vector<char> restored_;  // in_ as Restore leaves it (once filled)
   std::vector<int64_t> splits_;
   // --device cuda: the device twins of in_ and out_ (the host buffers keep
   // the fill and, after Download, the result the check reads), on device

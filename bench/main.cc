@@ -50,6 +50,7 @@ absl::Status RunSize(const BenchOptions& o, int64_t size, Row& row) {
   std::vector<double> warm;
   for (int i = 0; i < std::max(o.warmup, o.iters > 0 ? 0 : 1); ++i) {
     if (c.NeedsRestore()) c.Restore();
+    BusyFor(o.gap_us);
     const Clock::time_point t0 = Clock::now();
     if (absl::Status st = c.RunOnce(); !st.ok()) return st;
     warm.push_back(Micros(Clock::now() - t0));
@@ -66,6 +67,7 @@ absl::Status RunSize(const BenchOptions& o, int64_t size, Row& row) {
   for (int64_t i = 0; i < iters; ++i) {
     if (c.NeedsRestore()) c.Restore();
     if (i + 1 == iters) c.PoisonResult();
+    BusyFor(o.gap_us);
     const Clock::time_point t0 = Clock::now();
     if (absl::Status st = c.RunOnce(); !st.ok()) return st;
     times.push_back(Micros(Clock::now() - t0));
@@ -108,13 +110,17 @@ absl::Status RunSize(const BenchOptions& o, int64_t size, Row& row) {
 void PrintBanner(const BenchOptions& o, int n) {
   const std::string cycle_ms =
       EnvOr("KOLO_CYCLE_TIME_MS", EnvOr("HOROVOD_CYCLE_TIME", "1").c_str());
+  const std::string gap =
+      o.gap_us > 0 ? absl::StrCat("; busy ", o.gap_us, " us before each ",
+                                  o.mode == Mode::kStep ? "step" : "iteration")
+                   : "";
   if (o.mode == Mode::kStep) {
     const Preset preset = *o.preset;
     std::printf(
         "# kolo-bench: step, %s (%zu float32 tensors, %.2f MiB), %d ranks, "
         "average allreduce, %s, reverse order, %d warm-up + %d "
         "timed steps per setting; env: fusion threshold %s, cache capacity "
-        "%s, cycle time %s ms, algorithm %s, spin %s us\n",
+        "%s, cycle time %s ms, algorithm %s, spin %s us%s\n",
         std::string(PresetName(preset)).c_str(), PresetCounts(preset).size(),
         static_cast<double>(PresetBytes(preset)) / (1 << 20), n,
         o.inplace ? "in place" : "out of place", o.warmup, o.steps,
@@ -125,7 +131,7 @@ void PrintBanner(const BenchOptions& o, int n) {
               EnvOr("HOROVOD_CACHE_CAPACITY", "default").c_str())
             .c_str(),
         cycle_ms.c_str(), EnvOr("KOLO_ALLREDUCE_ALGORITHM", "auto").c_str(),
-        EnvOr("KOLO_SPIN_US", "default").c_str());
+        EnvOr("KOLO_SPIN_US", "default").c_str(), gap.c_str());
     std::fputs(StepTableHeader().c_str(), stdout);
     std::fflush(stdout);
     return;
@@ -136,7 +142,7 @@ void PrintBanner(const BenchOptions& o, int n) {
   std::printf(
       "# kolo-bench: %s, %d ranks, %s%s%s, %s, %s mode; algorithm %s, "
       "small allreduce <= %s B, spin %s us, hierarchical %s, data "
-      "encryption %s%s\n",
+      "encryption %s%s%s\n",
       std::string(CollectiveName(o.op)).c_str(), n,
       std::string(DataTypeName(o.dtype)).c_str(), Reduces(o.op) ? " " : "",
       Reduces(o.op) ? std::string(ReduceOpName(o.reduce)).c_str() : "",
@@ -156,7 +162,8 @@ void PrintBanner(const BenchOptions& o, int n) {
       EnvOr("KOLO_HIERARCHICAL",
             EnvOr("HOROVOD_HIERARCHICAL_ALLREDUCE", "auto").c_str())
           .c_str(),
-      EnvOr("KOLO_DATA_ENCRYPTION", "none").c_str(), cycle.c_str());
+      EnvOr("KOLO_DATA_ENCRYPTION", "none").c_str(), cycle.c_str(),
+      gap.c_str());
   std::fputs(TableHeader().c_str(), stdout);
   std::fflush(stdout);
 }

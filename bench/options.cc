@@ -74,7 +74,7 @@ absl::StatusOr<int64_t> ParseCount(absl::string_view text) {
 
 constexpr absl::string_view kStepFlags =
     "--preset, --steps, --warmup, --fusion-threshold, --cache-capacity, "
-    "--inplace, --json and --corrupt-rank";
+    "--inplace, --gap-us, --json and --corrupt-rank";
 
 // The checks of --mode step once every flag is read. `sweep_flag` is the
 // first flag given that only the size sweep takes ("" if none).
@@ -210,6 +210,7 @@ std::map<const CLI::Option*, std::string> DeclareFlags(CLI::App& app) {
                            "--iters",
                            "--seconds",
                            "--warmup",
+                           "--gap-us",
                            "--root",
                            "--json",
                            "--device",
@@ -368,6 +369,11 @@ absl::Status ReadFlag(const std::string& flag, const std::string& v,
     if (!absl::SimpleAtoi(v, &o.warmup) || o.warmup < 0) {
       return Bad(flag, v, "a whole number >= 0");
     }
+  } else if (flag == "--gap-us") {
+    if (!absl::SimpleAtoi(v, &o.gap_us) || o.gap_us < 0 ||
+        o.gap_us > 10'000'000) {
+      return Bad(flag, v, "a number of microseconds in 0..10000000");
+    }
   } else if (flag == "--root") {
     if (!absl::SimpleAtoi(v, &o.root) || o.root < 0) {
       return Bad(flag, v, "a rank >= 0");
@@ -515,6 +521,8 @@ std::string Usage() {
       "  --warmup N        untimed iterations per size (3)\n"
       "  --root R          broadcast root (0)\n"
       "  --inplace         allreduce in place (out of place by default)\n"
+      "  --gap-us N        busy work of N us before each iteration, untimed:\n"
+      "                    a training step's compute between its ops (0)\n"
       "  --device D        cpu, or cuda: CUDA device buffers (negotiated\n"
       "                    mode; NCCL, or host staging with\n"
       "                    KOLO_CUDA_STAGING=1) (cpu)\n"
@@ -544,7 +552,8 @@ std::string Usage() {
       "  --inplace         each tensor is its own output (as Horovod's\n"
       "                    optimizer reduces gradients; out of place by "
       "default)\n"
-      "  --json FILE, --corrupt-rank R  as above\n"
+      "  --gap-us N, --json FILE, --corrupt-rank R  as above (the gap comes\n"
+      "                    before each step)\n"
       "Each threshold x capacity runs in turn in the same job (set on every\n"
       "rank before its warm-up). step/p90/enqueue: each rank's median (90th\n"
       "percentile) over the timed steps, max over ranks; busbw = preset bytes\n"

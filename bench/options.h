@@ -4,11 +4,12 @@
 //              [--mode raw|negotiated] [--dtype float32] [--reduce sum]
 //              [--min-bytes 4] [--max-bytes 64M] [--factor 4]
 //              [--iters N | --seconds 1] [--warmup 3] [--root 0] [--inplace]
+//              [--gap-us 0]
 //              [--device cpu|cuda] [--json FILE] [--corrupt-rank R]
 //              [--plot FILE.png|FILE.svg [--plot-peers PEER_BENCH_REPORT]]
 //   kolo-bench --mode step --preset resnet50|small161 [--steps 20]
 //              [--warmup 3] [--fusion-threshold LIST] [--cache-capacity LIST]
-//              [--json FILE] [--corrupt-rank R]
+//              [--gap-us 0] [--json FILE] [--corrupt-rank R]
 //
 // Sizes take K, M, G suffixes (powers of 1024, as nccl-tests). Every size is
 // the nccl-tests "size": the allreduce/broadcast buffer, allgather's output,
@@ -80,6 +81,10 @@ struct BenchOptions {
   int warmup = 3;      // untimed iterations per size
   int root = 0;        // broadcast root
   bool inplace = false;
+  // Busy work on the caller's thread before each iteration or step, outside
+  // the timed part: a training step's compute between its collectives (kolo's
+  // background thread meanwhile has nothing to do). 0: back to back.
+  int64_t gap_us = 0;
   // --device cuda (--mode negotiated only): the buffers are CUDA device
   // memory on device local_rank % device count; kolo runs them on NCCL or,
   // with KOLO_CUDA_STAGING=1, through host memory. Results are checked as

@@ -46,6 +46,7 @@ absl::Status RunSetting(const BenchOptions& o, const StepSetting& s,
                         StepCase& c, StepRow& row) {
   if (absl::Status st = Apply(s); !st.ok()) return st;
   for (int i = 0; i < o.warmup; ++i) {
+    BusyFor(o.gap_us);
     if (absl::StatusOr<StepCase::Timing> t = c.RunOnce(); !t.ok()) {
       return t.status();
     }
@@ -55,6 +56,7 @@ absl::Status RunSetting(const BenchOptions& o, const StepSetting& s,
   enqueue_ms.reserve(o.steps);
   for (int i = 0; i < o.steps; ++i) {
     if (i + 1 == o.steps) c.PrepareCheckedStep();  // the check sees the last
+    BusyFor(o.gap_us);
     absl::StatusOr<StepCase::Timing> t = c.RunOnce();
     if (!t.ok()) return t.status();
     step_ms.push_back(t->step_ms);

@@ -43,6 +43,7 @@ TEST(BenchOptions, EveryFlag) {
                                           "--factor",       "2",
                                           "--iters",        "7",
                                           "--warmup",       "0",
+                                          "--gap-us",       "250",
                                           "--json",         "/tmp/x.json",
                                           "--corrupt-rank", "1"});
   ASSERT_TRUE(o.ok()) << o.status();
@@ -54,6 +55,7 @@ TEST(BenchOptions, EveryFlag) {
   EXPECT_EQ(o->factor, 2);
   EXPECT_EQ(o->iters, 7);
   EXPECT_EQ(o->warmup, 0);
+  EXPECT_EQ(o->gap_us, 250);
   EXPECT_EQ(o->json_path, "/tmp/x.json");
   EXPECT_EQ(o->corrupt_rank, 1);
   absl::StatusOr<BenchOptions> m = Parse({"--mode", "negotiated"});
@@ -84,6 +86,8 @@ TEST(BenchOptions, BadInputNamesTheFlag) {
            {{"--min-bytes", "2M", "--max-bytes", "1M"}, "above --max-bytes"},
            {{"--factor", "1"}, "--factor: '1' is not a number > 1"},
            {{"--iters", "0"}, "--iters"},
+           {{"--gap-us", "-5"},
+            "--gap-us: '-5' is not a number of microseconds"},
            {{"--iters", "3", "--seconds", "1"}, "both given"},
            {{"--op", "allgather", "--reduce", "max"}, "not allgather"},
            {{"--op", "alltoall", "--inplace"}, "not alltoall"},

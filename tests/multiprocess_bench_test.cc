@@ -4,6 +4,7 @@
 // corrupted result on one rank makes the run fail, naming that rank and
 // element. --mode step runs a preset's training step once per setting
 // (fusion threshold x cache capacity) and checks it the same way.
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -116,7 +117,8 @@ TEST(Bench, NegotiatedModeEveryCollective) {
 
 TEST(Bench, NegotiatedModeInPlaceAndOtherTypes) {
   for (std::vector<std::string> flags : std::vector<std::vector<std::string>>{
-           {"--dtype", "int8", "--reduce", "product", "--inplace"},
+           {"--dtype", "int8", "--reduce", "product", "--inplace", "--gap-us",
+            "100"},
            {"--dtype", "float16", "--reduce", "average"},
            {"--op", "broadcast", "--root", "1", "--dtype", "uint8"}}) {
     flags.insert(flags.end(), {"--mode", "negotiated", "--max-bytes", "300K",
@@ -128,6 +130,12 @@ TEST(Bench, NegotiatedModeInPlaceAndOtherTypes) {
     EXPECT_EQ(Count(run.json, "\"mode\": \"negotiated\""),
               Count(run.json, "\"op\": "))
         << run.json;
+    const bool gap =
+        std::find(flags.begin(), flags.end(), "--gap-us") != flags.end();
+    EXPECT_EQ(run.output.find("busy 100 us before each iteration") !=
+                  std::string::npos,
+              gap)
+        << run.output;
   }
 }
 
@@ -227,9 +235,12 @@ TEST(Bench, StepModeCorruptedResultFailsTheRun) {
 // the last reduce the inputs again, and the last one (from the original
 // inputs) is checked exactly; a corrupted result still fails.
 TEST(Bench, StepModeInPlaceChecksTheLastStep) {
-  BenchRun run = Bench(3, {"--mode", "step", "--preset", "small161", "--steps",
-                           "4", "--warmup", "2", "--inplace"});
+  BenchRun run =
+      Bench(3, {"--mode", "step", "--preset", "small161", "--steps", "4",
+                "--warmup", "2", "--inplace", "--gap-us", "50"});
   ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("busy 50 us before each step"), std::string::npos)
+      << run.output;
   EXPECT_NE(run.output.find("3 ranks, average allreduce, in place"),
             std::string::npos)
       << run.output;

@@ -362,6 +362,17 @@ bool FastPathLink::may_overrun_timeout() const {
   return fast_;
 }
 
+absl::Time FastPathLink::ReadBy(absl::Time now) const {
+  MutexLock lock(&mu_);
+  if (!fast_ || woken_ || need_ || leaving_ || failed_ || !ready_.empty()) {
+    return now;
+  }
+  // As MustLeave: idle for kFastPathPatience, rank 0's report.
+  absl::Time due = active_at_ + kFastPathPatience;
+  if (rank_ == 0) due = std::min(due, granted_at_ + kFastPathReportEvery);
+  return due;
+}
+
 bool FastPathLink::Leave() {
   MutexLock lock(&mu_);
   leaving_ = true;

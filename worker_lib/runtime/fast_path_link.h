@@ -113,6 +113,10 @@ class FastPathLink final : public CoordinatorLink {
   bool carries_plans() const override { return true; }
   // On the fast path a Receive may wait for peers past its timeout.
   bool may_overrun_timeout() const override ABSL_LOCKS_EXCLUDED(mu_);
+  // On the fast path with nothing kept, no need of the coordinator and no
+  // Wake: when this rank's next round is due anyway (the idle exit, rank 0's
+  // report); else `now`.
+  absl::Time ReadBy(absl::Time now) const override ABSL_LOCKS_EXCLUDED(mu_);
 
   // Rounds run and fast plans derived so far (for tests and benchmarks).
   uint64_t rounds() const ABSL_LOCKS_EXCLUDED(mu_);

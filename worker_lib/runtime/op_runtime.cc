@@ -272,8 +272,16 @@ absl::StatusOr<Handle> OpRuntime::SubmitOps(
   if (send_now) {
     // Whatever the outbox holds when this write takes it (other threads'
     // submissions too) goes in it; writes leave in the order they take it.
-    MutexLock send_lock(&send_mu_);
-    if (absl::Status s = Flush(); !s.ok()) OnFlushError(s);
+    absl::Status s;
+    {
+      MutexLock send_lock(&send_mu_);
+      s = Flush();
+    }
+    if (s.ok()) {
+      WakeQuietReader();  // the caller goes on submitting
+    } else {
+      OnFlushError(s);
+    }
   }
   return result;
 }

@@ -203,8 +203,10 @@ class OpRuntime {
 
   absl::StatusOr<bool> Poll(Handle handle) ABSL_LOCKS_EXCLUDED(mu_);
   // kolo::try_synchronize: Synchronize of a finished op (true, or its
-  // error); false (the outbox sent, as Poll) while it runs.
-  absl::StatusOr<bool> TrySynchronize(Handle handle, OpResult* result)
+  // error); false (the outbox sent, as Poll) while it runs. `reads_next`:
+  // the caller waits for it next (FlushOutbox).
+  absl::StatusOr<bool> TrySynchronize(Handle handle, OpResult* result,
+                                      bool reads_next = false)
       ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Synchronize(Handle handle, absl::Duration timeout,
                            OpResult* result) ABSL_LOCKS_EXCLUDED(mu_);
@@ -331,8 +333,14 @@ class OpRuntime {
   // for the Session's verdict (OnLinkBroken).
   void OnFlushError(const absl::Status& s) ABSL_LOCKS_EXCLUDED(mu_);
   // Flush() if the outbox or a Done holds anything (a caller starts
-  // waiting).
-  void FlushOutbox() ABSL_LOCKS_EXCLUDED(mu_, send_mu_);
+  // waiting). `reads_next`: the caller reads the link next if it is free
+  // (its wait); otherwise WakeQuietReader follows the write.
+  void FlushOutbox(bool reads_next = false) ABSL_LOCKS_EXCLUDED(mu_, send_mu_);
+  // After a write by a thread that does not read the link next: wakes the
+  // background thread if it waits off the link (bg_quiet_) and the link now
+  // has work (CoordinatorLink::ReadBy).
+  void WakeQuietReader() ABSL_LOCKS_EXCLUDED(mu_);
+  void WakeQuietReaderLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A plan being run: its steps, how many of this rank's pending ops it
   // runs, and (with a timeline) their names.
   struct PlanRun {
@@ -446,6 +454,9 @@ class OpRuntime {
   bool link_broken_ ABSL_GUARDED_BY(mu_) = false;
   // When the background thread's wait ends (InfinitePast: it is awake).
   absl::Time bg_wakes_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  // The background thread waits off a link that has nothing to do
+  // (CoordinatorLink::ReadBy; see AwaitLinkTurn).
+  bool bg_quiet_ ABSL_GUARDED_BY(mu_) = false;
   CacheMirror cache_ ABSL_GUARDED_BY(mu_);
   // Where a submission's Request is built (reused: a cache hit allocates
   // nothing for it).

@@ -73,8 +73,8 @@ absl::StatusOr<bool> OpRuntime::Poll(Handle handle) {
   return *finished;
 }
 
-absl::StatusOr<bool> OpRuntime::TrySynchronize(Handle handle,
-                                               OpResult* result) {
+absl::StatusOr<bool> OpRuntime::TrySynchronize(Handle handle, OpResult* result,
+                                               bool reads_next) {
   // A finished op is taken at once and sends nothing (as in Poll): after
   // the first handle of a step, the others of its plan are finished, and
   // the plan's Done rides with the next step's announcements, as with
@@ -92,7 +92,7 @@ absl::StatusOr<bool> OpRuntime::TrySynchronize(Handle handle,
     if (finished) status = Take(handle, result, &taken);
   }
   if (!finished) {
-    FlushOutbox();  // the caller waits: nothing more comes soon
+    FlushOutbox(reads_next);  // the caller waits: nothing more comes soon
     return false;
   }
   Recycle(taken);
@@ -105,7 +105,8 @@ absl::Status OpRuntime::Synchronize(Handle handle, absl::Duration timeout,
                                     OpResult* result) {
   // Finished (or failed, or unknown): as TrySynchronize says. Else the
   // outbox went (the caller waits) and this waits for it.
-  absl::StatusOr<bool> done = TrySynchronize(handle, result);
+  absl::StatusOr<bool> done =
+      TrySynchronize(handle, result, /*reads_next=*/true);
   if (!done.ok()) return done.status();
   if (*done) return absl::OkStatus();
   thread_local std::vector<std::shared_ptr<PendingOp>> taken;
@@ -146,7 +147,8 @@ absl::Status OpRuntime::SynchronizeLocked(
 
 std::vector<absl::Status> OpRuntime::SynchronizeAll(
     absl::Span<const Handle> handles, absl::Duration timeout) {
-  FlushOutbox();  // the caller waits: nothing more comes soon
+  FlushOutbox(
+      /*reads_next=*/true);  // the caller waits: nothing more comes soon
   const absl::Time deadline = absl::Now() + timeout;
   std::vector<absl::Status> out;
   out.reserve(handles.size());
@@ -168,7 +170,8 @@ std::vector<absl::Status> OpRuntime::SynchronizeAll(
 
 absl::StatusOr<size_t> OpRuntime::WaitAny(absl::Span<const Handle> handles,
                                           absl::Duration timeout) {
-  FlushOutbox();  // the caller waits: nothing more comes soon
+  FlushOutbox(
+      /*reads_next=*/true);  // the caller waits: nothing more comes soon
   const absl::Time deadline = absl::Now() + timeout;
   MutexLock lock(&mu_);
   if (handles.empty()) {

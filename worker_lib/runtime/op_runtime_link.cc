@@ -71,14 +71,31 @@ void OpRuntime::FlushFromUnderLock() {
   mu_.Lock();
 }
 
-void OpRuntime::FlushOutbox() {
+void OpRuntime::FlushOutbox(bool reads_next) {
   {
     MutexLock lock(&mu_);
     // Nothing to announce and no Done held back for the announcements.
     if (!outbox_.announcing() && outbox_.unsent_done == 0) return;
   }
-  MutexLock send_lock(&send_mu_);
-  if (absl::Status s = Flush(); !s.ok()) OnFlushError(s);
+  {
+    MutexLock send_lock(&send_mu_);
+    if (absl::Status s = Flush(); !s.ok()) {
+      OnFlushError(s);
+      return;
+    }
+  }
+  if (!reads_next) WakeQuietReader();
+}
+
+void OpRuntime::WakeQuietReader() {
+  MutexLock lock(&mu_);
+  WakeQuietReaderLocked();
+}
+
+void OpRuntime::WakeQuietReaderLocked() {
+  if (!bg_quiet_) return;
+  const absl::Time now = absl::Now();
+  if (link_->ReadBy(now) <= now) plan_cv_.SignalAll();
 }
 
 void OpRuntime::OnFlushError(const absl::Status&) {
@@ -150,6 +167,13 @@ OpRuntime::LinkTurn OpRuntime::AwaitLinkTurn(
     // that come while the caller keeps submitting run within one
     // announce window.
     const bool after_plan = now < bg_park_until_;
+    // The fast path with nothing kept here: a read would only wait, so this
+    // thread waits off the link until the next round is due, and a caller
+    // that comes to wait for its ops runs the round itself (no wake-up of
+    // this thread, then of the caller). A caller's write that leaves the
+    // link work wakes this thread unless the caller reads next
+    // (WakeQuietReader).
+    absl::Time read_by = absl::InfinitePast();
     if (runner_ != nullptr) {
       if (!plans_.empty()) {
         queued = std::move(plans_.front());
@@ -157,15 +181,21 @@ OpRuntime::LinkTurn OpRuntime::AwaitLinkTurn(
         held = std::move(runner_);  // back in ThreadMain after the run
         return LinkTurn::kQueued;
       }
+      if (!outbox_.announcing() && !after_plan && !link_broken_) {
+        read_by = link_->ReadBy(now);
+      }
       // A caller found the link broken: read it now for the verdict.
-      if ((!outbox_.announcing() && !after_plan) || link_broken_) {
+      if ((!outbox_.announcing() && !after_plan && read_by <= now) ||
+          link_broken_) {
         held = std::move(runner_);
         return LinkTurn::kRead;
       }
     }
+    const bool quiet = read_by > now;
     absl::Time until = outbox_.flush_at;
     if (after_plan) until = std::min(until, bg_park_until_);
-    if (runner_ == nullptr) {
+    if (quiet) until = std::min(until, read_by);
+    if (runner_ == nullptr || quiet) {
       // A caller that lets go of the link does not wake this thread:
       // it comes back by the end of the park.
       until = std::min(until,
@@ -173,7 +203,9 @@ OpRuntime::LinkTurn OpRuntime::AwaitLinkTurn(
                                                            : absl::Seconds(1)));
     }
     bg_wakes_at_ = until;
+    bg_quiet_ = quiet;
     const bool ended = plan_cv_.WaitWithDeadline(&mu_, until);
+    bg_quiet_ = false;
     bg_wakes_at_ = absl::InfinitePast();
     // A Done with nothing to ride with (no submission since its plan)
     // goes at the end of the park.
@@ -310,6 +342,7 @@ bool OpRuntime::AwaitProgress(absl::Time deadline) {
   }
   if (flush) {
     FlushFromUnderLock();
+    WakeQuietReaderLocked();  // this caller does not read again
   }
   return absl::Now() >= deadline;
 }

@@ -48,6 +48,12 @@ class CoordinatorLink {
   // wait for the peers: runtime/fast_path_link.h); a caller with a deadline
   // of its own then leaves the reading to the background thread.
   virtual bool may_overrun_timeout() const { return false; }
+  // By when the link must next be read, at `now`: `now` (or earlier) when a
+  // Receive has work to do or a message may come; a later time when until
+  // then a Receive would only wait (the fast path with nothing kept here:
+  // runtime/fast_path_link.h). The background thread then waits off the
+  // link, which stays free for a caller that comes to wait for its ops.
+  virtual absl::Time ReadBy(absl::Time now) const { return now; }
 };
 
 }  // namespace kolo::worker
