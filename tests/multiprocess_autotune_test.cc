@@ -134,6 +134,24 @@ JobRun RunOnTwoFakeHosts(const std::string& log, int samples,
       absl::Seconds(180));
 }
 
+// Every switch (as rank 0 logged them; ExpectSameSwitches checked that every
+// rank's are the same) carries the data plane's sizes and never the
+// hierarchy, and the CSV's best line has a cut-off and no hierarchy column.
+void ExpectDataPlaneTunedWithoutHierarchy(const JobRun& run,
+                                          const std::string& log) {
+  const std::map<int, std::vector<std::string>> by_rank =
+      SwitchesByRank(run.output);
+  ASSERT_FALSE(by_rank.empty());
+  for (const std::string& line : by_rank.begin()->second) {
+    EXPECT_TRUE(absl::StrContains(line, "small-message cut-off ")) << line;
+    EXPECT_FALSE(absl::StrContains(line, "hierarchical")) << line;
+  }
+  const std::vector<std::string> best = BestLine(log);
+  ASSERT_EQ(best.size(), 8u) << ReadAll(log);
+  EXPECT_FALSE(best[4].empty()) << ReadAll(log);
+  EXPECT_TRUE(best[6].empty()) << ReadAll(log);
+}
+
 TEST(MultiprocessAutotune, EveryRankSwitchesAtTheSamePlan) {
   const std::string log = ::testing::TempDir() + "/mp_autotune.csv";
   std::remove(log.c_str());
@@ -164,18 +182,8 @@ TEST(MultiprocessAutotune, TcpDataPlaneSettingsAreTunedToo) {
           {"KOLO_AUTOTUNE", std::nullopt},
           {"KOLO_SHM", "0"}});
   ExpectSameSwitches(run, 2, 4, log);
-  const std::map<int, std::vector<std::string>> by_rank =
-      SwitchesByRank(run.output);
-  ASSERT_FALSE(by_rank.empty());
-  for (const std::string& line : by_rank.begin()->second) {
-    EXPECT_TRUE(absl::StrContains(line, "small-message cut-off ")) << line;
-    // One host: no hierarchy to tune.
-    EXPECT_FALSE(absl::StrContains(line, "hierarchical")) << line;
-  }
-  const std::vector<std::string> best = BestLine(log);
-  ASSERT_EQ(best.size(), 8u) << ReadAll(log);
-  EXPECT_FALSE(best[4].empty()) << ReadAll(log);
-  EXPECT_TRUE(best[6].empty()) << ReadAll(log);
+  // One host: no hierarchy to tune.
+  ExpectDataPlaneTunedWithoutHierarchy(run, log);
 }
 
 // Two fake hosts of two ranks (KOLO_HIERARCHICAL auto: two levels): every
@@ -222,16 +230,7 @@ TEST(MultiprocessAutotune, AForcedHierarchyIsNotTuned) {
   const std::string log = ::testing::TempDir() + "/mp_autotune_forced.csv";
   JobRun run = RunOnTwoFakeHosts(log, 3, "1");
   ExpectSameSwitches(run, 4, 3, log);
-  const std::map<int, std::vector<std::string>> by_rank =
-      SwitchesByRank(run.output);
-  ASSERT_FALSE(by_rank.empty());
-  for (const std::string& line : by_rank.begin()->second) {
-    EXPECT_TRUE(absl::StrContains(line, "small-message cut-off ")) << line;
-    EXPECT_FALSE(absl::StrContains(line, "hierarchical")) << line;
-  }
-  const std::vector<std::string> best = BestLine(log);
-  ASSERT_EQ(best.size(), 8u) << ReadAll(log);
-  EXPECT_TRUE(best[6].empty()) << ReadAll(log);
+  ExpectDataPlaneTunedWithoutHierarchy(run, log);
 }
 
 TEST(MultiprocessAutotune, HorovodsVariables) {

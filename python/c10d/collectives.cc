@@ -132,21 +132,30 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::allgather(
            " output tensors");
     }
     for (const at::Tensor& t : outputs[0]) CheckTensor(t, "allgather");
-    at::Tensor buf = inputs[0].contiguous();
-    auto staging = std::make_shared<Staging>();
-    Name(call, CallSignature(buf, false));
-    std::vector<at::Tensor> outs = outputs[0];
-    Finish finish = [outs, staging](const std::vector<OpResult>& r) mutable {
-      CopySlices(staging->tensor, Splits(r[0]), outs, "allgather");
-    };
-    Tensor k = KoloTensor(buf, true);
-    Allocator alloc = OutputAllocator(at::Tensor(), buf.scalar_type(), staging);
-    Order(call);
-    return Submit(c10d::OpType::ALLGATHER, "allgather", call,
-                  One(api_->allgather_async(k, std::move(alloc), call.name,
-                                            process_set_)),
-                  outputs[0], std::move(finish), {buf});
+    return SubmitGathered(c10d::OpType::ALLGATHER, "allgather", call, inputs[0],
+                          outputs[0]);
   });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::SubmitGathered(
+    c10d::OpType type, const char* what, Call& call, const at::Tensor& input,
+    std::vector<at::Tensor> outs) {
+  at::Tensor buf = input.contiguous();
+  auto staging = std::make_shared<Staging>();
+  Name(call, CallSignature(buf, false));
+  Finish finish = nullptr;
+  if (!outs.empty()) {
+    finish = [outs, staging, what](const std::vector<OpResult>& r) mutable {
+      CopySlices(staging->tensor, Splits(r[0]), outs, what);
+    };
+  }
+  Tensor k = KoloTensor(buf, true);
+  Allocator alloc = OutputAllocator(at::Tensor(), buf.scalar_type(), staging);
+  Order(call);
+  return Submit(
+      type, what, call,
+      One(api_->allgather_async(k, std::move(alloc), call.name, process_set_)),
+      std::move(outs), std::move(finish), {buf});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::_allgather_base(
@@ -199,22 +208,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupKolo::gather(
       Fail("gather: only the root (rank " + std::to_string(opts.rootRank) +
            ") takes output tensors");
     }
-    at::Tensor buf = inputs[0].contiguous();
-    auto staging = std::make_shared<Staging>();
-    Name(call, CallSignature(buf, false));
-    Finish finish = nullptr;
-    if (root) {
-      finish = [outs, staging](const std::vector<OpResult>& r) mutable {
-        CopySlices(staging->tensor, Splits(r[0]), outs, "gather");
-      };
-    }
-    Tensor k = KoloTensor(buf, true);
-    Allocator alloc = OutputAllocator(at::Tensor(), buf.scalar_type(), staging);
-    Order(call);
-    return Submit(c10d::OpType::GATHER, "gather", call,
-                  One(api_->allgather_async(k, std::move(alloc), call.name,
-                                            process_set_)),
-                  outs, std::move(finish), {buf});
+    return SubmitGathered(c10d::OpType::GATHER, "gather", call, inputs[0],
+                          std::move(outs));
   });
 }
 

@@ -382,6 +382,13 @@ class ProcessGroupKolo : public c10d::ProcessGroup {
       std::vector<at::Tensor> outputs,
       std::function<void(const std::vector<OpResult>&)> finish,
       std::vector<at::Tensor> keep);
+  // allgather and gather: one allgather of `input` into staging memory,
+  // sliced into `outs` once it completed (none: a gather's non-root keeps
+  // nothing). Names and orders `call`.
+  c10::intrusive_ptr<c10d::Work> SubmitGathered(c10d::OpType type,
+                                                const char* what, Call& call,
+                                                const at::Tensor& input,
+                                                std::vector<at::Tensor> outs);
   // A global rank of kolo's process set from a rank of this group.
   int GlobalRank(int64_t group_rank, const char* what) const;
 
