@@ -232,15 +232,34 @@ std::vector<double> Autotuner::ToPoint(const TunedSettings& s) const {
   return x;
 }
 
+int Autotuner::SearchSamples() const {
+  return options_.max_samples >= 4 * kConfirmedSettings
+             ? options_.max_samples - kConfirmedSettings
+             : options_.max_samples;
+}
+
 TunedSettings Autotuner::Next(double score) {
   ++scored_;
   LogLine(absl::StrCat(scored_), current_, score);
+  if (confirming_) {
+    confirm_scores_.push_back(score);
+    if (confirm_scores_.size() < confirm_.size()) {
+      return confirm_[confirm_scores_.size()];
+    }
+    const size_t best = static_cast<size_t>(
+        std::max_element(confirm_scores_.begin(), confirm_scores_.end()) -
+        confirm_scores_.begin());
+    return Choose(confirm_[best], confirm_scores_[best],
+                  absl::StrCat(" (the best of the search's ", confirm_.size(),
+                               " best settings, each run again)"));
+  }
+  scored_settings_.emplace_back(current_, score);
   if (search_ == nullptr) search_ = std::make_unique<Search>();
   if (search_->search == nullptr) {
     // The first score is the starting setting's: the search begins from it.
     search_->seeds.emplace_back(Column(ToPoint(current_)), score);
     if (options_.initial.hierarchical_tuned && search_->seeds.size() == 1 &&
-        scored_ < options_.max_samples) {
+        scored_ < SearchSamples()) {
       // With the hierarchy tuned, the next is the same setting with the
       // hierarchy flipped: the two are compared at equal settings first,
       // and the search starts from both (its local steps around the best
@@ -263,37 +282,66 @@ TunedSettings Autotuner::Next(double score) {
     search_->pending->set(score);
     search_->pending.reset();
   }
-  if (scored_ >= options_.max_samples) {
-    dlib::matrix<double, 0, 1> best;
-    double best_score = 0;
-    size_t index = 0;
-    search_->search->get_best_function_eval(best, best_score, index);
-    done_ = true;
-    TunedSettings chosen = FromPoint(
-        absl::MakeConstSpan(&best(0), static_cast<size_t>(best.size())));
-    LogLine("best", chosen, best_score);
-    GetLogger("coordinator")
-        ->info(
-            "autotune: done after {} samples: fusion threshold {} bytes, "
-            "cycle time {}, response cache {}{}{} ({:.0f} bytes/s)",
-            scored_, chosen.fusion_threshold,
-            absl::FormatDuration(chosen.cycle_time),
-            chosen.cache_enabled ? "on" : "off",
-            chosen.data_plane
-                ? absl::StrCat(", ", proto::DataPlaneSettingsText(
-                                         chosen.small_allreduce_bytes,
-                                         chosen.segment_bytes))
-                : std::string(),
-            chosen.hierarchical_tuned
-                ? (chosen.hierarchical ? ", hierarchical on"
-                                       : ", hierarchical off")
-                : "",
-            best_score);
-    return chosen;
-  }
+  if (scored_ >= SearchSamples()) return EndSearch();
   search_->pending.emplace(search_->search->get_next_x());
   const dlib::matrix<double, 0, 1>& x = search_->pending->x();
   return FromPoint(absl::MakeConstSpan(&x(0), static_cast<size_t>(x.size())));
+}
+
+TunedSettings Autotuner::EndSearch() {
+  if (SearchSamples() < options_.max_samples) {
+    // The search's best distinct settings, best first (a stable order:
+    // ties keep the order they were scored in).
+    std::vector<std::pair<TunedSettings, double>> ranked = scored_settings_;
+    std::stable_sort(
+        ranked.begin(), ranked.end(),
+        [](const auto& a, const auto& b) { return a.second > b.second; });
+    confirm_.clear();
+    for (const auto& [settings, s] : ranked) {
+      if (confirm_.size() == static_cast<size_t>(kConfirmedSettings)) break;
+      if (std::find(confirm_.begin(), confirm_.end(), settings) ==
+          confirm_.end()) {
+        confirm_.push_back(settings);
+      }
+    }
+    if (confirm_.size() >= 2) {
+      confirming_ = true;
+      confirm_scores_.clear();
+      return confirm_.front();
+    }
+  }
+  dlib::matrix<double, 0, 1> best;
+  double best_score = 0;
+  size_t index = 0;
+  search_->search->get_best_function_eval(best, best_score, index);
+  return Choose(FromPoint(absl::MakeConstSpan(
+                    &best(0), static_cast<size_t>(best.size()))),
+                best_score, "");
+}
+
+TunedSettings Autotuner::Choose(const TunedSettings& chosen, double score,
+                                absl::string_view how) {
+  done_ = true;
+  confirming_ = false;
+  LogLine("best", chosen, score);
+  GetLogger("coordinator")
+      ->info(
+          "autotune: done after {} samples{}: fusion threshold {} bytes, "
+          "cycle time {}, response cache {}{}{} ({:.0f} bytes/s)",
+          scored_, std::string(how), chosen.fusion_threshold,
+          absl::FormatDuration(chosen.cycle_time),
+          chosen.cache_enabled ? "on" : "off",
+          chosen.data_plane
+              ? absl::StrCat(", ", proto::DataPlaneSettingsText(
+                                       chosen.small_allreduce_bytes,
+                                       chosen.segment_bytes))
+              : std::string(),
+          chosen.hierarchical_tuned
+              ? (chosen.hierarchical ? ", hierarchical on"
+                                     : ", hierarchical off")
+              : "",
+          score);
+  return chosen;
 }
 
 std::optional<TunedSettings> Autotuner::EndStep(uint64_t bytes,
@@ -356,6 +404,10 @@ std::optional<TunedSettings> Autotuner::TuneDataPlane(
 std::optional<TunedSettings> Autotuner::Restart() {
   if (done_) return std::nullopt;
   search_.reset();
+  scored_settings_.clear();
+  confirm_.clear();
+  confirm_scores_.clear();
+  confirming_ = false;
   scored_ = 0;
   steps_ = 0;
   sample_started_ = false;

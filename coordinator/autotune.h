@@ -27,9 +27,15 @@
 //   flipped (the two compared at equal settings); each next one comes from
 //   dlib's global_function_search (dlib/global_optimization.h, Debian's
 //   libdlib-dev), told every score so far.
-// - After max_samples scored samples the best setting seen is chosen and
-//   kept; tuning is done. Each sample and the choice are one CSV line of the
-//   log file (when one is named): "sample,fusion_threshold_mb,cycle_time_ms,
+// - Then, with a budget of at least 4 * kConfirmedSettings samples, the
+//   search ends kConfirmedSettings samples early, and the best settings it
+//   scored (up to kConfirmedSettings distinct ones, best first) each run one
+//   more sample, back to back: the best of those fresh scores is chosen
+//   (the best score among many noisy ones is most often a lucky one; the
+//   fresh ones are not chosen for their luck). With a smaller budget the
+//   best setting seen is chosen. The choice is kept; tuning is done. Each
+//   sample and the choice are one CSV line of the log file (when one is named):
+//   "sample,fusion_threshold_mb,cycle_time_ms,
 //   cache_enabled,small_allreduce_kb,segment_kb,hierarchical,
 //   score_bytes_per_second" with sample "best" for the choice; the two
 //   data-plane columns and hierarchical (1 or 0) are empty when they are not
@@ -51,11 +57,13 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/autotune_config.h"
@@ -87,6 +95,10 @@ struct TunedSettings {
            hierarchical == o.hierarchical;
   }
 };
+
+// How many of the search's best settings run again before the choice (see
+// the header comment).
+inline constexpr int kConfirmedSettings = 3;
 
 struct AutotuneOptions {
   bool enabled = false;
@@ -167,6 +179,13 @@ class Autotuner {
   explicit Autotuner(AutotuneOptions options);
   // The sample that just ended scored `score`: returns the next setting.
   TunedSettings Next(double score);
+  // Samples the search may score: the budget, less the confirmation's.
+  int SearchSamples() const;
+  // The search ended: the confirmation's first setting, or the choice.
+  TunedSettings EndSearch();
+  // Done with `chosen`, scored `score`: logs it and returns it.
+  TunedSettings Choose(const TunedSettings& chosen, double score,
+                       absl::string_view how);
   // The settings at a point of the search space (see autotune.cc), and
   // back.
   TunedSettings FromPoint(absl::Span<const double> x) const;
@@ -177,6 +196,13 @@ class Autotuner {
   std::FILE* log_ = nullptr;
   std::unique_ptr<Search> search_;
   TunedSettings current_;
+  // Every setting the search scored, and its score (for the confirmation).
+  std::vector<std::pair<TunedSettings, double>> scored_settings_;
+  // The confirmation: the settings to run again, best first, and the fresh
+  // scores of those that ran (confirming_ while it lasts).
+  std::vector<TunedSettings> confirm_;
+  std::vector<double> confirm_scores_;
+  bool confirming_ = false;
   bool done_ = false;
   int warmups_left_ = 0;
   int scored_ = 0;
