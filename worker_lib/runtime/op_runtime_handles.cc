@@ -147,8 +147,8 @@ absl::Status OpRuntime::SynchronizeLocked(
 
 std::vector<absl::Status> OpRuntime::SynchronizeAll(
     absl::Span<const Handle> handles, absl::Duration timeout) {
-  FlushOutbox(
-      /*reads_next=*/true);  // the caller waits: nothing more comes soon
+  // The caller waits (nothing more comes soon), reading the link if free.
+  FlushOutbox(/*reads_next=*/true);
   const absl::Time deadline = absl::Now() + timeout;
   std::vector<absl::Status> out;
   out.reserve(handles.size());
@@ -170,8 +170,8 @@ std::vector<absl::Status> OpRuntime::SynchronizeAll(
 
 absl::StatusOr<size_t> OpRuntime::WaitAny(absl::Span<const Handle> handles,
                                           absl::Duration timeout) {
-  FlushOutbox(
-      /*reads_next=*/true);  // the caller waits: nothing more comes soon
+  // The caller waits (nothing more comes soon), reading the link if free.
+  FlushOutbox(/*reads_next=*/true);
   const absl::Time deadline = absl::Now() + timeout;
   MutexLock lock(&mu_);
   if (handles.empty()) {
