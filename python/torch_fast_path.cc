@@ -9,12 +9,14 @@
 #include <pybind11/pybind11.h>
 
 #include <cstddef>
+#include <stdexcept>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "kolo/kolo.h"
 #include "kolo/types.h"
 #include "python/elastic_binding.h"
+#include "python/tensor_reader.h"
 
 namespace py = pybind11;
 
@@ -30,9 +32,10 @@ PyObject* const* handle_map = nullptr;
 // and handle map cost more than the submission itself. The objects it
 // needs come from kolo.torch at import (set_tensor_fast_path): the tensor
 // type, the strided layout, dtype -> code for the dtypes it takes, Horovod
-// op -> kolo op code and Horovod's Average; it reads a tensor through
-// torch's Python attributes (layout, is_cpu, is_contiguous(), dtype,
-// data_ptr(), shape) and includes no torch header. Its handles go in the
+// op -> kolo op code and Horovod's Average. It includes no torch header: it
+// reads a tensor with kolo._kolo_c10d's reader when kolo.torch set one
+// (tensor_reader.h), else through torch's Python attributes (layout,
+// is_cpu, is_contiguous(), dtype, data_ptr(), shape). Its handles go in the
 // engine's handle map, its tensor as the entry.
 struct TensorFastPath {
   PyObject* tensor_type = nullptr;
@@ -49,6 +52,9 @@ struct TensorFastPath {
   PyObject* empty = nullptr;  // "" for format()
 };
 TensorFastPath fast_path;  // set once at import; never freed
+// kolo._kolo_c10d's, when kolo.torch set it (set_tensor_reader); null: the
+// tensor's Python attributes are read.
+const TensorReader* reader = nullptr;
 
 void SetTensorFastPath(py::object tensor_type, py::object strided,
                        py::dict codes, py::dict ops, py::object average) {
@@ -59,6 +65,27 @@ void SetTensorFastPath(py::object tensor_type, py::object strided,
                      keep(ops),         keep(average),         name("layout"),
                      name("is_cpu"),    name("is_contiguous"), name("dtype"),
                      name("data_ptr"),  name("shape"),         name("")};
+}
+
+// set_tensor_reader(capsule): reads tensors with kolo._kolo_c10d's reader
+// from now on (None: through the Python attributes again); raises unless
+// the capsule is one of the same version.
+void SetTensorReader(const py::object& capsule) {
+  if (capsule.is_none()) {
+    reader = nullptr;
+    return;
+  }
+  auto* table = static_cast<const TensorReader*>(
+      PyCapsule_GetPointer(capsule.ptr(), kTensorReaderCapsuleName));
+  if (table == nullptr) throw py::error_already_set();
+  if (table->version != kTensorReaderVersion) {
+    throw std::runtime_error(
+        "kolo._kolo: the tensor reader of kolo._kolo_c10d is version " +
+        std::to_string(table->version) + ", this module wants " +
+        std::to_string(kTensorReaderVersion) +
+        " (both must come from one build)");
+  }
+  reader = table;
 }
 
 // The attribute (or, `call`, the result of the no-argument method) `name`
@@ -79,14 +106,11 @@ struct FastRequest {
   std::string name;
 };
 
-bool ReadFastRequest(PyObject* const* args, FastRequest& r) {
-  PyObject* tensor = args[0];
+// The tensor as a kolo tensor read through its Python attributes (layout,
+// is_cpu, is_contiguous(), dtype, shape, data_ptr()); false when it is not
+// the hot path's.
+bool ReadTensorAttributes(PyObject* tensor, Tensor& out) {
   const TensorFastPath& f = fast_path;
-  if (f.tensor_type == nullptr ||
-      PyObject_TypeCheck(tensor,
-                         reinterpret_cast<PyTypeObject*>(f.tensor_type)) == 0) {
-    return false;
-  }
   auto is = [](PyObject* got, PyObject* want) {  // steals `got`
     const bool same = got == want;
     Py_XDECREF(got);
@@ -102,6 +126,40 @@ bool ReadFastRequest(PyObject* const* args, FastRequest& r) {
   PyObject* code = PyDict_GetItemWithError(f.codes, dtype);  // borrowed
   Py_DECREF(dtype);
   if (code == nullptr) return false;
+  out.dtype = static_cast<DataType>(PyLong_AsLong(code));
+  PyObject* shape = Attribute(tensor, f.shape);
+  if (shape == nullptr) return false;
+  const bool tuple = PyTuple_Check(shape) != 0;
+  if (tuple) {
+    const Py_ssize_t dims = PyTuple_GET_SIZE(shape);
+    out.shape.resize(static_cast<size_t>(dims));
+    for (Py_ssize_t i = 0; i < dims; ++i) {
+      out.shape[static_cast<size_t>(i)] =
+          PyLong_AsLongLong(PyTuple_GET_ITEM(shape, i));
+    }
+  }
+  Py_DECREF(shape);
+  if (!tuple) return false;
+  PyObject* ptr = Attribute(tensor, f.data_ptr, /*call=*/true);
+  if (ptr == nullptr) return false;
+  out.data = PyLong_AsVoidPtr(ptr);
+  Py_DECREF(ptr);
+  out.device = kCpu;
+  return PyErr_Occurred() == nullptr;
+}
+
+bool ReadFastRequest(PyObject* const* args, FastRequest& r) {
+  PyObject* tensor = args[0];
+  const TensorFastPath& f = fast_path;
+  if (f.tensor_type == nullptr ||
+      PyObject_TypeCheck(tensor,
+                         reinterpret_cast<PyTypeObject*>(f.tensor_type)) == 0) {
+    return false;
+  }
+  if (reader != nullptr ? !reader->read(tensor, &r.tensor)
+                        : !ReadTensorAttributes(tensor, r.tensor)) {
+    return false;
+  }
   const int world = size();
   if (world <= 0) return false;  // not initialised
   // Horovod's op: Average is a Sum whose postscale is divided by the size.
@@ -136,25 +194,6 @@ bool ReadFastRequest(PyObject* const* args, FastRequest& r) {
     Py_DECREF(text);
     if (utf8 == nullptr) return false;
   }
-  PyObject* shape = Attribute(tensor, f.shape);
-  if (shape == nullptr) return false;
-  const bool tuple = PyTuple_Check(shape) != 0;
-  if (tuple) {
-    const Py_ssize_t dims = PyTuple_GET_SIZE(shape);
-    r.tensor.shape.resize(static_cast<size_t>(dims));
-    for (Py_ssize_t i = 0; i < dims; ++i) {
-      r.tensor.shape[static_cast<size_t>(i)] =
-          PyLong_AsLongLong(PyTuple_GET_ITEM(shape, i));
-    }
-  }
-  Py_DECREF(shape);
-  if (!tuple) return false;
-  PyObject* ptr = Attribute(tensor, f.data_ptr, /*call=*/true);
-  if (ptr == nullptr) return false;
-  r.tensor.data = PyLong_AsVoidPtr(ptr);
-  Py_DECREF(ptr);
-  r.tensor.dtype = static_cast<DataType>(PyLong_AsLong(code));
-  r.tensor.device = kCpu;
   return PyErr_Occurred() == nullptr;
 }
 
@@ -207,6 +246,7 @@ void BindTensorFastPath(py::module_& m, PyObject* error,
   handle_map = handles;
   m.attr("allreduce_tensor_fast") = py::reinterpret_steal<py::object>(
       PyCFunction_New(&fast_tensor_def, nullptr));
+  m.def("set_tensor_reader", &SetTensorReader, py::arg("capsule"));
   m.def("set_tensor_fast_path", &SetTensorFastPath, py::arg("tensor_type"),
         py::arg("strided"), py::arg("codes"), py::arg("ops"),
         py::arg("average"));

@@ -1,4 +1,5 @@
-// kolo._kolo_c10d: the native half of kolo.torch.distributed. create()
+// kolo._kolo_c10d: the native half of kolo.torch.distributed, and the torch
+// tensor reader of kolo.torch's hot path (tensor_reader.h). create()
 // makes a ProcessGroupKolo (returned as torch's c10d ProcessGroup, so torch
 // wraps it as its own); kolo's API comes from kolo._kolo's capsule
 // (python/c_api.h), so both modules drive the one engine _kolo holds.
@@ -13,6 +14,7 @@
 
 #include "absl/time/time.h"
 #include "python/c10d/process_group_kolo.h"
+#include "python/c10d/tensor_reader.h"
 
 namespace {
 
@@ -47,4 +49,5 @@ PYBIND11_MODULE(_kolo_c10d, m) {
   m.def("create", &Create, py::arg("rank"), py::arg("size"),
         py::arg("process_set"), py::arg("uid"), py::arg("timeout"),
         py::call_guard<py::gil_scoped_release>());
+  kolo::c10d_backend::BindTensorReader(m);
 }

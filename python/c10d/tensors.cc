@@ -15,7 +15,8 @@ namespace {
   throw std::runtime_error("kolo backend: " + message);
 }
 
-// kolo's dtype for torch's; false when kolo has none.
+}  // namespace
+
 bool KoloType(at::ScalarType t, DataType* out) {
   switch (t) {
     case at::kByte:
@@ -52,8 +53,6 @@ bool KoloType(at::ScalarType t, DataType* out) {
       return false;
   }
 }
-
-}  // namespace
 
 void CheckTensor(const at::Tensor& t, const std::string& op) {
   if (!t.defined()) Fail(op + ": an undefined tensor");

@@ -17,6 +17,9 @@
 
 namespace kolo::c10d_backend {
 
+// kolo's dtype for torch's `t` in `*out`; false when kolo has none.
+bool KoloType(at::ScalarType t, DataType* out);
+
 // Throws (RuntimeError in Python) unless `t` is a dense CPU tensor of a
 // dtype kolo has; names the op.
 void CheckTensor(const at::Tensor& t, const std::string& op);

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import kolo.torch as hvd
+from kolo import _kolo
 from conftest import ALL_DTYPES, FLOATS, NUMERIC, data, reference
 
 OPS = [hvd.Sum, hvd.Average, hvd.Min, hvd.Max, hvd.Product]
@@ -63,6 +64,54 @@ def test_allreduce_every_dtype_and_op(dtype, op):
     same(hvd.synchronize(h1), want)
     assert hvd.synchronize(h2) is t2
     same(t2, want)
+
+
+@pytest.fixture(params=['torch C++', 'Python attributes'])
+def tensor_reader(request):
+    """allreduce_async_'s hot path reads tensors through torch's C++
+    accessors (kolo._kolo_c10d's reader) or, in a build without that
+    module, through their Python attributes: each test runs with both."""
+    c10d = pytest.importorskip('kolo._kolo_c10d')
+    if request.param == 'Python attributes':
+        _kolo.set_tensor_reader(None)
+    yield request.param
+    _kolo.set_tensor_reader(c10d.tensor_reader)
+
+
+def test_hot_path_takes_what_it_should_and_reads_it_exactly(tensor_reader):
+    fast = _kolo.allreduce_tensor_fast  # a handle, or None: the general path
+    for t in (torch.ones(2, dtype=torch.bool), torch.ones(4, 4).t(),
+              torch.ones(2, 2).to_sparse(), torch.ones(2, dtype=torch.complex64),
+              torch.ones(2).numpy()):
+        assert fast(t, hvd.Sum, 1.0, 1.0, None) is None, (tensor_reader, t)
+    n, r = hvd.size(), hvd.rank()
+    ranks = sum(range(1, n + 1))
+    # a view at an offset into its storage: only its own elements change
+    base = torch.arange(10, dtype=torch.float32) * (r + 1)
+    view = base[3:7]
+    h = fast(view, hvd.Sum, 1.0, 1.0, 'hot.view')
+    assert isinstance(h, int)
+    assert hvd.synchronize(h) is view
+    want = torch.arange(10, dtype=torch.float32) * (r + 1)
+    want[3:7] = torch.arange(3, 7, dtype=torch.float32) * ranks
+    same(base, want)
+    # 0-d, empty and a parameter (a subclass of torch.Tensor)
+    for t, name in ((torch.tensor(float(r + 1)), 'hot.scalar'),
+                    (torch.empty(0), 'hot.empty'),
+                    (torch.nn.Parameter(torch.full((3,), float(r + 1)),
+                                        requires_grad=False), 'hot.param')):
+        h = fast(t, hvd.Sum, 1.0, 1.0, name)
+        assert isinstance(h, int), name
+        assert hvd.synchronize(h) is t
+        same(t.detach(), torch.full(t.shape, float(ranks)))
+    # every numeric dtype, of a shape with several dimensions
+    for dtype in NUMERIC:
+        tensors = everyone((2, 3, 4), dtype)
+        t = tensors[r].clone()
+        h = fast(t, hvd.Sum, 1.0, 1.0, f'hot.{dtype}')
+        assert isinstance(h, int), dtype
+        assert hvd.synchronize(h) is t
+        same(t, reference(tensors, hvd.Sum))
 
 
 def test_allreduce_default_is_average_and_scalar():

@@ -49,6 +49,11 @@ _kolo.set_tensor_fast_path(
     torch.Tensor, torch.strided,
     {d: code for d, code in _CODES.items() if code != _e.BOOL}, _KOLO_OP,
     Average)
+try:  # torch's C++ accessors read the tensor (kolo._kolo_c10d, when built)
+    from kolo import _kolo_c10d
+    _kolo.set_tensor_reader(_kolo_c10d.tensor_reader)
+except ImportError:
+    pass  # a build without Torch's C++ package: torch's Python attributes
 _allreduce_tensor = _kolo.allreduce_tensor_fast
 _synchronize_fast = _kolo.synchronize_fast
 
