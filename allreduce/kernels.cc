@@ -288,6 +288,21 @@ T TruncateAndWrap(double x) {
   return static_cast<T>(static_cast<U>(bits));
 }
 
+// Calls `f` with a functor x -> x / n for T: a multiplication by 1/n when n
+// is a power of two, a division otherwise. 1/n is then exact, so both round
+// the same real x/n: the bits are the same, and a multiply costs half a
+// divide or less. (n is a rank count: 1/n stays a normal number.)
+template <typename T, typename F>
+void WithDivider(int64_t n, F f) {
+  const auto tn = static_cast<T>(n);
+  if (n > 0 && n <= (int64_t{1} << 20) && (n & (n - 1)) == 0) {
+    const T r = T{1} / tn;
+    f([r](T x) { return x * r; });
+  } else {
+    f([tn](T x) { return x / tn; });
+  }
+}
+
 }  // namespace
 
 absl::Status ReduceInto(DataType type, ReduceOp op, void* dst, const void* src,
@@ -313,8 +328,6 @@ absl::Status DivideBy(DataType type, void* data, size_t count, int64_t n) {
         "average: cannot divide by ", n, " ranks; the count must be >= 1"));
   }
   if (n == 1 || count == 0) return absl::OkStatus();
-  const auto fn = static_cast<float>(n);
-  const auto dn = static_cast<double>(n);
   // Integers: C++ division truncates toward zero; |x / n| <= |x| fits.
   auto int_div = [n](auto x) {
     return static_cast<decltype(x)>(static_cast<int64_t>(x) / n);
@@ -336,17 +349,21 @@ absl::Status DivideBy(DataType type, void* data, size_t count, int64_t n) {
       MapInPlace<int64_t>(data, count, int_div);
       break;
     case DataType::kFloat16:
-      MapHalfInPlace<HalfCodec>(data, count, [fn](float x) { return x / fn; });
+      WithDivider<float>(
+          n, [&](auto div) { MapHalfInPlace<HalfCodec>(data, count, div); });
       break;
     case DataType::kBFloat16:
-      MapHalfInPlace<BFloat16Codec>(data, count,
-                                    [fn](float x) { return x / fn; });
+      WithDivider<float>(n, [&](auto div) {
+        MapHalfInPlace<BFloat16Codec>(data, count, div);
+      });
       break;
     case DataType::kFloat32:
-      MapInPlace<float>(data, count, [fn](float x) { return x / fn; });
+      WithDivider<float>(
+          n, [&](auto div) { MapInPlace<float>(data, count, div); });
       break;
     case DataType::kFloat64:
-      MapInPlace<double>(data, count, [dn](double x) { return x / dn; });
+      WithDivider<double>(
+          n, [&](auto div) { MapInPlace<double>(data, count, div); });
       break;
     case DataType::kBool:
       break;  // refused above
@@ -435,8 +452,6 @@ absl::Status FinishCopy(DataType type, const void* in, void* out, size_t count,
   }
   // The same arithmetic as DivideBy followed by Scale, element by element,
   // so that a fused op's result is bitwise the unfused one's.
-  const auto fn = static_cast<float>(n);
-  const auto dn = static_cast<double>(n);
   const auto ff = static_cast<float>(postscale);
   auto as_int = [&](auto zero) {
     using T = decltype(zero);
@@ -459,11 +474,13 @@ absl::Status FinishCopy(DataType type, const void* in, void* out, size_t count,
   // passes do.
   auto half = [&](auto codec) {
     using Codec = decltype(codec);
-    MapHalfInto<Codec>(in, out, count, [&](float x) {
-      if (divide) x = x / fn;
-      if (divide && scale) x = Codec::Decode(Codec::Encode(x));
-      if (scale) x = x * ff;
-      return x;
+    WithDivider<float>(n, [&](auto div) {
+      MapHalfInto<Codec>(in, out, count, [&](float x) {
+        if (divide) x = div(x);
+        if (divide && scale) x = Codec::Decode(Codec::Encode(x));
+        if (scale) x = x * ff;
+        return x;
+      });
     });
   };
   switch (type) {
@@ -489,20 +506,26 @@ absl::Status FinishCopy(DataType type, const void* in, void* out, size_t count,
       half(BFloat16Codec{});
       break;
     case DataType::kFloat32:
-      if (!scale) {
-        MapInto<float>(in, out, count, [fn](float x) { return x / fn; });
-      } else if (!divide) {
+      if (!divide) {
         MapInto<float>(in, out, count, [ff](float x) { return x * ff; });
-      } else {
-        MapInto<float>(in, out, count,
-                       [fn, ff](float x) { return (x / fn) * ff; });
+        break;
       }
+      WithDivider<float>(n, [&](auto div) {
+        if (!scale) {
+          MapInto<float>(in, out, count, div);
+        } else {
+          MapInto<float>(in, out, count,
+                         [div, ff](float x) { return div(x) * ff; });
+        }
+      });
       break;
     case DataType::kFloat64:
-      MapInto<double>(in, out, count, [&](double x) {
-        if (divide) x = x / dn;
-        if (scale) x = x * postscale;
-        return x;
+      WithDivider<double>(n, [&](auto div) {
+        MapInto<double>(in, out, count, [&](double x) {
+          if (divide) x = div(x);
+          if (scale) x = x * postscale;
+          return x;
+        });
       });
       break;
     case DataType::kBool:

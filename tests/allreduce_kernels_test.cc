@@ -622,6 +622,60 @@ TEST(Kernels, ScaleCopyAndFinishCopyMatchThePasses) {
   }
 }
 
+// x / n of every float bit pattern class (subnormals, the largest values,
+// zeros, infinities, NaN and random ones), computed here by a division:
+// DivideBy and FinishCopy give it bit for bit, whether n is a power of two
+// (then they multiply by 1/n) or not.
+template <typename F, typename Bits>
+void ExpectQuotientsBitForBit(DataType type) {
+  std::vector<F> in = {F{0},
+                       -F{0},
+                       std::numeric_limits<F>::denorm_min(),
+                       -std::numeric_limits<F>::denorm_min() * F{3},
+                       std::numeric_limits<F>::min(),
+                       std::numeric_limits<F>::min() * F{1.5},
+                       std::numeric_limits<F>::max(),
+                       std::numeric_limits<F>::lowest(),
+                       std::numeric_limits<F>::infinity(),
+                       -std::numeric_limits<F>::infinity(),
+                       std::numeric_limits<F>::quiet_NaN(),
+                       F{1} / F{3},
+                       F{-7.25}};
+  uint64_t state = 0x9E3779B97F4A7C15u;
+  for (int i = 0; i < 4096; ++i) {
+    state = state * 6364136223846793005u + 1442695040888963407u;
+    in.push_back(std::bit_cast<F>(static_cast<Bits>(state >> 7)));
+  }
+  auto bits = [](const std::vector<F>& v) {
+    std::vector<Bits> out;
+    for (F x : v) out.push_back(std::bit_cast<Bits>(x));
+    return out;
+  };
+  for (int64_t n : {2, 3, 4, 6, 8, 1024, 1000}) {
+    SCOPED_TRACE(std::string(DataTypeName(type)) + " n=" + std::to_string(n));
+    std::vector<F> want = in;
+    volatile F divisor = static_cast<F>(n);  // a division, at run time
+    for (F& x : want) x = x / divisor;
+    std::vector<F> got = in;
+    ASSERT_TRUE(DivideBy(type, got.data(), got.size(), n).ok());
+    EXPECT_EQ(bits(got), bits(want));
+    std::vector<F> copied(in.size());
+    ASSERT_TRUE(
+        FinishCopy(type, in.data(), copied.data(), in.size(), n, 1.0).ok());
+    EXPECT_EQ(bits(copied), bits(want));
+    std::vector<F> scaled_want = want;
+    for (F& x : scaled_want) x = x * static_cast<F>(0.75);
+    ASSERT_TRUE(
+        FinishCopy(type, in.data(), copied.data(), in.size(), n, 0.75).ok());
+    EXPECT_EQ(bits(copied), bits(scaled_want));
+  }
+}
+
+TEST(Kernels, AverageOfFloatsIsTheQuotientBitForBit) {
+  ExpectQuotientsBitForBit<float, uint32_t>(DataType::kFloat32);
+  ExpectQuotientsBitForBit<double, uint64_t>(DataType::kFloat64);
+}
+
 TEST(Kernels, ScaleCopyAndFinishCopyOnBool) {
   const unsigned char in[3] = {0, 1, 1};
   unsigned char out[3] = {9, 9, 9};

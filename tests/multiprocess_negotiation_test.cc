@@ -146,6 +146,13 @@ TEST(Negotiation, DuplicateNameFailsAtOnceOnItsRankOnly) {
   std::vector<Fields> dup = ParseTagged(run.output, "NEG_DUP");
   ASSERT_EQ(dup.size(), 1u) << run.output;
   EXPECT_EQ(IntField(dup[0], "code"), 3) << run.output;  // kInvalidArgument
+  std::vector<Fields> group = ParseTagged(run.output, "NEG_DUP_GROUP");
+  ASSERT_EQ(group.size(), 1u) << run.output;
+  EXPECT_EQ(IntField(group[0], "code"), 3) << run.output;
+  EXPECT_TRUE(absl::StrContains(run.output,
+                                "allreduce 'dupg.1' on rank 0: an op with this "
+                                "name is already in flight on this rank"))
+      << run.output;
   EXPECT_TRUE(absl::StrContains(
       run.output,
       "allreduce 'dup' on rank 0: an op with this name is already "

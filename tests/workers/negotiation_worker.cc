@@ -350,7 +350,13 @@ int Duplicate() {
   Tensor o{DataType::kInt64, {3}, out.data()};
   // The other ranks submit 'dup' only after rank 0 tried it twice, so that
   // rank 0's first op is certainly still in flight then.
-  absl::StatusOr<Handle> h;
+  // A group whose second member's name ('dupg.1') is in flight fails, and
+  // leaves its first member's name free: 'dupg.0' goes in alone after it.
+  std::vector<int64_t> v1(3, rank + 1), out1(3, -1), out0(3, -1);
+  Tensor in1{DataType::kInt64, {3}, v1.data()};
+  Tensor o1{DataType::kInt64, {3}, out1.data()};
+  Tensor o0{DataType::kInt64, {3}, out0.data()};
+  absl::StatusOr<Handle> h, h1, h0;
   if (rank == 0) {
     h = kolo::allreduce_async(in, o, {}, "dup");
     if (!h.ok()) return Fail("first dup", h.status());
@@ -358,6 +364,16 @@ int Duplicate() {
     std::printf("NEG_DUP code=%d\n", static_cast<int>(again.status().code()));
     std::printf("NEG_MSG dup: %s\n",
                 std::string(again.status().message()).c_str());
+    h1 = kolo::allreduce_async(in1, o1, {}, "dupg.1");
+    if (!h1.ok()) return Fail("dupg.1", h1.status());
+    const Tensor ins[] = {in, in1}, outs[] = {o0, o1};
+    auto group = kolo::grouped_allreduce_async(ins, outs, {}, "dupg");
+    std::printf("NEG_DUP_GROUP code=%d\n",
+                static_cast<int>(group.status().code()));
+    std::printf("NEG_MSG dupg: %s\n",
+                std::string(group.status().message()).c_str());
+    h0 = kolo::allreduce_async(in, o0, {}, "dupg.0");
+    if (!h0.ok()) return Fail("dupg.0 after the group", h0.status());
   }
   if (auto tried = kolo::control_allgather("dup-tried", "", kWait);
       !tried.ok()) {
@@ -366,10 +382,18 @@ int Duplicate() {
   if (rank != 0) {
     h = kolo::allreduce_async(in, o, {}, "dup");
     if (!h.ok()) return Fail("first dup", h.status());
+    h1 = kolo::allreduce_async(in1, o1, {}, "dupg.1");
+    if (!h1.ok()) return Fail("dupg.1", h1.status());
+    h0 = kolo::allreduce_async(in, o0, {}, "dupg.0");
+    if (!h0.ok()) return Fail("dupg.0", h0.status());
   }
-  absl::Status s = kolo::synchronize(*h, kWait);
-  if (!s.ok()) return Fail("dup", s);
-  if (out != std::vector<int64_t>(3, n * (n + 1) / 2)) {
+  for (Handle each : {*h, *h1, *h0}) {
+    if (absl::Status s = kolo::synchronize(each, kWait); !s.ok()) {
+      return Fail("dup", s);
+    }
+  }
+  const std::vector<int64_t> sum(3, n * (n + 1) / 2);
+  if (out != sum || out1 != sum || out0 != sum) {
     return Fail("dup result", absl::InternalError("wrong sum"));
   }
   // The name is free again once completed.

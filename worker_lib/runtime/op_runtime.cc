@@ -365,13 +365,20 @@ absl::Status OpRuntime::NameOps(absl::Span<std::shared_ptr<PendingOp>> ops,
           " bytes (with the process set's and group's parts): use a "
           "shorter name"));
     }
-    if (auto it = names_.find(op->name); it != names_.end()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          proto::OpTypeName(op->op), " '", op->name, "' on rank ", rank_,
-          ": an op with this name is already in flight on this rank "
-          "(handle ",
-          it->second, "); wait for it, or give each op a distinct name"));
-    }
+  }
+  // Each name goes in names_ with the handle RecordOp gives its op (one
+  // hash per name); a name in flight takes back the ones put in before it.
+  for (size_t i = 0; i < ops.size(); ++i) {
+    auto [it, fresh] = names_.try_emplace(
+        absl::string_view(ops[i]->name), next_handle_ + static_cast<Handle>(i));
+    if (fresh) continue;
+    const Handle in_flight = it->second;
+    for (size_t j = 0; j < i; ++j) names_.erase(ops[j]->name);
+    return absl::InvalidArgumentError(absl::StrCat(
+        proto::OpTypeName(ops[i]->op), " '", ops[i]->name, "' on rank ", rank_,
+        ": an op with this name is already in flight on this rank "
+        "(handle ",
+        in_flight, "); wait for it, or give each op a distinct name"));
   }
   return absl::OkStatus();
 }
@@ -391,8 +398,7 @@ Handle OpRuntime::RecordOp(std::shared_ptr<PendingOp> op, const SetPlace& place,
     *outbox_.announce.add_requests() = scratch_;
   }
   op->submitted = now;
-  outbox_.bytes += op->name.size() + 32;
-  names_[absl::string_view(op->name)] = handle;
+  outbox_.bytes += op->name.size() + 32;  // names_ has it (NameOps)
   if (op->cache_bit >= 0) {
     const auto bit = static_cast<size_t>(op->cache_bit);
     if (bit >= by_bit_.size()) by_bit_.resize(bit + 1, 0);

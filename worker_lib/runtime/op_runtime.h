@@ -274,7 +274,9 @@ class OpRuntime {
                                absl::string_view group_name, SetPlace& place)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Names the ops (made up when empty, qualified by set and group; the
-  // group's key in `group_key`) and checks the names.
+  // group's key in `group_key`), checks the names, and enters them in
+  // names_ with the handles RecordOp will give them, in order (nothing is
+  // entered when it fails). RecordOp must follow at once, under the lock.
   absl::Status NameOps(absl::Span<std::shared_ptr<PendingOp>> ops, bool group,
                        absl::string_view group_name, std::string& group_key)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
