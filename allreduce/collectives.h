@@ -79,6 +79,15 @@ struct ReduceOptions {
   double postscale = 1.0;
 };
 
+// One tensor of an allreduce of several laid end to end (a fused one):
+// `count` elements read from `input`, the result written to `output` (the
+// same memory, in place, or memory that does not overlap it).
+struct AllreducePiece {
+  const void* input = nullptr;
+  void* output = nullptr;
+  int64_t count = 0;
+};
+
 // output[i] = op over ranks of input[i], i < count, on every rank. In place
 // when input == output; otherwise the buffers must not overlap and input is
 // left unchanged. REQUIRES: both buffers hold `count` elements of `type`.

@@ -217,6 +217,27 @@ absl::Status DataPlane::Allreduce(DataType type, const void* input,
   return Judged(std::move(status));
 }
 
+std::optional<absl::Status> DataPlane::AllreducePieces(
+    DataType type, absl::Span<const AllreducePiece> pieces,
+    const ReduceOptions& reduce) {
+  size_t bytes = 0;
+  for (const AllreducePiece& piece : pieces) {
+    bytes += static_cast<size_t>(std::max<int64_t>(piece.count, 0));
+  }
+  bytes *= DataTypeSize(type);
+  absl::Status status;
+  {
+    MutexLock lock(&mu_);
+    if (use_hierarchical_ || shm_allreduce_ == nullptr ||
+        !shm_allreduce_->Slices(bytes)) {
+      return std::nullopt;
+    }
+    Begin();
+    status = shm_allreduce_->AllreducePieces(type, pieces, reduce);
+  }
+  return Judged(std::move(status));
+}
+
 absl::Status DataPlane::Allgather(DataType type, const void* input,
                                   int64_t count,
                                   absl::Span<const int64_t> counts,

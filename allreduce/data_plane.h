@@ -90,6 +90,14 @@ class DataPlane {
 
   absl::Status Allreduce(DataType type, const void* input, void* output,
                          int64_t count, const ReduceOptions& reduce);
+  // Allreduce of `pieces` laid end to end, bit for bit, without laying them
+  // end to end (ShmAllreduce::AllreducePieces), when the ranks share one
+  // host's memory (no hierarchy) and the size takes the sliced form of the
+  // shared-memory allreduce: the same on every rank. Otherwise nullopt, and
+  // nothing ran: lay them end to end and call Allreduce.
+  std::optional<absl::Status> AllreducePieces(
+      DataType type, absl::Span<const AllreducePiece> pieces,
+      const ReduceOptions& reduce);
   absl::Status Allgather(DataType type, const void* input, int64_t count,
                          absl::Span<const int64_t> counts, void* output);
   absl::Status Broadcast(DataType type, void* data, int64_t count, int root);

@@ -195,6 +195,99 @@ TEST(ShmAllreduce, PrescalePostscaleAndAverage) {
   }
 }
 
+// AllreducePieces against Allreduce of the same pieces laid end to end, bit
+// for bit: pieces that cross slices and chunks (slots of 64 KiB: chunks of
+// 32 KiB), empty ones, in place and out of place, with the scale factors
+// and the average, at 2, 3 and 4 ranks (ranks 2 and up reduce from a copy of
+// their slice).
+TEST(ShmAllreduce, PiecesGiveWhatTheirConcatenationGives) {
+  struct Case {
+    DataType type;
+    ReduceOp op;
+    double prescale, postscale;
+  };
+  const Case cases[] = {{DataType::kFloat32, ReduceOp::kSum, 1.0, 1.0},
+                        {DataType::kFloat32, ReduceOp::kAverage, 1.0, 1.0},
+                        {DataType::kFloat64, ReduceOp::kSum, 0.5, 3.0},
+                        {DataType::kFloat16, ReduceOp::kAverage, 1.0, 0.25},
+                        {DataType::kInt8, ReduceOp::kMax, 1.0, 1.0},
+                        {DataType::kInt32, ReduceOp::kProduct, 1.0, 1.0}};
+  // Piece counts: one piece; 161 small ones; uneven ones with empty ones
+  // among them, over many chunks.
+  const std::vector<std::vector<int64_t>> layouts = {
+      {20000},
+      std::vector<int64_t>(161, 256),
+      {0, 3, 7000, 0, 1, 12345, 4099, 0, 30001, 5}};
+  for (int n : {2, 3, 4}) {
+    World world(n);
+    for (const Case& c : cases) {
+      const size_t elem = DataTypeSize(c.type);
+      for (const std::vector<int64_t>& counts : layouts) {
+        int64_t total = 0;
+        for (int64_t k : counts) total += k;
+        if (static_cast<size_t>(total) * elem <= 16 * 1024) continue;
+        for (bool in_place : {true, false}) {
+          const std::string what = absl::StrCat(
+              CaseName(n, c.type, c.op, total, in_place ? "in place" : "out"),
+              ", ", counts.size(), " pieces");
+          ReduceOptions reduce;
+          reduce.op = c.op;
+          reduce.prescale = c.prescale;
+          reduce.postscale = c.postscale;
+          // The concatenation, reduced as one buffer.
+          std::vector<Bytes> whole;
+          for (int r = 0; r < n; ++r) {
+            whole.push_back(Input(c.type, c.op, r, 0, total));
+          }
+          const std::vector<Bytes> inputs = whole;
+          ExpectOk(world.Run([&](int r, ShmAllreduce& a) {
+            return a.Allreduce(c.type, whole[r].data(), whole[r].data(), total,
+                               reduce);
+          }),
+                   what + ", whole");
+          // The same elements in pieces of their own memory.
+          std::vector<std::vector<Bytes>> ins(n), outs(n);
+          std::vector<std::vector<AllreducePiece>> pieces(n);
+          for (int r = 0; r < n; ++r) {
+            int64_t at = 0;
+            for (int64_t k : counts) {
+              const char* from = inputs[r].data() + at * elem;
+              ins[r].emplace_back(from, from + k * elem);
+              outs[r].emplace_back(k * elem, '\x5a');
+              at += k;
+            }
+            for (size_t i = 0; i < counts.size(); ++i) {
+              Bytes& out = in_place ? ins[r][i] : outs[r][i];
+              pieces[r].push_back({ins[r][i].data(), out.data(), counts[i]});
+            }
+          }
+          ExpectOk(world.Run([&](int r, ShmAllreduce& a) {
+            return a.AllreducePieces(c.type, pieces[r], reduce);
+          }),
+                   what + ", pieces");
+          for (int r = 0; r < n; ++r) {
+            Bytes got;
+            for (size_t i = 0; i < counts.size(); ++i) {
+              const Bytes& out = in_place ? ins[r][i] : outs[r][i];
+              got.insert(got.end(), out.begin(), out.end());
+            }
+            ASSERT_EQ(Diff(got, whole[r], elem), "") << what << ", rank " << r;
+            if (!in_place) {
+              int64_t at = 0;
+              for (size_t i = 0; i < counts.size(); ++i) {
+                ASSERT_TRUE(std::equal(ins[r][i].begin(), ins[r][i].end(),
+                                       inputs[r].begin() + at * elem))
+                    << what << ": input " << i << " changed";
+                at += counts[i];
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(ShmAllreduce, RanksDisagreeingOnTheSizeAreRefusedOnEveryRank) {
   World world(2);
   std::vector<float> a(1000, 1.0f), b(1000, 1.0f);

@@ -12,6 +12,60 @@
 #include "common/check.h"
 
 namespace kolo {
+namespace {
+
+// The piece holding element `at` of `pieces` laid end to end, where piece i
+// starts at starts[i] (starts[pieces.size()] is the total): the last piece
+// starting at or before it, so that empty pieces there are passed over.
+size_t PieceAt(const std::vector<int64_t>& starts, int64_t at) {
+  return static_cast<size_t>(
+      std::upper_bound(starts.begin(), starts.end(), at) - starts.begin() - 1);
+}
+
+// dst = elements [first, first + count) of the pieces' inputs laid end to
+// end, multiplied by `prescale`.
+absl::Status GatherPieces(DataType type,
+                          absl::Span<const AllreducePiece> pieces,
+                          const std::vector<int64_t>& starts, int64_t first,
+                          int64_t count, uint8_t* dst, double prescale) {
+  const size_t elem = DataTypeSize(type);
+  for (size_t i = PieceAt(starts, first); count > 0; ++i) {
+    const int64_t at = first - starts[i];
+    const int64_t n = std::min(count, pieces[i].count - at);
+    if (n <= 0) continue;
+    if (absl::Status s = ScaleCopy(
+            type, static_cast<const uint8_t*>(pieces[i].input) + at * elem, dst,
+            static_cast<size_t>(n), prescale);
+        !s.ok()) {
+      return s;
+    }
+    dst += static_cast<size_t>(n) * elem;
+    first += n;
+    count -= n;
+  }
+  return absl::OkStatus();
+}
+
+// Elements [first, first + count) of the pieces' outputs laid end to end
+// = src.
+void ScatterPieces(DataType type, absl::Span<const AllreducePiece> pieces,
+                   const std::vector<int64_t>& starts, int64_t first,
+                   int64_t count, const uint8_t* src) {
+  const size_t elem = DataTypeSize(type);
+  for (size_t i = PieceAt(starts, first); count > 0; ++i) {
+    const int64_t at = first - starts[i];
+    const int64_t n = std::min(count, pieces[i].count - at);
+    if (n <= 0) continue;
+    const size_t bytes = static_cast<size_t>(n) * elem;
+    std::memcpy(static_cast<uint8_t*>(pieces[i].output) + at * elem, src,
+                bytes);
+    src += bytes;
+    first += n;
+    count -= n;
+  }
+}
+
+}  // namespace
 
 ShmAllreduce::ShmAllreduce(ShmTransport* shm, Transport* whole)
     : shm_(shm),
@@ -133,10 +187,120 @@ absl::Status ShmAllreduce::Allreduce(DataType type, const void* input,
   const char* in = static_cast<const char*>(input);
   char* out = static_cast<char*>(output);
   const uint64_t tag = Tag(type, reduce.op, bytes);
-  absl::Status s = bytes <= direct_max_bytes_ && bytes <= half_bytes_
-                       ? Direct(type, in, out, count, reduce, tag)
-                       : Sliced(type, in, out, count, reduce, tag);
+  absl::Status s = Slices(bytes) ? Sliced(type, in, out, count, reduce, tag)
+                                 : Direct(type, in, out, count, reduce, tag);
   if (!s.ok()) return internal::Fail(*whole_, kName, s);
+  return absl::OkStatus();
+}
+
+bool ShmAllreduce::Slices(size_t bytes) const {
+  return !(bytes <= direct_max_bytes_ && bytes <= half_bytes_);
+}
+
+absl::Status ShmAllreduce::AllreducePieces(
+    DataType type, absl::Span<const AllreducePiece> pieces,
+    const ReduceOptions& reduce) {
+  constexpr absl::string_view kName = "allreduce";
+  if (absl::Status s = internal::CheckType(kName, type); !s.ok()) return s;
+  if (absl::Status s = internal::CheckReduce(kName, type, reduce); !s.ok()) {
+    return s;
+  }
+  piece_starts_.clear();
+  int64_t count = 0;
+  for (const AllreducePiece& piece : pieces) {
+    if (absl::Status s = internal::CheckCount(kName, "count", piece.count);
+        !s.ok()) {
+      return s;
+    }
+    if (absl::Status s =
+            internal::CheckBuffer(kName, "input", piece.input, piece.count);
+        !s.ok()) {
+      return s;
+    }
+    if (absl::Status s =
+            internal::CheckBuffer(kName, "output", piece.output, piece.count);
+        !s.ok()) {
+      return s;
+    }
+    piece_starts_.push_back(count);
+    count += piece.count;
+  }
+  piece_starts_.push_back(count);
+  if (count == 0) return absl::OkStatus();
+  for (int p = 0; p < n_; ++p) {
+    if (p == rank_) continue;
+    if (absl::Status s = shm_->Usable(p); !s.ok()) {
+      return internal::Fail(*whole_, kName, s);
+    }
+  }
+  const size_t bytes = static_cast<size_t>(count) * DataTypeSize(type);
+  absl::Status s =
+      SlicedPieces(type, pieces, count, reduce, Tag(type, reduce.op, bytes));
+  if (!s.ok()) return internal::Fail(*whole_, kName, s);
+  return absl::OkStatus();
+}
+
+absl::Status ShmAllreduce::SlicedPieces(DataType type,
+                                        absl::Span<const AllreducePiece> pieces,
+                                        int64_t count,
+                                        const ReduceOptions& reduce,
+                                        uint64_t tag) {
+  const size_t elem = DataTypeSize(type);
+  const int64_t chunk = static_cast<int64_t>(chunk_bytes_ / elem);
+  const int64_t divide = reduce.op == ReduceOp::kAverage ? n_ : 1;
+  const bool finish = divide != 1 || reduce.postscale != 1.0;
+  std::vector<ElementRange> slices;
+  for (int64_t first = 0; first < count; first += chunk) {
+    const int64_t c = std::min(chunk, count - first);
+    const uint64_t use = uses_++;
+    uint8_t* mine = Half(rank_, use);
+    slices = PartitionEvenly(c, n_);
+    const ElementRange own = slices[rank_];
+    const size_t at = static_cast<size_t>(own.offset) * elem;
+    const size_t own_bytes = static_cast<size_t>(own.count) * elem;
+    if (absl::Status s = GatherPieces(type, pieces, piece_starts_, first, c,
+                                      mine, reduce.prescale);
+        !s.ok()) {
+      return s;
+    }
+    if (absl::Status s = Sync(tag); !s.ok()) return s;
+    if (own.count > 0) {
+      // This rank's slice is reduced into its own slot, where the peers
+      // read it after the next synchronisation. Ranks 2 and up would
+      // overwrite their own input there before its turn in rank order: it
+      // is read from a copy.
+      uint8_t* acc = mine + at;
+      const char* own_input = nullptr;
+      if (rank_ >= 2) {
+        own_input_.assign(acc, acc + own_bytes);
+        own_input = reinterpret_cast<const char*>(own_input_.data());
+      }
+      if (absl::Status s =
+              ReduceSlots(type, reduce.op, reinterpret_cast<char*>(acc), use,
+                          at, own.count, own_input);
+          !s.ok()) {
+        return s;
+      }
+      if (finish) {
+        if (absl::Status s =
+                FinishCopy(type, acc, acc, static_cast<size_t>(own.count),
+                           divide, reduce.postscale);
+            !s.ok()) {
+          return s;
+        }
+      }
+      ScatterPieces(type, pieces, piece_starts_, first + own.offset, own.count,
+                    acc);
+    }
+    if (absl::Status s = Sync(tag); !s.ok()) return s;
+    for (int p = 0; p < n_; ++p) {
+      if (p == rank_ || slices[p].count == 0) continue;
+      ScatterPieces(
+          type, pieces, piece_starts_, first + slices[p].offset,
+          slices[p].count,
+          Half(p, use) + static_cast<size_t>(slices[p].offset) * elem);
+    }
+  }
   return absl::OkStatus();
 }
 

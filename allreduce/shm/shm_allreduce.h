@@ -16,6 +16,11 @@
 //    into its output, finishes it (average, postscale) and publishes it in
 //    its own slot; synchronise; each rank copies the other slices out of
 //    their owners' slots.
+// A fused allreduce may give its tensors as pieces (AllreducePieces): the
+// sliced form then copies each rank's pieces straight into its slot and the
+// results straight out of the slots into the pieces, instead of through a
+// fusion buffer (one pass over the data less each way). Ranks 0 and 1 reduce
+// their slice into their own slot; ranks 2 and up from a copy of it.
 // Chunks alternate between the two halves of each slot, so that a rank
 // copies the next chunk in while a slower peer still copies this one out.
 //
@@ -45,6 +50,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/types/span.h"
 #include "allreduce/collectives.h"
 #include "allreduce/shm/segment.h"
 #include "allreduce/shm/shm_transport.h"
@@ -74,6 +80,18 @@ class ShmAllreduce {
   // As kolo::Allreduce (collectives.h): the same checks and arguments.
   absl::Status Allreduce(DataType type, const void* input, void* output,
                          int64_t count, const ReduceOptions& reduce);
+  // As Allreduce of `pieces` laid end to end in one buffer, bit for bit,
+  // without that buffer: each rank copies its pieces (prescaled) straight
+  // into its slot, and the results straight from the slots into the
+  // pieces' outputs. Always the sliced form, whatever the size; every rank
+  // must give pieces of the same total count.
+  absl::Status AllreducePieces(DataType type,
+                               absl::Span<const AllreducePiece> pieces,
+                               const ReduceOptions& reduce);
+  // Whether Allreduce takes the sliced form for `bytes` (else the direct
+  // one, where laying pieces end to end costs less than a second
+  // synchronisation).
+  bool Slices(size_t bytes) const;
 
  private:
   uint8_t* Half(int rank, uint64_t use) const;
@@ -85,6 +103,11 @@ class ShmAllreduce {
                       const ReduceOptions& reduce, uint64_t tag);
   absl::Status Sliced(DataType type, const char* in, char* out, int64_t count,
                       const ReduceOptions& reduce, uint64_t tag);
+  // Sliced over `pieces`: the same chunks, slices and synchronisations.
+  absl::Status SlicedPieces(DataType type,
+                            absl::Span<const AllreducePiece> pieces,
+                            int64_t count, const ReduceOptions& reduce,
+                            uint64_t tag);
   absl::Status Mismatch() const;
   // Sequence number, size, dtype and op, mixed.
   uint64_t Tag(DataType type, ReduceOp op, size_t bytes) const;
@@ -106,6 +129,11 @@ class ShmAllreduce {
   std::vector<shm::PhaseWord*> phases_;
   uint64_t phase_ = 0;  // this rank's phase word
   uint64_t uses_ = 0;   // slot halves used so far
+  // SlicedPieces' scratch, kept between calls: where each piece starts (in
+  // elements, and one past the last), and this rank's slice as it went in
+  // (ranks 2 and up reduce into their own slot).
+  std::vector<int64_t> piece_starts_;
+  std::vector<uint8_t> own_input_;
 };
 
 }  // namespace kolo

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -24,10 +25,15 @@ class Phases {
  public:
   Phases(Timeline* timeline, absl::Span<PendingOp* const> ops)
       : timeline_(timeline), ops_(ops) {}
-  void Begin(absl::string_view phase) {
+  void Begin(absl::string_view phase) { Begin(phase, Now()); }
+  // As it began at `at` (from Now()).
+  void Begin(absl::string_view phase, absl::Time at) {
     if (timeline_ == nullptr) return;
-    const absl::Time now = absl::Now();
-    for (PendingOp* op : ops_) timeline_->Begin(op->name, phase, now);
+    for (PendingOp* op : ops_) timeline_->Begin(op->name, phase, at);
+  }
+  // The time, when there is a timeline.
+  absl::Time Now() const {
+    return timeline_ == nullptr ? absl::InfinitePast() : absl::Now();
   }
   void End() {
     if (timeline_ == nullptr) return;
@@ -51,6 +57,25 @@ std::vector<absl::Status> FusedAllreduce(absl::Span<PendingOp* const> ops,
   const DataType dtype = ops[0]->input.dtype;
   const ReduceOptions& reduce = ops[0]->reduce;
   const size_t element = DataTypeSize(dtype);
+  Phases phases(timeline, ops);
+  // Where the data plane reduces the tensors in place of a fusion buffer
+  // (shared memory, sliced), it does: no copies in and out of the buffer.
+  std::vector<AllreducePiece> pieces;
+  pieces.reserve(ops.size());
+  for (PendingOp* op : ops) {
+    pieces.push_back(
+        {op->input.data, op->output.data, op->input.num_elements()});
+  }
+  const absl::Time start = phases.Now();
+  std::optional<absl::Status> direct =
+      data.AllreducePieces(dtype, pieces, reduce);
+  if (direct.has_value()) {
+    phases.Begin("ALLREDUCE", start);
+    phases.End();
+    if (!direct->ok()) return All(ops.size(), *direct);
+    for (PendingOp* op : ops) op->result.shape = op->output.shape;
+    return std::vector<absl::Status>(ops.size());
+  }
   std::vector<size_t> offsets;
   size_t end = 0;
   for (PendingOp* op : ops) {
@@ -59,7 +84,6 @@ std::vector<absl::Status> FusedAllreduce(absl::Span<PendingOp* const> ops,
     end = at + static_cast<size_t>(op->input.num_bytes());
   }
   char* buf = buffer.Reserve(end);
-  Phases phases(timeline, ops);
 
   phases.Begin("MEMCPY_IN_FUSION_BUFFER");
   absl::Status status;
