@@ -114,13 +114,31 @@ TEST(Api, SingleWorkerHostsItsOwnCoordinator) {
   auto v = control_allgather("k", "hello", Scaled(absl::Seconds(5)));
   ASSERT_TRUE(v.ok()) << v.status();
   EXPECT_THAT(*v, ElementsAre("hello"));
+  // A submission, then the same thread's after shutdown (refused: this
+  // thread remembered the runtime it submitted to) and after the next init
+  // (the fresh job's runtime).
+  float x = 2.0f, y = 0.0f;
+  const Tensor in{DataType::kFloat32, {1}, &x},
+      out{DataType::kFloat32, {1}, &y};
+  auto submit = [&] { return allreduce_async(in, out, {}, "api.x"); };
+  absl::StatusOr<Handle> h = submit();
+  ASSERT_TRUE(h.ok()) << h.status();
+  ASSERT_TRUE(synchronize(*h, Scaled(absl::Seconds(5))).ok());
+  EXPECT_EQ(y, 2.0f);
 
   EXPECT_TRUE(shutdown().ok());
   ExpectNotInitialised();
+  EXPECT_EQ(submit().status().code(), absl::StatusCode::kFailedPrecondition)
+      << submit().status();
   EXPECT_TRUE(shutdown().ok()) << "idempotent";
   // And again: init after shutdown starts a fresh job.
   ASSERT_TRUE(init().ok());
   EXPECT_EQ(size(), 1);
+  y = 0.0f;
+  h = submit();
+  ASSERT_TRUE(h.ok()) << h.status();
+  ASSERT_TRUE(synchronize(*h, Scaled(absl::Seconds(5))).ok());
+  EXPECT_EQ(y, 2.0f);
   EXPECT_TRUE(shutdown().ok());
 }
 

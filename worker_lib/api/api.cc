@@ -193,6 +193,7 @@ absl::Status init() {
     return started.status();
   }
   job = *std::move(started);
+  worker::BumpOpsGeneration();
   static const bool at_exit = std::atexit(ShutdownAtExit) == 0;
   if (!at_exit) Log()->warn("could not register kolo's shutdown at exit");
   const proto::Membership m = job->membership();
@@ -227,6 +228,7 @@ absl::Status init(const InitOptions& options) {
 absl::Status shutdown() {
   MutexLock lock(&api_mu);
   if (job == nullptr) return absl::OkStatus();
+  worker::BumpOpsGeneration();  // before anything stops: see CurrentOps
   Publish(nullptr, "", "");
   absl::Status s = job->Stop();
   job.reset();
@@ -346,12 +348,29 @@ namespace internal {
 
 absl::StatusOr<std::shared_ptr<worker::OpRuntime>> CurrentOps(
     absl::string_view op) {
+  // Each submission asks: the thread remembers the answer while no epoch
+  // or job changed since it looked it up (worker::OpsGeneration), which
+  // spares it two locks and two reference counts.
+  struct Remembered {
+    uint64_t generation = 0;
+    std::weak_ptr<worker::OpRuntime> ops;
+  };
+  thread_local Remembered remembered;
+  const uint64_t generation = worker::OpsGeneration();
+  if (remembered.generation == generation) {
+    if (std::shared_ptr<worker::OpRuntime> ops = remembered.ops.lock()) {
+      return ops;
+    }
+  }
   MutexLock lock(&api_mu);
   if (job == nullptr) {
     return absl::FailedPreconditionError(
         absl::StrCat(op, " called before kolo::init() (or after shutdown())"));
   }
-  return job->attachment().epochs->current()->ops;
+  std::shared_ptr<worker::OpRuntime> ops =
+      job->attachment().epochs->current()->ops;
+  remembered = {generation, ops};
+  return ops;
 }
 
 absl::StatusOr<std::shared_ptr<worker::OpRuntime>> OpsForHandle(

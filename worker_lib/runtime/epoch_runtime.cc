@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <utility>
 
@@ -184,6 +185,18 @@ std::shared_ptr<EpochRuntime> EpochSlot::current() const {
   return current_;
 }
 
+namespace {
+std::atomic<uint64_t> ops_generation{1};
+}  // namespace
+
+uint64_t OpsGeneration() {
+  return ops_generation.load(std::memory_order_acquire);
+}
+
+void BumpOpsGeneration() {
+  ops_generation.fetch_add(1, std::memory_order_acq_rel);
+}
+
 void EpochSlot::Install(std::shared_ptr<EpochRuntime> epoch) {
   absl::Status abort_with;
   {
@@ -204,6 +217,7 @@ void EpochSlot::Install(std::shared_ptr<EpochRuntime> epoch) {
       if (retired_.size() > kKeptEpochs) retired_.erase(retired_.begin());
     }
     current_ = epoch;
+    BumpOpsGeneration();
     if (!terminal_.ok()) {
       abort_with = terminal_;
     } else if (ended_epoch_ >= epoch->number) {

@@ -68,6 +68,14 @@ struct EpochInputs {
   std::vector<int32_t> dissolved_sets;
 };
 
+// A number that changes whenever an EpochSlot installs an epoch, or the API
+// starts or ends a job (BumpOpsGeneration): a thread that remembers which
+// OpRuntime was current may use it again while the number is the one it
+// read before looking it up (worker_lib/api/api.cc, CurrentOps).
+// Thread-safe.
+uint64_t OpsGeneration();
+void BumpOpsGeneration();
+
 // Connects the data plane and the negotiation link of `view`'s epoch and
 // starts its OpRuntime, until `deadline`; kAborted at once when `abort_fd`
 // (if >= 0) becomes readable. Plans that come on the Session go to the
