@@ -67,12 +67,11 @@ std::vector<absl::Status> FusedAllreduce(absl::Span<PendingOp* const> ops,
         {op->input.data, op->output.data, op->input.num_elements()});
   }
   const absl::Time start = phases.Now();
-  std::optional<absl::Status> direct =
-      data.AllreducePieces(dtype, pieces, reduce);
-  if (direct.has_value()) {
+  std::optional<absl::Status> ran = data.AllreducePieces(dtype, pieces, reduce);
+  if (ran.has_value()) {
     phases.Begin("ALLREDUCE", start);
     phases.End();
-    if (!direct->ok()) return All(ops.size(), *direct);
+    if (!ran->ok()) return All(ops.size(), *ran);
     for (PendingOp* op : ops) op->result.shape = op->output.shape;
     return std::vector<absl::Status>(ops.size());
   }
