@@ -177,12 +177,7 @@ absl::Status ShmAllreduce::Allreduce(DataType type, const void* input,
     return s;
   }
   if (count == 0) return absl::OkStatus();
-  for (int p = 0; p < n_; ++p) {
-    if (p == rank_) continue;
-    if (absl::Status s = shm_->Usable(p); !s.ok()) {
-      return internal::Fail(*whole_, kName, s);
-    }
-  }
+  if (absl::Status s = PeersUsable(kName); !s.ok()) return s;
   const size_t bytes = static_cast<size_t>(count) * DataTypeSize(type);
   const char* in = static_cast<const char*>(input);
   char* out = static_cast<char*>(output);
@@ -190,6 +185,16 @@ absl::Status ShmAllreduce::Allreduce(DataType type, const void* input,
   absl::Status s = Slices(bytes) ? Sliced(type, in, out, count, reduce, tag)
                                  : Direct(type, in, out, count, reduce, tag);
   if (!s.ok()) return internal::Fail(*whole_, kName, s);
+  return absl::OkStatus();
+}
+
+absl::Status ShmAllreduce::PeersUsable(absl::string_view collective) {
+  for (int p = 0; p < n_; ++p) {
+    if (p == rank_) continue;
+    if (absl::Status s = shm_->Usable(p); !s.ok()) {
+      return internal::Fail(*whole_, collective, s);
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -227,12 +232,7 @@ absl::Status ShmAllreduce::AllreducePieces(
   }
   piece_starts_.push_back(count);
   if (count == 0) return absl::OkStatus();
-  for (int p = 0; p < n_; ++p) {
-    if (p == rank_) continue;
-    if (absl::Status s = shm_->Usable(p); !s.ok()) {
-      return internal::Fail(*whole_, kName, s);
-    }
-  }
+  if (absl::Status s = PeersUsable(kName); !s.ok()) return s;
   const size_t bytes = static_cast<size_t>(count) * DataTypeSize(type);
   absl::Status s =
       SlicedPieces(type, pieces, count, reduce, Tag(type, reduce.op, bytes));
@@ -246,62 +246,35 @@ absl::Status ShmAllreduce::SlicedPieces(DataType type,
                                         const ReduceOptions& reduce,
                                         uint64_t tag) {
   const size_t elem = DataTypeSize(type);
-  const int64_t chunk = static_cast<int64_t>(chunk_bytes_ / elem);
-  const int64_t divide = reduce.op == ReduceOp::kAverage ? n_ : 1;
-  const bool finish = divide != 1 || reduce.postscale != 1.0;
-  std::vector<ElementRange> slices;
-  for (int64_t first = 0; first < count; first += chunk) {
-    const int64_t c = std::min(chunk, count - first);
-    const uint64_t use = uses_++;
-    uint8_t* mine = Half(rank_, use);
-    slices = PartitionEvenly(c, n_);
-    const ElementRange own = slices[rank_];
-    const size_t at = static_cast<size_t>(own.offset) * elem;
-    const size_t own_bytes = static_cast<size_t>(own.count) * elem;
-    if (absl::Status s = GatherPieces(type, pieces, piece_starts_, first, c,
-                                      mine, reduce.prescale);
+  auto fill = [&](const Chunk& k) {
+    return GatherPieces(type, pieces, piece_starts_, k.first, k.count, k.mine,
+                        reduce.prescale);
+  };
+  // This rank's slice is reduced into its own slot, where the peers read
+  // it. Ranks 2 and up would overwrite their own input there before its
+  // turn in rank order: it is read from a copy.
+  auto finish_own = [&](const Chunk& k) {
+    uint8_t* acc = k.mine + static_cast<size_t>(k.own.offset) * elem;
+    const char* own_input = nullptr;
+    if (rank_ >= 2) {
+      own_input_.assign(acc, acc + static_cast<size_t>(k.own.count) * elem);
+      own_input = reinterpret_cast<const char*>(own_input_.data());
+    }
+    if (absl::Status s = FinishOwnSlice(
+            type, reduce, k, reinterpret_cast<char*>(acc), own_input);
         !s.ok()) {
       return s;
     }
-    if (absl::Status s = Sync(tag); !s.ok()) return s;
-    if (own.count > 0) {
-      // This rank's slice is reduced into its own slot, where the peers
-      // read it after the next synchronisation. Ranks 2 and up would
-      // overwrite their own input there before its turn in rank order: it
-      // is read from a copy.
-      uint8_t* acc = mine + at;
-      const char* own_input = nullptr;
-      if (rank_ >= 2) {
-        own_input_.assign(acc, acc + own_bytes);
-        own_input = reinterpret_cast<const char*>(own_input_.data());
-      }
-      if (absl::Status s =
-              ReduceSlots(type, reduce.op, reinterpret_cast<char*>(acc), use,
-                          at, own.count, own_input);
-          !s.ok()) {
-        return s;
-      }
-      if (finish) {
-        if (absl::Status s =
-                FinishCopy(type, acc, acc, static_cast<size_t>(own.count),
-                           divide, reduce.postscale);
-            !s.ok()) {
-          return s;
-        }
-      }
-      ScatterPieces(type, pieces, piece_starts_, first + own.offset, own.count,
-                    acc);
-    }
-    if (absl::Status s = Sync(tag); !s.ok()) return s;
-    for (int p = 0; p < n_; ++p) {
-      if (p == rank_ || slices[p].count == 0) continue;
-      ScatterPieces(
-          type, pieces, piece_starts_, first + slices[p].offset,
-          slices[p].count,
-          Half(p, use) + static_cast<size_t>(slices[p].offset) * elem);
-    }
-  }
-  return absl::OkStatus();
+    ScatterPieces(type, pieces, piece_starts_, k.first + k.own.offset,
+                  k.own.count, acc);
+    return absl::OkStatus();
+  };
+  auto take = [&](const Chunk& k, const ElementRange& slice,
+                  const uint8_t* from) {
+    ScatterPieces(type, pieces, piece_starts_, k.first + slice.offset,
+                  slice.count, from);
+  };
+  return RunSliced(type, count, tag, fill, finish_own, take);
 }
 
 absl::Status ShmAllreduce::Direct(DataType type, const char* in, char* out,
@@ -361,66 +334,91 @@ absl::Status ShmAllreduce::Direct(DataType type, const char* in, char* out,
   return absl::OkStatus();
 }
 
+absl::Status ShmAllreduce::FinishOwnSlice(DataType type,
+                                          const ReduceOptions& reduce,
+                                          const Chunk& k, char* acc,
+                                          const char* own_input) const {
+  const size_t elem = DataTypeSize(type);
+  if (absl::Status s = ReduceSlots(type, reduce.op, acc, k.use,
+                                   static_cast<size_t>(k.own.offset) * elem,
+                                   k.own.count, own_input);
+      !s.ok()) {
+    return s;
+  }
+  const int64_t divide = reduce.op == ReduceOp::kAverage ? n_ : 1;
+  if (divide == 1 && reduce.postscale == 1.0) return absl::OkStatus();
+  return FinishCopy(type, acc, acc, static_cast<size_t>(k.own.count), divide,
+                    reduce.postscale);
+}
+
+absl::Status ShmAllreduce::RunSliced(DataType type, int64_t count, uint64_t tag,
+                                     const ChunkStep& fill,
+                                     const ChunkStep& finish,
+                                     const TakeSlice& take) {
+  const size_t elem = DataTypeSize(type);
+  const int64_t chunk = static_cast<int64_t>(chunk_bytes_ / elem);
+  Chunk k;
+  for (k.first = 0; k.first < count; k.first += chunk) {
+    k.count = std::min(chunk, count - k.first);
+    k.use = uses_++;
+    k.mine = Half(rank_, k.use);
+    k.slices = PartitionEvenly(k.count, n_);
+    k.own = k.slices[rank_];
+    if (absl::Status s = fill(k); !s.ok()) return s;
+    if (absl::Status s = Sync(tag); !s.ok()) return s;
+    if (k.own.count > 0) {
+      if (absl::Status s = finish(k); !s.ok()) return s;
+    }
+    if (absl::Status s = Sync(tag); !s.ok()) return s;
+    for (int p = 0; p < n_; ++p) {
+      if (p == rank_ || k.slices[p].count == 0) continue;
+      take(k, k.slices[p],
+           Half(p, k.use) + static_cast<size_t>(k.slices[p].offset) * elem);
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ShmAllreduce::Sliced(DataType type, const char* in, char* out,
                                   int64_t count, const ReduceOptions& reduce,
                                   uint64_t tag) {
   const size_t elem = DataTypeSize(type);
-  const int64_t chunk = static_cast<int64_t>(chunk_bytes_ / elem);
-  const int64_t divide = reduce.op == ReduceOp::kAverage ? n_ : 1;
-  const bool finish = divide != 1 || reduce.postscale != 1.0;
-  std::vector<ElementRange> slices;
-  for (int64_t first = 0; first < count; first += chunk) {
-    const int64_t c = std::min(chunk, count - first);
-    const uint64_t use = uses_++;
-    uint8_t* mine = Half(rank_, use);
-    const size_t base = static_cast<size_t>(first) * elem;
-    slices = PartitionEvenly(c, n_);
-    const ElementRange own = slices[rank_];
-    const size_t at = static_cast<size_t>(own.offset) * elem;
-    const size_t own_bytes = static_cast<size_t>(own.count) * elem;
-    // Only this rank reads its own slice: it reduces that straight from its
-    // input, unless scaling is asked or, in place, the partial result would
-    // overwrite it before its turn in rank order (ranks 2 and up).
-    const bool own_from_input =
-        reduce.prescale == 1.0 && (in != out || rank_ < 2);
-    if (own_from_input) {
-      std::memcpy(mine, in + base, at);
-      std::memcpy(mine + at + own_bytes, in + base + at + own_bytes,
-                  static_cast<size_t>(c) * elem - at - own_bytes);
-    } else if (absl::Status s =
-                   ScaleCopy(type, in + base, mine, static_cast<size_t>(c),
-                             reduce.prescale);
-               !s.ok()) {
+  // Only this rank reads its own slice: it reduces that straight from its
+  // input, unless scaling is asked or, in place, the partial result would
+  // overwrite it before its turn in rank order (ranks 2 and up).
+  const bool own_from_input =
+      reduce.prescale == 1.0 && (in != out || rank_ < 2);
+  auto fill = [&](const Chunk& k) {
+    const size_t base = static_cast<size_t>(k.first) * elem;
+    if (!own_from_input) {
+      return ScaleCopy(type, in + base, k.mine, static_cast<size_t>(k.count),
+                       reduce.prescale);
+    }
+    const size_t at = static_cast<size_t>(k.own.offset) * elem;
+    const size_t end = at + static_cast<size_t>(k.own.count) * elem;
+    std::memcpy(k.mine, in + base, at);
+    std::memcpy(k.mine + end, in + base + end,
+                static_cast<size_t>(k.count) * elem - end);
+    return absl::OkStatus();
+  };
+  auto finish_own = [&](const Chunk& k) {
+    const size_t at = static_cast<size_t>(k.own.offset) * elem;
+    const size_t base = static_cast<size_t>(k.first) * elem;
+    char* acc = out + base + at;
+    if (absl::Status s = FinishOwnSlice(
+            type, reduce, k, acc, own_from_input ? in + base + at : nullptr);
+        !s.ok()) {
       return s;
     }
-    if (absl::Status s = Sync(tag); !s.ok()) return s;
-    if (own.count > 0) {
-      char* acc = out + base + at;
-      if (absl::Status s =
-              ReduceSlots(type, reduce.op, acc, use, at, own.count,
-                          own_from_input ? in + base + at : nullptr);
-          !s.ok()) {
-        return s;
-      }
-      if (finish) {
-        if (absl::Status s =
-                FinishCopy(type, acc, acc, static_cast<size_t>(own.count),
-                           divide, reduce.postscale);
-            !s.ok()) {
-          return s;
-        }
-      }
-      std::memcpy(mine + at, acc, own_bytes);
-    }
-    if (absl::Status s = Sync(tag); !s.ok()) return s;
-    for (int p = 0; p < n_; ++p) {
-      if (p == rank_ || slices[p].count == 0) continue;
-      const size_t from = static_cast<size_t>(slices[p].offset) * elem;
-      std::memcpy(out + base + from, Half(p, use) + from,
-                  static_cast<size_t>(slices[p].count) * elem);
-    }
-  }
-  return absl::OkStatus();
+    std::memcpy(k.mine + at, acc, static_cast<size_t>(k.own.count) * elem);
+    return absl::OkStatus();
+  };
+  auto take = [&](const Chunk& k, const ElementRange& slice,
+                  const uint8_t* from) {
+    std::memcpy(out + static_cast<size_t>(k.first + slice.offset) * elem, from,
+                static_cast<size_t>(slice.count) * elem);
+  };
+  return RunSliced(type, count, tag, fill, finish_own, take);
 }
 
 }  // namespace kolo

@@ -47,10 +47,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "allreduce/chunking.h"
 #include "allreduce/collectives.h"
 #include "allreduce/shm/segment.h"
 #include "allreduce/shm/shm_transport.h"
@@ -95,12 +97,42 @@ class ShmAllreduce {
 
  private:
   uint8_t* Half(int rank, uint64_t use) const;
+  // OK when every peer can still be reached, else the transport's error,
+  // failing `whole` as the collectives' errors do.
+  absl::Status PeersUsable(absl::string_view collective);
   // Publishes this rank's next phase, tagged `tag`, and waits until every
   // rank reached it; kInvalidArgument naming the ranks whose tag differs
   // (another collective, size, dtype or op: a caller's mistake).
   absl::Status Sync(uint64_t tag);
   absl::Status Direct(DataType type, const char* in, char* out, int64_t count,
                       const ReduceOptions& reduce, uint64_t tag);
+  // One chunk of the sliced form: its first element and count, this rank's
+  // slot half for it, and each rank's slice (offsets within the chunk).
+  struct Chunk {
+    int64_t first = 0;
+    int64_t count = 0;
+    uint64_t use = 0;
+    uint8_t* mine = nullptr;
+    std::vector<ElementRange> slices;
+    ElementRange own;  // this rank's
+  };
+  // The sliced form's steps, chunk by chunk: `fill` copies this rank's
+  // input into its slot half; synchronise; `finish` reduces this rank's
+  // slice, finishes it and leaves it in its slot half; synchronise; `take`
+  // copies a peer's finished slice (element `offset` of the chunk on, from
+  // `from`) into the output.
+  using ChunkStep = std::function<absl::Status(const Chunk&)>;
+  using TakeSlice = std::function<void(const Chunk&, const ElementRange& slice,
+                                       const uint8_t* from)>;
+  // acc (this rank's slice of chunk k) = op over ranks of their slot
+  // halves there, in rank order (this rank's part from `own_input` when not
+  // null), then the average's division and the postscale.
+  absl::Status FinishOwnSlice(DataType type, const ReduceOptions& reduce,
+                              const Chunk& k, char* acc,
+                              const char* own_input) const;
+  absl::Status RunSliced(DataType type, int64_t count, uint64_t tag,
+                         const ChunkStep& fill, const ChunkStep& finish,
+                         const TakeSlice& take);
   absl::Status Sliced(DataType type, const char* in, char* out, int64_t count,
                       const ReduceOptions& reduce, uint64_t tag);
   // Sliced over `pieces`: the same chunks, slices and synchronisations.
