@@ -67,7 +67,12 @@ KoloWork::KoloWork(const python::CApi* api, std::shared_ptr<Progress> progress,
       pending_(std::move(pending)) {}
 
 KoloWork::~KoloWork() {
-  if (Claim()) progress_->Drain(std::move(pending_));
+  if (!Claim()) return;
+  // Dropped unclaimed: the progress thread waits for the op no longer than
+  // a waiter would have (past it, the handles stay kolo's, and so does the
+  // slot: the slot's next call finds it busy and fails on it).
+  pending_.drain_by = deadline_;
+  progress_->Drain(std::move(pending_));
 }
 
 bool KoloWork::Finished(absl::Time until) {
@@ -263,7 +268,12 @@ void Progress::Enqueue(Item item) {
       return;
     }
   }
-  Run(std::move(item));  // stopped: on the caller's thread
+  // Stopped: a thread of its own, as the item may wait for peers that
+  // never come (up to the group's timeout) and the caller (a work
+  // dropped, a future asked for) must not.
+  std::thread([self = shared_from_this(), item = std::move(item)]() mutable {
+    self->Run(std::move(item));
+  }).detach();
 }
 
 void Progress::Stop() {
@@ -272,9 +282,11 @@ void Progress::Stop() {
     absl::MutexLock lock(&mu_);
     if (stopped_) return;
     stopped_ = true;
-    // A timed-out op's handles may wait for peers that never come (until
-    // kolo fails the op): the group's destruction does not wait for them.
-    if (timed_out_.load()) {
+    // What the thread still has to do (a work to complete, an op to drain)
+    // may wait for peers that never come, up to the group's timeout (or
+    // for ever with none), and a timed-out op's handles until kolo fails
+    // the op: the group's destruction waits for none of it.
+    if (timed_out_.load() || busy_ || !queue_.empty()) {
       self_ = weak_from_this().lock();  // null from ~Progress: join
       detach = self_ != nullptr;
     }
@@ -322,8 +334,11 @@ void Progress::Loop() {
       }
       item = std::move(queue_.front());
       queue_.pop_front();
+      busy_ = true;
     }
     Run(std::move(item));
+    absl::MutexLock lock(&mu_);
+    busy_ = false;
   }
 }
 

@@ -225,9 +225,9 @@ class KoloWork : public c10d::Work {
 // A group's progress thread: it completes the works whose futures were
 // asked for (nobody may wait() on them) and releases the ops of works
 // dropped unfinished or timed out. Shared with the works, which may outlive
-// the group; after Stop() both calls do their work at once, on the
-// caller's thread. It also keeps the group's health: whether an op timed
-// out, which makes the group unusable. Made by std::make_shared only.
+// the group; after Stop() each call does its work on a thread of its own. It
+// also keeps the group's health: whether an op timed out, which makes the group
+// unusable. Made by std::make_shared only.
 class Progress : public std::enable_shared_from_this<Progress> {
  public:
   explicit Progress(const python::CApi* api);
@@ -239,9 +239,10 @@ class Progress : public std::enable_shared_from_this<Progress> {
   // Waits for an abandoned op's handles (until its drain_by), then drops
   // its tensors and clears its slot.
   void Drain(Pending pending);
-  // Finishes what is queued and joins the thread; once an op timed out
-  // (its peers may never come), lets the thread finish the queue on its
-  // own instead, holding this object until it has.
+  // Joins the thread when it has nothing to do; otherwise (an op to wait
+  // for, whose peers may never come) or once an op timed out, lets the
+  // thread finish the queue on its own, holding this object until it has.
+  // So it never waits for an op.
   void Stop();
   // Records that `what` ("allreduce c10d.0.0.3 after 1 s") timed out: the
   // group is unusable from now on (the first one is kept).
@@ -255,7 +256,8 @@ class Progress : public std::enable_shared_from_this<Progress> {
     Pending pending;
   };
   void Loop();
-  // Queues `item` for the thread, or runs it here once stopped.
+  // Queues `item` for the thread, or once stopped runs it on a detached
+  // thread of its own.
   void Enqueue(Item item);
   void Run(Item item);
 
@@ -264,7 +266,8 @@ class Progress : public std::enable_shared_from_this<Progress> {
   absl::CondVar cv_;
   std::deque<Item> queue_ ABSL_GUARDED_BY(mu_);
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
-  std::atomic<bool> timed_out_{false};  // timed_out_what_ is set
+  bool busy_ ABSL_GUARDED_BY(mu_) = false;  // the thread runs an item
+  std::atomic<bool> timed_out_{false};      // timed_out_what_ is set
   std::string timed_out_what_ ABSL_GUARDED_BY(mu_);
   // The thread's hold on this object once Stop() let it go on alone.
   std::shared_ptr<Progress> self_ ABSL_GUARDED_BY(mu_);

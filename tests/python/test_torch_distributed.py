@@ -396,6 +396,42 @@ def test_group_timeout():
     dist.destroy_process_group(patient)
 
 
+def test_group_destruction_waits_for_no_op():
+    """Destroying a group (or dropping a work after it) returns at once
+    while its ops wait for a late rank, even under a long timeout; the ops
+    go on and complete when it comes, futures included."""
+    rank, size = rs()
+    if size == 1:
+        pytest.skip('needs 2 ranks')
+    late = size - 1
+    want = torch.full((2,), float(sum(range(1, size + 1))))
+    group = kdist.new_group(timeout=timedelta(hours=1))
+    dist.barrier()
+    ts = [torch.full((2,), float(rank + 1)) for _ in range(3)]
+    if rank == late:
+        time.sleep(2)
+        for t in ts:
+            dist.all_reduce(t, group=group)
+            assert torch.equal(t, want)
+    else:
+        dropped = dist.all_reduce(ts[0], group=group, async_op=True)
+        fut = dist.all_reduce(ts[1], group=group, async_op=True).get_future()
+        kept = dist.all_reduce(ts[2], group=group, async_op=True)
+        start = time.monotonic()
+        del dropped  # its op goes to the progress thread
+        dist.destroy_process_group(group)
+        del group  # the last hold on the ProcessGroupKolo
+        del kept  # dropped after the group: not on this thread either
+        assert time.monotonic() - start < 1
+    dist.barrier()  # the late rank's calls ended the ops everywhere
+    if rank != late:
+        assert torch.equal(fut.wait()[0], want)
+        for t in ts:
+            assert torch.equal(t, want)
+    else:
+        dist.destroy_process_group(group)
+
+
 def test_group_timeout_through_the_future():
     """The path DDP's comm hooks take: a work's future, driven by the
     group's progress thread, carries the timeout's error when its op is not
