@@ -2,13 +2,18 @@
 # Prints which reduction-kernel loops of allreduce/kernels.cc the compiler
 # vectorised, per dtype x op, from the compiler's own optimisation record
 # (GCC: -fsave-optimization-record, the JSON behind -fopt-info-vec; clang:
-# -fsave-optimization-record, the YAML behind -Rpass=loop-vectorize).
+# -fsave-optimization-record, the YAML behind -Rpass=loop-vectorize), and
+# the same for the in-place maps (MapEachInPlace: the average's division and
+# the scales, in place). Each function the record calls vectorised must also
+# hold packed instructions in the object code (objdump): a record once said
+# "vectorised" of a loop GCC ran as a scalar fallback.
 #
 # Usage: scripts/vectorization-report.sh [BUILD_DIR]   (default: build)
 # BUILD_DIR must be configured (it has compile_commands.json); the file is
 # compiled again with exactly its flags, into a temporary directory.
-# Exit status: 0, or 1 if a ReduceInto/Reduce loop that should vectorise did
-# not (int64 min/max/product are expected to stay scalar at the SSE2 baseline).
+# Exit status: 0, or 1 if a ReduceInto/Reduce loop or a float/double
+# in-place map that should vectorise did not, or has no packed instruction
+# (int64 min/max/product are expected to stay scalar at the SSE2 baseline).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "${1:-$root/build}" && pwd)
@@ -39,6 +44,9 @@ compiler=$(awk '{print $1}' <<<"$cmd")
 echo "compiler: $("$compiler" --version | head -1)"
 echo "flags:    $(grep -oE ' -O[0-3s]| -march=[^ ]+| -m[a-z0-9.]+' <<<"$cmd" | tr -d '\n')"
 nm --defined-only "$tmp/kernels.o" | awk '{print $3}' | sort -u >"$tmp/symbols"
+# Address and size per function: two functions may share one body (GCC
+# folds identical ones), and objdump names such a body once.
+objdump -t "$tmp/kernels.o" | awk '$3 == "F" {print $6, $4, $1, $5}' >"$tmp/extents"
 
 python3 - "$tmp" <<'EOF'
 import glob, gzip, json, re, subprocess, sys
@@ -65,16 +73,43 @@ for path in glob.glob(tmp + "/*.opt.yaml"):  # clang
             w = re.search(r"VectorizationFactor:\s+'?(\d+)", doc)
             vectorised.setdefault(fn, set()).add("x" + (w.group(1) if w else "?"))
 
-symbols = [s for s in open(tmp + "/symbols").read().split() if "Loop" in s]
+symbols = [s for s in open(tmp + "/symbols").read().split()
+           if "Loop" in s or "MapEachInPlace" in s]
 names = demangle(symbols + list(vectorised))
+
+# What the object code holds: per function, how many packed (vector)
+# arithmetic, compare or logic instructions. The record says what the
+# vectoriser did; the code says whether it survived (GCC 12 once kept an
+# inlined in-place loop as a scalar fallback of a vectorised one).
+PACKED = re.compile(r"\s(v?(add|sub|mul|div|min|max|and|andn|or|xor|cmp\w*)p[sd]|"
+                    r"v?p(add|sub|mul|min|max|and|andn|or|xor|cmp|sra|srl|sll|shuf|unpck)\w*)\s")
+extents = {n: (sec, int(a, 16), int(z, 16)) for n, sec, a, z in
+           (l.split() for l in open(tmp + "/extents"))}
+def packed_count(sym):
+    section, start, size = extents[sym]
+    out = subprocess.run(["objdump", "-d", "--no-show-raw-insn", "-j", section,
+                          f"--start-address={start:#x}",
+                          f"--stop-address={start + size:#x}",
+                          tmp + "/kernels.o"],
+                         text=True, capture_output=True, check=True).stdout
+    return sum(1 for line in out.splitlines() if PACKED.search(line + " "))
+packed = {s: packed_count(s) for s in symbols}
+claimed_only = []  # vectorised by the record, no packed code
 loops = {}  # (kind, T, Op) -> widths or None
+maps = []  # (T, symbol) of the in-place maps
 for s in symbols:
+    m = re.search(r"MapEachInPlace<([^,]+),", names[s])
+    if m:
+        maps.append((m.group(1), s))
+        continue
     m = re.search(r"(\w+Loop)<(.+)>\(", names[s])
     if not m:
         continue
     args = m.group(2).replace("kolo::(anonymous namespace)::", "")
     t, op = (a.strip() for a in args.split(", ", 1))
     loops[(m.group(1), t, op)] = vectorised.get(s)
+    if vectorised.get(s) and not packed[s]:
+        claimed_only.append(names[s])
 
 u8, s8, u16, s16 = "unsigned char", "signed char", "unsigned short", "short"
 u32, s32, u64, s64 = "unsigned int", "int", "unsigned long", "long"
@@ -133,6 +168,28 @@ print("\n(GCC: vector width in bytes, the second one is the epilogue;"
       " clang: lanes. 'absent': the compiler removed the loop, e.g."
       " min(x, x) = x.\nSelf loops (all operands the same buffer) are rare"
       " and not required to vectorise.)")
+# The in-place maps (DivideBy, Scale, the average's finish; MapInto calls
+# them when in == out): float and double must vectorise.
+print("\nIn-place maps (the average's division, pre- and postscale, in place):")
+for t in ("float", "double"):
+    got = [(s, vectorised.get(s)) for tt, s in maps if norm(tt) == t]
+    if not got:
+        print(f"  {t:7} absent")
+        failed.append(f"{t} MapEachInPlace (no such function: inlined?)")
+        continue
+    for s, w in got:
+        what = re.sub(r"kolo::|\(anonymous namespace\)::", "",
+                      names[s].split(", ", 1)[1])[:60]
+        print(f"  {t:7} {'vec ' + ','.join(sorted(w)) if w else 'NOT vectorised':16}"
+              f" {packed[s]:3} packed  {what}")
+        if not w or not packed[s]:
+            failed.append(f"{t} MapEachInPlace ({names[s][:80]}...)")
+        if w and not packed[s]:
+            claimed_only.append(names[s])
+if claimed_only:
+    print("vectorised by the compiler's record but with no packed instruction"
+          " in the code: " + "; ".join(claimed_only))
+    failed += claimed_only
 if failed:
     print("not vectorised: " + "; ".join(failed))
     sys.exit(1)
