@@ -1,6 +1,7 @@
 #include "worker_lib/op_request.h"
 
 #include <cmath>
+#include <cstring>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -225,37 +226,6 @@ std::string ValidateGather(PendingOp& op, const char* name, int size) {
   return "";
 }
 
-std::string Validate(PendingOp& op, int rank, int size) {
-  const std::string op_name = proto::OpTypeName(op.op);
-  const char* name = op_name.c_str();
-  if (op.op == proto::BARRIER || op.op == proto::JOIN ||
-      op.op == proto::MEMBERSHIP_CHECK || op.op == proto::PROCESS_SET_REMOVE) {
-    return "";
-  }
-  if (op.op == proto::PROCESS_SET_ADD) return ValidateProcessSetAdd(op, size);
-  std::string bad = CheckTensor(name, "the input", op.input);
-  if (!bad.empty()) return bad;
-  switch (op.op) {
-    case proto::ALLREDUCE:
-    case proto::REDUCESCATTER:
-      if (absl::Status s =
-              internal::CheckReduce(name, op.input.dtype, op.reduce);
-          !s.ok()) {
-        return std::string(s.message());
-      }
-      return op.op == proto::ALLREDUCE
-                 ? ValidateAllreduce(op, name)
-                 : ValidateReducescatter(op, name, rank, size);
-    case proto::BROADCAST:
-      return ValidateBroadcast(op, size);
-    case proto::ALLGATHER:
-    case proto::ALLTOALL:
-      return ValidateGather(op, name, size);
-    default:
-      return absl::StrCat("unknown op type ", static_cast<int>(op.op));
-  }
-}
-
 }  // namespace
 
 void PendingOp::Reset() {
@@ -302,12 +272,68 @@ int64_t RowElements(const std::vector<int64_t>& shape) {
   return n;
 }
 
-void FillRequest(PendingOp& op, int rank, int size, proto::Request* out) {
+std::string ValidateOp(PendingOp& op, int rank, int size) {
+  const std::string op_name = proto::OpTypeName(op.op);
+  const char* name = op_name.c_str();
+  if (op.op == proto::BARRIER || op.op == proto::JOIN ||
+      op.op == proto::MEMBERSHIP_CHECK || op.op == proto::PROCESS_SET_REMOVE) {
+    return "";
+  }
+  if (op.op == proto::PROCESS_SET_ADD) return ValidateProcessSetAdd(op, size);
+  std::string bad = CheckTensor(name, "the input", op.input);
+  if (!bad.empty()) return bad;
+  switch (op.op) {
+    case proto::ALLREDUCE:
+    case proto::REDUCESCATTER:
+      if (absl::Status s =
+              internal::CheckReduce(name, op.input.dtype, op.reduce);
+          !s.ok()) {
+        return std::string(s.message());
+      }
+      return op.op == proto::ALLREDUCE
+                 ? ValidateAllreduce(op, name)
+                 : ValidateReducescatter(op, name, rank, size);
+    case proto::BROADCAST:
+      return ValidateBroadcast(op, size);
+    case proto::ALLGATHER:
+    case proto::ALLTOALL:
+      return ValidateGather(op, name, size);
+    default:
+      return absl::StrCat("unknown op type ", static_cast<int>(op.op));
+  }
+}
+
+namespace {
+
+// Whether the op carries a tensor's dtype, shape and device.
+bool HasTensor(proto::OpType op) {
+  return op != proto::BARRIER && op != proto::JOIN &&
+         op != proto::MEMBERSHIP_CHECK && op != proto::PROCESS_SET_ADD &&
+         op != proto::PROCESS_SET_REMOVE;
+}
+
+bool SameBits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+// A Request's list against a list (a vector or another Request's list).
+template <typename Repeated, typename List>
+bool SameList(const Repeated& a, const List& b) {
+  if (static_cast<size_t>(a.size()) != static_cast<size_t>(b.size())) {
+    return false;
+  }
+  for (int i = 0; i < a.size(); ++i) {
+    if (a.Get(i) != b[i]) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+void FillRequest(const PendingOp& op, std::string invalid,
+                 proto::Request* out) {
   proto::Request& r = *out;
   r.Clear();  // keeps the strings' and lists' storage
   r.set_name(op.name);
   r.set_op(op.op);
-  std::string invalid = Validate(op, rank, size);
   r.set_process_set(op.process_set);
   if (!op.group.empty()) {
     r.set_group(op.group);
@@ -318,9 +344,7 @@ void FillRequest(PendingOp& op, int rank, int size, proto::Request* out) {
     r.set_order_slot(op.order_slot);
     if (!op.order_void.empty()) r.set_order_void(op.order_void);
   }
-  if (op.op != proto::BARRIER && op.op != proto::JOIN &&
-      op.op != proto::MEMBERSHIP_CHECK && op.op != proto::PROCESS_SET_ADD &&
-      op.op != proto::PROCESS_SET_REMOVE) {
+  if (HasTensor(op.op)) {
     r.set_dtype(static_cast<int>(op.input.dtype));
     r.mutable_shape()->Add(op.input.shape.begin(), op.input.shape.end());
     r.set_device(op.input.device);
@@ -336,9 +360,43 @@ void FillRequest(PendingOp& op, int rank, int size, proto::Request* out) {
   if (!invalid.empty()) r.set_invalid(std::move(invalid));
 }
 
+bool Announces(const PendingOp& op, const proto::Request& r) {
+  // Field by field as FillRequest writes them, with an empty `invalid`.
+  const bool tensor = HasTensor(op.op);
+  return r.name() == op.name && r.op() == op.op &&
+         r.process_set() == op.process_set && r.group() == op.group &&
+         r.group_size() == (op.group.empty() ? 0 : op.group_size) &&
+         r.order_stream() == op.order_stream &&
+         r.order_slot() == (op.order_stream.empty() ? 0 : op.order_slot) &&
+         (op.order_stream.empty() ? r.order_void().empty()
+                                  : r.order_void() == op.order_void) &&
+         r.dtype() == (tensor ? static_cast<int>(op.input.dtype) : 0) &&
+         (tensor ? SameList(r.shape(), op.input.shape) : r.shape_size() == 0) &&
+         r.device() == (tensor ? op.input.device : kCpu) &&
+         r.reduce_op() == static_cast<int>(op.reduce.op) &&
+         SameBits(r.prescale(), op.reduce.prescale) &&
+         SameBits(r.postscale(), op.reduce.postscale) && r.root() == op.root &&
+         SameList(r.splits(), op.splits) && SameList(r.expect(), op.expect) &&
+         r.invalid().empty();
+}
+
+bool SameRequest(const proto::Request& a, const proto::Request& b) {
+  return a.op() == b.op() && a.dtype() == b.dtype() &&
+         a.reduce_op() == b.reduce_op() && a.root() == b.root() &&
+         a.device() == b.device() && SameBits(a.prescale(), b.prescale()) &&
+         SameBits(a.postscale(), b.postscale()) &&
+         SameList(a.shape(), b.shape()) && SameList(a.splits(), b.splits()) &&
+         SameList(a.expect(), b.expect()) && a.name() == b.name() &&
+         a.invalid() == b.invalid() && a.process_set() == b.process_set() &&
+         a.group() == b.group() && a.group_size() == b.group_size() &&
+         a.order_stream() == b.order_stream() &&
+         a.order_slot() == b.order_slot() && a.order_void() == b.order_void();
+}
+
 proto::Request MakeRequest(PendingOp& op, int rank, int size) {
   proto::Request r;
-  FillRequest(op, rank, size, &r);
+  std::string invalid = ValidateOp(op, rank, size);
+  FillRequest(op, std::move(invalid), &r);
   return r;
 }
 

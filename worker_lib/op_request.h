@@ -8,8 +8,9 @@
 // (docs/design.md "Negotiation and fusion").
 //
 // Thread-safety: PendingOp is owned by OpRuntime (op_runtime.h); its fields
-// below "completion" are guarded there. MakeRequest and FillRequest are pure
-// functions of the op (they fill in op.splits / op.set_root).
+// below "completion" are guarded there. MakeRequest and ValidateOp are pure
+// functions of the op (they fill in op.splits / op.set_root); FillRequest
+// and Announces only read it.
 #ifndef KOLO_WORKER_LIB_OP_REQUEST_H_
 #define KOLO_WORKER_LIB_OP_REQUEST_H_
 
@@ -89,8 +90,23 @@ int64_t RowElements(const std::vector<int64_t>& shape);
 // fills op.splits with the default split where the caller gave none, and
 // op.set_root.
 proto::Request MakeRequest(PendingOp& op, int rank, int size);
-// The same, written into `*out` (cleared first; its storage is reused).
-void FillRequest(PendingOp& op, int rank, int size, proto::Request* out);
+
+// MakeRequest in its two steps, for the runtime's hot path:
+// What is wrong with `op` as this rank sees it (the Request's `invalid`),
+// or ""; fills op.splits with the default split where the caller gave none,
+// and op.set_root.
+std::string ValidateOp(PendingOp& op, int rank, int size);
+// The Request announcing `op` (after ValidateOp, whose answer `invalid` is),
+// written into `*out` (cleared first; its storage is reused).
+void FillRequest(const PendingOp& op, std::string invalid, proto::Request* out);
+// Whether FillRequest(op, "", ...) would write a Request equal to `r` in
+// every field (scale factors bitwise), without writing one: the cache's
+// question for an op that passed ValidateOp.
+bool Announces(const PendingOp& op, const proto::Request& r);
+
+// Whether two Requests are the same announcement (every field; scale
+// factors bitwise).
+bool SameRequest(const proto::Request& a, const proto::Request& b);
 
 }  // namespace kolo::worker
 

@@ -387,23 +387,22 @@ Handle OpRuntime::RecordOp(std::shared_ptr<PendingOp> op, const SetPlace& place,
                            absl::Time now) {
   const Handle handle = op->handle = next_handle_++;
   if (place.members != nullptr) op->members = *place.members;
-  // Built in the reused scratch Request (no allocation in the steady
-  // state); kept in the op only when it goes in full.
-  FillRequest(*op, place.rank, place.size, &scratch_);
-  if (std::optional<uint32_t> bit = cache_.BitFor(scratch_)) {
-    outbox_.announce.add_cached(*bit);
-    op->cache_bit = *bit;
+  // A hit is judged against the cached Request without writing one (the
+  // steady state); a Request is written only for an op that goes in full.
+  std::string invalid = ValidateOp(*op, place.rank, place.size);
+  std::optional<uint32_t> hit;
+  if (invalid.empty()) hit = cache_.BitFor(*op);
+  if (hit.has_value()) {
+    outbox_.announce.add_cached(*hit);
+    op->cache_bit = *hit;
+    if (*hit >= by_bit_.size()) by_bit_.resize(*hit + 1, 0);
+    by_bit_[*hit] = handle;
   } else {
-    op->request = scratch_;
-    *outbox_.announce.add_requests() = scratch_;
+    FillRequest(*op, std::move(invalid), &op->request);
+    *outbox_.announce.add_requests() = op->request;
   }
   op->submitted = now;
   outbox_.bytes += op->name.size() + 32;  // names_ has it (NameOps)
-  if (op->cache_bit >= 0) {
-    const auto bit = static_cast<size_t>(op->cache_bit);
-    if (bit >= by_bit_.size()) by_bit_.resize(bit + 1, 0);
-    by_bit_[bit] = handle;
-  }
   if (timeline_ != nullptr) {
     timeline_->Begin(
         op->name, absl::StrCat("NEGOTIATE_", Upper(proto::OpTypeName(op->op))),

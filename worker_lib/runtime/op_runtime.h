@@ -460,9 +460,6 @@ class OpRuntime {
   // (CoordinatorLink::ReadBy; see AwaitLinkTurn).
   bool bg_quiet_ ABSL_GUARDED_BY(mu_) = false;
   CacheMirror cache_ ABSL_GUARDED_BY(mu_);
-  // Where a submission's Request is built (reused: a cache hit allocates
-  // nothing for it).
-  proto::Request scratch_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
   // Finished ops for NewOp (reset; at most kPoolSize).
   Mutex pool_mu_;

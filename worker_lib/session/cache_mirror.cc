@@ -1,43 +1,11 @@
 #include "worker_lib/session/cache_mirror.h"
 
-#include <cstring>
-
 #include "common/log.h"
 
 namespace kolo::worker {
-namespace {
-
-bool SameBits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
-
-template <typename Repeated>
-bool SameList(const Repeated& a, const Repeated& b) {
-  if (a.size() != b.size()) return false;
-  for (int i = 0; i < a.size(); ++i) {
-    if (a.Get(i) != b.Get(i)) return false;
-  }
-  return true;
-}
-
-}  // namespace
-
-bool SameRequest(const proto::Request& a, const proto::Request& b) {
-  return a.op() == b.op() && a.dtype() == b.dtype() &&
-         a.reduce_op() == b.reduce_op() && a.root() == b.root() &&
-         a.device() == b.device() && SameBits(a.prescale(), b.prescale()) &&
-         SameBits(a.postscale(), b.postscale()) &&
-         SameList(a.shape(), b.shape()) && SameList(a.splits(), b.splits()) &&
-         SameList(a.expect(), b.expect()) && a.name() == b.name() &&
-         a.invalid() == b.invalid() && a.process_set() == b.process_set() &&
-         a.group() == b.group() && a.group_size() == b.group_size() &&
-         a.order_stream() == b.order_stream() &&
-         a.order_slot() == b.order_slot() && a.order_void() == b.order_void();
-}
-
-std::optional<uint32_t> CacheMirror::BitFor(
-    const proto::Request& request) const {
-  if (!request.invalid().empty()) return std::nullopt;
-  auto it = by_name_.find(request.name());
-  if (it == by_name_.end() || !SameRequest(it->second.request, request)) {
+std::optional<uint32_t> CacheMirror::BitFor(const PendingOp& op) const {
+  auto it = by_name_.find(op.name);
+  if (it == by_name_.end() || !Announces(op, it->second.request)) {
     return std::nullopt;
   }
   return it->second.bit;

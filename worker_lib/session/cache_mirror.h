@@ -2,8 +2,9 @@
 // gave to this rank's requests (proto Response.cache_bits, Plan.cache_evicted;
 // the coordinator side is coordinator/response_cache.h).
 //
-// Submitting an op, the runtime asks BitFor(request): when the name holds a
-// bit and this rank's Request is the one it had when the bit was assigned,
+// Submitting an op, the runtime asks BitFor(op): when the name holds a
+// bit and the op would be announced by the Request it had when the bit was
+// assigned,
 // the op is announced as that bit; otherwise as the full Request (a metadata
 // change; the coordinator then checks it and reassigns). Running a plan, the
 // runtime applies its evictions and assignments before it runs the plan's
@@ -27,18 +28,15 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "proto/kolo.pb.h"
+#include "worker_lib/op_request.h"
 
 namespace kolo::worker {
 
-// Whether two Requests are the same announcement (every field; scale
-// factors bitwise).
-bool SameRequest(const proto::Request& a, const proto::Request& b);
-
 class CacheMirror {
  public:
-  // The bit to announce `request` by, or nullopt (announce it in full).
-  // Requests flagged invalid never go by bit.
-  std::optional<uint32_t> BitFor(const proto::Request& request) const;
+  // The bit to announce `op` by, or nullopt (announce it in full).
+  // REQUIRES: ValidateOp(op) gave "" (an invalid op never goes by bit).
+  std::optional<uint32_t> BitFor(const PendingOp& op) const;
 
   // Fills in the names of `plan`'s by-bit responses (Response.by_bit: hits
   // listed by their bits) from this mirror. Call it before Apply (the bits
