@@ -340,16 +340,22 @@ def test_more_calls_in_flight_than_call_slots():
         assert torch.equal(t, torch.full((4,), float(i * size)))
 
 
+def late_rank():
+    """For the tests where the last rank comes late: (rank, size, the late
+    rank, the sum over the ranks of a 2-element tensor filled with rank + 1).
+    Skips on one rank."""
+    rank, size = rs()
+    if size == 1:
+        pytest.skip('needs 2 ranks')
+    return rank, size, size - 1, torch.full((2,), float(sum(range(1, size + 1))))
+
+
 def test_group_timeout():
     """The group's timeout: wait() with a shorter one raises and the op goes
     on; an op not complete within the group's fails and makes the group
     unusable on that rank, whose destruction does not wait for the op,
     while the late rank's call completes it."""
-    rank, size = rs()
-    if size == 1:
-        pytest.skip('needs 2 ranks')
-    late = size - 1
-    want = torch.full((2,), float(sum(range(1, size + 1))))
+    rank, size, late, want = late_rank()
     patient = kdist.new_group(timeout=timedelta(seconds=5))
     strict = kdist.new_group(timeout=timedelta(seconds=1))
     dist.barrier()
@@ -400,11 +406,7 @@ def test_group_destruction_waits_for_no_op():
     """Destroying a group (or dropping a work after it) returns at once
     while its ops wait for a late rank, even under a long timeout; the ops
     go on and complete when it comes, futures included."""
-    rank, size = rs()
-    if size == 1:
-        pytest.skip('needs 2 ranks')
-    late = size - 1
-    want = torch.full((2,), float(sum(range(1, size + 1))))
+    rank, size, late, want = late_rank()
     group = kdist.new_group(timeout=timedelta(hours=1))
     dist.barrier()
     ts = [torch.full((2,), float(rank + 1)) for _ in range(3)]
